@@ -1,0 +1,261 @@
+// Package config holds cgdelegate's configuration: one documented struct,
+// its defaults, YAML decoding and Validate.
+//
+// Use it to turn a config file or an NRI Configure blob into a Config that
+// the rest of the plugin can trust. It does no host I/O beyond reading the
+// file it is given.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+	"sigs.k8s.io/yaml"
+)
+
+// GuardMode says what to do with containers that arrive with a read-write
+// /sys/fs/cgroup from the runtime itself (containerd's cgroup_writable,
+// CRI-O's annotation) on a host where that is unsafe.
+type GuardMode string
+
+const (
+	// GuardEnforce refuses such containers with an error.
+	GuardEnforce GuardMode = "enforce"
+	// GuardWarn logs a warning and lets them through.
+	GuardWarn GuardMode = "warn"
+	// GuardOff ignores them.
+	GuardOff GuardMode = "off"
+)
+
+// TopologyScope selects how pod-level budgets map onto CPUs.
+type TopologyScope string
+
+const (
+	// ScopePod gives every pod with a pod-level budget its own NUMA-aligned
+	// bubble; Guaranteed containers get exclusive slices inside it.
+	ScopePod TopologyScope = "pod"
+	// ScopeContainer gives Guaranteed containers exclusive CPUs from the node
+	// pool; the pod budget still bounds the sum.
+	ScopeContainer TopologyScope = "container"
+)
+
+// Default values.
+const (
+	DefaultCgroupRoot      = "/sys/fs/cgroup"
+	DefaultMountinfoPath   = "/proc/1/mountinfo"
+	DefaultProcRoot        = "/proc"
+	DefaultSysfsRoot       = "/sys"
+	DefaultHookPath        = "/usr/local/bin/cgdelegate-hook"
+	DefaultMaxDescendants  = 250
+	DefaultMaxDepth        = 50
+	DefaultFeatureFile     = "/etc/kubernetes/node-feature-discovery/features.d/cgdelegate"
+	DefaultStatusFile      = "/run/cgdelegate/status.json"
+	DefaultCheckpointFile  = "/var/lib/cgdelegate/checkpoint.json"
+	DefaultKubeletCPUState = "/var/lib/kubelet/cpu_manager_state"
+	DefaultHookTimeout     = 10
+)
+
+// Config is the whole plugin configuration. Every field has a default, so an
+// empty file is a valid config.
+type Config struct {
+	// CgroupRoot is the host's cgroup2 mount point. Writable cgroups need it
+	// to be a cgroup2 (unified) mount with nsdelegate.
+	CgroupRoot string `json:"cgroupRoot,omitempty"`
+	// MountinfoPath is the host mount table used to check nsdelegate,
+	// normally /proc/1/mountinfo.
+	MountinfoPath string `json:"mountinfoPath,omitempty"`
+	// ProcRoot is the host /proc, used by the hook to compare namespaces.
+	ProcRoot string `json:"procRoot,omitempty"`
+	// SysfsRoot is the host /sys, used for /sys/kernel/cgroup/delegate and
+	// CPU topology discovery.
+	SysfsRoot string `json:"sysfsRoot,omitempty"`
+	// HookPath is the cgdelegate-hook binary injected into writable
+	// containers, as seen by the runtime.
+	HookPath string `json:"hookPath,omitempty"`
+	// HookTimeout is the OCI hook timeout in seconds.
+	HookTimeout int `json:"hookTimeout,omitempty"`
+	// Guard is what to do with containers that the runtime already made
+	// writable on an unsafe host: enforce (refuse), warn or off.
+	Guard GuardMode `json:"guard,omitempty"`
+	// MaxDescendants is the node-level cap written to the pod cgroup's
+	// cgroup.max.descendants. A pod annotation may lower it, never raise it.
+	MaxDescendants int `json:"maxDescendants,omitempty"`
+	// MaxDepth is the node-level cap written to the pod cgroup's
+	// cgroup.max.depth. A pod annotation may lower it, never raise it.
+	MaxDepth int `json:"maxDepth,omitempty"`
+	// FeatureFile is the Node Feature Discovery local feature file kept up to
+	// date with cgdelegate.io/supports-cgroup-options. Empty disables it.
+	FeatureFile string `json:"featureFile,omitempty"`
+	// StatusFile is where the running plugin publishes its readiness and
+	// allocation table for `cgdelegate status`. Empty disables it.
+	StatusFile string `json:"statusFile,omitempty"`
+
+	// CPUPinning enables the pod-level resource manager (exclusive cpusets
+	// and memory nodes from pod budgets).
+	CPUPinning bool `json:"cpuPinning,omitempty"`
+	// TopologyScope is pod (default) or container.
+	TopologyScope TopologyScope `json:"topologyScope,omitempty"`
+	// ReservedCPUs is a Linux cpuset list (e.g. "0,1") never handed out.
+	ReservedCPUs string `json:"reservedCPUs,omitempty"`
+	// CheckpointFile is an optional second source of allocation state,
+	// written atomically. Synchronize stays the truth. Empty disables it.
+	CheckpointFile string `json:"checkpointFile,omitempty"`
+	// KubeletCPUManagerState is the kubelet cpu_manager_state file. When it
+	// names the static policy, cgdelegate refuses to pin CPUs.
+	KubeletCPUManagerState string `json:"kubeletCPUManagerState,omitempty"`
+	// AllowKubeletStaticCPUManager overrides that refusal.
+	AllowKubeletStaticCPUManager bool `json:"allowKubeletStaticCPUManager,omitempty"`
+}
+
+// Default returns the built-in configuration.
+func Default() Config {
+	var c Config
+	c.applyDefaults()
+	return c
+}
+
+func (c *Config) applyDefaults() {
+	setStr := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	setStr(&c.CgroupRoot, DefaultCgroupRoot)
+	setStr(&c.MountinfoPath, DefaultMountinfoPath)
+	setStr(&c.ProcRoot, DefaultProcRoot)
+	setStr(&c.SysfsRoot, DefaultSysfsRoot)
+	setStr(&c.HookPath, DefaultHookPath)
+	setStr(&c.KubeletCPUManagerState, DefaultKubeletCPUState)
+	if c.Guard == "" {
+		c.Guard = GuardEnforce
+	}
+	if c.TopologyScope == "" {
+		c.TopologyScope = ScopePod
+	}
+	if c.MaxDescendants == 0 {
+		c.MaxDescendants = DefaultMaxDescendants
+	}
+	if c.MaxDepth == 0 {
+		c.MaxDepth = DefaultMaxDepth
+	}
+	if c.HookTimeout == 0 {
+		c.HookTimeout = DefaultHookTimeout
+	}
+}
+
+// Parse decodes YAML (or JSON) from r over the defaults and validates the
+// result. Unknown fields are an error, so a typo never silently falls back to
+// a default.
+func Parse(r io.Reader) (Config, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	var c Config
+	if len(bytes.TrimSpace(data)) > 0 {
+		if err := yaml.UnmarshalStrict(data, &c); err != nil {
+			return Config{}, fmt.Errorf("decode config: %w", err)
+		}
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Load reads and parses the config file at path.
+func Load(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("open config %q: %w", path, err)
+	}
+	defer f.Close()
+	c, err := Parse(f)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %q: %w", path, err)
+	}
+	return c, nil
+}
+
+// Merge overlays the non-empty fields of a Configure blob onto base and
+// validates the result.
+func Merge(base Config, blob string) (Config, error) {
+	if strings.TrimSpace(blob) == "" {
+		return base, nil
+	}
+	c := base
+	if err := yaml.UnmarshalStrict([]byte(blob), &c); err != nil {
+		return Config{}, fmt.Errorf("decode NRI config blob: %w", err)
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Validate reports every problem in c at once.
+func (c Config) Validate() error {
+	var errs []error
+	abs := func(field, v string, allowEmpty bool) {
+		switch {
+		case v == "" && allowEmpty:
+		case v == "":
+			errs = append(errs, fmt.Errorf("%s: must not be empty", field))
+		case !filepath.IsAbs(v):
+			errs = append(errs, fmt.Errorf("%s: %q is not an absolute path", field, v))
+		}
+	}
+	abs("cgroupRoot", c.CgroupRoot, false)
+	abs("mountinfoPath", c.MountinfoPath, false)
+	abs("procRoot", c.ProcRoot, false)
+	abs("sysfsRoot", c.SysfsRoot, false)
+	abs("hookPath", c.HookPath, false)
+	abs("featureFile", c.FeatureFile, true)
+	abs("statusFile", c.StatusFile, true)
+	abs("checkpointFile", c.CheckpointFile, true)
+	abs("kubeletCPUManagerState", c.KubeletCPUManagerState, false)
+
+	switch c.Guard {
+	case GuardEnforce, GuardWarn, GuardOff:
+	default:
+		errs = append(errs, fmt.Errorf("guard: %q is not one of enforce, warn, off", c.Guard))
+	}
+	switch c.TopologyScope {
+	case ScopePod, ScopeContainer:
+	default:
+		errs = append(errs, fmt.Errorf("topologyScope: %q is not one of pod, container", c.TopologyScope))
+	}
+	if c.MaxDescendants < 1 {
+		errs = append(errs, fmt.Errorf("maxDescendants: %d must be at least 1", c.MaxDescendants))
+	}
+	if c.MaxDepth < 1 {
+		errs = append(errs, fmt.Errorf("maxDepth: %d must be at least 1", c.MaxDepth))
+	}
+	if c.HookTimeout < 1 {
+		errs = append(errs, fmt.Errorf("hookTimeout: %d must be at least 1 second", c.HookTimeout))
+	}
+	if c.ReservedCPUs != "" {
+		if _, err := cpuset.Parse(c.ReservedCPUs); err != nil {
+			errs = append(errs, fmt.Errorf("reservedCPUs: %q is not a cpuset list: %w", c.ReservedCPUs, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Reserved returns the parsed reserved CPU set. Validate has already
+// checked it, so an invalid value yields the empty set.
+func (c Config) Reserved() cpuset.CPUSet {
+	s, err := cpuset.Parse(c.ReservedCPUs)
+	if err != nil {
+		return cpuset.New()
+	}
+	return s
+}
