@@ -1,0 +1,170 @@
+package hostcheck
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	// A systemd host in unified mode (cgroup2 with nsdelegate).
+	mountsV2Nsdelegate = `22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda rw
+23 22 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:2 - sysfs sysfs rw
+24 23 0:23 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:3 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
+`
+	// Unified mode without nsdelegate (e.g. mounted by hand).
+	mountsV2Plain = `22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda rw
+24 22 0:23 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:3 - cgroup2 cgroup2 rw
+`
+	// Hybrid: tmpfs at the root, v1 controllers, cgroup2 at unified.
+	mountsHybrid = `22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda rw
+30 22 0:26 / /sys/fs/cgroup ro,nosuid,nodev,noexec shared:9 - tmpfs tmpfs ro,mode=755
+31 30 0:27 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relatime shared:10 - cgroup2 cgroup2 rw,nsdelegate
+32 30 0:28 / /sys/fs/cgroup/cpu rw,nosuid,nodev,noexec,relatime shared:11 - cgroup cgroup rw,cpu
+`
+	// Legacy v1 only, as on these build machines.
+	mountsV1 = `22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda rw
+30 22 0:26 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 30 0:28 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+`
+	// cgroup2 at a non-standard mount point.
+	mountsV2Elsewhere = `22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda rw
+40 22 0:40 / /run/cgroup2 rw,relatime shared:20 - cgroup2 none rw,nsdelegate
+`
+	// Stacked: a later mount at the same point hides the first.
+	mountsStacked = `22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda rw
+24 22 0:23 / /sys/fs/cgroup rw,relatime shared:3 - cgroup2 cgroup2 rw,nsdelegate
+25 24 0:24 / /sys/fs/cgroup rw,relatime shared:4 - tmpfs tmpfs rw
+`
+	mountsNone = `22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda rw
+`
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name       string
+		table      string
+		root       string
+		wantVer    int
+		wantNsdel  bool
+		wantFSType string
+		wantErr    error
+		wantInErr  string
+	}{
+		{"v2 nsdelegate", mountsV2Nsdelegate, "/sys/fs/cgroup", 2, true, "cgroup2", nil, ""},
+		{"v2 root with trailing slash", mountsV2Nsdelegate, "/sys/fs/cgroup/", 2, true, "cgroup2", nil, ""},
+		{"v2 without nsdelegate", mountsV2Plain, "/sys/fs/cgroup", 2, false, "cgroup2", ErrNoNsdelegate, `options "rw"`},
+		{"hybrid v1", mountsHybrid, "/sys/fs/cgroup", 1, false, "tmpfs", ErrCgroupV1, `cgroup2 only at "/sys/fs/cgroup/unified"`},
+		{"legacy v1", mountsV1, "/sys/fs/cgroup", 1, false, "tmpfs", ErrCgroupV1, "tmpfs mount"},
+		{"v2 at non-standard path", mountsV2Elsewhere, "/run/cgroup2", 2, true, "cgroup2", nil, ""},
+		{"non-standard path not configured", mountsV2Elsewhere, "/sys/fs/cgroup", 0, false, "", ErrNoCgroupMount, `"/sys/fs/cgroup"`},
+		{"stacked mounts: top wins", mountsStacked, "/sys/fs/cgroup", 1, false, "tmpfs", ErrCgroupV1, ""},
+		{"nothing mounted", mountsNone, "/sys/fs/cgroup", 0, false, "", ErrNoCgroupMount, "nothing is mounted"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := Parse(strings.NewReader(tc.table), tc.root)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if st.Version != tc.wantVer || st.NsDelegate != tc.wantNsdel || st.FSType != tc.wantFSType {
+				t.Errorf("got version=%d nsdelegate=%v fstype=%q, want %d %v %q",
+					st.Version, st.NsDelegate, st.FSType, tc.wantVer, tc.wantNsdel, tc.wantFSType)
+			}
+			verdict := st.Err()
+			if !errors.Is(verdict, tc.wantErr) || (tc.wantErr == nil) != (verdict == nil) {
+				t.Fatalf("Err() = %v, want %v", verdict, tc.wantErr)
+			}
+			if tc.wantInErr != "" && !strings.Contains(verdict.Error(), tc.wantInErr) {
+				t.Errorf("Err() = %q, want it to mention %q", verdict, tc.wantInErr)
+			}
+		})
+	}
+}
+
+func TestParseMalformed(t *testing.T) {
+	_, err := Parse(strings.NewReader("this is not a mount table\n"), "/sys/fs/cgroup")
+	if err == nil {
+		t.Fatal("want an error for a malformed table")
+	}
+}
+
+func TestCheckerRereadsPlainFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mountinfo")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(mountsV2Nsdelegate)
+	c := NewChecker(path, "/sys/fs/cgroup")
+	defer c.Close()
+	st, err := c.Check()
+	if err != nil || st.Err() != nil {
+		t.Fatalf("first check: %v / %v", err, st.Err())
+	}
+	// A remount that drops nsdelegate must be seen by the next check.
+	write(mountsV2Plain)
+	st, err = c.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(st.Err(), ErrNoNsdelegate) {
+		t.Fatalf("after remount: Err() = %v, want ErrNoNsdelegate", st.Err())
+	}
+}
+
+func TestCheckerMissingTable(t *testing.T) {
+	c := NewChecker(filepath.Join(t.TempDir(), "absent"), "/sys/fs/cgroup")
+	_, err := c.Check()
+	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "absent") {
+		t.Fatalf("Check() = %v, want a not-exist error naming the path", err)
+	}
+}
+
+func TestCheckerProcfsCaches(t *testing.T) {
+	if _, err := os.Stat("/proc/self/mountinfo"); err != nil {
+		t.Skip("no /proc/self/mountinfo on this machine")
+	}
+	c := NewChecker("/proc/self/mountinfo", "/")
+	defer c.Close()
+	first, err := c.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.pollOK {
+		t.Fatal("procfs mount table should use poll-based change detection")
+	}
+	second, err := c.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != second {
+		t.Fatalf("cached status differs: %+v vs %+v", first, second)
+	}
+}
+
+func BenchmarkCheckerProcfs(b *testing.B) {
+	c := NewChecker("/proc/self/mountinfo", "/sys/fs/cgroup")
+	defer c.Close()
+	for b.Loop() {
+		if _, err := c.Check(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseProcfs(b *testing.B) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		b.Skip(err)
+	}
+	for b.Loop() {
+		if _, err := Parse(strings.NewReader(string(data)), "/sys/fs/cgroup"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
