@@ -1,0 +1,82 @@
+// Package podres turns what the runtime tells an NRI plugin about a pod and
+// its containers into CPU and memory budgets: requests and limits in
+// millicores and bytes, a QoS class, and whether a container qualifies for
+// exclusive CPUs.
+//
+// Use it to read budgets. It is pure: it never touches the host and keeps no
+// state. Do not use it to allocate CPUs; that is internal/policy's job.
+//
+// # Where the numbers come from
+//
+// The pod budget comes from PodSandbox.Linux.PodResources, which is how the
+// kubelet's pod.spec.resources (pod-level resources) reaches NRI through
+// containerd and CRI-O. A container's budget comes from its own
+// Container.Linux.Resources. The conversions invert the kubelet's:
+//
+//   - CPU limit: quota*1000/period millicores, rounded up (kubelet writes
+//     quota = millicores*period/1000 with a 1000µs floor). A quota <= 0 means
+//     no limit.
+//   - CPU request: shares*1000/1024 millicores, rounded up (kubelet writes
+//     shares = millicores*1024/1000 with a floor of 2). Shares of 2 or less
+//     mean no request: 0m, 1m and 2m all produce 2 shares, which is
+//     exactly the ambiguity the annotation below resolves.
+//   - Memory limit: Memory.Limit in bytes; <= 0 means no limit. The memory
+//     request never reaches the runtime, so only the annotation can state it.
+//
+// # QoS and exclusive eligibility
+//
+// A container is Guaranteed when its CPU request equals its CPU limit (both
+// set) and it has a memory limit (and, if an annotation states a memory
+// request, that request equals the limit). It is BestEffort when it has no
+// CPU request, no CPU limit and no memory limit; otherwise Burstable.
+// oom_score_adj is a cross-check: the kubelet gives BestEffort containers
+// 1000, so 1000 on a container that has a request or limit is an
+// inconsistency. (-997 is not conclusive: critical pods and containers of a
+// Guaranteed pod with pod-level resources get it without their own limits.)
+//
+// A container is exclusive-eligible ("Guaranteed with integer CPUs") when it
+// is Guaranteed and its CPU limit is a whole number of CPUs;
+// Container.ExclusiveCPUs returns that number.
+//
+// # The resources annotation
+//
+// A pod annotation states a pod's or a container's CPU and memory exactly.
+// The keys follow NRI's effective-annotation convention:
+//
+//	resources.cgdelegate.io/pod               the pod budget
+//	resources.cgdelegate.io/container.<name>  the container named <name>
+//
+// The value is a comma-separated list of fields, each at most once:
+//
+//	value  = field *( "," field )
+//	field  = ( "cpu" / "memory" ) "=" amount
+//	amount = qty              ; request = limit = qty
+//	       / qty "/" qty      ; request "/" limit
+//	       / qty "/"          ; request only, no limit
+//
+// CPU quantities are whole or decimal CPUs with at most three decimals
+// ("2", "1.5", "0.25") or millicores ("1500m"). Memory quantities are whole
+// bytes with an optional suffix: k, M, G, T, P (powers of 1000) or Ki, Mi,
+// Gi, Ti, Pi (powers of 1024). Spaces around tokens are ignored. A limit
+// must be positive and at least the request.
+//
+// Examples:
+//
+//	resources.cgdelegate.io/pod: "cpu=4,memory=8Gi"
+//	resources.cgdelegate.io/container.app: "cpu=2,memory=1Gi"
+//	resources.cgdelegate.io/container.web: "cpu=500m/2, memory=256Mi/1Gi"
+//	resources.cgdelegate.io/container.batch: "cpu=250m/"
+//
+// Fields the annotation states replace the converted values; fields it
+// leaves out keep them. Where the runtime also carries a value, the
+// annotated value must convert to the same shares, quota or memory limit;
+// otherwise the result is an ErrInconsistent error naming both. A malformed
+// annotation is an ErrAnnotation error naming the key and the value.
+//
+// # Consistency
+//
+// CheckPod checks a pod budget against its containers: container CPU
+// requests may not sum above the pod's CPU budget, and no container's CPU
+// or memory limit may exceed the pod's. Every problem is reported, each an
+// ErrInconsistent naming both values.
+package podres

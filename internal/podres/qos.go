@@ -1,0 +1,68 @@
+package podres
+
+import "fmt"
+
+// QoSClass is the kubelet's pod QoS class, applied to one container.
+type QoSClass string
+
+// QoS classes.
+const (
+	QoSGuaranteed QoSClass = "Guaranteed"
+	QoSBurstable  QoSClass = "Burstable"
+	QoSBestEffort QoSClass = "BestEffort"
+)
+
+// oom_score_adj values the kubelet gives each class.
+const (
+	GuaranteedOOMScoreAdj = -997
+	BestEffortOOMScoreAdj = 1000
+)
+
+// ClassifyQoS derives the QoS class from a budget alone. See the package
+// documentation for the rules.
+func ClassifyQoS(b Budget) QoSClass {
+	switch {
+	case b.CPURequest > 0 && b.CPURequest == b.CPULimit && b.MemoryLimit > 0 &&
+		(b.MemoryRequest == 0 || b.MemoryRequest == b.MemoryLimit):
+		return QoSGuaranteed
+	case b.CPURequest == 0 && b.CPULimit == 0 && b.MemoryRequest == 0 && b.MemoryLimit == 0:
+		return QoSBestEffort
+	}
+	return QoSBurstable
+}
+
+// CheckOOMScoreAdj cross-checks a class against the container's
+// oom_score_adj. Only the BestEffort score is conclusive: a container the
+// kubelet scored 1000 cannot have requests or limits.
+func CheckOOMScoreAdj(class QoSClass, b Budget, adj int64) error {
+	if adj == BestEffortOOMScoreAdj && class != QoSBestEffort {
+		return fmt.Errorf("%w: oom_score_adj %d says BestEffort but resources %s say %s",
+			ErrInconsistent, adj, b, class)
+	}
+	return nil
+}
+
+// Container is one container's budget and class.
+type Container struct {
+	Budget
+	// QoS is the container's class from its values.
+	QoS QoSClass `json:"qos"`
+}
+
+// NewContainer classifies b.
+func NewContainer(b Budget) Container { return Container{Budget: b, QoS: ClassifyQoS(b)} }
+
+// ExclusiveEligible reports whether the container is Guaranteed with a
+// whole number of CPUs.
+func (c Container) ExclusiveEligible() bool {
+	return c.QoS == QoSGuaranteed && c.CPULimit > 0 && c.CPULimit%1000 == 0
+}
+
+// ExclusiveCPUs is the number of exclusive CPUs the container qualifies
+// for, 0 when it is not exclusive-eligible.
+func (c Container) ExclusiveCPUs() int {
+	if !c.ExclusiveEligible() {
+		return 0
+	}
+	return int(c.CPULimit / 1000)
+}
