@@ -1,11 +1,13 @@
 package hostcheck
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const (
@@ -166,5 +168,38 @@ func BenchmarkParseProcfs(b *testing.B) {
 		if _, err := Parse(strings.NewReader(string(data)), "/sys/fs/cgroup"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestWatchCallsPeriodically(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(path, []byte(mountsV2Nsdelegate), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := make(chan struct{}, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(ctx, path, 20*time.Millisecond, func() { calls <- struct{}{} })
+	}()
+	for range 2 {
+		select {
+		case <-calls:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Watch did not call fn")
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch returned %v, want context.Canceled", err)
+	}
+}
+
+func TestWatchErrors(t *testing.T) {
+	if err := Watch(context.Background(), "/nonexistent/mountinfo", time.Second, func() {}); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing table: %v", err)
+	}
+	if err := Watch(context.Background(), "/proc/self/mountinfo", 0, func() {}); err == nil {
+		t.Fatal("zero interval: want an error")
 	}
 }
