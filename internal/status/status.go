@@ -1,0 +1,147 @@
+// Package status builds the node readiness report that `cgdelegate status`
+// prints and the running plugin publishes.
+//
+// The running plugin knows what only it can see (the runtime name and
+// version from Configure, the allocation table) and writes a Report to the
+// status file; the status command re-runs the host checks live and merges
+// the two. Nothing here talks to NRI or writes cgroupfs.
+package status
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/cgdelegate/cgdelegate/internal/atomicfile"
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+)
+
+// Runtime identifies the container runtime seen in Configure.
+type Runtime struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// Report is the node readiness report.
+type Report struct {
+	// Supported is the node's supports_cgroup_options value.
+	Supported bool `json:"supportsCgroupOptions"`
+	// Problems says why not, one sentence each.
+	Problems []string `json:"problems,omitempty"`
+	// Host is what the mount table says about the cgroup root.
+	Host hostcheck.Status `json:"host"`
+	// Runtime is the runtime the plugin is attached to, if known.
+	Runtime *Runtime `json:"runtime,omitempty"`
+	// PluginPID and UpdatedAt identify the publishing plugin process.
+	PluginPID int       `json:"pluginPID,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
+	// Config is the configuration in force.
+	Config config.Config `json:"config"`
+	// Pinning describes the pod-level resource manager (nil when off).
+	Pinning *Pinning `json:"pinning,omitempty"`
+}
+
+// Pinning is the CPU pinning state.
+type Pinning struct {
+	// Active reports whether cgdelegate pins CPUs.
+	Active bool `json:"active"`
+	// Reason explains an inactive manager.
+	Reason string `json:"reason,omitempty"`
+	// Allocations is the allocation table: pods, bubbles, slices, pools.
+	Allocations any `json:"allocations,omitempty"`
+}
+
+// Evaluate turns a host check into a report for cfg.
+func Evaluate(cfg config.Config, host hostcheck.Status, readErr error) Report {
+	r := Report{Host: host, Config: cfg}
+	switch {
+	case readErr != nil:
+		r.Problems = append(r.Problems, readErr.Error())
+	case host.Err() != nil:
+		r.Problems = append(r.Problems, host.Err().Error())
+	}
+	r.Supported = len(r.Problems) == 0
+	return r
+}
+
+// Marshal renders r as indented JSON with a trailing newline.
+func (r Report) Marshal() []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		// Report holds only plain data; failing here is a programming error
+		// that must still not crash the plugin.
+		return []byte(fmt.Sprintf("{\"error\": %q}\n", err.Error()))
+	}
+	return b.Bytes()
+}
+
+// Publish writes r to path atomically. An empty path does nothing.
+func Publish(path string, r Report) error {
+	if path == "" {
+		return nil
+	}
+	if err := atomicfile.Write(path, r.Marshal(), 0o644); err != nil {
+		return fmt.Errorf("publish status: %w", err)
+	}
+	return nil
+}
+
+// Parse decodes a published report.
+func Parse(rd io.Reader) (Report, error) {
+	var r Report
+	if err := json.NewDecoder(rd).Decode(&r); err != nil {
+		return Report{}, fmt.Errorf("decode status: %w", err)
+	}
+	return r, nil
+}
+
+// ErrNoPlugin means no running plugin has published a report.
+var ErrNoPlugin = errors.New("no running cgdelegate plugin has published a status")
+
+// ReadPublished reads the report a running plugin published at path.
+func ReadPublished(path string) (Report, error) {
+	if path == "" {
+		return Report{}, fmt.Errorf("%w: statusFile is not configured", ErrNoPlugin)
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Report{}, fmt.Errorf("%w: %q does not exist", ErrNoPlugin, path)
+	}
+	if err != nil {
+		return Report{}, fmt.Errorf("open status %q: %w", path, err)
+	}
+	defer f.Close()
+	r, err := Parse(f)
+	if err != nil {
+		return Report{}, fmt.Errorf("status %q: %w", path, err)
+	}
+	return r, nil
+}
+
+// Live combines a fresh host check (live) with what a running plugin
+// published (pub, possibly missing). The host facts and the verdict are
+// always the live ones; the runtime and allocations come from the plugin.
+func Live(live Report, pub Report, pubErr error) Report {
+	out := live
+	if pubErr != nil {
+		out.Problems = append(out.Problems, pubErr.Error())
+		out.Supported = false
+		return out
+	}
+	out.Runtime = pub.Runtime
+	out.PluginPID = pub.PluginPID
+	out.UpdatedAt = pub.UpdatedAt
+	out.Pinning = pub.Pinning
+	if pub.Runtime == nil {
+		out.Problems = append(out.Problems, "the plugin has not been configured by a runtime yet")
+		out.Supported = false
+	}
+	return out
+}

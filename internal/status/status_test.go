@@ -1,0 +1,97 @@
+package status
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+)
+
+var (
+	good    = hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}
+	noNsdel = hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2}
+	v1      = hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "tmpfs", Version: 1}
+)
+
+func TestEvaluate(t *testing.T) {
+	tests := []struct {
+		name    string
+		host    hostcheck.Status
+		readErr error
+		want    bool
+		problem string
+	}{
+		{"ready", good, nil, true, ""},
+		{"no nsdelegate", noNsdel, nil, false, "nsdelegate"},
+		{"cgroup v1", v1, nil, false, "cgroup v2"},
+		{"unreadable mount table", good, errors.New("open /proc/1/mountinfo: permission denied"), false, "permission denied"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Evaluate(config.Default(), tc.host, tc.readErr)
+			if r.Supported != tc.want {
+				t.Fatalf("Supported = %v, want %v (%v)", r.Supported, tc.want, r.Problems)
+			}
+			if tc.problem != "" && (len(r.Problems) == 0 || !strings.Contains(r.Problems[0], tc.problem)) {
+				t.Fatalf("Problems = %v, want one naming %q", r.Problems, tc.problem)
+			}
+		})
+	}
+}
+
+func TestPublishAndLive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "status.json")
+	pub := Evaluate(config.Default(), good, nil)
+	pub.Runtime = &Runtime{Name: "containerd", Version: "v2.4.2"}
+	pub.PluginPID = 42
+	pub.UpdatedAt = time.Unix(1700000000, 0).UTC()
+	pub.Pinning = &Pinning{Active: false, Reason: "cpuPinning is off"}
+	if err := Publish(path, pub); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadPublished(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Runtime == nil || got.Runtime.Version != "v2.4.2" || got.PluginPID != 42 || !got.UpdatedAt.Equal(pub.UpdatedAt) {
+		t.Fatalf("round trip lost data: %+v", got)
+	}
+
+	// The live host check wins over what was published.
+	live := Live(Evaluate(config.Default(), noNsdel, nil), got, nil)
+	if live.Supported || live.Runtime.Name != "containerd" || live.Pinning == nil {
+		t.Fatalf("Live = %+v", live)
+	}
+	ready := Live(Evaluate(config.Default(), good, nil), got, nil)
+	if !ready.Supported {
+		t.Fatalf("Live ready = %+v", ready)
+	}
+}
+
+func TestLiveWithoutPlugin(t *testing.T) {
+	_, err := ReadPublished(filepath.Join(t.TempDir(), "absent.json"))
+	if !errors.Is(err, ErrNoPlugin) {
+		t.Fatalf("err = %v, want ErrNoPlugin", err)
+	}
+	r := Live(Evaluate(config.Default(), good, nil), Report{}, err)
+	if r.Supported || !strings.Contains(strings.Join(r.Problems, ";"), "no running cgdelegate plugin") {
+		t.Fatalf("Live = %+v", r)
+	}
+	if _, err := ReadPublished(""); !errors.Is(err, ErrNoPlugin) {
+		t.Fatalf("empty path: %v", err)
+	}
+	unconfigured := Live(Evaluate(config.Default(), good, nil), Report{}, nil)
+	if unconfigured.Supported {
+		t.Fatal("a plugin without a runtime must not report support")
+	}
+}
+
+func TestParseGarbage(t *testing.T) {
+	if _, err := Parse(strings.NewReader("{not json")); err == nil {
+		t.Fatal("want an error")
+	}
+}
