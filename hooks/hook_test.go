@@ -1,0 +1,365 @@
+package hooks_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cgdelegate/cgdelegate/hooks"
+	"github.com/cgdelegate/cgdelegate/hooks/internal/fakehost"
+	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
+	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/opencontainers/cgroups"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+func TestMain(m *testing.M) {
+	// Plain temp files stand in for cgroupfs.
+	cgroups.TestMode = true
+	os.Exit(m.Run())
+}
+
+func optionsFor(h *fakehost.Host) hooks.Options {
+	o := hooks.DefaultOptions()
+	o.CgroupRoot = h.CgroupRoot
+	o.MountinfoPath = h.Mountinfo
+	o.ProcRoot = h.Proc
+	o.SysfsRoot = h.Sysfs
+	return o
+}
+
+func TestRun(t *testing.T) {
+	pidDir := func(h *fakehost.Host) string { return filepath.Join(h.Proc, strconv.Itoa(fakehost.PID)) }
+	tests := []struct {
+		name    string
+		setup   func(h *fakehost.Host, o *hooks.Options, state *string)
+		wantErr error
+		// wantMsg are substrings the error must contain.
+		wantMsg []string
+	}{
+		{name: "success"},
+		{
+			name: "no nsdelegate",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
+				h.WriteMountinfo(h.CgroupV2Line("rw,memory_recursiveprot"))
+			},
+			wantErr: hostcheck.ErrNoNsdelegate,
+			wantMsg: []string{`options "rw,memory_recursiveprot"`, "remount with nsdelegate"},
+		},
+		{
+			name:    "cgroup v1",
+			setup:   func(h *fakehost.Host, _ *hooks.Options, _ *string) { h.WriteMountinfo(h.CgroupV1Lines()) },
+			wantErr: hostcheck.ErrCgroupV1,
+			wantMsg: []string{"tmpfs", "systemd.unified_cgroup_hierarchy=1"},
+		},
+		{
+			name:    "no cgroup mount",
+			setup:   func(h *fakehost.Host, _ *hooks.Options, _ *string) { h.WriteMountinfo("") },
+			wantErr: hostcheck.ErrNoCgroupMount,
+		},
+		{
+			name:    "mountinfo missing",
+			setup:   func(h *fakehost.Host, o *hooks.Options, _ *string) { o.MountinfoPath = filepath.Join(h.Root, "nope") },
+			wantErr: fs.ErrNotExist,
+			wantMsg: []string{"--mountinfo"},
+		},
+		{
+			name: "same cgroupns",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
+				h.SetCgroupNS(fakehost.HostCgroupNS, fakehost.HostCgroupNS)
+			},
+			wantErr: hooks.ErrSameCgroupNS,
+			wantMsg: []string{fakehost.HostCgroupNS, "private cgroup namespace"},
+		},
+		{
+			name: "nsdelegate is checked before cgroupns",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
+				h.SetCgroupNS(fakehost.HostCgroupNS, fakehost.HostCgroupNS)
+				h.WriteMountinfo(h.CgroupV2Line("rw"))
+			},
+			wantErr: hostcheck.ErrNoNsdelegate,
+		},
+		{
+			name: "missing /proc/<pid>",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
+				if err := os.RemoveAll(pidDir(h)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantErr: hooks.ErrNoProcess,
+			wantMsg: []string{"pid 4242", "exited"},
+		},
+		{
+			name: "no cgroup v2 entry for the container",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
+				h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "4:memory:/kubepods/pod1/ctr1\n")
+			},
+			wantErr: cgroupfs.ErrNotFound,
+		},
+		{
+			name: "container cgroup directly below the root",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
+				h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "0::/ctr1\n")
+			},
+			wantErr: hooks.ErrContainerCgroup,
+			wantMsg: []string{"--pod-cgroup"},
+		},
+		{
+			name: "relative container cgroup",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
+				h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "0::/../kubepods/pod1/ctr1\n")
+			},
+			wantErr: hooks.ErrContainerCgroup,
+		},
+		{
+			name:    "bounds missing (max)",
+			setup:   func(h *fakehost.Host, _ *hooks.Options, _ *string) { h.SetBounds("max", "max") },
+			wantErr: cgroupfs.ErrBoundsMissing,
+			wantMsg: []string{"cgroup.max.descendants=max", "want at most cgroup.max.descendants=250 cgroup.max.depth=50", "plugin"},
+		},
+		{
+			name:    "descendants too loose",
+			setup:   func(h *fakehost.Host, _ *hooks.Options, _ *string) { h.SetBounds("1000", "50") },
+			wantErr: cgroupfs.ErrBoundsMissing,
+		},
+		{
+			name:    "depth too loose",
+			setup:   func(h *fakehost.Host, _ *hooks.Options, _ *string) { h.SetBounds("250", "51") },
+			wantErr: cgroupfs.ErrBoundsMissing,
+		},
+		{
+			name:  "tighter bounds are fine",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) { h.SetBounds("10", "2") },
+		},
+		{
+			name: "bounds looser than a lowered limit",
+			setup: func(_ *fakehost.Host, o *hooks.Options, _ *string) {
+				o.Limit = cgroupfs.Bounds{Descendants: 100, Depth: 50}
+			},
+			wantErr: cgroupfs.ErrBoundsMissing,
+		},
+		{
+			name: "bound files absent",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
+				if err := os.Remove(h.Path(fakehost.PodCgroup + "/cgroup.max.depth")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantErr: cgroupfs.ErrBoundsMissing,
+		},
+		{
+			name: "explicit pod cgroup",
+			setup: func(_ *fakehost.Host, o *hooks.Options, _ *string) {
+				o.PodCgroup = "/kubepods/burstable"
+				o.Limit = cgroupfs.Bounds{Descendants: 250, Depth: 50}
+			},
+			// kubepods/burstable has no bound files in the fake tree.
+			wantErr: cgroupfs.ErrBoundsMissing,
+		},
+		{
+			name:    "explicit pod cgroup not above the container",
+			setup:   func(_ *fakehost.Host, o *hooks.Options, _ *string) { o.PodCgroup = "/kubepods/besteffort/pod2" },
+			wantErr: hooks.ErrOutsidePod,
+		},
+		{
+			name:    "bad state JSON",
+			setup:   func(_ *fakehost.Host, _ *hooks.Options, state *string) { *state = `{"id": "ctr1", "pid": ` },
+			wantErr: hooks.ErrBadState,
+			wantMsg: []string{"OCI hook"},
+		},
+		{
+			name: "state without pid",
+			setup: func(h *fakehost.Host, _ *hooks.Options, state *string) {
+				*state = `{"id":"ctr1","bundle":"` + h.Bundle + `"}`
+			},
+			wantErr: hooks.ErrBadState,
+		},
+		{
+			name: "state with relative bundle",
+			setup: func(_ *fakehost.Host, _ *hooks.Options, state *string) {
+				*state = `{"id":"ctr1","pid":4242,"bundle":"bundle"}`
+			},
+			wantErr: hooks.ErrBadState,
+		},
+		{
+			name: "config.json missing",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
+				if err := os.Remove(filepath.Join(h.Bundle, "config.json")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantErr: hooks.ErrBundleConfig,
+		},
+		{
+			name: "config.json garbage",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
+				h.WriteFile(filepath.Join(h.Bundle, "config.json"), "{")
+			},
+			wantErr: hooks.ErrBundleConfig,
+		},
+		{
+			name: "userns without a root mapping",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
+				s := fakehost.UserNSSpec(100000, 100000)
+				s.Linux.UIDMappings[0].ContainerID = 1
+				h.WriteSpec(s)
+			},
+			wantErr: hooks.ErrUnmappedRoot,
+		},
+		{
+			name:    "bad options",
+			setup:   func(_ *fakehost.Host, o *hooks.Options, _ *string) { o.ProcRoot = "proc"; o.Limit.Depth = 0 },
+			wantErr: hooks.ErrBadOptions,
+			wantMsg: []string{"proc:", "max-depth"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := fakehost.New(t)
+			o := optionsFor(h)
+			state := h.State()
+			if tc.setup != nil {
+				tc.setup(h, &o, &state)
+			}
+			err := hooks.Run(context.Background(), o, strings.NewReader(state))
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Run error = %v, want %v", err, tc.wantErr)
+			}
+			for _, s := range tc.wantMsg {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q lacks %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+func TestRunCanceled(t *testing.T) {
+	h := fakehost.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := hooks.Run(ctx, optionsFor(h), strings.NewReader(h.State())); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run error = %v, want context.Canceled", err)
+	}
+}
+
+// A systemd-driver pod cgroup given as a slice name is expanded.
+func TestRunSystemdPodCgroup(t *testing.T) {
+	h := fakehost.New(t)
+	pod := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice"
+	h.WriteFile(filepath.Join(h.Proc, strconv.Itoa(fakehost.PID), "cgroup"), "0::"+pod+"/cri-containerd-ctr1.scope\n")
+	h.WriteFile(h.Path(pod+"/cgroup.max.descendants"), "250\n")
+	h.WriteFile(h.Path(pod+"/cgroup.max.depth"), "50\n")
+	for _, podFlag := range []string{"", "kubepods-burstable-pod1.slice", pod} {
+		t.Run("pod-cgroup="+podFlag, func(t *testing.T) {
+			o := optionsFor(h)
+			o.PodCgroup = podFlag
+			if err := hooks.Run(context.Background(), o, strings.NewReader(h.State())); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+		})
+	}
+}
+
+func owner(t *testing.T, file string) (uid, gid int) {
+	t.Helper()
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return int(st.Uid), int(st.Gid)
+}
+
+func TestRunDelegation(t *testing.T) {
+	delegated := []string{"", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"}
+	tests := []struct {
+		name  string
+		setup func(h *fakehost.Host)
+		// wantUID/wantGID own the owned files afterwards (0:0: not
+		// chowned); kept files, and the pod cgroup, are never chowned.
+		wantUID, wantGID int
+		owned, kept      []string
+	}{
+		{
+			name:  "no user namespace: no chown",
+			owned: delegated, kept: []string{"memory.max"},
+		},
+		{
+			name:    "userns root maps to 100000:100001",
+			setup:   func(h *fakehost.Host) { h.WriteSpec(fakehost.UserNSSpec(100000, 100001)) },
+			wantUID: 100000, wantGID: 100001,
+			owned: delegated, kept: []string{"memory.max"},
+		},
+		{
+			name: "userns with the kernel's delegate list",
+			setup: func(h *fakehost.Host) {
+				h.WriteSpec(fakehost.UserNSSpec(65536, 65536))
+				h.WriteFile(filepath.Join(h.Sysfs, "kernel", "cgroup", "delegate"), "cgroup.procs\ncgroup.threads\ncgroup.subtree_control\nmemory.reclaim\n")
+				h.WriteFile(h.Path(fakehost.Cgroup+"/memory.reclaim"), "")
+			},
+			wantUID: 65536, wantGID: 65536,
+			owned: append([]string{"memory.reclaim"}, delegated...), kept: []string{"memory.max"},
+		},
+		{
+			name: "userns joined by path: maps from /proc/<pid>",
+			setup: func(h *fakehost.Host) {
+				h.WriteSpec(&specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{
+					{Type: specs.UserNamespace, Path: "/proc/1000/ns/user"}, {Type: specs.CgroupNamespace},
+				}}})
+				dir := filepath.Join(h.Proc, strconv.Itoa(fakehost.PID))
+				h.WriteFile(filepath.Join(dir, "uid_map"), "         0     200000      65536\n")
+				h.WriteFile(filepath.Join(dir, "gid_map"), "         0     200000      65536\n")
+			},
+			wantUID: 200000, wantGID: 200000,
+			owned: delegated,
+		},
+		{
+			name:  "userns with root mapped to host root: no chown",
+			setup: func(h *fakehost.Host) { h.WriteSpec(fakehost.UserNSSpec(0, 0)) },
+			owned: delegated,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if os.Geteuid() != 0 && tc.wantUID != 0 {
+				t.Skip("the chown needs root: only root can hand temp files to another UID")
+			}
+			h := fakehost.New(t)
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			if err := hooks.Run(context.Background(), optionsFor(h), strings.NewReader(h.State())); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			// Files nobody chowns belong to whoever runs the test.
+			me, myGID := os.Geteuid(), os.Getegid()
+			wantUID, wantGID := tc.wantUID, tc.wantGID
+			if wantUID == 0 && wantGID == 0 {
+				wantUID, wantGID = me, myGID
+			}
+			for _, f := range tc.owned {
+				if uid, gid := owner(t, h.Path(fakehost.Cgroup+"/"+f)); uid != wantUID || gid != wantGID {
+					t.Errorf("%q owned by %d:%d, want %d:%d", f, uid, gid, wantUID, wantGID)
+				}
+			}
+			for _, f := range append([]string{"../"}, tc.kept...) {
+				if uid, gid := owner(t, h.Path(fakehost.Cgroup+"/"+f)); uid != me || gid != myGID {
+					t.Errorf("%q owned by %d:%d, want it left to %d:%d", f, uid, gid, me, myGID)
+				}
+			}
+		})
+	}
+}
