@@ -8,6 +8,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +33,21 @@ const (
 	// GuardOff ignores them.
 	GuardOff GuardMode = "off"
 )
+
+// UnmarshalJSON accepts the guard mode as a string. A bare YAML off (which
+// YAML 1.1 reads as the boolean false) means GuardOff.
+func (g *GuardMode) UnmarshalJSON(b []byte) error {
+	if string(b) == "false" {
+		*g = GuardOff
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("guard: want enforce, warn or off, got %s", b)
+	}
+	*g = GuardMode(s)
+	return nil
+}
 
 // TopologyScope selects how pod-level budgets map onto CPUs.
 type TopologyScope string
@@ -59,6 +75,9 @@ const (
 	DefaultCheckpointFile  = "/var/lib/cgdelegate/checkpoint.json"
 	DefaultKubeletCPUState = "/var/lib/kubelet/cpu_manager_state"
 	DefaultHookTimeout     = 10
+	// Disabled turns off an optional file (featureFile, statusFile,
+	// checkpointFile).
+	Disabled = "none"
 )
 
 // Config is the whole plugin configuration. Every field has a default, so an
@@ -90,10 +109,10 @@ type Config struct {
 	// cgroup.max.depth. A pod annotation may lower it, never raise it.
 	MaxDepth int `json:"maxDepth,omitempty"`
 	// FeatureFile is the Node Feature Discovery local feature file kept up to
-	// date with cgdelegate.io/supports-cgroup-options. Empty disables it.
+	// date with cgdelegate.io/supports-cgroup-options. "none" disables it.
 	FeatureFile string `json:"featureFile,omitempty"`
 	// StatusFile is where the running plugin publishes its readiness and
-	// allocation table for `cgdelegate status`. Empty disables it.
+	// allocation table for `cgdelegate status`. "none" disables it.
 	StatusFile string `json:"statusFile,omitempty"`
 
 	// CPUPinning enables the pod-level resource manager (exclusive cpusets
@@ -104,7 +123,7 @@ type Config struct {
 	// ReservedCPUs is a Linux cpuset list (e.g. "0,1") never handed out.
 	ReservedCPUs string `json:"reservedCPUs,omitempty"`
 	// CheckpointFile is an optional second source of allocation state,
-	// written atomically. Synchronize stays the truth. Empty disables it.
+	// written atomically. Synchronize stays the truth. "none" disables it.
 	CheckpointFile string `json:"checkpointFile,omitempty"`
 	// KubeletCPUManagerState is the kubelet cpu_manager_state file. When it
 	// names the static policy, cgdelegate refuses to pin CPUs.
@@ -132,6 +151,9 @@ func (c *Config) applyDefaults() {
 	setStr(&c.SysfsRoot, DefaultSysfsRoot)
 	setStr(&c.HookPath, DefaultHookPath)
 	setStr(&c.KubeletCPUManagerState, DefaultKubeletCPUState)
+	setStr(&c.FeatureFile, DefaultFeatureFile)
+	setStr(&c.StatusFile, DefaultStatusFile)
+	setStr(&c.CheckpointFile, DefaultCheckpointFile)
 	if c.Guard == "" {
 		c.Guard = GuardEnforce
 	}
@@ -204,9 +226,9 @@ func Merge(base Config, blob string) (Config, error) {
 // Validate reports every problem in c at once.
 func (c Config) Validate() error {
 	var errs []error
-	abs := func(field, v string, allowEmpty bool) {
+	abs := func(field, v string, allowDisabled bool) {
 		switch {
-		case v == "" && allowEmpty:
+		case v == Disabled && allowDisabled:
 		case v == "":
 			errs = append(errs, fmt.Errorf("%s: must not be empty", field))
 		case !filepath.IsAbs(v):
@@ -248,6 +270,22 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// FeatureFilePath is FeatureFile, or "" when disabled.
+func (c Config) FeatureFilePath() string { return enabled(c.FeatureFile) }
+
+// StatusFilePath is StatusFile, or "" when disabled.
+func (c Config) StatusFilePath() string { return enabled(c.StatusFile) }
+
+// CheckpointFilePath is CheckpointFile, or "" when disabled.
+func (c Config) CheckpointFilePath() string { return enabled(c.CheckpointFile) }
+
+func enabled(p string) string {
+	if p == Disabled {
+		return ""
+	}
+	return p
 }
 
 // Reserved returns the parsed reserved CPU set. Validate has already
