@@ -70,7 +70,7 @@ func newFlagSet(opts *hooks.Options, cfgPath *string) *flag.FlagSet {
 func parseInto(opts *hooks.Options, args []string) (cfgPath string, err error) {
 	fs := newFlagSet(opts, &cfgPath)
 	if err := fs.Parse(args); err != nil {
-		return "", err
+		return "", fmt.Errorf("%w; see cgdelegate-hook -h", err)
 	}
 	if fs.NArg() > 0 {
 		return "", fmt.Errorf("unexpected arguments %q; the hook takes only flags and the OCI state on stdin", fs.Args())

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cgdelegate/cgdelegate/hooks/internal/fakehost"
+	"github.com/opencontainers/cgroups"
+)
+
+// runMainEnv makes the test binary act as cgdelegate-hook, so the real
+// main (exit code, stderr) is exercised in a child process.
+const runMainEnv = "CGDELEGATE_HOOK_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	// Plain temp files stand in for cgroupfs.
+	cgroups.TestMode = true
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+const prefix = "cgdelegate-hook: "
+
+// checkOutput asserts the exit code and that stderr is empty on success or
+// exactly one prefixed line containing want on failure.
+func checkOutput(t *testing.T, code int, stderr string, wantCode int, want string) {
+	t.Helper()
+	if code != wantCode {
+		t.Fatalf("exit code %d, want %d; stderr: %q", code, wantCode, stderr)
+	}
+	if wantCode == 0 {
+		if stderr != "" {
+			t.Fatalf("stderr %q, want silence", stderr)
+		}
+		return
+	}
+	if !strings.HasPrefix(stderr, prefix) || !strings.HasSuffix(stderr, "\n") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("stderr %q, want one line starting with %q", stderr, prefix)
+	}
+	if !strings.Contains(stderr, want) {
+		t.Fatalf("stderr %q lacks %q", stderr, want)
+	}
+}
+
+type mainCase struct {
+	name     string
+	setup    func(h *fakehost.Host) (args []string, state string)
+	wantCode int
+	want     string
+}
+
+func mainCases() []mainCase {
+	writeConfig := func(h *fakehost.Host, yaml string) string {
+		p := filepath.Join(h.Root, "config.yaml")
+		h.WriteFile(p, yaml)
+		return p
+	}
+	return []mainCase{
+		{
+			name:  "success",
+			setup: func(h *fakehost.Host) ([]string, string) { return h.Args(), h.State() },
+		},
+		{
+			name: "no nsdelegate",
+			setup: func(h *fakehost.Host) ([]string, string) {
+				h.WriteMountinfo(h.CgroupV2Line("rw"))
+				return h.Args(), h.State()
+			},
+			wantCode: 1, want: "host cgroup2 mount lacks nsdelegate",
+		},
+		{
+			name: "same cgroupns",
+			setup: func(h *fakehost.Host) ([]string, string) {
+				h.SetCgroupNS(fakehost.HostCgroupNS, fakehost.HostCgroupNS)
+				return h.Args(), h.State()
+			},
+			wantCode: 1, want: "container shares the host cgroup namespace",
+		},
+		{
+			name: "bounds missing",
+			setup: func(h *fakehost.Host) ([]string, string) {
+				h.SetBounds("max", "max")
+				return h.Args(), h.State()
+			},
+			wantCode: 1, want: "pod cgroup bounds not in place",
+		},
+		{
+			name:     "bad state JSON",
+			setup:    func(h *fakehost.Host) ([]string, string) { return h.Args(), "not json" },
+			wantCode: 1, want: "invalid OCI state on stdin",
+		},
+		{
+			name:     "unknown flag",
+			setup:    func(h *fakehost.Host) ([]string, string) { return []string{"--bogus"}, h.State() },
+			wantCode: 1, want: "flag provided but not defined: -bogus",
+		},
+		{
+			name:     "extra argument",
+			setup:    func(h *fakehost.Host) ([]string, string) { return append(h.Args(), "prestart"), h.State() },
+			wantCode: 1, want: "unexpected arguments",
+		},
+		{
+			name: "config lowers the limit below the pod bounds",
+			setup: func(h *fakehost.Host) ([]string, string) {
+				cfg := writeConfig(h, "maxDescendants: 100\n")
+				return append(h.Args(), "--config", cfg), h.State()
+			},
+			wantCode: 1, want: "want at most cgroup.max.descendants=100",
+		},
+		{
+			name: "flags win over config",
+			setup: func(h *fakehost.Host) ([]string, string) {
+				cfg := writeConfig(h, "maxDescendants: 100\nprocRoot: /nonexistent\n")
+				return append([]string{"--config", cfg, "--max-descendants", "250"}, h.Args()...), h.State()
+			},
+		},
+		{
+			name: "config paths are used",
+			setup: func(h *fakehost.Host) ([]string, string) {
+				cfg := writeConfig(h, "cgroupRoot: "+h.CgroupRoot+"\nmountinfoPath: "+h.Mountinfo+
+					"\nprocRoot: "+h.Proc+"\nsysfsRoot: "+h.Sysfs+"\n")
+				return []string{"--config", cfg}, h.State()
+			},
+		},
+		{
+			name: "invalid config is one line",
+			setup: func(h *fakehost.Host) ([]string, string) {
+				cfg := writeConfig(h, "maxDescendants: -1\nmaxDepth: -1\n")
+				return []string{"--config", cfg}, h.State()
+			},
+			wantCode: 1, want: "maxDescendants: -1 must be at least 1; maxDepth: -1",
+		},
+		{
+			name: "missing config",
+			setup: func(h *fakehost.Host) ([]string, string) {
+				return []string{"--config", filepath.Join(h.Root, "nope.yaml")}, h.State()
+			},
+			wantCode: 1, want: "open config",
+		},
+	}
+}
+
+func TestRealMain(t *testing.T) {
+	for _, tc := range mainCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			args, state := tc.setup(fakehost.New(t))
+			var stderr bytes.Buffer
+			code := realMain(args, strings.NewReader(state), &stderr)
+			t.Logf("exit %d, stderr: %s", code, stderr.String())
+			checkOutput(t, code, stderr.String(), tc.wantCode, tc.want)
+		})
+	}
+}
+
+func TestRealMainHelp(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := realMain([]string{"-h"}, strings.NewReader(""), &stderr); code != 0 {
+		t.Fatalf("exit code %d, want 0", code)
+	}
+	for _, f := range []string{"-cgroup-root", "-mountinfo", "-proc", "-sysfs", "-max-descendants", "-max-depth", "-pod-cgroup", "-config"} {
+		if !strings.Contains(stderr.String(), f) {
+			t.Errorf("usage lacks %s:\n%s", f, stderr.String())
+		}
+	}
+}
+
+// TestExecMain runs the real main in a child process, as a runtime would.
+func TestExecMain(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skipf("cannot find the test binary to re-run as the hook: %v", err)
+	}
+	for _, tc := range mainCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			args, state := tc.setup(fakehost.New(t))
+			cmd := exec.Command(exe, args...)
+			cmd.Env = append(os.Environ(), runMainEnv+"=1")
+			cmd.Stdin = strings.NewReader(state)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			code := 0
+			if exitErr := (*exec.ExitError)(nil); errors.As(err, &exitErr) {
+				code = exitErr.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout %q, want nothing", stdout.String())
+			}
+			checkOutput(t, code, stderr.String(), tc.wantCode, tc.want)
+		})
+	}
+}
