@@ -1,0 +1,75 @@
+// Package policy is cgdelegate's CPU allocation state: which CPUs each pod's
+// bubble holds, which exclusive slices are carved from it, and what every
+// container's cpuset and memory nodes should be.
+//
+// Use it from the NRI handlers: translate the event with internal/podres,
+// call the matching method here, and turn the returned Assignments into a
+// ContainerAdjustment (for the container being created) and
+// ContainerUpdates (for the others). It is a pure state machine guarded by
+// a mutex: it never touches the host, and every method is atomic — on error
+// nothing changes. Do not use it to discover topology (internal/topology)
+// or to pick CPUs within a set (internal/cpualloc).
+//
+// # Pools
+//
+// The usable CPUs are the topology's online CPUs minus the isolated ones
+// (isolcpus=) minus the reserved set; reserved and isolated CPUs are never
+// assigned to anyone. From the usable CPUs:
+//
+//   - a pod bubble is a NUMA-aligned set of whole CPUs held by one pod
+//     (pod scope, pods with a CPU budget): ceil(pod CPU limit, or request
+//     when it has no limit);
+//   - an exclusive slice is held by one Guaranteed container with integer
+//     CPUs, carved from its pod's bubble (pod scope) or from the node pool
+//     (container scope);
+//   - a pod shared pool is a bubble minus its slices, shared by the pod's
+//     other containers;
+//   - the node shared pool is everything usable that is in no bubble and no
+//     node-level slice. Pods without a CPU budget (and, in container scope,
+//     every non-exclusive container) run there.
+//
+// Bubbles and node-level slices always leave at least one CPU in the node
+// shared pool, so a pod without a budget can always start.
+//
+// cpuset.mems is the set of NUMA nodes of the CPUs a container runs on.
+// Exclusive containers get DisableQuota (CFS quota -1); shared ones keep
+// theirs.
+//
+// # Rejections
+//
+// A container whose pod's bubble would be left with no CPUs for its shared
+// containers is refused with ErrNoSharedCPUs, whose text is the kubelet's:
+// "pod rejected, sum of exclusive container cpu requests equals pod budget,
+// leaving no cpus for shared containers". Not enough free CPUs is
+// ErrInsufficient; container requests above the pod budget are
+// podres.ErrInconsistent.
+//
+// # Init containers
+//
+// ContainerSpec.Lifecycle marks init containers. A plain init container
+// (LifecycleInit) holds its CPUs only until the pod's first regular
+// container is added: app containers start after every init container has
+// completed, so that add releases them (as the kubelet reuses init
+// containers' CPUs). A restartable init container (LifecycleSidecar) runs
+// alongside the app containers and keeps its CPUs like a regular one. The
+// NRI layer sets Lifecycle; the zero value is a regular container.
+//
+// # Restart safety
+//
+// Each Assignment has a Stamp, to be put on the container as the
+// StampAnnotation through the creation adjustment:
+//
+//	cpuset.cgdelegate.io/assignment: v=1;pool=exclusive;bubble=0-3;cpus=2-3;mems=0
+//
+// pool is exclusive, pod-shared or node-shared; bubble is the pod's bubble
+// (empty without one); cpus and mems are the container's sets at creation.
+// A shared container's cpus go stale as its pool changes (annotations
+// cannot be updated), so Rebuild trusts the stamped bubble and exclusive
+// slices and recomputes the shared pools.
+//
+// Rebuild takes a Synchronize snapshot (pods, containers with their stamps
+// and current cpusets), reconstructs the state, repairs conflicts (a CPU
+// claimed by two bubbles or slices, a stamp that no longer fits, a cpuset
+// that disagrees with its stamp) and returns the updates that make every
+// container match. Synchronize is the truth; there is no checkpoint file.
+package policy

@@ -1,0 +1,102 @@
+package policy
+
+import (
+	"errors"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cgdelegate/cgdelegate/internal/podres"
+	"github.com/cgdelegate/cgdelegate/internal/topology"
+)
+
+// Sentinel errors. Callers check them with errors.Is.
+var (
+	// ErrNoSharedCPUs refuses a container that would leave its pod's shared
+	// containers without CPUs. Its text is the kubelet's.
+	ErrNoSharedCPUs = errors.New("pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers")
+	// ErrInsufficient means there are not enough free CPUs.
+	ErrInsufficient = errors.New("insufficient cpus")
+	// ErrUnknownPod means a container arrived for a pod the policy does not
+	// know; add the pod first.
+	ErrUnknownPod = errors.New("unknown pod")
+	// ErrExists means a pod or container id is already known.
+	ErrExists = errors.New("already exists")
+	// ErrInvalid means bad input: an empty id, an invalid budget, an
+	// unknown scope.
+	ErrInvalid = errors.New("invalid input")
+	// ErrStamp marks a stamp that does not parse.
+	ErrStamp = errors.New("malformed assignment stamp")
+)
+
+// TakeFunc picks n CPUs out of available by topology. cpualloc.Take is the
+// default.
+type TakeFunc func(t *topology.Topology, available cpuset.CPUSet, n int) (cpuset.CPUSet, error)
+
+// Lifecycle says what kind of container a spec describes.
+type Lifecycle string
+
+const (
+	// LifecycleRegular is an app container (the zero value).
+	LifecycleRegular Lifecycle = ""
+	// LifecycleInit is a plain init container: its CPUs are released when
+	// the pod's first regular container is added.
+	LifecycleInit Lifecycle = "init"
+	// LifecycleSidecar is a restartable init container: it keeps its CPUs.
+	LifecycleSidecar Lifecycle = "sidecar"
+)
+
+// Pool says where a container runs.
+type Pool string
+
+const (
+	// PoolExclusive is an exclusive slice.
+	PoolExclusive Pool = "exclusive"
+	// PoolPodShared is the pod shared pool: the bubble minus its slices.
+	PoolPodShared Pool = "pod-shared"
+	// PoolNodeShared is the node shared pool.
+	PoolNodeShared Pool = "node-shared"
+)
+
+// PodSpec is what the policy needs to know about a pod.
+type PodSpec struct {
+	// ID is the pod sandbox id.
+	ID string
+	// Name is namespace/name, for status only.
+	Name string
+	// Budget is the pod-level budget (podres.PodBudget); the zero budget
+	// means none.
+	Budget podres.Budget
+}
+
+// ContainerSpec is what the policy needs to know about a container.
+type ContainerSpec struct {
+	// ID is the container id.
+	ID string
+	// PodID is the pod sandbox id.
+	PodID string
+	// Name is the container name, for messages and status.
+	Name string
+	// Resources is the container's budget and class
+	// (podres.ContainerResources).
+	Resources podres.Container
+	// Lifecycle marks init containers and sidecars.
+	Lifecycle Lifecycle
+}
+
+// Assignment is where one container runs.
+type Assignment struct {
+	ContainerID string
+	PodID       string
+	// Pool is where the CPUs come from.
+	Pool Pool
+	// CPUs is the container's cpuset.cpus.
+	CPUs cpuset.CPUSet
+	// Mems is the container's cpuset.mems: the NUMA nodes of CPUs.
+	Mems cpuset.CPUSet
+	// Bubble is the pod's bubble (empty without one), for the stamp.
+	Bubble cpuset.CPUSet
+	// Exclusive says CPUs are the container's alone.
+	Exclusive bool
+	// DisableQuota says set the CFS quota to -1 (exclusive containers).
+	DisableQuota bool
+}
