@@ -135,13 +135,13 @@ func Take(t *topology.Topology, available cpuset.CPUSet, n int) (cpuset.CPUSet, 
 //     fit (fewest free CPUs left behind in the set), then the most compact
 //     set (smallest sum of pairwise distances), then the set that can serve
 //     more of n from entirely free cores, then the lowest node ids.
-//     With more than maxCombinations candidate sets the choice is greedy:
+//     With more than 16384 candidate sets (beyond ~16 nodes) it is greedy:
 //     the k-1 nodes with the most free CPUs, plus the best-fitting last one.
 //  3. Take every node of the set that is entirely free and fits in what is
 //     still needed, whole.
 //  4. Order the remaining nodes of the set by free CPUs, fewest first, so
 //     partly used nodes are drained and the leftover stays together in the
-//     emptiest node.
+//     node with the most free CPUs.
 //  5. In that order, take whole free cores (all threads available) that
 //     fit in what is still needed, lowest core first.
 //  6. Take single threads, from the cores with the fewest free threads
