@@ -1,0 +1,126 @@
+package cri
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ContainerSpec describes a container in a Pod.
+type ContainerSpec struct {
+	// Name is the container name, unique in the pod.
+	Name string
+	// Image is the image reference (already present in the runtime).
+	Image string
+	// Command is the entrypoint with its arguments. Empty: the image's.
+	Command []string
+	// Annotations are added to the pod's annotations on the container.
+	Annotations map[string]string
+	// MemoryLimit in bytes; 0 means none.
+	MemoryLimit int64
+	// Privileged runs the container privileged.
+	Privileged bool
+}
+
+// Container is a created container.
+type Container struct {
+	ID   string
+	Name string
+	Pod  *Pod
+}
+
+// ExecResult is what ExecSync returned.
+type ExecResult struct {
+	Stdout, Stderr string
+	ExitCode       int32
+}
+
+// String is a one-line summary for test messages.
+func (r ExecResult) String() string {
+	return fmt.Sprintf("exit=%d stdout=%q stderr=%q", r.ExitCode, r.Stdout, r.Stderr)
+}
+
+// CreateContainer creates (but does not start) a container in the pod.
+func (p *Pod) CreateContainer(ctx context.Context, spec ContainerSpec) (*Container, error) {
+	ann := maps.Clone(p.Spec.Annotations)
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	maps.Copy(ann, spec.Annotations)
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: spec.Name},
+		Image:       &runtimeapi.ImageSpec{Image: spec.Image},
+		Command:     spec.Command,
+		LogPath:     spec.Name + ".log",
+		Labels:      map[string]string{"cgdelegate.test/container": spec.Name},
+		Annotations: ann,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources: &runtimeapi.LinuxContainerResources{
+				MemoryLimitInBytes: spec.MemoryLimit,
+				CpuShares:          2,
+			},
+			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+				Privileged:       spec.Privileged,
+				NamespaceOptions: p.Spec.namespaces(),
+			},
+		},
+	}
+	resp, err := p.c.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+		PodSandboxId: p.ID, Config: cfg, SandboxConfig: p.Config,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cri: CreateContainer %s/%s: %w", p.Spec.Name, spec.Name, err)
+	}
+	return &Container{ID: resp.GetContainerId(), Name: spec.Name, Pod: p}, nil
+}
+
+// Start starts a created container.
+func (ct *Container) Start(ctx context.Context) error {
+	if _, err := ct.Pod.c.Runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: ct.ID}); err != nil {
+		return fmt.Errorf("cri: StartContainer %s/%s: %w", ct.Pod.Spec.Name, ct.Name, err)
+	}
+	return nil
+}
+
+// RunContainer creates and starts a container.
+func (p *Pod) RunContainer(ctx context.Context, spec ContainerSpec) (*Container, error) {
+	ct, err := p.CreateContainer(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := ct.Start(ctx); err != nil {
+		return ct, err
+	}
+	return ct, nil
+}
+
+// Exec runs argv in the container with ExecSync. A non-zero exit status is
+// not an error: it is in the result.
+func (ct *Container) Exec(ctx context.Context, timeout time.Duration, argv ...string) (ExecResult, error) {
+	resp, err := ct.Pod.c.Runtime.ExecSync(ctx, &runtimeapi.ExecSyncRequest{
+		ContainerId: ct.ID, Cmd: argv, Timeout: int64(timeout / time.Second),
+	})
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("cri: ExecSync %s/%s %q: %w", ct.Pod.Spec.Name, ct.Name, argv, err)
+	}
+	return ExecResult{
+		Stdout: string(resp.GetStdout()), Stderr: string(resp.GetStderr()), ExitCode: resp.GetExitCode(),
+	}, nil
+}
+
+// Sh runs a shell script in the container (sh -c) with a 60 s timeout.
+func (ct *Container) Sh(ctx context.Context, script string) (ExecResult, error) {
+	return ct.Exec(ctx, 60*time.Second, "sh", "-c", script)
+}
+
+// Status returns the container status.
+func (ct *Container) Status(ctx context.Context) (*runtimeapi.ContainerStatus, error) {
+	resp, err := ct.Pod.c.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: ct.ID})
+	if err != nil {
+		return nil, fmt.Errorf("cri: ContainerStatus %s/%s: %w", ct.Pod.Spec.Name, ct.Name, err)
+	}
+	return resp.GetStatus(), nil
+}

@@ -1,0 +1,129 @@
+package cri
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// PodSpec describes a host-network pod sandbox.
+type PodSpec struct {
+	// Name is the pod name; it must be unique among live pods.
+	Name string
+	// Namespace is the Kubernetes namespace (default "default").
+	Namespace string
+	// UID is the pod UID. Empty means one derived from Name and the time.
+	UID string
+	// Annotations are set on the sandbox config, and copied onto every
+	// container of the pod (as a kubelet would not, but a careful test does).
+	Annotations map[string]string
+	// CgroupParent is the pod cgroup for the cgroupfs driver. Empty means
+	// /kubepods/burstable/pod<UID>.
+	CgroupParent string
+	// RuntimeHandler selects a containerd runtime (empty: the default).
+	RuntimeHandler string
+	// UserNS, if set, runs the pod in a user namespace (hostUsers: false).
+	UserNS *runtimeapi.UserNamespace
+	// LogRoot is the directory under which the pod log directory is made
+	// (default /var/log/pods).
+	LogRoot string
+}
+
+// Pod is a running pod sandbox.
+type Pod struct {
+	ID     string
+	Spec   PodSpec
+	Config *runtimeapi.PodSandboxConfig
+	c      *Client
+}
+
+// UserNSPod returns the user-namespace options of a pod whose root maps to
+// host id base, with a 65536-wide range, as the kubelet allocates them.
+func UserNSPod(base uint32) *runtimeapi.UserNamespace {
+	m := []*runtimeapi.IDMapping{{HostId: base, ContainerId: 0, Length: 65536}}
+	return &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: m, Gids: m}
+}
+
+func (s *PodSpec) defaults() {
+	if s.Namespace == "" {
+		s.Namespace = "default"
+	}
+	if s.UID == "" {
+		s.UID = fmt.Sprintf("%s-%d", s.Name, time.Now().UnixNano())
+	}
+	if s.CgroupParent == "" {
+		s.CgroupParent = "/kubepods/burstable/pod" + s.UID
+	}
+	if s.LogRoot == "" {
+		s.LogRoot = "/var/log/pods"
+	}
+}
+
+func (s *PodSpec) namespaces() *runtimeapi.NamespaceOption {
+	return &runtimeapi.NamespaceOption{
+		Network:       runtimeapi.NamespaceMode_NODE,
+		Pid:           runtimeapi.NamespaceMode_CONTAINER,
+		Ipc:           runtimeapi.NamespaceMode_POD,
+		UsernsOptions: s.UserNS,
+	}
+}
+
+// RunPod creates and starts a pod sandbox. The log directory is created on
+// this machine: the client must run where the runtime runs.
+func (c *Client) RunPod(ctx context.Context, spec PodSpec) (*Pod, error) {
+	spec.defaults()
+	logDir := filepath.Join(spec.LogRoot, fmt.Sprintf("%s_%s_%s", spec.Namespace, spec.Name, spec.UID))
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, fmt.Errorf("cri: pod %s: log dir: %w", spec.Name, err)
+	}
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{
+			Name: spec.Name, Uid: spec.UID, Namespace: spec.Namespace,
+		},
+		Hostname:     spec.Name,
+		LogDirectory: logDir,
+		Labels:       map[string]string{"cgdelegate.test/pod": spec.Name},
+		Annotations:  maps.Clone(spec.Annotations),
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: spec.CgroupParent,
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: spec.namespaces(),
+			},
+		},
+	}
+	resp, err := c.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{
+		Config: cfg, RuntimeHandler: spec.RuntimeHandler,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cri: RunPodSandbox %s: %w", spec.Name, err)
+	}
+	return &Pod{ID: resp.GetPodSandboxId(), Spec: spec, Config: cfg, c: c}, nil
+}
+
+// Remove stops and removes the pod and all its containers. It uses a fresh
+// context so that it also works from a test cleanup after a timeout.
+func (p *Pod) Remove() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := p.c.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.ID}); err != nil {
+		return fmt.Errorf("cri: StopPodSandbox %s: %w", p.Spec.Name, err)
+	}
+	if _, err := p.c.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.ID}); err != nil {
+		return fmt.Errorf("cri: RemovePodSandbox %s: %w", p.Spec.Name, err)
+	}
+	return nil
+}
+
+// Status returns the sandbox status.
+func (p *Pod) Status(ctx context.Context) (*runtimeapi.PodSandboxStatus, error) {
+	resp, err := p.c.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.ID})
+	if err != nil {
+		return nil, fmt.Errorf("cri: PodSandboxStatus %s: %w", p.Spec.Name, err)
+	}
+	return resp.GetStatus(), nil
+}

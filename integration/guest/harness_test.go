@@ -1,0 +1,76 @@
+//go:build integration_guest
+
+package guest
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/cgdelegate/cgdelegate/integration/cri"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// TestHarness checks the proving ground itself, without cgdelegate: the
+// host is pure cgroup v2 as the variant says, containerd answers the CRI,
+// the images are there, and a pod's busybox container runs and can be
+// exec'd into.
+func TestHarness(t *testing.T) {
+	e := begin(t)
+	ctx := scenarioCtx(t)
+
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(string(mi), "\n") {
+		if strings.Contains(l, " /sys/fs/cgroup ") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, " - cgroup2 ") {
+		t.Fatalf("host /sys/fs/cgroup is not cgroup2: %q", line)
+	}
+	if got := strings.Contains(line, "nsdelegate"); got != e.cfg.NSDelegate {
+		t.Errorf("host nsdelegate = %v, variant wants %v: %q", got, e.cfg.NSDelegate, line)
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.subtree_control"); err != nil {
+		t.Errorf("no cgroup v2 root: %v", err)
+	}
+
+	v, err := e.cri.Runtime.Version(ctx, &runtimeapi.VersionRequest{})
+	if err != nil {
+		t.Fatalf("CRI Version: %v", err)
+	}
+	t.Logf("runtime %s %s (CRI %s)", v.GetRuntimeName(), v.GetRuntimeVersion(), v.GetRuntimeApiVersion())
+	if want := strings.TrimPrefix(e.cfg.Containerd, "v"); !strings.HasPrefix(v.GetRuntimeVersion(), want) &&
+		!strings.HasPrefix(v.GetRuntimeVersion(), "v"+want) {
+		t.Errorf("containerd version %q, variant wants %s", v.GetRuntimeVersion(), e.cfg.Containerd)
+	}
+	for _, img := range []string{busyboxImage, pauseImage} {
+		st, err := e.cri.Images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: img}})
+		if err != nil || st.GetImage() == nil {
+			t.Fatalf("image %s not in the CRI image store: %v", img, err)
+		}
+	}
+
+	pod := e.runPod(ctx, t, cri.PodSpec{})
+	c := runContainer(ctx, t, pod, sleeper("box", 0))
+	r := sh(ctx, t, c, "echo hello from $(hostname); id -u; cat /proc/self/cgroup")
+	if r.ExitCode != 0 || !strings.Contains(r.Stdout, "hello from") {
+		t.Fatalf("exec in a busybox container: %s", r)
+	}
+	t.Logf("exec: %q", r.Stdout)
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Errorf("container state %s, want RUNNING", st.GetState())
+	}
+	// The pod cgroup is where the cgroupfs driver was told to put it.
+	if _, err := os.Stat(e.podCgroup(pod) + "/cgroup.procs"); err != nil {
+		t.Errorf("pod cgroup %s: %v", e.podCgroup(pod), err)
+	}
+}

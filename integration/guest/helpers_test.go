@@ -1,0 +1,150 @@
+//go:build integration_guest
+
+package guest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cgdelegate/cgdelegate/integration/cri"
+	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
+)
+
+// The opt-in annotation (pod scope, bare key).
+const writableAnnotation = "writable-cgroups.noderesource.dev"
+
+func writable() map[string]string { return map[string]string{writableAnnotation: "true"} }
+
+// scenarioCtx is a per-scenario deadline.
+func scenarioCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// runPod runs a host-network pod that is removed when the test ends.
+func (e *guestEnv) runPod(ctx context.Context, t *testing.T, spec cri.PodSpec) *cri.Pod {
+	t.Helper()
+	spec.Name = podName(t, spec.Name)
+	pod, err := e.cri.RunPod(ctx, spec)
+	if err != nil {
+		t.Fatalf("run pod: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := pod.Remove(); err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+	})
+	return pod
+}
+
+func podName(t *testing.T, suffix string) string {
+	n := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if suffix != "" {
+		n += "-" + suffix
+	}
+	return n
+}
+
+// sleeper is a busybox container that just sleeps.
+func sleeper(name string, memLimit int64) cri.ContainerSpec {
+	return cri.ContainerSpec{Name: name, Image: busyboxImage, Command: []string{"sleep", "3600"}, MemoryLimit: memLimit}
+}
+
+// runContainer creates and starts a container, failing the test on error.
+func runContainer(ctx context.Context, t *testing.T, pod *cri.Pod, spec cri.ContainerSpec) *cri.Container {
+	t.Helper()
+	c, err := pod.RunContainer(ctx, spec)
+	if err != nil {
+		t.Fatalf("run container: %v", err)
+	}
+	return c
+}
+
+// sh runs a script in the container and fails the test if ExecSync fails.
+func sh(ctx context.Context, t *testing.T, c *cri.Container, script string) cri.ExecResult {
+	t.Helper()
+	r, err := c.Sh(ctx, script)
+	if err != nil {
+		t.Fatalf("exec: %v", err)
+	}
+	return r
+}
+
+// shOK is sh that also requires exit status 0.
+func shOK(ctx context.Context, t *testing.T, c *cri.Container, script string) string {
+	t.Helper()
+	r := sh(ctx, t, c, script)
+	if r.ExitCode != 0 {
+		t.Fatalf("script %q in %s: %s", script, c.Name, r)
+	}
+	return r.Stdout
+}
+
+// cgroupMount returns the container's visible /sys/fs/cgroup mount and all
+// its cgroup2 mounts.
+func cgroupMount(ctx context.Context, t *testing.T, c *cri.Container) (inspect.Mount, []inspect.Mount) {
+	t.Helper()
+	out := shOK(ctx, t, c, "cat /proc/self/mountinfo")
+	mounts, err := inspect.ParseMountinfo(strings.NewReader(out))
+	if err != nil {
+		t.Fatalf("container mountinfo: %v", err)
+	}
+	m, ok := inspect.TopMount(mounts, "/sys/fs/cgroup")
+	if !ok {
+		t.Fatalf("no /sys/fs/cgroup mount in the container:\n%s", out)
+	}
+	return m, inspect.ByFSType(mounts, "cgroup2")
+}
+
+// podCgroup is the host path of the pod's cgroup (cgroupfs driver).
+func (e *guestEnv) podCgroup(pod *cri.Pod) string {
+	return filepath.Join(e.paths.CgroupRoot, pod.Spec.CgroupParent)
+}
+
+// readCgroupFile reads a file of a host cgroup, trimmed.
+func readCgroupFile(t *testing.T, dir, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		t.Fatalf("read %s: %v", file, err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// requireErrContains checks that err is non-nil and mentions every word.
+func requireErrContains(t *testing.T, what string, err error, words ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s succeeded, want an error mentioning %q", what, words)
+	}
+	for _, w := range words {
+		if !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(w)) {
+			t.Errorf("%s: error does not mention %q: %v", what, w, err)
+		}
+	}
+}
+
+// assertWritableMount checks an opted-in container's cgroup view.
+func assertWritableMount(ctx context.Context, t *testing.T, c *cri.Container) {
+	t.Helper()
+	m, all := cgroupMount(ctx, t, c)
+	if m.FSType != "cgroup2" || m.ReadOnly() || !m.HasSuperOpt("nsdelegate") || m.Root != "/" {
+		t.Errorf("/sys/fs/cgroup = %s, want a rw cgroup2 mount of the namespace root with nsdelegate", m)
+	}
+	for _, o := range all {
+		if o.Root != "/" {
+			t.Errorf("cgroup2 mount %s exposes a cgroup outside the namespace", o)
+		}
+	}
+	if got := inspect.CgroupPath(shOK(ctx, t, c, "cat /proc/self/cgroup")); got != "/" {
+		t.Errorf("/proc/self/cgroup path = %q, want / (private cgroup namespace)", got)
+	}
+}
+
+func describe(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -1,0 +1,410 @@
+//go:build integration_guest
+
+package guest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cgdelegate/cgdelegate/integration/cri"
+	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
+)
+
+// config is the boot variant, from cgd.* kernel parameters.
+type config struct {
+	Variant        string
+	NSDelegate     bool
+	Plugin         string // external, preregistered or none
+	CgroupWritable bool
+	Containerd     string
+	Tests          []string
+}
+
+func parseConfig(cmdline string) config {
+	p := inspect.KernelParams(cmdline, "cgd.")
+	c := config{
+		Variant:        p["variant"],
+		NSDelegate:     p["nsdelegate"] != "0",
+		Plugin:         p["plugin"],
+		CgroupWritable: p["cgroup_writable"] == "1",
+		Containerd:     p["containerd"],
+	}
+	if c.Plugin == "" {
+		c.Plugin = "external"
+	}
+	if t := p["tests"]; t != "" {
+		c.Tests = strings.Split(t, ",")
+	}
+	return c
+}
+
+// paths are the guest file locations the suite uses.
+type paths struct {
+	CgroupRoot       string
+	ContainerdConfig string
+	ContainerdLog    string
+	ContainerdSocket string
+	PluginBinary     string
+	PluginLog        string
+	PluginPreinstall string // pre-registered plugin path
+	PluginConfig     string // pre-registered plugin config (Configure blob)
+	PluginBuildError string // written by the host when the plugin did not build
+	HookBinary       string
+	ImagesDir        string
+}
+
+func defaultPaths() paths {
+	return paths{
+		CgroupRoot:       "/sys/fs/cgroup",
+		ContainerdConfig: "/etc/containerd/config.toml",
+		ContainerdLog:    "/var/log/containerd.log",
+		ContainerdSocket: "/run/containerd/containerd.sock",
+		PluginBinary:     "/usr/local/bin/cgdelegate",
+		PluginLog:        "/var/log/cgdelegate.log",
+		PluginPreinstall: "/opt/nri/plugins/10-cgdelegate",
+		PluginConfig:     "/etc/nri/conf.d/10-cgdelegate.conf",
+		PluginBuildError: "/cgd/plugin-build-error",
+		HookBinary:       "/usr/local/bin/cgdelegate-hook",
+		ImagesDir:        "/cgd/images",
+	}
+}
+
+// Images imported from the initramfs (written by integration/vm).
+const (
+	busyboxImage = "cgd.local/busybox:1"
+	pauseImage   = "cgd.local/pause:1"
+	// writableHandler is a runtime handler with cgroup_writable = true.
+	writableHandler = "runc-writable"
+)
+
+// guestEnv is the live VM state shared by the scenarios.
+type guestEnv struct {
+	cfg        config
+	paths      paths
+	log        *slog.Logger
+	cri        *cri.Client
+	containerd *daemon
+	plugin     *daemon // external mode only
+	// setupErr fails every scenario when the VM could not be prepared.
+	setupErr error
+	// pluginErr says why the plugin is not running.
+	pluginErr error
+}
+
+// env is set by TestMain before any test runs.
+var env *guestEnv
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	cmdline, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		fmt.Printf("CGD-FATAL cannot read /proc/cmdline: %v\n", err)
+		os.Exit(2)
+	}
+	e := &guestEnv{
+		cfg:   parseConfig(string(cmdline)),
+		paths: defaultPaths(),
+		log:   slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	}
+	env = e
+	if len(e.cfg.Tests) > 0 {
+		if err := flag.Set("test.run", "^("+strings.Join(e.cfg.Tests, "|")+")$"); err != nil {
+			fmt.Printf("CGD-FATAL test.run: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	start := time.Now()
+	e.setupErr = e.setup()
+	if e.setupErr != nil {
+		e.log.Error("VM setup failed; every scenario will fail", "err", e.setupErr)
+	} else {
+		e.log.Info("VM ready", "took", time.Since(start).Round(100*time.Millisecond), "variant", e.cfg.Variant, "plugin", e.cfg.Plugin, "pluginErr", e.pluginErr)
+	}
+	code := m.Run()
+	if code != 0 {
+		e.dumpLogs()
+	}
+	e.shutdown()
+	os.Exit(code)
+}
+
+// begin starts a scenario: it arranges for the CGD-RESULT line and fails at
+// once if the VM could not be set up.
+func begin(t *testing.T) *guestEnv {
+	t.Helper()
+	start := time.Now()
+	t.Cleanup(func() {
+		res := "pass"
+		switch {
+		case t.Failed():
+			res = "fail"
+		case t.Skipped():
+			res = "skip"
+		}
+		b, _ := json.Marshal(map[string]any{"test": t.Name(), "result": res, "seconds": time.Since(start).Seconds()})
+		fmt.Printf("CGD-RESULT %s\n", b)
+	})
+	if env == nil || env.setupErr != nil {
+		t.Fatalf("VM setup failed: %v", env.setupErr)
+	}
+	return env
+}
+
+// requirePlugin fails the scenario when cgdelegate is not running.
+func (e *guestEnv) requirePlugin(t *testing.T) {
+	t.Helper()
+	if e.cfg.Plugin == "none" {
+		t.Fatalf("scenario needs cgdelegate but variant %s runs without it", e.cfg.Variant)
+	}
+	if e.pluginErr != nil {
+		t.Fatalf("cgdelegate is not running: %v", e.pluginErr)
+	}
+	if e.plugin != nil && !e.plugin.Running() {
+		t.Fatalf("cgdelegate (external) has exited; log tail:\n%s", fileTail(e.paths.PluginLog, 30))
+	}
+}
+
+func (e *guestEnv) setup() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if err := os.MkdirAll(filepath.Dir(e.paths.ContainerdConfig), 0o755); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	if err := os.WriteFile(e.paths.ContainerdConfig, []byte(containerdConfig(e.cfg)), 0o644); err != nil {
+		return fmt.Errorf("setup: containerd config: %w", err)
+	}
+	e.pluginErr = e.pluginAvailable()
+	if e.pluginErr == nil && e.cfg.Plugin == "preregistered" {
+		if err := e.preinstallPlugin(); err != nil {
+			return err
+		}
+	}
+	e.containerd = &daemon{name: "containerd", path: "containerd", args: []string{"--config", e.paths.ContainerdConfig}, logPath: e.paths.ContainerdLog}
+	if err := e.startContainerd(ctx); err != nil {
+		return err
+	}
+	if err := e.importImages(ctx); err != nil {
+		return err
+	}
+	if e.pluginErr == nil && e.cfg.Plugin != "none" {
+		e.pluginErr = e.startPlugin(ctx, 0)
+	}
+	return nil
+}
+
+func (e *guestEnv) pluginAvailable() error {
+	if e.cfg.Plugin == "none" {
+		return errors.New("variant runs without cgdelegate")
+	}
+	if b, err := os.ReadFile(e.paths.PluginBuildError); err == nil {
+		return fmt.Errorf("cgdelegate did not build on the host:\n%s", b)
+	}
+	for _, p := range []string{e.paths.PluginBinary, e.paths.HookBinary} {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("plugin binaries: %w", err)
+		}
+	}
+	return nil
+}
+
+func (e *guestEnv) preinstallPlugin() error {
+	for _, d := range []string{filepath.Dir(e.paths.PluginPreinstall), filepath.Dir(e.paths.PluginConfig)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("pre-register plugin: %w", err)
+		}
+	}
+	b, err := os.ReadFile(e.paths.PluginBinary)
+	if err != nil {
+		return fmt.Errorf("pre-register plugin: %w", err)
+	}
+	if err := os.WriteFile(e.paths.PluginPreinstall, b, 0o755); err != nil {
+		return fmt.Errorf("pre-register plugin: %w", err)
+	}
+	if err := os.WriteFile(e.paths.PluginConfig, []byte(pluginConfigYAML), 0o644); err != nil {
+		return fmt.Errorf("pre-register plugin config: %w", err)
+	}
+	return nil
+}
+
+// pluginConfigYAML is the Configure blob of the pre-registered plugin.
+const pluginConfigYAML = "guard: enforce\n"
+
+// startContainerd starts containerd and waits until its CRI answers.
+func (e *guestEnv) startContainerd(ctx context.Context) error {
+	if err := e.containerd.Start(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	for {
+		if _, err := os.Stat(e.paths.ContainerdSocket); err == nil {
+			break
+		}
+		if !e.containerd.Running() {
+			return fmt.Errorf("containerd exited at start-up:\n%s", fileTail(e.paths.ContainerdLog, 40))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("containerd socket never appeared: %w\n%s", ctx.Err(), fileTail(e.paths.ContainerdLog, 40))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if e.cri != nil {
+		_ = e.cri.Close()
+	}
+	c, err := cri.Dial(e.paths.ContainerdSocket)
+	if err != nil {
+		return err
+	}
+	e.cri = c
+	v, err := c.WaitReady(ctx)
+	if err != nil {
+		return fmt.Errorf("containerd CRI: %w\n%s", err, fileTail(e.paths.ContainerdLog, 40))
+	}
+	e.log.Info("containerd ready", "runtime", v.GetRuntimeName(), "version", v.GetRuntimeVersion(), "cri", v.GetRuntimeApiVersion())
+	return nil
+}
+
+func (e *guestEnv) importImages(ctx context.Context) error {
+	tars, err := filepath.Glob(filepath.Join(e.paths.ImagesDir, "*.tar"))
+	if err != nil || len(tars) == 0 {
+		return fmt.Errorf("no images in %s: %w", e.paths.ImagesDir, err)
+	}
+	for _, tar := range tars {
+		cmd := exec.CommandContext(ctx, "ctr", "--address", e.paths.ContainerdSocket, "-n", "k8s.io", "images", "import", tar)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("ctr images import %s: %w\n%s", tar, err, out)
+		}
+	}
+	return nil
+}
+
+// startPlugin starts the external plugin (or, when pre-registered, only
+// waits for containerd to have started it) and waits for registration in
+// the containerd log after byte offset from.
+func (e *guestEnv) startPlugin(ctx context.Context, from int64) error {
+	want := "connected and synchronized"
+	if e.cfg.Plugin == "preregistered" {
+		want = "synchronization success"
+	} else {
+		if e.plugin == nil {
+			e.plugin = &daemon{name: "cgdelegate", path: e.paths.PluginBinary, args: []string{"-log-level", "debug"}, logPath: e.paths.PluginLog}
+		}
+		if err := e.plugin.Start(); err != nil {
+			return err
+		}
+	}
+	err := waitLog(ctx, e.paths.ContainerdLog, from, 90*time.Second, func(l string) bool {
+		return strings.Contains(l, "cgdelegate") && strings.Contains(l, want)
+	}, func() error {
+		if e.plugin != nil && !e.plugin.Running() {
+			return errors.New("cgdelegate exited")
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cgdelegate did not register with containerd: %w\n--- plugin log ---\n%s\n--- containerd log ---\n%s",
+			err, fileTail(e.paths.PluginLog, 20), fileTail(e.paths.ContainerdLog, 20))
+	}
+	return nil
+}
+
+// restartContainerd stops containerd (leaving the shims and containers
+// running) and starts it again; a pre-registered plugin comes back with it.
+func (e *guestEnv) restartContainerd(ctx context.Context) error {
+	if err := e.containerd.Stop(30 * time.Second); err != nil {
+		return err
+	}
+	from := fileSize(e.paths.ContainerdLog)
+	if err := e.startContainerd(ctx); err != nil {
+		return err
+	}
+	if e.cfg.Plugin == "preregistered" && e.pluginErr == nil {
+		return e.startPlugin(ctx, from)
+	}
+	return nil
+}
+
+// restartPlugin stops and starts the external plugin.
+func (e *guestEnv) restartPlugin(ctx context.Context) error {
+	if e.cfg.Plugin != "external" || e.plugin == nil {
+		return fmt.Errorf("restartPlugin: plugin mode %s", e.cfg.Plugin)
+	}
+	if err := e.plugin.Stop(20 * time.Second); err != nil {
+		return err
+	}
+	return e.startPlugin(ctx, fileSize(e.paths.ContainerdLog))
+}
+
+func (e *guestEnv) shutdown() {
+	if e.plugin != nil {
+		_ = e.plugin.Stop(5 * time.Second)
+	}
+	if e.cri != nil {
+		_ = e.cri.Close()
+	}
+	if e.containerd != nil {
+		_ = e.containerd.Stop(10 * time.Second)
+	}
+}
+
+// dumpLogs prints the daemons' log tails for the host's console log.
+func (e *guestEnv) dumpLogs() {
+	for _, f := range []string{e.paths.ContainerdLog, e.paths.PluginLog} {
+		fmt.Printf("CGD-LOG ===== tail of %s =====\n", f)
+		for _, l := range strings.Split(fileTail(f, 60), "\n") {
+			fmt.Printf("CGD-LOG %s\n", l)
+		}
+	}
+}
+
+func containerdConfig(c config) string {
+	runtime := func(name string, writable bool) string {
+		return fmt.Sprintf(`
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[1]s]
+      runtime_type = 'io.containerd.runc.v2'
+      cgroup_writable = %[2]v
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[1]s.options]
+        BinaryName = '/usr/local/bin/runc'
+        SystemdCgroup = false
+`, name, writable)
+	}
+	return `# Written by the cgdelegate integration suite (variant ` + c.Variant + `).
+version = 3
+root = '/var/lib/containerd'
+state = '/run/containerd'
+
+[grpc]
+  address = '/run/containerd/containerd.sock'
+
+[debug]
+  level = 'info'
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = '` + pauseImage + `'
+
+[plugins.'io.containerd.cri.v1.runtime']
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = 'runc'
+` + runtime("runc", c.CgroupWritable) + runtime(writableHandler, true) + `
+[plugins.'io.containerd.nri.v1.nri']
+  disable = false
+  socket_path = '/var/run/nri/nri.sock'
+  plugin_path = '/opt/nri/plugins'
+  plugin_config_path = '/etc/nri/conf.d'
+  plugin_registration_timeout = '20s'
+  plugin_request_timeout = '15s'
+`
+}

@@ -1,0 +1,401 @@
+//go:build integration_vm
+
+package vm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Pinned versions of what runs inside the VM.
+const (
+	kernelMetapackage = "linux-image-6.12-amd64"
+	runcVersion       = "v1.5.2"
+	busyboxPath       = "/bin/busybox"
+)
+
+// containerdVersions are the containerd lines the suite runs against: the
+// current release and the newest 2.3 LTS the module proxy served when the
+// suite was written.
+var containerdVersions = []string{"v2.4.2", "v2.3.7"}
+
+// builder builds and caches the VM's ingredients.
+type builder struct {
+	log      *slog.Logger
+	repo     string // module root of cgdelegate
+	cacheDir string // survives runs, keyed by version
+	workDir  string // this run's scratch space
+}
+
+// artifacts are the host paths of everything a boot needs.
+type artifacts struct {
+	Kernel     string // vmlinuz
+	OverlayKO  string // decompressed overlay.ko
+	KernelName string // Debian package providing the kernel
+	Busybox    string
+	Runc       string
+	// Containerd maps a version to the directory holding containerd, ctr and
+	// containerd-shim-runc-v2.
+	Containerd map[string]string
+	GuestTest  string
+	Images     []string // OCI layout tars
+	// Plugin and Hook are empty when they did not build; PluginErr says why.
+	Plugin, Hook string
+	PluginErr    error
+}
+
+func defaultCacheDir() (string, error) {
+	if d := os.Getenv("CGDELEGATE_CACHE"); d != "" {
+		return d, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("cache dir: %w", err)
+	}
+	return filepath.Join(home, ".cache", "cgdelegate-integration"), nil
+}
+
+// run runs a command with its output captured; on failure the error
+// carries the tail of the output.
+func (b *builder) run(ctx context.Context, dir string, env []string, name string, args ...string) ([]byte, error) {
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	err := cmd.Run()
+	b.log.Debug("ran", "cmd", name, "args", args, "took", time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		return out.Bytes(), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, tail(out.String(), 40))
+	}
+	return out.Bytes(), nil
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cached returns dir/<key> after making sure it is complete: when it is
+// missing, fill builds it in a temporary sibling that is then renamed into
+// place, so an interrupted build never looks cached.
+func (b *builder) cached(key string, fill func(tmp string) error) (string, error) {
+	final := filepath.Join(b.cacheDir, key)
+	if _, err := os.Stat(filepath.Join(final, ".complete")); err == nil {
+		return final, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		return "", fmt.Errorf("cache %s: %w", key, err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(final), filepath.Base(final)+".tmp-")
+	if err != nil {
+		return "", fmt.Errorf("cache %s: %w", key, err)
+	}
+	defer os.RemoveAll(tmp)
+	start := time.Now()
+	if err := fill(tmp); err != nil {
+		return "", fmt.Errorf("build %s: %w", key, err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, ".complete"), nil, 0o644); err != nil {
+		return "", fmt.Errorf("cache %s: %w", key, err)
+	}
+	if err := os.RemoveAll(final); err != nil {
+		return "", fmt.Errorf("cache %s: %w", key, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return "", fmt.Errorf("cache %s: %w", key, err)
+	}
+	b.log.Info("built", "what", key, "took", time.Since(start).Round(time.Second))
+	return final, nil
+}
+
+// goInstall installs pkgs (each pkg@version) into dir with GOBIN.
+func (b *builder) goInstall(ctx context.Context, dir string, env []string, flags []string, pkgs ...string) error {
+	args := append([]string{"install"}, flags...)
+	args = append(args, pkgs...)
+	env = append(env, "GOBIN="+dir, "GOFLAGS=-buildvcs=false", "GOWORK=off")
+	_, err := b.run(ctx, dir, env, "go", args...)
+	return err
+}
+
+func (b *builder) containerd(ctx context.Context, version string) (string, error) {
+	return b.cached("containerd/"+version, func(tmp string) error {
+		var pkgs []string
+		for _, c := range []string{"containerd", "ctr", "containerd-shim-runc-v2"} {
+			pkgs = append(pkgs, "github.com/containerd/containerd/v2/cmd/"+c+"@"+version)
+		}
+		return b.goInstall(ctx, tmp, []string{"CGO_ENABLED=0"},
+			[]string{"-tags", "no_btrfs", "-trimpath", "-ldflags", "-s -w"}, pkgs...)
+	})
+}
+
+func (b *builder) runc(ctx context.Context) (string, error) {
+	dir, err := b.cached("runc/"+runcVersion, func(tmp string) error {
+		return b.goInstall(ctx, tmp, []string{"CGO_ENABLED=1"},
+			[]string{"-tags", "seccomp netgo osusergo", "-trimpath", "-ldflags", "-s -w -extldflags -static"},
+			"github.com/opencontainers/runc@"+runcVersion)
+	})
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "runc"), nil
+}
+
+// kernelPackage resolves the metapackage to the real linux-image package and
+// its version, with apt-cache (local; needs apt-get update to have run once).
+func (b *builder) kernelPackage(ctx context.Context) (name, version string, err error) {
+	out, err := b.run(ctx, "", nil, "apt-cache", "depends", kernelMetapackage)
+	if err != nil {
+		return "", "", err
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		l = strings.TrimSpace(l)
+		if dep, ok := strings.CutPrefix(l, "Depends: "); ok && strings.HasPrefix(dep, "linux-image-") {
+			name = dep
+			break
+		}
+	}
+	if name == "" {
+		return "", "", fmt.Errorf("apt-cache depends %s: no linux-image dependency (run apt-get update?)", kernelMetapackage)
+	}
+	out, err = b.run(ctx, "", nil, "apt-cache", "policy", name)
+	if err != nil {
+		return "", "", err
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "Candidate: "); ok {
+			version = v
+		}
+	}
+	if version == "" || version == "(none)" {
+		return "", "", fmt.Errorf("apt-cache policy %s: no candidate version", name)
+	}
+	return name, version, nil
+}
+
+func (b *builder) kernel(ctx context.Context) (dir, pkg string, err error) {
+	name, version, err := b.kernelPackage(ctx)
+	if err != nil {
+		// Offline or no apt lists: fall back to any kernel already cached.
+		if matches, _ := filepath.Glob(filepath.Join(b.cacheDir, "kernel", "*", ".complete")); len(matches) > 0 {
+			d := filepath.Dir(matches[len(matches)-1])
+			b.log.Warn("cannot resolve kernel package, using cached kernel", "err", err, "dir", d)
+			return d, filepath.Base(d), nil
+		}
+		return "", "", err
+	}
+	key := name + "_" + strings.ReplaceAll(version, "~", "_")
+	dir, err = b.cached("kernel/"+key, func(tmp string) error {
+		if _, err := b.run(ctx, tmp, nil, "apt-get", "download", name+"="+version); err != nil {
+			b.log.Warn("apt-get download failed, updating package lists", "err", err)
+			if _, err := b.run(ctx, tmp, nil, "apt-get", "update", "-qq"); err != nil {
+				return err
+			}
+			if _, err := b.run(ctx, tmp, nil, "apt-get", "download", name+"="+version); err != nil {
+				return err
+			}
+		}
+		debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
+		if len(debs) != 1 {
+			return fmt.Errorf("apt-get download %s: got %v", name, debs)
+		}
+		// Extract only what the VM needs instead of the whole package.
+		script := `dpkg-deb --fsys-tarfile "$1" | tar -x --wildcards './boot/vmlinuz-*' '*/kernel/fs/overlayfs/overlay.ko*'`
+		if _, err := b.run(ctx, tmp, nil, "sh", "-c", script, "sh", debs[0]); err != nil {
+			return err
+		}
+		vmlinuz, _ := filepath.Glob(filepath.Join(tmp, "boot", "vmlinuz-*"))
+		kos, _ := filepath.Glob(filepath.Join(tmp, "lib", "modules", "*", "kernel", "fs", "overlayfs", "overlay.ko*"))
+		if len(vmlinuz) != 1 || len(kos) != 1 {
+			return fmt.Errorf("%s: vmlinuz %v, overlay module %v", debs[0], vmlinuz, kos)
+		}
+		if err := os.Rename(vmlinuz[0], filepath.Join(tmp, "vmlinuz")); err != nil {
+			return fmt.Errorf("kernel: %w", err)
+		}
+		if err := decompressModule(kos[0], filepath.Join(tmp, "overlay.ko")); err != nil {
+			return err
+		}
+		for _, junk := range append(debs, filepath.Join(tmp, "boot"), filepath.Join(tmp, "lib")) {
+			if err := os.RemoveAll(junk); err != nil {
+				return fmt.Errorf("kernel: %w", err)
+			}
+		}
+		return nil
+	})
+	return dir, key, err
+}
+
+// decompressModule writes the module at src to dst, decompressing .ko.xz
+// and .ko.zst (Debian 6.12) with the host tools; plain .ko (6.1) is copied.
+func decompressModule(src, dst string) error {
+	var cmd *exec.Cmd
+	switch {
+	case strings.HasSuffix(src, ".xz"):
+		cmd = exec.Command("xz", "-dc", src)
+	case strings.HasSuffix(src, ".zst"):
+		cmd = exec.Command("zstd", "-dc", src)
+	default:
+		cmd = exec.Command("cat", src)
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("decompress %s: %w", src, err)
+	}
+	if err := os.WriteFile(dst, out, 0o644); err != nil {
+		return fmt.Errorf("decompress %s: %w", src, err)
+	}
+	return nil
+}
+
+// goBuild builds one of our own packages statically into the work dir.
+func (b *builder) goBuild(ctx context.Context, out, pkg string, test bool, tags string) (string, error) {
+	dst := filepath.Join(b.workDir, out)
+	args := []string{"build", "-trimpath", "-o", dst}
+	if test {
+		args = []string{"test", "-c", "-trimpath", "-o", dst}
+	}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	args = append(args, pkg)
+	if _, err := b.run(ctx, b.repo, []string{"CGO_ENABLED=0", "GOFLAGS=-buildvcs=false"}, "go", args...); err != nil {
+		return "", err
+	}
+	return dst, nil
+}
+
+// images writes the busybox and pause images as OCI layout tars.
+func (b *builder) images(busybox, pause string) ([]string, error) {
+	applets, err := exec.Command(busybox, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("busybox --list: %w", err)
+	}
+	base := []layerFile{
+		{Name: "bin", Mode: 0o755, Dir: true},
+		{Name: "dev", Mode: 0o755, Dir: true},
+		{Name: "etc", Mode: 0o755, Dir: true},
+		{Name: "proc", Mode: 0o755, Dir: true},
+		{Name: "sys", Mode: 0o755, Dir: true},
+		{Name: "tmp", Mode: 0o1777, Dir: true},
+		{Name: "root", Mode: 0o700, Dir: true},
+		{Name: "etc/passwd", Mode: 0o644, Data: []byte(guestPasswd)},
+		{Name: "etc/group", Mode: 0o644, Data: []byte(guestGroup)},
+	}
+	bb := append([]layerFile{}, base...)
+	bb = append(bb, layerFile{Name: "bin/busybox", Mode: 0o755, HostPath: busybox})
+	sc := bufio.NewScanner(bytes.NewReader(applets))
+	for sc.Scan() {
+		if a := strings.TrimSpace(sc.Text()); a != "" && a != "busybox" {
+			bb = append(bb, layerFile{Name: "bin/" + a, Linkname: "busybox"})
+		}
+	}
+	imgs := []ociImage{
+		{Name: busyboxImage, Files: bb, Cmd: []string{"sh"}},
+		{Name: pauseImage, Files: append(append([]layerFile{}, base...),
+			layerFile{Name: "pause", Mode: 0o755, HostPath: pause}), Entrypoint: []string{"/pause"}},
+	}
+	var paths []string
+	for i, img := range imgs {
+		p := filepath.Join(b.workDir, fmt.Sprintf("image-%d.tar", i))
+		f, err := os.Create(p) //nolint:forbidigo // scratch file in our own work dir
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", img.Name, err)
+		}
+		werr := writeOCILayout(f, img)
+		cerr := f.Close()
+		if err := errors.Join(werr, cerr); err != nil {
+			return nil, fmt.Errorf("image %s: %w", img.Name, err)
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
+// Images the guest imports (names are fixed: the guest tests use them).
+const (
+	busyboxImage = "cgd.local/busybox:1"
+	pauseImage   = "cgd.local/pause:1"
+)
+
+const (
+	guestPasswd = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
+	guestGroup  = "root:x:0:\nnogroup:x:65534:\n"
+)
+
+// buildAll produces every artifact. Only the plugin and hook may fail
+// without failing the build: the scenarios that need them then fail.
+func (b *builder) buildAll(ctx context.Context, versions []string) (*artifacts, error) {
+	a := &artifacts{Busybox: busyboxPath, Containerd: map[string]string{}}
+	if _, err := os.Stat(busyboxPath); err != nil {
+		return nil, fmt.Errorf("busybox-static (run integration/vm/install-deps.sh): %w", err)
+	}
+	kdir, kname, err := b.kernel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a.Kernel, a.OverlayKO, a.KernelName = filepath.Join(kdir, "vmlinuz"), filepath.Join(kdir, "overlay.ko"), kname
+	for _, v := range versions {
+		d, err := b.containerd(ctx, v)
+		if err != nil {
+			return nil, err
+		}
+		a.Containerd[v] = d
+	}
+	if a.Runc, err = b.runc(ctx); err != nil {
+		return nil, err
+	}
+	if a.GuestTest, err = b.goBuild(ctx, "guest.test", "./integration/guest", true, "integration_guest"); err != nil {
+		return nil, err
+	}
+	pause, err := b.goBuild(ctx, "pause", "./integration/vm/pause", false, "")
+	if err != nil {
+		return nil, err
+	}
+	if a.Images, err = b.images(a.Busybox, pause); err != nil {
+		return nil, err
+	}
+	plugin, perr := b.goBuild(ctx, "cgdelegate", "./plugin", false, "")
+	hook, herr := b.goBuild(ctx, "cgdelegate-hook", "./hooks/cmd/cgdelegate-hook", false, "")
+	if perr == nil && herr == nil {
+		a.Plugin, a.Hook = plugin, hook
+	} else {
+		a.PluginErr = errors.Join(perr, herr)
+	}
+	return a, nil
+}
+
+// copyFile is io.Copy between paths.
+func copyFile(dst, src string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
+	if err != nil {
+		return fmt.Errorf("copy to %s: %w", dst, err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("copy to %s: %w", dst, err)
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+#!/bin/sh
+# /init of the cgdelegate integration VM (busybox sh, PID 1).
+#
+# Stage one runs on the initramfs (rootfs), which runc cannot pivot_root away
+# from: copy everything into a tmpfs and switch_root there. Stage two sets up
+# a pure cgroup v2 host (nsdelegate unless cgd.nsdelegate=0 is on the kernel
+# command line), then runs the guest test binary, which starts containerd and
+# the plugin itself. The guest prints CGD-RESULT lines; we print CGD-DONE and
+# power off (qemu runs with -no-reboot, so reboot ends the VM).
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root
+
+if [ ! -e /.cgd-stage2 ]; then
+	mkdir -p /proc /newroot
+	mount -t proc proc /proc
+	mount -t tmpfs -o mode=0755,size=90% rootfs /newroot
+	for f in /* /.[!.]*; do
+		case "$f" in
+		/newroot | /proc | /sys | /dev | '/.[!.]*') ;;
+		*) cp -a "$f" /newroot/ ;;
+		esac
+	done
+	mkdir -p /newroot/proc /newroot/sys /newroot/dev
+	: >/newroot/.cgd-stage2
+	umount /proc
+	exec switch_root /newroot /init
+	echo "CGD-FATAL switch_root failed"
+	reboot -f
+fi
+
+fatal() {
+	echo "CGD-FATAL $*"
+	sync
+	reboot -f
+}
+
+mount -t proc proc /proc || fatal "mount proc"
+mount -t sysfs sysfs /sys || fatal "mount sysfs"
+mount -t devtmpfs devtmpfs /dev || fatal "mount devtmpfs"
+mkdir -p /dev/pts /dev/shm /run /tmp /var/log /var/lib
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts /dev/pts || fatal "mount devpts"
+mount -t tmpfs -o mode=1777,nosuid,nodev shm /dev/shm || fatal "mount /dev/shm"
+mount -t tmpfs -o mode=0755,nosuid,nodev run /run || fatal "mount /run"
+chmod 1777 /tmp
+echo 1 >/proc/sys/kernel/printk
+
+if grep -qw 'cgd.nsdelegate=0' /proc/cmdline; then
+	mount -t cgroup2 cgroup2 /sys/fs/cgroup || fatal "mount cgroup2"
+else
+	mount -t cgroup2 -o nsdelegate cgroup2 /sys/fs/cgroup || fatal "mount cgroup2 nsdelegate"
+fi
+mount --make-rshared / || fatal "make-rshared"
+hostname cgd-vm
+ip link set lo up || fatal "lo up"
+insmod /lib/modules/overlay.ko || fatal "insmod overlay"
+
+# Leave the root cgroup to kernel threads and enable every controller below it.
+mkdir -p /sys/fs/cgroup/init
+for p in $(cat /sys/fs/cgroup/cgroup.procs); do
+	echo "$p" >/sys/fs/cgroup/init/cgroup.procs 2>/dev/null
+done
+for c in $(cat /sys/fs/cgroup/cgroup.controllers); do
+	echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control || fatal "enable controller $c"
+done
+
+echo "CGD-BOOT kernel=$(uname -r) cpus=$(nproc) cgroup=$(grep ' /sys/fs/cgroup ' /proc/self/mountinfo | sed 's/.* - //')"
+
+/cgd/guest.test -test.v -test.timeout=20m
+rc=$?
+echo "CGD-DONE {\"exit\":$rc}"
+sync
+reboot -f

@@ -1,0 +1,91 @@
+//go:build integration_vm
+
+package vm
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+//go:embed init.sh
+var initScript []byte
+
+// packInitramfs writes an uncompressed newc initramfs for one containerd
+// version. Uncompressed, because qemu loads it with a memcpy while TCG would
+// spend seconds in the kernel's decompressor.
+func packInitramfs(dst string, a *artifacts, containerdVersion string) (err error) {
+	ctrDir, ok := a.Containerd[containerdVersion]
+	if !ok {
+		return fmt.Errorf("initramfs: containerd %s was not built", containerdVersion)
+	}
+	f, err := os.Create(dst) //nolint:forbidigo // scratch file in our own work dir
+	if err != nil {
+		return fmt.Errorf("initramfs: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("initramfs: %w", cerr))
+		}
+	}()
+	w := newCPIOWriter(f)
+	for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin", "etc", "proc", "sys", "dev",
+		"run", "tmp", "root", "var/lib", "var/log", "lib/modules", "cgd/images", "opt/nri/plugins", "etc/nri/conf.d",
+		"etc/containerd", "newroot"} {
+		w.Dir(d, 0o755)
+	}
+	w.Symlink("var/run", "../run")
+	w.CharDev("dev/console", 0o600, 5, 1)
+	w.CharDev("dev/null", 0o666, 1, 3)
+	w.Bytes("init", 0o755, initScript)
+
+	w.HostFile("bin/busybox", 0o755, a.Busybox)
+	applets, err := exec.Command(a.Busybox, "--list-full").Output()
+	if err != nil {
+		return fmt.Errorf("initramfs: busybox --list-full: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(applets))
+	for sc.Scan() {
+		p := strings.TrimSpace(sc.Text())
+		if p == "" || p == "bin/busybox" {
+			continue
+		}
+		rel, err := filepath.Rel(filepath.Dir(p), "bin/busybox")
+		if err != nil {
+			return fmt.Errorf("initramfs: applet %s: %w", p, err)
+		}
+		w.Symlink(p, rel)
+	}
+
+	for _, bin := range []string{"containerd", "ctr", "containerd-shim-runc-v2"} {
+		w.HostFile("usr/local/bin/"+bin, 0o755, filepath.Join(ctrDir, bin))
+	}
+	w.HostFile("usr/local/bin/runc", 0o755, a.Runc)
+	if a.Plugin != "" {
+		w.HostFile("usr/local/bin/cgdelegate", 0o755, a.Plugin)
+		w.HostFile("usr/local/bin/cgdelegate-hook", 0o755, a.Hook)
+	} else {
+		w.Bytes("cgd/plugin-build-error", 0o644, []byte(a.PluginErr.Error()))
+	}
+	w.HostFile("cgd/guest.test", 0o755, a.GuestTest)
+	for i, img := range a.Images {
+		w.HostFile(fmt.Sprintf("cgd/images/%d.tar", i), 0o644, img)
+	}
+	w.HostFile("lib/modules/overlay.ko", 0o644, a.OverlayKO)
+
+	w.Bytes("etc/passwd", 0o644, []byte(guestPasswd))
+	w.Bytes("etc/group", 0o644, []byte(guestGroup))
+	w.Bytes("etc/hostname", 0o644, []byte("cgd-vm\n"))
+	w.Bytes("etc/hosts", 0o644, []byte("127.0.0.1\tlocalhost cgd-vm\n::1\tlocalhost ip6-localhost\n"))
+	w.Bytes("etc/resolv.conf", 0o644, []byte("# no network in the integration VM\nnameserver 127.0.0.1\n"))
+	w.Bytes("etc/nsswitch.conf", 0o644, []byte("hosts: files\n"))
+	w.Bytes("cgd/versions", 0o644, []byte(fmt.Sprintf("containerd=%s\nrunc=%s\nkernel=%s\n",
+		containerdVersion, runcVersion, a.KernelName)))
+	return w.Close()
+}
