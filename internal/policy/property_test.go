@@ -1,0 +1,449 @@
+package policy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/podres"
+	"github.com/cgdelegate/cgdelegate/internal/topology"
+)
+
+// checkInvariants checks the allocation rules on the whole state:
+//   - exclusive slices are pairwise disjoint;
+//   - no CPU is in two bubbles, and node-level slices stay out of bubbles;
+//   - reserved and isolated CPUs are never assigned;
+//   - in a pod with a bubble, every container's cpuset is inside it;
+//   - every shared container has a non-empty pool;
+//   - mems are the NUMA nodes of the cpus;
+//   - the node pool is the usable CPUs minus bubbles and node-level slices.
+func checkInvariants(t testing.TB, p *Policy) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	forbidden := p.reserved.Union(p.topo.Isolated)
+	seenBubble := cpuset.New()
+	for id, ps := range p.st.pods {
+		if !ps.bubble.Intersection(seenBubble).IsEmpty() {
+			t.Fatalf("cpus %s in two bubbles (pod %s)", ps.bubble.Intersection(seenBubble), id)
+		}
+		if !ps.bubble.Intersection(forbidden).IsEmpty() {
+			t.Fatalf("pod %s bubble %s has reserved/isolated cpus", id, ps.bubble)
+		}
+		if p.scope == config.ScopeContainer && !ps.bubble.IsEmpty() {
+			t.Fatalf("pod %s has a bubble in container scope", id)
+		}
+		seenBubble = seenBubble.Union(ps.bubble)
+	}
+	seenSlice := cpuset.New()
+	nodeSlices := cpuset.New()
+	v := newView(p.usable, p.st)
+	if !v.node.Equals(p.v.node) {
+		t.Fatalf("cached node pool %s, derived %s", p.v.node, v.node)
+	}
+	for id, c := range p.st.ctrs {
+		ps, ok := p.st.pods[c.spec.PodID]
+		if !ok {
+			t.Fatalf("container %s of missing pod %s", id, c.spec.PodID)
+		}
+		a := assign(p.topo, p.st, v, c)
+		if a.CPUs.IsEmpty() {
+			t.Fatalf("container %s (%s) has no cpus", id, c.pool)
+		}
+		if !a.CPUs.Intersection(forbidden).IsEmpty() {
+			t.Fatalf("container %s runs on reserved/isolated cpus %s", id, a.CPUs.Intersection(forbidden))
+		}
+		if !a.Mems.Equals(p.topo.MemsOf(a.CPUs)) {
+			t.Fatalf("container %s mems %s for cpus %s", id, a.Mems, a.CPUs)
+		}
+		if !ps.bubble.IsEmpty() && !a.CPUs.IsSubsetOf(ps.bubble) {
+			t.Fatalf("container %s cpus %s outside pod %s bubble %s", id, a.CPUs, c.spec.PodID, ps.bubble)
+		}
+		if c.pool == PoolPodShared && ps.bubble.IsEmpty() {
+			t.Fatalf("container %s pod-shared without a bubble", id)
+		}
+		if c.pool != PoolExclusive {
+			continue
+		}
+		if c.slice.Size() != c.spec.Resources.ExclusiveCPUs() {
+			t.Fatalf("container %s slice %s for %d cpus", id, c.slice, c.spec.Resources.ExclusiveCPUs())
+		}
+		if !c.slice.Intersection(seenSlice).IsEmpty() {
+			t.Fatalf("cpus %s in two slices (container %s)", c.slice.Intersection(seenSlice), id)
+		}
+		seenSlice = seenSlice.Union(c.slice)
+		if ps.bubble.IsEmpty() {
+			nodeSlices = nodeSlices.Union(c.slice)
+		}
+	}
+	if !nodeSlices.Intersection(seenBubble).IsEmpty() {
+		t.Fatalf("node-level slices %s overlap bubbles", nodeSlices.Intersection(seenBubble))
+	}
+	if want := p.usable.Difference(seenBubble).Difference(nodeSlices); !want.Equals(v.node) {
+		t.Fatalf("node pool %s, want %s", v.node, want)
+	}
+}
+
+// randomTopo builds a random literal topology of up to 2x4x6x2 = 96 CPUs,
+// with a random reserved set and sometimes isolated CPUs.
+func randomTopo(rng *rand.Rand) (*topology.Topology, cpuset.CPUSet) {
+	topo := literalTopo(1+rng.IntN(2), 1+rng.IntN(4), 1+rng.IntN(6), 1+rng.IntN(2))
+	all := topo.AllCPUs().List()
+	var reserved []int
+	for range rng.IntN(3) {
+		reserved = append(reserved, all[rng.IntN(len(all))])
+	}
+	if rng.IntN(5) == 0 {
+		topo.Isolated = cpuset.New(all[len(all)-1])
+	}
+	return topo, cpuset.New(reserved...)
+}
+
+func randomContainer(rng *rand.Rand) podres.Container {
+	switch rng.IntN(6) {
+	case 0, 1:
+		return guaranteed(int64(1+rng.IntN(3)) * 1000)
+	case 2:
+		return guaranteed(int64(100 + rng.IntN(1900)))
+	case 3:
+		return burstable(int64(rng.IntN(1500)))
+	default:
+		return bestEffort()
+	}
+}
+
+func randomBudget(rng *rand.Rand) podres.Budget {
+	switch rng.IntN(5) {
+	case 0:
+		return podres.Budget{}
+	case 1:
+		return podres.Budget{CPURequest: int64(500 + rng.IntN(4000))}
+	default:
+		return budget(int64(1+rng.IntN(6)) * 1000)
+	}
+}
+
+// checkRuntime checks that applying every returned assignment and update
+// kept the fake runtime in line with the policy.
+func checkRuntime(t testing.TB, p *Policy, r *fakeRuntime) {
+	t.Helper()
+	all := p.Assignments()
+	for _, a := range all {
+		if !r.cpus[a.ContainerID].Equals(a.CPUs) || !r.mems[a.ContainerID].Equals(a.Mems) {
+			t.Fatalf("container %s runs on %s/%s but is assigned %s/%s: an update was missed",
+				a.ContainerID, r.cpus[a.ContainerID], r.mems[a.ContainerID], a.CPUs, a.Mems)
+		}
+	}
+	if len(all) != len(r.ctrs) {
+		t.Fatalf("policy has %d containers, runtime %d", len(all), len(r.ctrs))
+	}
+}
+
+func TestPropertyRandomOps(t *testing.T) {
+	const (
+		topologies = 25
+		opsPerTopo = 600 // 15,000 operations in all
+	)
+	total := 0
+	for seed := range uint64(topologies) {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 0x5eed))
+			topo, reserved := randomTopo(rng)
+			scope := config.ScopePod
+			if seed%4 == 3 {
+				scope = config.ScopeContainer
+			}
+			p := mustNew(t, topo, Options{Scope: scope, Reserved: reserved})
+			initial := p.Snapshot()
+			r := newFakeRuntime()
+			next := 0
+			for op := range opsPerTopo {
+				total++
+				before := p.Snapshot()
+				var err error
+				podIDs := slices.Sorted(mapKeys(r.pods))
+				ctrIDs := slices.Sorted(mapKeys(r.ctrs))
+				switch k := rng.IntN(100); {
+				case k < 15 || len(podIDs) == 0:
+					next++
+					ps := PodSpec{ID: fmt.Sprintf("pod%d", next), Budget: randomBudget(rng)}
+					var u []Assignment
+					if u, err = p.AddPod(ps); err == nil {
+						r.pods[ps.ID] = ps
+						r.apply(u...)
+					}
+				case k < 65:
+					next++
+					c := ContainerSpec{
+						ID: fmt.Sprintf("ctr%d", next), PodID: podIDs[rng.IntN(len(podIDs))],
+						Name: fmt.Sprintf("c%d", next), Resources: randomContainer(rng),
+					}
+					switch rng.IntN(10) {
+					case 0:
+						// Plain init containers run before the app containers.
+						if !slices.ContainsFunc(ctrIDs, func(id string) bool {
+							return r.ctrs[id].PodID == c.PodID && r.ctrs[id].Lifecycle == LifecycleRegular
+						}) {
+							c.Lifecycle = LifecycleInit
+						}
+					case 1:
+						c.Lifecycle = LifecycleSidecar
+					}
+					var (
+						a Assignment
+						u []Assignment
+					)
+					if a, u, err = p.AddContainer(c); err == nil {
+						if c.Lifecycle == LifecycleRegular {
+							for id, rc := range r.ctrs { // completed init containers
+								if rc.PodID == c.PodID && rc.Lifecycle == LifecycleInit {
+									delete(r.ctrs, id)
+								}
+							}
+						}
+						r.ctrs[c.ID], r.stamp[c.ID] = c, a.Stamp()
+						r.apply(a)
+						r.apply(u...)
+					}
+				case k < 90 && len(ctrIDs) > 0:
+					id := ctrIDs[rng.IntN(len(ctrIDs))]
+					var u []Assignment
+					if u, err = p.RemoveContainer(id); err == nil {
+						delete(r.ctrs, id)
+						r.apply(u...)
+					}
+				case k < 98:
+					id := podIDs[rng.IntN(len(podIDs))]
+					var u []Assignment
+					if u, err = p.RemovePod(id); err == nil {
+						delete(r.pods, id)
+						for cid, c := range r.ctrs {
+							if c.PodID == id {
+								delete(r.ctrs, cid)
+							}
+						}
+						r.apply(u...)
+					}
+				default:
+					// A plugin restart: rebuild from the runtime's view.
+					checkRebuild(t, p, r)
+				}
+				if err != nil {
+					if after := p.Snapshot(); !reflect.DeepEqual(before, after) {
+						t.Fatalf("op %d failed (%v) but changed the state", op, err)
+					}
+				}
+				checkInvariants(t, p)
+				checkRuntime(t, p, r)
+			}
+			for _, id := range slices.Sorted(mapKeys(r.pods)) {
+				if _, err := p.RemovePod(id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if final := p.Snapshot(); !reflect.DeepEqual(initial, final) || len(p.st.ctrs) != 0 {
+				t.Fatalf("after removing everything:\n%+v\nwant\n%+v", final, initial)
+			}
+		})
+	}
+	t.Logf("%d random operations", total)
+	if total < 10000 {
+		t.Fatalf("only %d operations", total)
+	}
+}
+
+// checkRebuild rebuilds p from r's snapshot. When every bubble can be
+// recovered from a stamp, the result must be the same state with nothing
+// to repair; in any case the updates bring the runtime in line.
+func checkRebuild(t testing.TB, p *Policy, r *fakeRuntime) {
+	t.Helper()
+	want := p.Snapshot()
+	recoverable := true
+	for _, ps := range want.Pods {
+		if ps.Bubble != "" && len(ps.Containers) == 0 {
+			recoverable = false
+		}
+		if ps.Degraded != "" {
+			recoverable = false
+		}
+	}
+	pods, ctrs := r.snapshot()
+	res := p.Rebuild(pods, ctrs)
+	if recoverable {
+		if len(res.Conflicts) != 0 || len(res.Updates) != 0 {
+			t.Fatalf("rebuild of a clean state: conflicts %v, updates %v", res.Conflicts, ids(res.Updates))
+		}
+		if got := p.Snapshot(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("rebuild changed the state:\n%+v\n%+v", got, want)
+		}
+	}
+	r.apply(res.Updates...)
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	p := mustNew(t, literalTopo(2, 2, 8, 2), Options{Reserved: set("0")})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				pod := fmt.Sprintf("w%d-p%d", w, i%3)
+				_, _ = p.AddPod(PodSpec{ID: pod, Budget: budget(int64(1+i%3) * 1000)})
+				id := fmt.Sprintf("w%d-c%d", w, i)
+				_, _, _ = p.AddContainer(ctr(id, pod, []podres.Container{guaranteed(1000), bestEffort()}[i%2]))
+				if i%3 == 0 {
+					_, _ = p.RemoveContainer(id)
+				}
+				if i%7 == 0 {
+					_, _ = p.RemovePod(pod)
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 200 {
+			_ = p.Snapshot()
+			_ = p.Assignments()
+			_, _ = p.Assignment("w0-c1")
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 5 {
+			var pods []PodSpec
+			var ctrs []ContainerState
+			for _, a := range p.Assignments() {
+				ctrs = append(ctrs, ContainerState{Spec: ContainerSpec{ID: a.ContainerID, PodID: a.PodID}, CPUs: a.CPUs})
+			}
+			p.Rebuild(pods, ctrs)
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	wg.Wait()
+	checkInvariants(t, p)
+}
+
+// benchPolicy is a 256-CPU, 8-NUMA node with 20 other budget pods, 100
+// node-shared containers, and pod "target" whose 16-cpu bubble holds 50
+// shared-pool containers.
+func benchPolicy(b *testing.B) *Policy {
+	p := mustNew(b, literalTopo(2, 4, 16, 2), Options{Reserved: set("0,128")})
+	mustAddPod(b, p, "nb", podres.Budget{})
+	for i := range 100 {
+		mustAdd(b, p, ctr(fmt.Sprintf("nb-%d", i), "nb", bestEffort()))
+	}
+	for i := range 20 {
+		id := fmt.Sprintf("other-%d", i)
+		mustAddPod(b, p, id, budget(4000))
+		mustAdd(b, p, ctr(id+"-g", id, guaranteed(2000)))
+		mustAdd(b, p, ctr(id+"-s", id, bestEffort()))
+	}
+	mustAddPod(b, p, "target", budget(16000))
+	for i := range 50 {
+		mustAdd(b, p, ctr(fmt.Sprintf("shared-%d", i), "target", burstable(100)))
+	}
+	return p
+}
+
+// BenchmarkDynamicAdd adds a 2-cpu exclusive container to a running pod
+// with 50 shared-pool containers (50 updates), then removes it again (50
+// more). ns/op covers the add only; p99-ns is the add's 99th percentile.
+func BenchmarkDynamicAdd(b *testing.B) {
+	p := benchPolicy(b)
+	c := ctr("dyn", "target", guaranteed(2000))
+	durations := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		_, u, err := p.AddContainer(c)
+		durations = append(durations, time.Since(start))
+		if err != nil || len(u) != 50 {
+			b.Fatalf("add: %v, %d updates", err, len(u))
+		}
+		b.StopTimer()
+		if u, err := p.RemoveContainer(c.ID); err != nil || len(u) != 50 {
+			b.Fatalf("remove: %v, %d updates", err, len(u))
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	sort.Slice(durations, func(i, j int) bool { return durations[i] < durations[j] })
+	b.ReportMetric(float64(durations[len(durations)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// BenchmarkDynamicRemove is the matching remove (50 updates).
+func BenchmarkDynamicRemove(b *testing.B) {
+	p := benchPolicy(b)
+	c := ctr("dyn", "target", guaranteed(2000))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		if _, _, err := p.AddContainer(c); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if u, err := p.RemoveContainer(c.ID); err != nil || len(u) != 50 {
+			b.Fatalf("remove: %v, %d updates", err, len(u))
+		}
+	}
+}
+
+// BenchmarkAddPodBubble allocates and frees an 8-cpu bubble on the 256-CPU,
+// 8-NUMA node above (100 node-shared containers to update each way).
+func BenchmarkAddPodBubble(b *testing.B) {
+	p := benchPolicy(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := p.AddPod(PodSpec{ID: "bench", Budget: budget(8000)}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.RemovePod("bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRebuild rebuilds the node above from its own stamps.
+func BenchmarkRebuild(b *testing.B) {
+	p := benchPolicy(b)
+	pods := []PodSpec{}
+	for _, ps := range p.st.pods {
+		pods = append(pods, ps.spec)
+	}
+	var ctrs []ContainerState
+	for _, a := range p.Assignments() {
+		ctrs = append(ctrs, ContainerState{Spec: p.st.ctrs[a.ContainerID].spec, Stamp: a.Stamp(), CPUs: a.CPUs, Mems: a.Mems})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if res := p.Rebuild(pods, ctrs); len(res.Updates) != 0 || len(res.Conflicts) != 0 {
+			b.Fatalf("%+v", res)
+		}
+	}
+}

@@ -1,0 +1,368 @@
+package policy
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/podres"
+)
+
+func TestStamp(t *testing.T) {
+	a := Assignment{Pool: PoolExclusive, Bubble: set("0-3"), CPUs: set("2-3"), Mems: set("0")}
+	if got, want := a.Stamp(), "v=1;pool=exclusive;bubble=0-3;cpus=2-3;mems=0"; got != want {
+		t.Fatalf("Stamp %q, want %q", got, want)
+	}
+	tests := []struct {
+		name    string
+		in      string
+		want    Stamp
+		wantErr string
+	}{
+		{name: "exclusive", in: "v=1;pool=exclusive;bubble=0-3;cpus=2-3;mems=0",
+			want: Stamp{Pool: PoolExclusive, Bubble: set("0-3"), CPUs: set("2-3"), Mems: set("0")}},
+		{name: "node shared without bubble", in: "v=1;pool=node-shared;bubble=;cpus=0-15;mems=0-1",
+			want: Stamp{Pool: PoolNodeShared, Bubble: set(""), CPUs: set("0-15"), Mems: set("0-1")}},
+		{name: "field order is free", in: "cpus=4,6;pool=pod-shared;mems=1;bubble=4-7;v=1",
+			want: Stamp{Pool: PoolPodShared, Bubble: set("4-7"), CPUs: set("4,6"), Mems: set("1")}},
+		{name: "empty", in: "", wantErr: `field "" is not key=value`},
+		{name: "no version", in: "pool=exclusive;bubble=;cpus=1;mems=0", wantErr: `version "" is not 1`},
+		{name: "future version", in: "v=2;pool=exclusive;bubble=;cpus=1;mems=0", wantErr: `version "2"`},
+		{name: "bad pool", in: "v=1;pool=shared;bubble=;cpus=1;mems=0", wantErr: `pool "shared"`},
+		{name: "bad cpus", in: "v=1;pool=exclusive;bubble=;cpus=1-x;mems=0", wantErr: `cpus "1-x"`},
+		{name: "bad bubble", in: "v=1;pool=exclusive;bubble=3-1;cpus=1;mems=0", wantErr: `bubble "3-1"`},
+		{name: "missing mems", in: "v=1;pool=exclusive;bubble=;cpus=1", wantErr: `field "mems" missing`},
+		{name: "duplicate", in: "v=1;v=1;pool=exclusive;bubble=;cpus=1;mems=0", wantErr: `field "v" given twice`},
+		{name: "unknown field", in: "v=1;pool=exclusive;bubble=;cpus=1;mems=0;x=1", wantErr: "unknown fields"},
+		{name: "exclusive without cpus", in: "v=1;pool=exclusive;bubble=;cpus=;mems=", wantErr: "exclusive stamp without cpus"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseStamp(tc.in)
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrStamp) || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), tc.in) {
+					t.Fatalf("error %v, want ErrStamp naming %q and %q", err, tc.in, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Pool != tc.want.Pool || !got.Bubble.Equals(tc.want.Bubble) || !got.CPUs.Equals(tc.want.CPUs) || !got.Mems.Equals(tc.want.Mems) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// snapshotOf turns a policy's state into a Synchronize-like snapshot, as
+// the NRI layer would: pods with budgets, containers with the stamps they
+// got at creation and their current cpusets.
+type fakeRuntime struct {
+	pods  map[string]PodSpec
+	ctrs  map[string]ContainerSpec
+	stamp map[string]string
+	cpus  map[string]cpuset.CPUSet
+	mems  map[string]cpuset.CPUSet
+}
+
+func newFakeRuntime() *fakeRuntime {
+	return &fakeRuntime{pods: map[string]PodSpec{}, ctrs: map[string]ContainerSpec{}, stamp: map[string]string{},
+		cpus: map[string]cpuset.CPUSet{}, mems: map[string]cpuset.CPUSet{}}
+}
+
+func (r *fakeRuntime) apply(as ...Assignment) {
+	for _, a := range as {
+		r.cpus[a.ContainerID], r.mems[a.ContainerID] = a.CPUs, a.Mems
+	}
+}
+
+func (r *fakeRuntime) addPod(t testing.TB, p *Policy, ps PodSpec) {
+	t.Helper()
+	u, err := p.AddPod(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.pods[ps.ID] = ps
+	r.apply(u...)
+}
+
+func (r *fakeRuntime) addCtr(t testing.TB, p *Policy, c ContainerSpec) Assignment {
+	t.Helper()
+	a, u, err := p.AddContainer(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ctrs[c.ID], r.stamp[c.ID] = c, a.Stamp()
+	r.apply(a)
+	r.apply(u...)
+	return a
+}
+
+func (r *fakeRuntime) snapshot() ([]PodSpec, []ContainerState) {
+	var pods []PodSpec
+	for _, ps := range r.pods {
+		pods = append(pods, ps)
+	}
+	var ctrs []ContainerState
+	for id, c := range r.ctrs {
+		ctrs = append(ctrs, ContainerState{Spec: c, Stamp: r.stamp[id], CPUs: r.cpus[id], Mems: r.mems[id]})
+	}
+	return pods, ctrs
+}
+
+func buildSample(t *testing.T, scope config.TopologyScope) (*Policy, *fakeRuntime) {
+	p := mustNew(t, dualHT(), Options{Scope: scope, Reserved: set("0")})
+	r := newFakeRuntime()
+	r.addPod(t, p, PodSpec{ID: "nb"})
+	r.addCtr(t, p, ctr("nb-1", "nb", bestEffort()))
+	r.addPod(t, p, PodSpec{ID: "p1", Budget: budget(4000)})
+	r.addCtr(t, p, ctr("p1-g", "p1", guaranteed(2000)))
+	r.addCtr(t, p, ctr("p1-s", "p1", burstable(1000)))
+	r.addPod(t, p, PodSpec{ID: "p2", Budget: budget(3000)})
+	r.addCtr(t, p, ctr("p2-s", "p2", bestEffort()))
+	r.addCtr(t, p, ctr("p2-g", "p2", guaranteed(1000)))
+	return p, r
+}
+
+func TestRebuildRoundTrip(t *testing.T) {
+	for _, scope := range []config.TopologyScope{config.ScopePod, config.ScopeContainer} {
+		t.Run(string(scope), func(t *testing.T) {
+			p, r := buildSample(t, scope)
+			want := p.Snapshot()
+			q := mustNew(t, dualHT(), Options{Scope: scope, Reserved: set("0")})
+			pods, ctrs := r.snapshot()
+			res := q.Rebuild(pods, ctrs)
+			if len(res.Conflicts) != 0 || len(res.Updates) != 0 {
+				t.Errorf("conflicts %v, updates %v", res.Conflicts, ids(res.Updates))
+			}
+			if got := q.Snapshot(); !reflect.DeepEqual(got, want) {
+				t.Errorf("rebuilt state differs:\n%+v\n%+v", got, want)
+			}
+			// Rebuild over a non-empty state replaces it.
+			res = p.Rebuild(pods, ctrs)
+			if len(res.Conflicts) != 0 || len(res.Updates) != 0 || !reflect.DeepEqual(p.Snapshot(), want) {
+				t.Errorf("rebuild over itself: %+v", res)
+			}
+		})
+	}
+}
+
+func TestRebuildRepairs(t *testing.T) {
+	tests := []struct {
+		name     string
+		mutate   func(r *fakeRuntime)
+		conflict string
+		updated  []string
+		check    func(t *testing.T, p *Policy)
+	}{
+		{
+			name:     "cpuset disagrees with stamp",
+			mutate:   func(r *fakeRuntime) { r.cpus["p1-g"] = set("0-15") },
+			conflict: "container p1-g runs on cpus 0-15 but its stamp says",
+			updated:  []string{"p1-g"},
+		},
+		{
+			name: "shared container drifted",
+			mutate: func(r *fakeRuntime) {
+				r.cpus["nb-1"] = set("1")
+			},
+			updated: []string{"nb-1"},
+		},
+		{
+			name: "two bubbles claim the same cpus",
+			mutate: func(r *fakeRuntime) {
+				b, _ := ParseStamp(r.stamp["p1-g"])
+				for _, id := range []string{"p2-s", "p2-g"} {
+					s, _ := ParseStamp(r.stamp[id])
+					r.stamp[id] = Assignment{Pool: s.Pool, Bubble: firstN(b.Bubble, 3), CPUs: s.CPUs, Mems: s.Mems}.Stamp()
+				}
+			},
+			conflict: "claimed twice: pod p2 stamped bubble",
+			check: func(t *testing.T, p *Policy) {
+				b1, b2 := p.st.pods["p1"].bubble, p.st.pods["p2"].bubble
+				if !b1.Intersection(b2).IsEmpty() || b2.Size() != 3 {
+					t.Errorf("bubbles %s and %s", b1, b2)
+				}
+			},
+		},
+		{
+			name: "two slices claim the same cpus",
+			mutate: func(r *fakeRuntime) {
+				r.ctrs["p1-g2"] = ctr("p1-g2", "p1", guaranteed(1000))
+				s, _ := ParseStamp(r.stamp["p1-g"])
+				r.stamp["p1-g2"] = Assignment{Pool: PoolExclusive, Bubble: s.Bubble, CPUs: firstN(s.CPUs, 1), Mems: s.Mems}.Stamp()
+				r.ctrs["p1-s"] = ctr("p1-s", "p1", bestEffort()) // keep the budget sum at 3000m
+			},
+			conflict: "claimed twice: container p1-g2 stamped slice",
+			updated:  []string{"p1-g2", "p1-s"},
+		},
+		{
+			name:     "malformed stamp",
+			mutate:   func(r *fakeRuntime) { r.stamp["p1-g"] = "garbage" },
+			conflict: "malformed assignment stamp",
+		},
+		{
+			name: "stamped bubble now reserved",
+			mutate: func(r *fakeRuntime) {
+				s, _ := ParseStamp(r.stamp["p1-g"])
+				r.stamp["p1-g"] = Assignment{Pool: s.Pool, Bubble: firstN(s.Bubble, 3).Union(set("0")), CPUs: s.CPUs, Mems: s.Mems}.Stamp()
+				r.stamp["p1-s"] = r.stamp["p1-g"]
+			},
+			conflict: "includes unusable cpus 0",
+			check: func(t *testing.T, p *Policy) {
+				if p.st.pods["p1"].bubble.Contains(0) {
+					t.Error("bubble took reserved cpu 0")
+				}
+			},
+		},
+		{
+			name: "stamped bubble of the wrong size",
+			mutate: func(r *fakeRuntime) {
+				ps := r.pods["p1"]
+				ps.Budget = budget(5000)
+				r.pods["p1"] = ps
+			},
+			conflict: "has 4 cpus, its budget needs 5; reallocated",
+			check: func(t *testing.T, p *Policy) {
+				if p.st.pods["p1"].bubble.Size() != 5 {
+					t.Error("bubble not resized")
+				}
+			},
+		},
+		{
+			name:     "container of an unknown pod",
+			mutate:   func(r *fakeRuntime) { delete(r.pods, "nb") },
+			conflict: "refers to unknown pod nb",
+		},
+		{
+			name: "stamped slice of the wrong size",
+			mutate: func(r *fakeRuntime) {
+				c := r.ctrs["p1-g"]
+				c.Resources = guaranteed(1000)
+				r.ctrs["p1-g"] = c
+			},
+			conflict: "container p1-g stamped slice",
+			updated:  []string{"p1-g", "p1-s"},
+		},
+		{
+			name: "no stamps at all (pods created before the plugin)",
+			mutate: func(r *fakeRuntime) {
+				for id := range r.stamp {
+					r.stamp[id] = ""
+				}
+			},
+			check: func(t *testing.T, p *Policy) {
+				if p.st.pods["p1"].bubble.Size() != 4 || p.st.ctrs["p1-g"].pool != PoolExclusive {
+					t.Error("fresh allocation missing")
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, r := buildSample(t, config.ScopePod)
+			tc.mutate(r)
+			q := mustNew(t, dualHT(), Options{Reserved: set("0")})
+			pods, ctrs := r.snapshot()
+			res := q.Rebuild(pods, ctrs)
+			joined := strings.Join(res.Conflicts, "\n")
+			if tc.conflict != "" && !strings.Contains(joined, tc.conflict) {
+				t.Errorf("conflicts %q lack %q", joined, tc.conflict)
+			}
+			for _, id := range tc.updated {
+				if !slices.Contains(ids(res.Updates), id) {
+					t.Errorf("updates %v lack %s", ids(res.Updates), id)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, q)
+			}
+			// Whatever the damage, the result is consistent and applying the
+			// updates makes the runtime agree with it.
+			checkInvariants(t, q)
+			r.apply(res.Updates...)
+			for _, a := range q.Assignments() {
+				if !r.cpus[a.ContainerID].Equals(a.CPUs) {
+					t.Errorf("%s runs on %s after the updates, assigned %s", a.ContainerID, r.cpus[a.ContainerID], a.CPUs)
+				}
+			}
+		})
+	}
+}
+
+func firstN(s cpuset.CPUSet, n int) cpuset.CPUSet { return cpuset.New(s.List()[:n]...) }
+
+func TestRebuildDegraded(t *testing.T) {
+	// Two 6-cpu pods cannot both fit in 15 usable cpus with one kept: with no
+	// stamps, the second (by id) runs in the node shared pool.
+	p := mustNew(t, dualHT(), Options{Reserved: set("0")})
+	res := p.Rebuild(
+		[]PodSpec{{ID: "a", Budget: budget(8000)}, {ID: "b", Budget: budget(7000)}},
+		[]ContainerState{
+			{Spec: ctr("a1", "a", guaranteed(2000))},
+			{Spec: ctr("b1", "b", guaranteed(2000))},
+			{Spec: ctr("b2", "b", bestEffort())},
+		})
+	if !strings.Contains(strings.Join(res.Conflicts, "\n"), "pod b gets no bubble") {
+		t.Fatalf("conflicts %v", res.Conflicts)
+	}
+	s := p.Snapshot()
+	if s.Pods[1].Degraded == "" || s.Pods[1].Bubble != "" {
+		t.Errorf("pod b status %+v", s.Pods[1])
+	}
+	if a, _ := p.Assignment("b1"); a.Pool != PoolNodeShared {
+		t.Errorf("b1 %+v", a)
+	}
+	if len(res.Updates) != 3 {
+		t.Errorf("updates %v (every container was unpinned)", ids(res.Updates))
+	}
+	checkInvariants(t, p)
+}
+
+func TestRebuildInitContainers(t *testing.T) {
+	p := mustNew(t, dualHT(), Options{})
+	init := ContainerSpec{ID: "i", PodID: "a", Resources: guaranteed(2000), Lifecycle: LifecycleInit}
+	side := ContainerSpec{ID: "s", PodID: "a", Resources: guaranteed(1000), Lifecycle: LifecycleSidecar}
+	res := p.Rebuild([]PodSpec{{ID: "a", Budget: budget(4000)}},
+		[]ContainerState{{Spec: init}, {Spec: side}, {Spec: ctr("app", "a", guaranteed(2000))}})
+	if _, ok := p.Assignment("i"); ok {
+		t.Error("completed init container kept")
+	}
+	if a, _ := p.Assignment("s"); a.Pool != PoolExclusive {
+		t.Errorf("sidecar %+v", a)
+	}
+	if len(res.Conflicts) != 0 {
+		t.Errorf("conflicts %v", res.Conflicts)
+	}
+	// Only init containers: they keep their CPUs.
+	q := mustNew(t, dualHT(), Options{})
+	q.Rebuild([]PodSpec{{ID: "a", Budget: budget(4000)}}, []ContainerState{{Spec: init}})
+	if a, _ := q.Assignment("i"); a.Pool != PoolExclusive {
+		t.Errorf("running init container %+v", a)
+	}
+}
+
+func TestRebuildBadInput(t *testing.T) {
+	p := mustNew(t, dualHT(), Options{})
+	res := p.Rebuild(
+		[]PodSpec{{ID: "a"}, {ID: "a"}, {Name: "noid"}, {ID: "bad", Budget: podres.Budget{CPURequest: 2, CPULimit: 1}}},
+		[]ContainerState{
+			{Spec: ctr("c", "a", bestEffort())}, {Spec: ctr("c", "a", bestEffort())}, {Spec: ctr("", "a", bestEffort())},
+			{Spec: ContainerSpec{ID: "l", PodID: "a", Lifecycle: "weird"}},
+			{Spec: ctr("r", "a", podres.NewContainer(podres.Budget{CPURequest: 5, CPULimit: 1}))},
+		})
+	joined := strings.Join(res.Conflicts, "\n")
+	for _, w := range []string{"pod a listed twice", `pod "noid" without id`, "pod bad budget ignored",
+		"container c listed twice", `container "" without id`, `lifecycle "weird" treated as regular`, "container r resources ignored"} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("conflicts lack %q:\n%s", w, joined)
+		}
+	}
+	checkInvariants(t, p)
+}
