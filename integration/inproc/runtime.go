@@ -1,0 +1,212 @@
+// Package inproc runs the runtime side of NRI in this process, on a real
+// ttrpc socket, so the real plugin can be driven the way containerd drives
+// it: RunPodSandbox, CreateContainer and friends, with containerd-like specs.
+//
+// Use it from tests, benchmarks and the demo. It is not a container runtime:
+// nothing is started, and adjustments are only returned, never applied.
+package inproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/containerd/nri/pkg/adaptation"
+	"github.com/containerd/nri/pkg/api"
+	nrilog "github.com/containerd/nri/pkg/log"
+	"github.com/containerd/nri/pkg/stub"
+)
+
+// Runtime is an in-process NRI runtime side.
+type Runtime struct {
+	// Name and Version are what plugins see in Configure.
+	Name, Version string
+
+	r      *adaptation.Adaptation
+	dir    string
+	socket string
+
+	mu      sync.Mutex
+	pods    []*api.PodSandbox
+	ctrs    []*api.Container
+	counts  chan int
+	updates [][]*api.ContainerUpdate
+}
+
+// NewRuntime creates and starts a runtime side listening on a socket in a
+// short temporary directory (Unix socket paths are limited to ~108 bytes,
+// which t.TempDir() can exceed). Close removes it.
+func NewRuntime(name, version string) (*Runtime, error) {
+	quietNRILogs()
+	dir, err := os.MkdirTemp("", "cgd-nri-")
+	if err != nil {
+		return nil, fmt.Errorf("create socket dir: %w", err)
+	}
+	rt := &Runtime{Name: name, Version: version, dir: dir, socket: filepath.Join(dir, "nri.sock"), counts: make(chan int, 16)}
+	empty := filepath.Join(dir, "none")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("create plugin dir: %w", err)
+	}
+	rt.r, err = adaptation.New(name, version, rt.sync, rt.update,
+		adaptation.WithSocketPath(rt.socket),
+		adaptation.WithPluginPath(empty),
+		adaptation.WithPluginConfigPath(empty),
+		adaptation.WithMetrics(countMetrics{rt.counts}),
+	)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("create NRI adaptation: %w", err)
+	}
+	if err := rt.r.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("start NRI adaptation: %w", err)
+	}
+	return rt, nil
+}
+
+// Socket returns the NRI socket path.
+func (rt *Runtime) Socket() string { return rt.socket }
+
+// Close stops the runtime side and removes its socket.
+func (rt *Runtime) Close() {
+	rt.r.Stop()
+	_ = os.RemoveAll(rt.dir)
+}
+
+// SetState sets the pods and containers reported to plugins in Synchronize.
+func (rt *Runtime) SetState(pods []*api.PodSandbox, ctrs []*api.Container) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.pods, rt.ctrs = pods, ctrs
+}
+
+func (rt *Runtime) sync(ctx context.Context, cb adaptation.SyncCB) error {
+	rt.mu.Lock()
+	pods, ctrs := rt.pods, rt.ctrs
+	rt.mu.Unlock()
+	upd, err := cb(ctx, pods, ctrs)
+	if err != nil {
+		return err
+	}
+	rt.mu.Lock()
+	if len(upd) > 0 {
+		rt.updates = append(rt.updates, upd)
+	}
+	rt.mu.Unlock()
+	return nil
+}
+
+func (rt *Runtime) update(_ context.Context, upd []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.updates = append(rt.updates, upd)
+	return nil, nil
+}
+
+// TakeUpdates returns and forgets the unsolicited updates plugins sent
+// (from Synchronize or UpdateContainers).
+func (rt *Runtime) TakeUpdates() [][]*api.ContainerUpdate {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	u := rt.updates
+	rt.updates = nil
+	return u
+}
+
+// Connect starts a stub for plugin p on this runtime and waits until the
+// runtime has synchronized it. Stop the returned stub to disconnect.
+func (rt *Runtime) Connect(ctx context.Context, p any, name, idx string) (stub.Stub, error) {
+	s, err := stub.New(p, stub.WithSocketPath(rt.socket), stub.WithPluginName(name), stub.WithPluginIdx(idx))
+	if err != nil {
+		return nil, fmt.Errorf("create stub for %s: %w", name, err)
+	}
+	// Forget counts reported before this connection (the adaptation also
+	// reports at start-up and when it drops closed plugins).
+	for len(rt.counts) > 0 {
+		<-rt.counts
+	}
+	if err := s.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start stub for %s: %w", name, err)
+	}
+	// The adaptation adds a plugin to its list only after synchronizing it,
+	// and then reports the new plugin count.
+	select {
+	case <-rt.counts:
+		return s, nil
+	case <-time.After(10 * time.Second):
+		s.Stop()
+		return nil, errors.New("plugin " + name + " did not synchronize within 10s")
+	case <-ctx.Done():
+		s.Stop()
+		return nil, ctx.Err()
+	}
+}
+
+// RunPod relays RunPodSandbox.
+func (rt *Runtime) RunPod(ctx context.Context, pod *api.PodSandbox) error {
+	return rt.r.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod})
+}
+
+// StopPod relays StopPodSandbox.
+func (rt *Runtime) StopPod(ctx context.Context, pod *api.PodSandbox) error {
+	return rt.r.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: pod})
+}
+
+// RemovePod relays RemovePodSandbox.
+func (rt *Runtime) RemovePod(ctx context.Context, pod *api.PodSandbox) error {
+	return rt.r.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: pod})
+}
+
+// CreateContainer relays CreateContainer and returns the plugins' combined
+// answer.
+func (rt *Runtime) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.CreateContainerResponse, error) {
+	return rt.r.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: ctr})
+}
+
+// StopContainer relays StopContainer.
+func (rt *Runtime) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.StopContainerResponse, error) {
+	return rt.r.StopContainer(ctx, &api.StopContainerRequest{Pod: pod, Container: ctr})
+}
+
+// RemoveContainer relays RemoveContainer.
+func (rt *Runtime) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	return rt.r.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: pod, Container: ctr})
+}
+
+// countMetrics passes the adaptation's plugin count on to Connect.
+type countMetrics struct{ counts chan<- int }
+
+func (countMetrics) RecordPluginInvocation(string, string, error)      {}
+func (countMetrics) RecordPluginLatency(string, string, time.Duration) {}
+func (countMetrics) RecordPluginAdjustments(string, string, *api.ContainerAdjustment, int, int) {
+}
+
+func (m countMetrics) UpdatePluginCount(n int) {
+	select {
+	case m.counts <- n:
+	default:
+	}
+}
+
+var quietOnce sync.Once
+
+// quietNRILogs silences the NRI library's own logging of every event.
+func quietNRILogs() {
+	quietOnce.Do(func() {
+		if os.Getenv("NRI_DEBUG") == "" {
+			nrilog.Set(nopLogger{})
+		}
+	})
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Debugf(context.Context, string, ...any) {}
+func (nopLogger) Infof(context.Context, string, ...any)  {}
+func (nopLogger) Warnf(context.Context, string, ...any)  {}
+func (nopLogger) Errorf(context.Context, string, ...any) {}

@@ -1,0 +1,359 @@
+package inproc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/feature"
+	"github.com/cgdelegate/cgdelegate/internal/optin"
+	"github.com/cgdelegate/cgdelegate/nri"
+)
+
+const (
+	cgroupfsParent = "/kubepods/burstable/pod1111"
+	systemdParent  = "kubepods-burstable-pod2222.slice"
+)
+
+type env struct {
+	host *FakeHost
+	rt   *Runtime
+	p    *nri.Plugin
+}
+
+// setup starts a runtime side and connects the real plugin to it over ttrpc.
+func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config)) *env {
+	t.Helper()
+	host, err := NewFakeHost(t.TempDir(), nsdelegate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, parent := range []string{cgroupfsParent, systemdParent} {
+		if err := host.AddPodCgroup(parent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := host.Config()
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	p, err := nri.New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := NewRuntime("containerd", "v2.4.2-inproc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	s, err := rt.Connect(context.Background(), p, "cgdelegate", "50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return &env{host: host, rt: rt, p: p}
+}
+
+func writable(scope string) map[string]string {
+	return map[string]string{optin.Key + scope: "true"}
+}
+
+func (e *env) create(t *testing.T, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, error) {
+	t.Helper()
+	if err := e.rt.RunPod(context.Background(), pod); err != nil {
+		t.Fatalf("RunPodSandbox: %v", err)
+	}
+	resp, err := e.rt.CreateContainer(context.Background(), pod, ctr)
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetAdjust(), nil
+}
+
+func cgroupMount(mounts []*api.Mount) *api.Mount {
+	var found *api.Mount
+	for _, m := range mounts {
+		if m.Destination == "/sys/fs/cgroup" {
+			found = m
+		}
+	}
+	return found
+}
+
+func hasCgroupNS(c *api.Container, adj *api.ContainerAdjustment) bool {
+	for _, n := range append(slices.Clone(c.GetLinux().GetNamespaces()), adj.GetLinux().GetNamespaces()...) {
+		if n.Type == "cgroup" && n.Path == "" {
+			return true
+		}
+	}
+	return false
+}
+
+func TestWritableContainer(t *testing.T) {
+	tests := []struct {
+		name     string
+		parent   string
+		podAnn   map[string]string
+		opts     []ContainerOption
+		wantDesc string
+		wantDep  string
+		addsNS   bool
+	}{
+		{"pod annotation, cgroupfs driver", cgroupfsParent, writable(""), nil, "250", "50", false},
+		{"pod scope, systemd driver", systemdParent, writable("/pod"), nil, "250", "50", false},
+		{"container scope", cgroupfsParent, writable("/container.app"), nil, "250", "50", false},
+		{"CRI-O key", cgroupfsParent, map[string]string{optin.CRIOKey: "true"}, nil, "250", "50", false},
+		{"spec without cgroupns gets one", cgroupfsParent, writable(""), []ContainerOption{WithoutCgroupNS()}, "250", "50", true},
+		{
+			"pod annotations lower the bounds", cgroupfsParent,
+			map[string]string{optin.Key: "Writable", optin.MaxDescendantsKey: "100", optin.MaxDepthKey: "5"}, nil, "100", "5", false,
+		},
+		{
+			"annotations can not raise the bounds", cgroupfsParent,
+			map[string]string{optin.Key: "Writable", optin.MaxDescendantsKey: "100000"}, nil, "250", "50", false,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setup(t, true, nil)
+			pod := Pod("web", "u1", tc.parent, tc.podAnn)
+			ctr := Container(pod, "app", tc.opts...)
+			adj, err := e.create(t, pod, ctr)
+			if err != nil {
+				t.Fatalf("CreateContainer: %v", err)
+			}
+			m := cgroupMount(FinalMounts(ctr, adj))
+			if m == nil || m.Type != "cgroup2" || !slices.Contains(m.Options, "rw") || slices.Contains(m.Options, "ro") {
+				t.Fatalf("cgroup mount after adjustment = %+v", m)
+			}
+			for _, o := range []string{"nosuid", "noexec", "nodev", "relatime"} {
+				if !slices.Contains(m.Options, o) {
+					t.Errorf("mount lost %s: %v", o, m.Options)
+				}
+			}
+			if !hasCgroupNS(ctr, adj) {
+				t.Fatal("no private cgroup namespace after adjustment")
+			}
+			if got := len(adj.GetLinux().GetNamespaces()) > 0; got != tc.addsNS {
+				t.Fatalf("adjustment added namespace = %v, want %v", got, tc.addsNS)
+			}
+			hooks := adj.GetHooks().GetCreateRuntime()
+			if len(hooks) != 1 || hooks[0].Path != "/usr/local/bin/cgdelegate-hook" {
+				t.Fatalf("createRuntime hooks = %v", hooks)
+			}
+			args := strings.Join(hooks[0].Args, " ")
+			for _, want := range []string{"--max-descendants " + tc.wantDesc, "--max-depth " + tc.wantDep, "--cgroup-root " + e.host.CgroupRoot} {
+				if !strings.Contains(args, want) {
+					t.Errorf("hook args %q lack %q", args, want)
+				}
+			}
+			for file, want := range map[string]string{"cgroup.max.descendants": tc.wantDesc, "cgroup.max.depth": tc.wantDep} {
+				got, err := e.host.ReadPodFile(tc.parent, file)
+				if err != nil || got != want {
+					t.Errorf("pod %s = %q (%v), want %q", file, got, err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestLowerKubeletBoundsKept(t *testing.T) {
+	e := setup(t, true, nil)
+	dir := e.host.CgroupRoot + cgroupfsParent
+	if err := os.WriteFile(dir+"/cgroup.max.descendants", []byte("64\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	if _, err := e.create(t, pod, Container(pod, "app")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.host.ReadPodFile(cgroupfsParent, "cgroup.max.descendants"); got != "64" {
+		t.Fatalf("cgroup.max.descendants = %q, want the kubelet's 64 kept", got)
+	}
+}
+
+func TestNotWritable(t *testing.T) {
+	tests := []struct {
+		name   string
+		podAnn map[string]string
+		opts   []ContainerOption
+	}{
+		{"no annotation", nil, nil},
+		{"annotation false", map[string]string{optin.Key: "false"}, nil},
+		{"other container's annotation", writable("/container.other"), nil},
+		{"privileged container left alone", writable(""), []ContainerOption{WithPrivileged()}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setup(t, true, nil)
+			pod := Pod("web", "u1", cgroupfsParent, tc.podAnn)
+			ctr := Container(pod, "app", tc.opts...)
+			adj, err := e.create(t, pod, ctr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(adj.GetMounts()) != 0 || len(adj.GetHooks().GetCreateRuntime()) != 0 {
+				t.Fatalf("unexpected adjustment: %v", adj)
+			}
+			if got, _ := e.host.ReadPodFile(cgroupfsParent, "cgroup.max.descendants"); got != "max" {
+				t.Fatalf("bounds written for a non-writable container: %q", got)
+			}
+		})
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	tests := []struct {
+		name      string
+		nsdel     bool
+		v1        bool
+		parent    string
+		podAnn    map[string]string
+		opts      []ContainerOption
+		wantInErr []string
+	}{
+		{"no nsdelegate", false, false, cgroupfsParent, writable(""), nil, []string{"nsdelegate", "remount"}},
+		{"cgroup v1", true, true, cgroupfsParent, writable(""), nil, []string{"cgroup v2", "tmpfs"}},
+		{"bad annotation", true, false, cgroupfsParent, map[string]string{optin.Key: "yes"}, nil, []string{optin.Key, `"yes"`}},
+		{"bad bound annotation", true, false, cgroupfsParent, map[string]string{optin.Key: "true", optin.MaxDepthKey: "deep"}, nil, []string{optin.MaxDepthKey, `"deep"`}},
+		{"shared cgroupns", true, false, cgroupfsParent, writable(""), []ContainerOption{WithSharedCgroupNS("/proc/7/ns/cgroup")}, []string{"private cgroup namespace", "/proc/7/ns/cgroup"}},
+		{"pod cgroup missing", true, false, "/kubepods/burstable/podgone", writable(""), nil, []string{"pod bounds", "podgone"}},
+		{"no cgroup parent", true, false, "", writable(""), nil, []string{"pod cgroup is unknown"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setup(t, tc.nsdel, nil)
+			if tc.v1 {
+				if err := e.host.SetCgroupV1(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pod := Pod("web", "u1", tc.parent, tc.podAnn)
+			_, err := e.create(t, pod, Container(pod, "app", tc.opts...))
+			if err == nil {
+				t.Fatal("container was not refused")
+			}
+			for _, w := range tc.wantInErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if got, _ := e.host.ReadPodFile(cgroupfsParent, "cgroup.max.descendants"); got != "max" && tc.parent == cgroupfsParent {
+				t.Errorf("refused container left bounds behind: %q", got)
+			}
+		})
+	}
+}
+
+// A remount that drops nsdelegate after the plugin started is seen by the
+// next container creation.
+func TestNsdelegateDroppedAfterStart(t *testing.T) {
+	e := setup(t, true, nil)
+	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	if _, err := e.create(t, pod, Container(pod, "first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.host.SetNsdelegate(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.create(t, pod, Container(pod, "second")); err == nil || !strings.Contains(err.Error(), "nsdelegate") {
+		t.Fatalf("after remount: err = %v, want a refusal naming nsdelegate", err)
+	}
+}
+
+func TestGuard(t *testing.T) {
+	tests := []struct {
+		name      string
+		guard     config.GuardMode
+		nsdel     bool
+		opts      []ContainerOption
+		wantErr   bool
+		wantHook  bool
+		wantBound string
+	}{
+		{"enforce refuses runtime-writable on unsafe host", config.GuardEnforce, false, []ContainerOption{WithRuntimeWritable()}, true, false, "max"},
+		{"enforce refuses runtime-writable without cgroupns", config.GuardEnforce, true, []ContainerOption{WithRuntimeWritable(), WithSharedCgroupNS("/proc/1/ns/cgroup")}, true, false, "max"},
+		{"enforce bounds runtime-writable on safe host", config.GuardEnforce, true, []ContainerOption{WithRuntimeWritable()}, false, true, "250"},
+		{"warn lets it through", config.GuardWarn, false, []ContainerOption{WithRuntimeWritable()}, false, false, "max"},
+		{"off ignores it", config.GuardOff, false, []ContainerOption{WithRuntimeWritable()}, false, false, "max"},
+		{"read-only containers are not guarded", config.GuardEnforce, false, nil, false, false, "max"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setup(t, tc.nsdel, func(c *config.Config) { c.Guard = tc.guard })
+			pod := Pod("web", "u1", cgroupfsParent, nil)
+			adj, err := e.create(t, pod, Container(pod, "app", tc.opts...))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if tc.wantErr && !strings.Contains(err.Error(), "runtime") {
+				t.Errorf("error %q does not say the runtime made it writable", err)
+			}
+			if got := len(adj.GetHooks().GetCreateRuntime()) == 1; got != tc.wantHook {
+				t.Errorf("hook injected = %v, want %v", got, tc.wantHook)
+			}
+			if got, _ := e.host.ReadPodFile(cgroupfsParent, "cgroup.max.descendants"); got != tc.wantBound {
+				t.Errorf("cgroup.max.descendants = %q, want %q", got, tc.wantBound)
+			}
+		})
+	}
+}
+
+// An explicit ReadOnly wins over a runtime that made the mount writable.
+func TestReadOnlyAnnotationOverridesRuntime(t *testing.T) {
+	e := setup(t, true, nil)
+	pod := Pod("web", "u1", cgroupfsParent, map[string]string{optin.Key: "ReadOnly"})
+	ctr := Container(pod, "app", WithRuntimeWritable())
+	adj, err := e.create(t, pod, ctr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cgroupMount(FinalMounts(ctr, adj))
+	if m == nil || !slices.Contains(m.Options, "ro") {
+		t.Fatalf("cgroup mount = %+v, want read-only", m)
+	}
+}
+
+func TestFeatureFileFollowsHost(t *testing.T) {
+	e := setup(t, true, nil)
+	read := func() string {
+		b, err := os.ReadFile(e.host.FeatureFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if got := read(); got != feature.Content(true) {
+		t.Fatalf("after Configure: %q", got)
+	}
+	if err := e.host.SetNsdelegate(false); err != nil {
+		t.Fatal(err)
+	}
+	e.p.Refresh()
+	if got := read(); got != feature.Content(false) {
+		t.Fatalf("after losing nsdelegate: %q", got)
+	}
+	r := e.p.Report()
+	if r.Supported || r.Runtime == nil || r.Runtime.Name != "containerd" || r.Runtime.Version != "v2.4.2-inproc" {
+		t.Fatalf("report = %+v", r)
+	}
+}
+
+func TestErrorReachesRuntimeAsRefusal(t *testing.T) {
+	e := setup(t, false, nil)
+	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	_, err := e.create(t, pod, Container(pod, "app"))
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	if !strings.Contains(err.Error(), "cgdelegate refused the container web/app") {
+		t.Fatalf("error %q does not name the pod and container", err)
+	}
+}
