@@ -167,6 +167,10 @@ func (a *Allocator) Take(available cpuset.CPUSet, n int) (cpuset.CPUSet, error) 
 	}
 	// free counts each node's available CPUs, wholeFree those in cores whose
 	// threads are all available.
+	if total == n && total == available.Size() {
+		// Everything goes; CPUSets are immutable, so skip rebuilding one.
+		return available, nil
+	}
 	free := make([]int, 2*len(a.nodeIDs))
 	free, wholeFree := free[:len(a.nodeIDs)], free[len(a.nodeIDs):]
 	for node, m := range a.nodeMask {
