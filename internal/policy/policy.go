@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync"
 
 	"k8s.io/utils/cpuset"
@@ -70,12 +72,49 @@ func New(t *topology.Topology, o Options) (*Policy, error) {
 // Scope returns the topology scope in force.
 func (p *Policy) Scope() config.TopologyScope { return p.scope }
 
-// commit installs next and returns the updates for every container, other
-// than skip, whose CPUs changed. Call with p.mu held.
-func (p *Policy) commit(next *state, nextView *view, skip string) []Assignment {
-	updates := changes(p.topo, next, p.v, nextView, skip)
-	p.st, p.v = next, nextView
-	return updates
+// updates returns the assignments of the shared containers whose pool
+// changed, other than skip, sorted by id: the pod's shared containers when
+// podChanged, the node-shared containers when nodeChanged. Call with p.mu
+// held, after the state and view are updated.
+func (p *Policy) updates(podID string, podChanged, nodeChanged bool, skip string) []Assignment {
+	var ids []string
+	if podChanged {
+		for id := range p.st.byPod[podID] {
+			if id != skip && p.st.ctrs[id].pool == PoolPodShared {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if nodeChanged {
+		for id := range p.st.nodeShared {
+			if id != skip {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.Sort(ids)
+	var podCPUs, podMems, nodeMems cpuset.CPUSet
+	if podChanged {
+		podCPUs = p.v.pod[podID]
+		podMems = p.topo.MemsOf(podCPUs)
+	}
+	if nodeChanged {
+		nodeMems = p.topo.MemsOf(p.v.node)
+	}
+	out := make([]Assignment, len(ids))
+	for i, id := range ids {
+		c := p.st.ctrs[id]
+		a := Assignment{ContainerID: id, PodID: c.spec.PodID, Pool: c.pool, CPUs: p.v.node, Mems: nodeMems,
+			Bubble: p.st.pods[c.spec.PodID].bubble}
+		if c.pool == PoolPodShared {
+			a.CPUs, a.Mems = podCPUs, podMems
+		}
+		out[i] = a
+	}
+	return out
 }
 
 // takeFrom picks n CPUs from free and checks what the allocator returned.
@@ -126,9 +165,13 @@ func (p *Policy) AddPod(spec PodSpec) ([]Assignment, error) {
 		}
 		ps.bubble = b
 	}
-	next := p.st.clone()
-	next.pods[spec.ID] = ps
-	return p.commit(next, newView(p.usable, next), ""), nil
+	p.st.addPod(ps)
+	if ps.bubble.IsEmpty() {
+		return nil, nil
+	}
+	p.v.node = p.v.node.Difference(ps.bubble)
+	p.v.pod[spec.ID] = ps.bubble
+	return p.updates("", false, true, ""), nil
 }
 
 // RemovePod forgets a pod and any containers it still has. Its bubble and
@@ -137,15 +180,25 @@ func (p *Policy) AddPod(spec PodSpec) ([]Assignment, error) {
 func (p *Policy) RemovePod(id string) ([]Assignment, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := p.st.pods[id]; !ok {
+	ps, ok := p.st.pods[id]
+	if !ok {
 		return nil, nil
 	}
-	next := p.st.clone()
-	delete(next.pods, id)
-	for _, cid := range next.podContainers(id) {
-		delete(next.ctrs, cid)
+	released := ps.bubble
+	for _, cid := range p.st.podContainers(id) {
+		if c := p.st.ctrs[cid]; c.pool == PoolExclusive && ps.bubble.IsEmpty() {
+			released = released.Union(c.slice)
+		}
+		p.st.delCtr(cid)
 	}
-	return p.commit(next, newView(p.usable, next), ""), nil
+	delete(p.st.pods, id)
+	delete(p.st.byPod, id)
+	delete(p.v.pod, id)
+	if released.IsEmpty() {
+		return nil, nil
+	}
+	p.v.node = p.v.node.Union(released)
+	return p.updates("", false, true, ""), nil
 }
 
 // AddContainer places a container, as one atomic step: it returns the
@@ -173,67 +226,93 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 		return Assignment{}, nil, fmt.Errorf("%w: %s, for container %q", ErrUnknownPod, spec.PodID, spec.Name)
 	}
 
-	next := p.st.clone()
-	if spec.Lifecycle == LifecycleRegular {
-		// App containers start once every init container has completed;
-		// their CPUs are free again.
-		for _, id := range next.podContainers(spec.PodID) {
-			if next.ctrs[id].spec.Lifecycle == LifecycleInit {
-				delete(next.ctrs, id)
+	// Plan everything first; the state changes only once nothing can fail.
+	// App containers start once every init container has completed, so
+	// their CPUs are free again.
+	inBubble := !pod.bubble.IsEmpty()
+	freePod, freeNode := p.v.pod[spec.PodID], p.v.node
+	relPod, relNode := cpuset.New(), cpuset.New()
+	var released []string
+	hasShared := false
+	named := []podres.NamedContainer{{Name: spec.Name, Container: spec.Resources}}
+	for id := range p.st.byPod[spec.PodID] {
+		c := p.st.ctrs[id]
+		if spec.Lifecycle == LifecycleRegular && c.spec.Lifecycle == LifecycleInit {
+			released = append(released, id)
+			if c.pool == PoolExclusive && inBubble {
+				relPod = relPod.Union(c.slice)
+			} else if c.pool == PoolExclusive {
+				relNode = relNode.Union(c.slice)
 			}
+			continue
 		}
+		hasShared = hasShared || c.pool == PoolPodShared
+		named = append(named, podres.NamedContainer{Name: c.spec.Name, Container: c.spec.Resources})
 	}
 	if !pod.spec.Budget.IsZero() {
-		named := []podres.NamedContainer{{Name: spec.Name, Container: spec.Resources}}
-		for _, id := range next.podContainers(spec.PodID) {
-			c := next.ctrs[id].spec
-			named = append(named, podres.NamedContainer{Name: c.Name, Container: c.Resources})
-		}
 		if err := podres.CheckPod(pod.spec.Budget, named); err != nil {
+			// Again in name order, for a stable message.
+			slices.SortFunc(named, func(a, b podres.NamedContainer) int { return cmp.Compare(a.Name, b.Name) })
+			err = podres.CheckPod(pod.spec.Budget, named)
 			return Assignment{}, nil, fmt.Errorf("container %q in pod %s: %w", spec.Name, spec.PodID, err)
 		}
 	}
+	if !relPod.IsEmpty() {
+		freePod = freePod.Union(relPod)
+	}
+	if !relNode.IsEmpty() {
+		freeNode = freeNode.Union(relNode)
+	}
 
-	v := newView(p.usable, next)
 	cs := ctrState{spec: spec, pool: PoolNodeShared}
 	n := spec.Resources.ExclusiveCPUs()
 	switch {
-	case !pod.bubble.IsEmpty():
-		free := v.pod[spec.PodID]
+	case inBubble:
 		if n == 0 {
-			if free.IsEmpty() {
+			if freePod.IsEmpty() {
 				return Assignment{}, nil, ErrNoSharedCPUs
 			}
 			cs.pool = PoolPodShared
 			break
 		}
 		what := fmt.Sprintf("container %q exclusive slice in pod %s bubble %s", spec.Name, spec.PodID, pod.bubble)
-		slice, err := p.takeFrom(free, n, what)
+		slice, err := p.takeFrom(freePod, n, what)
 		if err != nil {
 			return Assignment{}, nil, err
 		}
-		if free.Equals(slice) && next.hasPodShared(spec.PodID) {
+		if freePod.Equals(slice) && hasShared {
 			return Assignment{}, nil, ErrNoSharedCPUs
 		}
 		cs.pool, cs.slice = PoolExclusive, slice
+		freePod = freePod.Difference(slice)
 	case p.scope == config.ScopeContainer && n > 0:
-		slice, err := p.takeFromNode(v.node, n, fmt.Sprintf("container %q exclusive cpus", spec.Name))
+		slice, err := p.takeFromNode(freeNode, n, fmt.Sprintf("container %q exclusive cpus", spec.Name))
 		if err != nil {
 			return Assignment{}, nil, err
 		}
 		cs.pool, cs.slice = PoolExclusive, slice
+		freeNode = freeNode.Difference(slice)
 	default:
-		if v.node.IsEmpty() {
+		if freeNode.IsEmpty() {
 			return Assignment{}, nil, fmt.Errorf("%w: container %q: the node shared pool is empty", ErrInsufficient, spec.Name)
 		}
 	}
-	next.ctrs[spec.ID] = cs
-	nv := v
-	if cs.pool == PoolExclusive {
-		nv = newView(p.usable, next)
+
+	// Apply.
+	for _, id := range released {
+		p.st.delCtr(id)
 	}
-	updates := p.commit(next, nv, spec.ID)
-	return assign(p.topo, next, nv, cs), updates, nil
+	p.st.addCtr(cs)
+	podChanged := inBubble && (!relPod.IsEmpty() || cs.pool == PoolExclusive)
+	nodeChanged := !inBubble && (!relNode.IsEmpty() || cs.pool == PoolExclusive)
+	if podChanged {
+		p.v.pod[spec.PodID] = freePod
+	}
+	if nodeChanged {
+		p.v.node = freeNode
+	}
+	updates := p.updates(spec.PodID, podChanged, nodeChanged, spec.ID)
+	return assign(p.topo, p.st, p.v, cs), updates, nil
 }
 
 // RemoveContainer forgets a stopped or removed container. Its slice
@@ -242,12 +321,20 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 func (p *Policy) RemoveContainer(id string) ([]Assignment, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := p.st.ctrs[id]; !ok {
+	c, ok := p.st.ctrs[id]
+	if !ok {
 		return nil, nil
 	}
-	next := p.st.clone()
-	delete(next.ctrs, id)
-	return p.commit(next, newView(p.usable, next), id), nil
+	p.st.delCtr(id)
+	if c.pool != PoolExclusive {
+		return nil, nil
+	}
+	if pid := c.spec.PodID; !p.st.pods[pid].bubble.IsEmpty() {
+		p.v.pod[pid] = p.v.pod[pid].Union(c.slice)
+		return p.updates(pid, true, false, ""), nil
+	}
+	p.v.node = p.v.node.Union(c.slice)
+	return p.updates("", false, true, ""), nil
 }
 
 // Assignment returns the current assignment of a container.

@@ -75,7 +75,7 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 			note("pod %s budget ignored: %v", ps.ID, err)
 			ps.Budget = podres.Budget{}
 		}
-		st.pods[ps.ID] = podState{spec: ps, bubble: cpuset.New()}
+		st.addPod(podState{spec: ps, bubble: cpuset.New()})
 	}
 
 	ctrs = slices.Clone(ctrs)
@@ -102,7 +102,7 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 		}
 		if _, ok := st.pods[spec.PodID]; !ok {
 			note("container %s (%q) refers to unknown pod %s; placed in the node shared pool", spec.ID, spec.Name, spec.PodID)
-			st.pods[spec.PodID] = podState{spec: PodSpec{ID: spec.PodID}, bubble: cpuset.New()}
+			st.addPod(podState{spec: PodSpec{ID: spec.PodID}, bubble: cpuset.New()})
 		}
 		switch spec.Lifecycle {
 		case LifecycleRegular, LifecycleInit, LifecycleSidecar:
@@ -116,7 +116,7 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 		}
 		cs.Spec = spec
 		current[spec.ID] = cs
-		st.ctrs[spec.ID] = ctrState{spec: spec, pool: PoolNodeShared}
+		st.addCtr(ctrState{spec: spec, pool: PoolNodeShared})
 		if cs.Stamp != "" {
 			s, err := ParseStamp(cs.Stamp)
 			if err != nil {
@@ -194,7 +194,7 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 				s.CPUs.Intersection(taken), id, s.CPUs)
 		default:
 			c.pool, c.slice = PoolExclusive, s.CPUs
-			st.ctrs[id] = c
+			st.addCtr(c)
 			if inBubble {
 				podClaimed[c.spec.PodID] = taken.Union(s.CPUs)
 			} else {
@@ -260,7 +260,7 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 			continue
 		}
 		c.pool, c.slice = PoolExclusive, slice
-		st.ctrs[id] = c
+		st.addCtr(c)
 	}
 
 	// 5. Shared pools.
@@ -273,7 +273,7 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 		if !st.pods[c.spec.PodID].bubble.IsEmpty() {
 			c.pool = PoolPodShared
 		}
-		st.ctrs[id] = c
+		st.addCtr(c)
 	}
 	v := newView(p.usable, st)
 	for _, pid := range podIDs {

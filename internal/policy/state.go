@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"cmp"
 	"maps"
 	"slices"
 
@@ -10,8 +9,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/topology"
 )
 
-// podState is one pod. Values are never mutated in place once stored:
-// operations copy the maps and replace entries.
+// podState is one pod.
 type podState struct {
 	spec PodSpec
 	// bubble is empty for pods without one.
@@ -31,35 +29,59 @@ type ctrState struct {
 }
 
 // state is the whole allocation. The pools are derived from it (see view).
+// Change containers only through addCtr and delCtr, which keep the indexes.
 type state struct {
 	pods map[string]podState
 	ctrs map[string]ctrState
+	// byPod indexes container ids by pod id; every pod has an entry.
+	byPod map[string]map[string]struct{}
+	// nodeShared holds the ids of the node-shared containers.
+	nodeShared map[string]struct{}
 }
 
 func newState() *state {
-	return &state{pods: map[string]podState{}, ctrs: map[string]ctrState{}}
+	return &state{
+		pods: map[string]podState{}, ctrs: map[string]ctrState{},
+		byPod: map[string]map[string]struct{}{}, nodeShared: map[string]struct{}{},
+	}
 }
 
-func (s *state) clone() *state {
-	return &state{pods: maps.Clone(s.pods), ctrs: maps.Clone(s.ctrs)}
+func (s *state) addPod(ps podState) {
+	s.pods[ps.spec.ID] = ps
+	if s.byPod[ps.spec.ID] == nil {
+		s.byPod[ps.spec.ID] = map[string]struct{}{}
+	}
+}
+
+func (s *state) addCtr(c ctrState) {
+	s.ctrs[c.spec.ID] = c
+	s.byPod[c.spec.PodID][c.spec.ID] = struct{}{}
+	if c.pool == PoolNodeShared {
+		s.nodeShared[c.spec.ID] = struct{}{}
+	} else {
+		delete(s.nodeShared, c.spec.ID)
+	}
+}
+
+func (s *state) delCtr(id string) {
+	c, ok := s.ctrs[id]
+	if !ok {
+		return
+	}
+	delete(s.ctrs, id)
+	delete(s.byPod[c.spec.PodID], id)
+	delete(s.nodeShared, id)
 }
 
 // podContainers returns the ids of the pod's containers, sorted.
 func (s *state) podContainers(podID string) []string {
-	var ids []string
-	for id, c := range s.ctrs {
-		if c.spec.PodID == podID {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return ids
+	return slices.Sorted(maps.Keys(s.byPod[podID]))
 }
 
 // hasPodShared reports whether the pod has a container in its shared pool.
 func (s *state) hasPodShared(podID string) bool {
-	for _, c := range s.ctrs {
-		if c.spec.PodID == podID && c.pool == PoolPodShared {
+	for id := range s.byPod[podID] {
+		if s.ctrs[id].pool == PoolPodShared {
 			return true
 		}
 	}
@@ -128,50 +150,3 @@ func assign(t *topology.Topology, s *state, v *view, c ctrState) Assignment {
 	}
 }
 
-// changes lists the containers of next, other than skip, whose CPUs differ
-// between the two views, with their new assignments, sorted by id.
-func changes(t *topology.Topology, next *state, before, after *view, skip string) []Assignment {
-	nodeChanged := !before.node.Equals(after.node)
-	podChanged := map[string]bool{}
-	mems := map[string]cpuset.CPUSet{}
-	var out []Assignment
-	for id, c := range next.ctrs {
-		if id == skip {
-			continue
-		}
-		key := "node"
-		switch c.pool {
-		case PoolExclusive:
-			continue // slices never move outside Rebuild
-		case PoolPodShared:
-			pid := c.spec.PodID
-			key = "pod/" + pid
-			changed, ok := podChanged[pid]
-			if !ok {
-				old, had := before.pod[pid]
-				changed = !had || !old.Equals(after.pod[pid])
-				podChanged[pid] = changed
-			}
-			if !changed {
-				continue
-			}
-		default:
-			if !nodeChanged {
-				continue
-			}
-		}
-		a := Assignment{
-			ContainerID: id, PodID: c.spec.PodID, Pool: c.pool,
-			CPUs: after.cpusOf(c), Bubble: next.pods[c.spec.PodID].bubble,
-		}
-		m, ok := mems[key]
-		if !ok {
-			m = t.MemsOf(a.CPUs)
-			mems[key] = m
-		}
-		a.Mems = m
-		out = append(out, a)
-	}
-	slices.SortFunc(out, func(a, b Assignment) int { return cmp.Compare(a.ContainerID, b.ContainerID) })
-	return out
-}
