@@ -149,4 +149,3 @@ func assign(t *topology.Topology, s *state, v *view, c ctrState) Assignment {
 		DisableQuota: c.pool == PoolExclusive,
 	}
 }
-
