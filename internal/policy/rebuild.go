@@ -54,6 +54,10 @@ type RebuildResult struct {
 //
 // Every stamp that was not kept is reported in Conflicts.
 func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
+	// Hold the lock throughout, so that no event interleaves with the
+	// rebuild and is lost when the new state replaces the old.
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	var res RebuildResult
 	note := func(format string, args ...any) {
 		res.Conflicts = append(res.Conflicts, fmt.Sprintf(format, args...))
@@ -304,9 +308,7 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 		}
 	}
 
-	p.mu.Lock()
 	p.st, p.v = st, v
-	p.mu.Unlock()
 	return res
 }
 
