@@ -12,7 +12,9 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/podres"
 )
 
-// ContainerState is one container of a Synchronize snapshot.
+// ContainerState is one container of a Synchronize snapshot. Pass only
+// containers that are created, running or paused: a stopped container holds
+// no CPUs.
 type ContainerState struct {
 	// Spec is the container, as for AddContainer.
 	Spec ContainerSpec
