@@ -2,7 +2,7 @@
 GO        ?= go
 PREFIX    ?= /usr/local
 BINDIR    := bin
-GOLANGCI_LINT_VERSION ?= v2.6.2
+GOLANGCI_LINT_VERSION ?= v2.15.0
 LINT      := $(shell $(GO) env GOPATH)/bin/golangci-lint
 
 .PHONY: all build install test vet lint unit demo integration bench clean tidy-check

@@ -100,7 +100,7 @@ func TestHooksDFile(t *testing.T) {
 		{"writable-cgroups.noderesource.dev", "false", false},
 		{"writable-cgroups.noderesource.dev/pod", "ReadOnly", false},
 		{"writable-cgroups.noderesource.dev", "not-true", false},
-		{"writable-cgroups.noderesource.dev", "truely", false},
+		{"writable-cgroups.noderesource.dev", "truthy", false},
 		{"x.writable-cgroups.noderesource.dev", "true", false},
 		{"writable-cgroups-noderesource-dev", "true", false},
 		{"cgroup2-mount-hierarchy-rw.crio.io.extra", "true", false},

@@ -31,8 +31,10 @@ func TestRegisterFlags(t *testing.T) {
 	o := DefaultOptions()
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	o.RegisterFlags(fs)
-	err := fs.Parse([]string{"--cgroup-root=/c", "--mountinfo=/m", "--proc=/p", "--sysfs=/s",
-		"--max-descendants=10", "--max-depth=3", "--pod-cgroup=/kubepods/pod1"})
+	err := fs.Parse([]string{
+		"--cgroup-root=/c", "--mountinfo=/m", "--proc=/p", "--sysfs=/s",
+		"--max-descendants=10", "--max-depth=3", "--pod-cgroup=/kubepods/pod1",
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ var (
 	// A user's hostPath volume of /sys.
 	userSysBind = &api.Mount{Destination: "/sys", Type: "bind", Source: "/sys", Options: []string{"rbind", "rprivate", "rw"}}
 	// A user's hostPath volume of the host cgroup tree.
-	userCgroupBind = &api.Mount{Destination: "/sys/fs/cgroup/", Type: "bind", Source: "/sys/fs/cgroup", Options: []string{"rbind", "rprivate", "rw"}}
+	userCgroupBind  = &api.Mount{Destination: "/sys/fs/cgroup/", Type: "bind", Source: "/sys/fs/cgroup", Options: []string{"rbind", "rprivate", "rw"}}
 	privateCgroupNS = []*api.LinuxNamespace{{Type: "pid"}, {Type: "cgroup"}}
 )
 

@@ -156,8 +156,12 @@ func Container(pod *api.PodSandbox, name string, opts ...ContainerOption) *api.C
 		},
 		Linux: &api.LinuxContainer{
 			Namespaces: []*api.LinuxNamespace{
-				{Type: "pid"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"},
-				{Type: "network", Path: "/var/run/netns/cni-1"}, {Type: "cgroup"},
+				{Type: "pid"},
+				{Type: "ipc"},
+				{Type: "uts"},
+				{Type: "mount"},
+				{Type: "network", Path: "/var/run/netns/cni-1"},
+				{Type: "cgroup"},
 			},
 			CgroupsPath: pod.GetLinux().GetCgroupParent() + "/" + pod.GetId() + "-" + name,
 			Resources:   &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(2)}},

@@ -113,11 +113,13 @@ func TestWritableContainer(t *testing.T) {
 		{"spec without cgroupns gets one", cgroupfsParent, writable(""), []ContainerOption{WithoutCgroupNS()}, "250", "50", true},
 		{
 			"pod annotations lower the bounds", cgroupfsParent,
-			map[string]string{optin.Key: "Writable", optin.MaxDescendantsKey: "100", optin.MaxDepthKey: "5"}, nil, "100", "5", false,
+			map[string]string{optin.Key: "Writable", optin.MaxDescendantsKey: "100", optin.MaxDepthKey: "5"},
+			nil, "100", "5", false,
 		},
 		{
 			"annotations can not raise the bounds", cgroupfsParent,
-			map[string]string{optin.Key: "Writable", optin.MaxDescendantsKey: "100000"}, nil, "250", "50", false,
+			map[string]string{optin.Key: "Writable", optin.MaxDescendantsKey: "100000"},
+			nil, "250", "50", false,
 		},
 	}
 	for _, tc := range tests {

@@ -125,7 +125,7 @@ func PodPath(cgroupParent string) (string, error) {
 	if !strings.Contains(p, "/") && strings.HasSuffix(p, ".slice") {
 		expanded, err := systemd.ExpandSlice(p)
 		if err != nil {
-			return "", fmt.Errorf("%w: systemd slice %q: %v", ErrBadPath, cgroupParent, err)
+			return "", fmt.Errorf("%w: systemd slice %q: %w", ErrBadPath, cgroupParent, err)
 		}
 		return expanded, nil
 	}

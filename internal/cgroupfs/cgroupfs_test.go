@@ -179,8 +179,11 @@ func TestDelegateFiles(t *testing.T) {
 		want    []string
 		wantErr bool
 	}{
-		{"kernel list", ptr("cgroup.procs\ncgroup.threads\ncgroup.subtree_control\nmemory.oom.group\nmemory.reclaim\n"),
-			[]string{"cgroup.procs", "cgroup.threads", "cgroup.subtree_control", "memory.oom.group", "memory.reclaim"}, false},
+		{
+			"kernel list", ptr("cgroup.procs\ncgroup.threads\ncgroup.subtree_control\nmemory.oom.group\nmemory.reclaim\n"),
+			[]string{"cgroup.procs", "cgroup.threads", "cgroup.subtree_control", "memory.oom.group", "memory.reclaim"},
+			false,
+		},
 		{"no file: defaults", nil, []string{"cgroup.procs", "cgroup.subtree_control", "cgroup.threads"}, false},
 		{"empty file: defaults", ptr("\n"), []string{"cgroup.procs", "cgroup.subtree_control", "cgroup.threads"}, false},
 		{"path in list", ptr("../../etc/passwd\n"), nil, true},

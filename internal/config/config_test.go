@@ -33,7 +33,7 @@ func TestParse(t *testing.T) {
 		{name: "feature file disabled", in: "featureFile: none\n", check: func(c Config) bool { return c.FeatureFilePath() == "" }},
 		{name: "json works too", in: `{"cgroupRoot": "/run/cgroup2"}`, check: func(c Config) bool { return c.CgroupRoot == "/run/cgroup2" }},
 		{name: "reserved", in: "reservedCPUs: 0-1,4\n", check: func(c Config) bool { return c.Reserved().Size() == 3 }},
-		{name: "unknown field", in: "gaurd: warn\n", wantErr: []string{"gaurd"}},
+		{name: "unknown field", in: "guardmode: warn\n", wantErr: []string{"guardmode"}},
 		{name: "bad guard", in: "guard: maybe\n", wantErr: []string{`guard: "maybe"`}},
 		{
 			name:    "every problem at once",

@@ -52,7 +52,7 @@ func (c *Checker) Check() (Status, error) {
 	st, err := c.read()
 	if err != nil {
 		c.lastOK = false
-		c.closeLocked()
+		_ = c.closeLocked()
 		return st, err
 	}
 	c.last, c.lastOK = st, true

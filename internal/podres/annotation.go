@@ -37,7 +37,7 @@ type Annotation struct {
 func ParseAnnotation(key, value string) (Annotation, error) {
 	a, err := parseAnnotation(value)
 	if err != nil {
-		return Annotation{}, fmt.Errorf("%w: %s=%q: %s", ErrAnnotation, key, value, err)
+		return Annotation{}, fmt.Errorf("%w: %s=%q: %w", ErrAnnotation, key, value, err)
 	}
 	return a, nil
 }
@@ -145,8 +145,16 @@ var memorySuffixes = []struct {
 	suffix string
 	mult   int64
 }{
-	{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"Pi", 1 << 50},
-	{"k", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}, {"P", 1e15},
+	{"Ki", 1 << 10},
+	{"Mi", 1 << 20},
+	{"Gi", 1 << 30},
+	{"Ti", 1 << 40},
+	{"Pi", 1 << 50},
+	{"k", 1e3},
+	{"M", 1e6},
+	{"G", 1e9},
+	{"T", 1e12},
+	{"P", 1e15},
 }
 
 // ParseMemory parses a memory quantity: whole bytes with an optional k, M,

@@ -36,7 +36,7 @@ func TestSharesRoundTrip(t *testing.T) {
 
 func TestQuotaRoundTrip(t *testing.T) {
 	for _, period := range []uint64{0, 100000, 50000, 1000000, 10000} {
-		for m := int64(1000 * 1000 / int64(periodOrDefault(period))); m <= 200000; m++ {
+		for m := 1000 * 1000 / int64(periodOrDefault(period)); m <= 200000; m++ {
 			q := QuotaFromMilliCPU(m, period)
 			if got := MilliCPUFromQuota(q, period); got != m {
 				t.Fatalf("period %d: quota round trip of %dm (quota %d) gave %dm", period, m, q, got)
@@ -87,10 +87,14 @@ func TestFromLinuxResources(t *testing.T) {
 		{name: "nil", in: nil},
 		{name: "empty", in: &api.LinuxResources{}},
 		{name: "all unset", in: res(-1, -2, -1, -2)},
-		{name: "guaranteed 2 cpus", in: res(2048, 200000, 100000, 1<<30),
-			want: Budget{CPURequest: 2000, CPULimit: 2000, MemoryLimit: 1 << 30}},
-		{name: "burstable", in: res(512, 100000, 100000, -2),
-			want: Budget{CPURequest: 500, CPULimit: 1000}},
+		{
+			name: "guaranteed 2 cpus", in: res(2048, 200000, 100000, 1<<30),
+			want: Budget{CPURequest: 2000, CPULimit: 2000, MemoryLimit: 1 << 30},
+		},
+		{
+			name: "burstable", in: res(512, 100000, 100000, -2),
+			want: Budget{CPURequest: 500, CPULimit: 1000},
+		},
 		{name: "besteffort", in: res(2, -1, 100000, 0), want: Budget{}},
 		{name: "unlimited memory", in: res(-1, -2, -1, -1), want: Budget{}},
 		{name: "default period", in: res(-1, 50000, 0, -2), want: Budget{CPULimit: 500}},
@@ -162,12 +166,18 @@ func TestValidate(t *testing.T) {
 	}{
 		{name: "ok", b: Budget{CPURequest: 1000, CPULimit: 2000, MemoryRequest: 1, MemoryLimit: 2}},
 		{name: "request without limit", b: Budget{CPURequest: 5000}},
-		{name: "cpu request above limit", b: Budget{CPURequest: 3000, CPULimit: 2000},
-			sentinl: ErrInconsistent, wantErr: []string{"cpu request 3000m exceeds cpu limit 2000m"}},
-		{name: "memory request above limit", b: Budget{MemoryRequest: 2 << 30, MemoryLimit: 1 << 30},
-			sentinl: ErrInconsistent, wantErr: []string{"memory request 2Gi exceeds memory limit 1Gi"}},
-		{name: "negative", b: Budget{CPURequest: -1, MemoryLimit: -5},
-			sentinl: ErrInvalid, wantErr: []string{"cpu request -1 is negative", "memory limit -5 is negative"}},
+		{
+			name: "cpu request above limit", b: Budget{CPURequest: 3000, CPULimit: 2000},
+			sentinl: ErrInconsistent, wantErr: []string{"cpu request 3000m exceeds cpu limit 2000m"},
+		},
+		{
+			name: "memory request above limit", b: Budget{MemoryRequest: 2 << 30, MemoryLimit: 1 << 30},
+			sentinl: ErrInconsistent, wantErr: []string{"memory request 2Gi exceeds memory limit 1Gi"},
+		},
+		{
+			name: "negative", b: Budget{CPURequest: -1, MemoryLimit: -5},
+			sentinl: ErrInvalid, wantErr: []string{"cpu request -1 is negative", "memory limit -5 is negative"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

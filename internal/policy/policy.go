@@ -107,8 +107,10 @@ func (p *Policy) updates(podID string, podChanged, nodeChanged bool, skip string
 	out := make([]Assignment, len(ids))
 	for i, id := range ids {
 		c := p.st.ctrs[id]
-		a := Assignment{ContainerID: id, PodID: c.spec.PodID, Pool: c.pool, CPUs: p.v.node, Mems: nodeMems,
-			Bubble: p.st.pods[c.spec.PodID].bubble}
+		a := Assignment{
+			ContainerID: id, PodID: c.spec.PodID, Pool: c.pool, CPUs: p.v.node, Mems: nodeMems,
+			Bubble: p.st.pods[c.spec.PodID].bubble,
+		}
 		if c.pool == PoolPodShared {
 			a.CPUs, a.Mems = podCPUs, podMems
 		}

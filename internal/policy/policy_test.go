@@ -70,11 +70,15 @@ func TestAddPod(t *testing.T) {
 		{name: "memory only budget", budget: podres.Budget{MemoryLimit: gib}},
 		{name: "container scope has no bubbles", scope: config.ScopeContainer, budget: budget(4000)},
 		{name: "never takes reserved", reserved: "0-3,8-11", budget: budget(7000), bubble: 7},
-		{name: "keeps one cpu for the node pool", budget: budget(16000), sentinel: ErrInsufficient,
-			wantErr: "needs 16 cpus, the node pool has 16 free (0-15) and keeps at least one"},
+		{
+			name: "keeps one cpu for the node pool", budget: budget(16000), sentinel: ErrInsufficient,
+			wantErr: "needs 16 cpus, the node pool has 16 free (0-15) and keeps at least one",
+		},
 		{name: "larger than usable", reserved: "0-7", budget: budget(9000), sentinel: ErrInsufficient, wantErr: "needs 9 cpus"},
-		{name: "invalid budget", budget: podres.Budget{CPURequest: 2000, CPULimit: 1000}, sentinel: ErrInvalid,
-			wantErr: "cpu request 2000m exceeds cpu limit 1000m"},
+		{
+			name: "invalid budget", budget: podres.Budget{CPURequest: 2000, CPULimit: 1000}, sentinel: ErrInvalid,
+			wantErr: "cpu request 2000m exceeds cpu limit 1000m",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -217,15 +221,21 @@ func TestNoSharedCPUsRejection(t *testing.T) {
 		first []ContainerSpec
 		last  ContainerSpec
 	}{
-		{name: "shared after slices fill the bubble",
+		{
+			name:  "shared after slices fill the bubble",
 			first: []ContainerSpec{ctr("a", "p", guaranteed(1000)), ctr("b", "p", guaranteed(1000))},
-			last:  ctr("s", "p", bestEffort())},
-		{name: "slice that would fill the bubble with a shared container present",
+			last:  ctr("s", "p", bestEffort()),
+		},
+		{
+			name:  "slice that would fill the bubble with a shared container present",
 			first: []ContainerSpec{ctr("s", "p", bestEffort()), ctr("a", "p", guaranteed(1000))},
-			last:  ctr("b", "p", guaranteed(1000))},
-		{name: "single slice equal to the budget",
+			last:  ctr("b", "p", guaranteed(1000)),
+		},
+		{
+			name:  "single slice equal to the budget",
 			first: []ContainerSpec{ctr("s", "p", burstable(0))},
-			last:  ctr("a", "p", guaranteed(2000))},
+			last:  ctr("a", "p", guaranteed(2000)),
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

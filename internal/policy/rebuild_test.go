@@ -24,12 +24,18 @@ func TestStamp(t *testing.T) {
 		want    Stamp
 		wantErr string
 	}{
-		{name: "exclusive", in: "v=1;pool=exclusive;bubble=0-3;cpus=2-3;mems=0",
-			want: Stamp{Pool: PoolExclusive, Bubble: set("0-3"), CPUs: set("2-3"), Mems: set("0")}},
-		{name: "node shared without bubble", in: "v=1;pool=node-shared;bubble=;cpus=0-15;mems=0-1",
-			want: Stamp{Pool: PoolNodeShared, Bubble: set(""), CPUs: set("0-15"), Mems: set("0-1")}},
-		{name: "field order is free", in: "cpus=4,6;pool=pod-shared;mems=1;bubble=4-7;v=1",
-			want: Stamp{Pool: PoolPodShared, Bubble: set("4-7"), CPUs: set("4,6"), Mems: set("1")}},
+		{
+			name: "exclusive", in: "v=1;pool=exclusive;bubble=0-3;cpus=2-3;mems=0",
+			want: Stamp{Pool: PoolExclusive, Bubble: set("0-3"), CPUs: set("2-3"), Mems: set("0")},
+		},
+		{
+			name: "node shared without bubble", in: "v=1;pool=node-shared;bubble=;cpus=0-15;mems=0-1",
+			want: Stamp{Pool: PoolNodeShared, Bubble: set(""), CPUs: set("0-15"), Mems: set("0-1")},
+		},
+		{
+			name: "field order is free", in: "cpus=4,6;pool=pod-shared;mems=1;bubble=4-7;v=1",
+			want: Stamp{Pool: PoolPodShared, Bubble: set("4-7"), CPUs: set("4,6"), Mems: set("1")},
+		},
 		{name: "empty", in: "", wantErr: `field "" is not key=value`},
 		{name: "no version", in: "pool=exclusive;bubble=;cpus=1;mems=0", wantErr: `version "" is not 1`},
 		{name: "future version", in: "v=2;pool=exclusive;bubble=;cpus=1;mems=0", wantErr: `version "2"`},
@@ -72,8 +78,10 @@ type fakeRuntime struct {
 }
 
 func newFakeRuntime() *fakeRuntime {
-	return &fakeRuntime{pods: map[string]PodSpec{}, ctrs: map[string]ContainerSpec{}, stamp: map[string]string{},
-		cpus: map[string]cpuset.CPUSet{}, mems: map[string]cpuset.CPUSet{}}
+	return &fakeRuntime{
+		pods: map[string]PodSpec{}, ctrs: map[string]ContainerSpec{}, stamp: map[string]string{},
+		cpus: map[string]cpuset.CPUSet{}, mems: map[string]cpuset.CPUSet{},
+	}
 }
 
 func (r *fakeRuntime) apply(as ...Assignment) {
@@ -353,13 +361,17 @@ func TestRebuildBadInput(t *testing.T) {
 	res := p.Rebuild(
 		[]PodSpec{{ID: "a"}, {ID: "a"}, {Name: "noid"}, {ID: "bad", Budget: podres.Budget{CPURequest: 2, CPULimit: 1}}},
 		[]ContainerState{
-			{Spec: ctr("c", "a", bestEffort())}, {Spec: ctr("c", "a", bestEffort())}, {Spec: ctr("", "a", bestEffort())},
+			{Spec: ctr("c", "a", bestEffort())},
+			{Spec: ctr("c", "a", bestEffort())},
+			{Spec: ctr("", "a", bestEffort())},
 			{Spec: ContainerSpec{ID: "l", PodID: "a", Lifecycle: "weird"}},
 			{Spec: ctr("r", "a", podres.NewContainer(podres.Budget{CPURequest: 5, CPULimit: 1}))},
 		})
 	joined := strings.Join(res.Conflicts, "\n")
-	for _, w := range []string{"pod a listed twice", `pod "noid" without id`, "pod bad budget ignored",
-		"container c listed twice", `container "" without id`, `lifecycle "weird" treated as regular`, "container r resources ignored"} {
+	for _, w := range []string{
+		"pod a listed twice", `pod "noid" without id`, "pod bad budget ignored",
+		"container c listed twice", `container "" without id`, `lifecycle "weird" treated as regular`, "container r resources ignored",
+	} {
 		if !strings.Contains(joined, w) {
 			t.Errorf("conflicts lack %q:\n%s", w, joined)
 		}

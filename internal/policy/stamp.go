@@ -33,7 +33,7 @@ func (a Assignment) Stamp() string {
 func ParseStamp(s string) (Stamp, error) {
 	st, err := parseStamp(s)
 	if err != nil {
-		return Stamp{}, fmt.Errorf("%w: %q: %s", ErrStamp, s, err)
+		return Stamp{}, fmt.Errorf("%w: %q: %w", ErrStamp, s, err)
 	}
 	return st, nil
 }

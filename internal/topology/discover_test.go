@@ -217,7 +217,7 @@ func TestDiscoverBadFiles(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.path) {
 				t.Errorf("error %q does not mention %q", err, tc.path)
 			}
-			if tc.wantErr == ErrMissing && len(tc.edit) == 1 && !errors.Is(err, fs.ErrNotExist) {
+			if errors.Is(tc.wantErr, ErrMissing) && len(tc.edit) == 1 && !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("error %v does not wrap fs.ErrNotExist", err)
 			}
 			if tc.value != "" {
