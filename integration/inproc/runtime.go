@@ -202,6 +202,8 @@ func quietNRILogs() {
 	quietOnce.Do(func() {
 		if os.Getenv("NRI_DEBUG") == "" {
 			nrilog.Set(nopLogger{})
+			// ttrpc logs every connection torn down at shutdown.
+			logrus.SetOutput(io.Discard)
 		}
 	})
 }
