@@ -85,7 +85,6 @@ func (c *Client) RunPod(ctx context.Context, spec PodSpec) (*Pod, error) {
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name: spec.Name, Uid: spec.UID, Namespace: spec.Namespace,
 		},
-		Hostname:     spec.Name,
 		LogDirectory: logDir,
 		Labels:       map[string]string{"cgdelegate.test/pod": spec.Name},
 		Annotations:  maps.Clone(spec.Annotations),

@@ -4,7 +4,6 @@ package guest
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,5 +145,3 @@ func assertWritableMount(ctx context.Context, t *testing.T, c *cri.Container) {
 		t.Errorf("/proc/self/cgroup path = %q, want / (private cgroup namespace)", got)
 	}
 }
-
-func describe(format string, args ...any) string { return fmt.Sprintf(format, args...) }

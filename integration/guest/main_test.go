@@ -259,15 +259,16 @@ func (e *guestEnv) startContainerd(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if e.cri != nil {
-		_ = e.cri.Close()
+	// One client for the whole boot: gRPC reconnects by itself after a
+	// containerd restart, and pods keep using the client they were made with.
+	if e.cri == nil {
+		c, err := cri.Dial(e.paths.ContainerdSocket)
+		if err != nil {
+			return err
+		}
+		e.cri = c
 	}
-	c, err := cri.Dial(e.paths.ContainerdSocket)
-	if err != nil {
-		return err
-	}
-	e.cri = c
-	v, err := c.WaitReady(ctx)
+	v, err := e.cri.WaitReady(ctx)
 	if err != nil {
 		return fmt.Errorf("containerd CRI: %w\n%s", err, fileTail(e.paths.ContainerdLog, 40))
 	}
