@@ -1,0 +1,103 @@
+package nri
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/config"
+)
+
+func testConfig(t *testing.T) config.Config {
+	t.Helper()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "cgroup")
+	table := "24 1 0:23 / " + root + " rw,relatime - cgroup2 cgroup2 rw,nsdelegate\n"
+	if err := os.WriteFile(filepath.Join(dir, "mountinfo"), []byte(table), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := config.Default()
+	c.CgroupRoot = root
+	c.MountinfoPath = filepath.Join(dir, "mountinfo")
+	c.FeatureFile = filepath.Join(dir, "feature")
+	c.StatusFile = filepath.Join(dir, "status.json")
+	c.CheckpointFile = config.Disabled
+	return c
+}
+
+func TestConfigureBlob(t *testing.T) {
+	tests := []struct {
+		name      string
+		blob      string
+		wantErr   []string
+		wantGuard config.GuardMode
+		wantDepth int
+	}{
+		{name: "no blob keeps the file config", blob: "", wantGuard: config.GuardEnforce, wantDepth: 7},
+		{name: "blob overrides", blob: "guard: warn\nmaxDepth: 3\n", wantGuard: config.GuardWarn, wantDepth: 3},
+		{name: "bare off", blob: "guard: off\n", wantGuard: config.GuardOff, wantDepth: 7},
+		{name: "bad blob reports every problem", blob: "guard: never\nmaxDescendants: 0\nmaxDepth: -4\n", wantErr: []string{`guard: "never"`, "maxDepth: -4"}},
+		{name: "unknown key", blob: "maxDepht: 3\n", wantErr: []string{"maxDepht"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			base := testConfig(t)
+			base.MaxDepth = 7
+			p, err := New(base, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mask, err := p.Configure(context.Background(), tc.blob, "containerd", "v2.4.2")
+			if tc.wantErr != nil {
+				if err == nil {
+					t.Fatal("want an error")
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+				if p.Config().MaxDepth != 7 {
+					t.Errorf("a rejected blob changed the config: %+v", p.Config())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !mask.IsSet(api.Event_CREATE_CONTAINER) {
+				t.Errorf("event mask %s lacks CreateContainer", mask.PrettyString())
+			}
+			if got := p.Config(); got.Guard != tc.wantGuard || got.MaxDepth != tc.wantDepth {
+				t.Fatalf("config after Configure: guard=%s maxDepth=%d", got.Guard, got.MaxDepth)
+			}
+			if r := p.Report(); r.Runtime == nil || r.Runtime.Name != "containerd" || !r.Supported {
+				t.Fatalf("report after Configure: %+v", r)
+			}
+		})
+	}
+}
+
+func TestNewRejectsInvalidConfig(t *testing.T) {
+	c := testConfig(t)
+	c.Guard = "sometimes"
+	if _, err := New(c, nil); err == nil || !strings.Contains(err.Error(), "sometimes") {
+		t.Fatalf("New = %v, want an error naming the bad guard", err)
+	}
+}
+
+func TestCreateContainerNilGuards(t *testing.T) {
+	p, err := New(testConfig(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adj, upd, err := p.CreateContainer(context.Background(), nil, nil)
+	if adj != nil || upd != nil || err != nil {
+		t.Fatalf("nil pod/container: %v %v %v", adj, upd, err)
+	}
+}
