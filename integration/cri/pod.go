@@ -11,7 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// PodSpec describes a host-network pod sandbox.
+// PodSpec describes a pod sandbox (host network unless PodNetwork).
 type PodSpec struct {
 	// Name is the pod name; it must be unique among live pods.
 	Name string
@@ -27,6 +27,9 @@ type PodSpec struct {
 	CgroupParent string
 	// RuntimeHandler selects a containerd runtime (empty: the default).
 	RuntimeHandler string
+	// PodNetwork gives the pod its own network namespace (through CNI)
+	// instead of the host's.
+	PodNetwork bool
 	// UserNS, if set, runs the pod in a user namespace (hostUsers: false).
 	UserNS *runtimeapi.UserNamespace
 	// LogRoot is the directory under which the pod log directory is made
@@ -65,8 +68,12 @@ func (s *PodSpec) defaults() {
 }
 
 func (s *PodSpec) namespaces() *runtimeapi.NamespaceOption {
+	network := runtimeapi.NamespaceMode_NODE
+	if s.PodNetwork {
+		network = runtimeapi.NamespaceMode_POD
+	}
 	return &runtimeapi.NamespaceOption{
-		Network:       runtimeapi.NamespaceMode_NODE,
+		Network:       network,
 		Pid:           runtimeapi.NamespaceMode_CONTAINER,
 		Ipc:           runtimeapi.NamespaceMode_POD,
 		UsernsOptions: s.UserNS,

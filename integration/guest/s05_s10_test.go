@@ -164,11 +164,13 @@ func TestS07HookRefusesAfterRemount(t *testing.T) {
 
 // TestS08UsernsPod: in a user-namespaced pod (hostUsers: false) with the
 // cgroupfs driver, the container's root can create and use child cgroups.
+// The pod has its own network namespace, as Kubernetes requires for
+// hostUsers: false.
 func TestS08UsernsPod(t *testing.T) {
 	e := begin(t)
 	e.requirePlugin(t)
 	ctx := scenarioCtx(t)
-	pod := e.runPod(ctx, t, cri.PodSpec{Annotations: writable(), UserNS: cri.UserNSPod(65536)})
+	pod := e.runPod(ctx, t, cri.PodSpec{Annotations: writable(), UserNS: cri.UserNSPod(65536), PodNetwork: true})
 	c := runContainer(ctx, t, pod, sleeper("userns", 0))
 	if m := strings.Fields(shOK(ctx, t, c, "cat /proc/self/uid_map")); len(m) != 3 || m[0] != "0" || m[1] != "65536" {
 		t.Errorf("uid_map = %q, want 0 65536 65536", m)

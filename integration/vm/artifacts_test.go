@@ -48,6 +48,7 @@ type artifacts struct {
 	// containerd-shim-runc-v2.
 	Containerd map[string]string
 	GuestTest  string
+	NullCNI    string   // CNI plugin for pods with their own network namespace
 	Images     []string // OCI layout tars
 	// Plugin and Hook are empty when they did not build; PluginErr says why.
 	Plugin, Hook string
@@ -364,6 +365,9 @@ func (b *builder) buildAll(ctx context.Context, versions []string) (*artifacts, 
 	}
 	pause, err := b.goBuild(ctx, "pause", "./integration/vm/pause", false, "")
 	if err != nil {
+		return nil, err
+	}
+	if a.NullCNI, err = b.goBuild(ctx, "nullcni", "./integration/vm/nullcni", false, ""); err != nil {
 		return nil, err
 	}
 	if a.Images, err = b.images(a.Busybox, pause); err != nil {

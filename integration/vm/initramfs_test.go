@@ -14,6 +14,11 @@ import (
 	"strings"
 )
 
+// nullCNIConfig gives pods that ask for their own network namespace one
+// that is never wired to anything (see integration/vm/nullcni).
+const nullCNIConfig = `{"cniVersion": "1.0.0", "name": "cgd-null", "plugins": [{"type": "nullcni"}]}
+`
+
 //go:embed init.sh
 var initScript []byte
 
@@ -78,6 +83,9 @@ func packInitramfs(dst string, a *artifacts, containerdVersion string) (err erro
 		w.HostFile(fmt.Sprintf("cgd/images/%d.tar", i), 0o644, img)
 	}
 	w.HostFile("lib/modules/overlay.ko", 0o644, a.OverlayKO)
+	w.HostFile("opt/cni/bin/nullcni", 0o755, a.NullCNI)
+	w.Symlink("opt/cni/bin/loopback", "nullcni")
+	w.Bytes("etc/cni/net.d/10-null.conflist", 0o644, []byte(nullCNIConfig))
 
 	w.Bytes("etc/passwd", 0o644, []byte(guestPasswd))
 	w.Bytes("etc/group", 0o644, []byte(guestGroup))
