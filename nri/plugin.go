@@ -1,9 +1,16 @@
 // Package nri holds cgdelegate's NRI event handlers. They are thin: they
-// translate an event into calls to optin, hostcheck, ocispec and cgroupfs,
-// and turn the answers into an NRI adjustment or an error.
+// translate an event into calls to optin, hostcheck, ocispec and cgroupfs
+// (writable cgroups) or podres and policy (CPU pinning), and turn the
+// answers into an NRI adjustment, container updates or an error.
 //
-// Use New to build a Plugin and hand it to stub.New. Host paths come from the
-// config; nothing here has a path of its own.
+// Use New to build a Plugin and hand it to stub.New, then give the stub to
+// SetUpdater so that updates of events that can not return them reach the
+// runtime. Host paths come from the config; nothing here has a path of its
+// own.
+//
+// With cpuPinning on, the plugin also subscribes to RunPodSandbox,
+// StopContainer, RemoveContainer and RemovePodSandbox, and rebuilds its
+// allocation state from every Synchronize (see pinning.go).
 package nri
 
 import (
@@ -24,6 +31,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/feature"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/optin"
+	"github.com/cgdelegate/cgdelegate/internal/policy"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/ocispec"
 )
@@ -55,6 +63,9 @@ type Plugin struct {
 	base config.Config
 
 	h atomic.Pointer[host]
+	// pin is the CPU pinning state; nil when cpuPinning is off.
+	pin  atomic.Pointer[pinning]
+	send *sender
 
 	mu      sync.Mutex
 	runtime *status.Runtime
@@ -74,7 +85,24 @@ func New(base config.Config, log *slog.Logger) (*Plugin, error) {
 	}
 	p := &Plugin{log: log, base: base}
 	p.h.Store(newHost(base))
+	p.pin.Store(newPinning(base, log))
+	p.send = newSender(log, p.currentAssignment)
 	return p, nil
+}
+
+// SetUpdater attaches the runtime connection (the stub) used to send
+// container updates from events that can not return them.
+func (p *Plugin) SetUpdater(u Updater) { p.send.setUpdater(u) }
+
+// WaitUpdates blocks until every queued container update has been sent.
+func (p *Plugin) WaitUpdates() { p.send.wait() }
+
+func (p *Plugin) currentAssignment(id string) (policy.Assignment, bool) {
+	pn := p.pin.Load()
+	if !pn.active() {
+		return policy.Assignment{}, false
+	}
+	return pn.policy.Assignment(id)
 }
 
 // Config returns the config in force.
@@ -91,12 +119,28 @@ func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (ap
 	if old != nil {
 		_ = old.checker.Close()
 	}
+	if old == nil || pinningChanged(old.cfg, cfg) {
+		// Synchronize follows Configure and fills the new policy.
+		p.pin.Store(newPinning(cfg, p.log))
+	}
 	p.mu.Lock()
 	p.runtime = &status.Runtime{Name: runtime, Version: version}
 	p.mu.Unlock()
 	p.log.Info("configured", "runtime", runtime, "version", version, "blob", len(blob) > 0)
 	p.Refresh()
-	return api.MustParseEventMask("CreateContainer"), nil
+	events := "CreateContainer"
+	if p.pin.Load().active() {
+		events += "," + pinningEvents
+	}
+	return api.MustParseEventMask(events), nil
+}
+
+// pinningChanged reports whether the CPU pinning state must be rebuilt.
+func pinningChanged(a, b config.Config) bool {
+	return a.CPUPinning != b.CPUPinning || a.TopologyScope != b.TopologyScope ||
+		a.ReservedCPUs != b.ReservedCPUs || a.SysfsRoot != b.SysfsRoot ||
+		a.KubeletCPUManagerState != b.KubeletCPUManagerState ||
+		a.AllowKubeletStaticCPUManager != b.AllowKubeletStaticCPUManager
 }
 
 // Report builds the current readiness report.
@@ -110,6 +154,7 @@ func (p *Plugin) Report() status.Report {
 		r.Runtime = &rt
 	}
 	p.mu.Unlock()
+	r.Pinning = p.pin.Load().report()
 	r.PluginPID = os.Getpid()
 	r.UpdatedAt = time.Now().UTC()
 	return r
@@ -137,13 +182,19 @@ func (p *Plugin) Watch(ctx context.Context, interval time.Duration) error {
 }
 
 // CreateContainer makes an opted-in container's cgroups writable, guards
-// containers the runtime already made writable, and refuses every unsafe
-// case with an error that names the cause.
-func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (adj *api.ContainerAdjustment, _ []*api.ContainerUpdate, err error) {
+// containers the runtime already made writable, pins its CPUs when
+// cpuPinning is on, and refuses every unsafe case with an error that names
+// the cause.
+//
+// The CPU policy goes last: the cgroup checks can fail, the policy step then
+// never ran, so a refused container never holds CPUs. The returned updates
+// are the other containers whose pool shrank, applied by the runtime with
+// this container's creation.
+func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (adj *api.ContainerAdjustment, upd []*api.ContainerUpdate, err error) {
 	if pod == nil || ctr == nil {
 		return nil, nil, nil
 	}
-	l := p.log.With("pod", pod.GetNamespace()+"/"+pod.GetName(), "container", ctr.GetName())
+	l := p.eventLog(pod, ctr)
 	defer func() {
 		if err != nil {
 			l.Error("container refused", "error", err)
@@ -154,7 +205,17 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w %s/%s: %w", ErrRefused, pod.GetName(), ctr.GetName(), err)
 	}
-	return adj, nil, nil
+	if !p.pin.Load().active() {
+		return adj, nil, nil
+	}
+	if adj == nil {
+		adj = &api.ContainerAdjustment{}
+	}
+	upd, err = p.pinContainer(l, pod, ctr, adj)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w %s/%s: %w", ErrRefused, pod.GetName(), ctr.GetName(), err)
+	}
+	return adj, upd, nil
 }
 
 // cgroupAdjustment decides the cgroup mount of one container.

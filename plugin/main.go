@@ -88,6 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot create NRI stub", "error", err)
 		return 1
 	}
+	p.SetUpdater(s)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -1,0 +1,59 @@
+package kubeletcpu
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name       string
+		in         string
+		wantStatic bool
+		wantErr    error
+	}{
+		{"static", `{"policyName":"static","defaultCpuSet":"0-3","checksum":1}`, true, nil},
+		{"none", `{"policyName":"none","defaultCpuSet":"","checksum":2}`, false, nil},
+		{"entries", `{"policyName":"static","defaultCpuSet":"0,2","entries":{"u":{"c":"1"}},"checksum":3}`, true, nil},
+		{"no policy", `{"defaultCpuSet":"0-3"}`, false, ErrMalformed},
+		{"not json", `policyName: static`, false, ErrMalformed},
+		{"empty", ``, false, ErrMalformed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse(strings.NewReader(tc.in))
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if s.Static() != tc.wantStatic {
+				t.Fatalf("Static() = %v, want %v", s.Static(), tc.wantStatic)
+			}
+		})
+	}
+}
+
+func TestRead(t *testing.T) {
+	dir := t.TempDir()
+	s, found, err := Read(filepath.Join(dir, "absent"))
+	if err != nil || found || s.Static() {
+		t.Fatalf("missing file: %+v %v %v", s, found, err)
+	}
+	path := filepath.Join(dir, "cpu_manager_state")
+	if err := os.WriteFile(path, []byte(`{"policyName":"static"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, found, err = Read(path)
+	if err != nil || !found || !s.Static() {
+		t.Fatalf("static file: %+v %v %v", s, found, err)
+	}
+	if err := os.WriteFile(path, []byte(`{`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, found, err = Read(path)
+	if !found || !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("malformed file: %v %v", found, err)
+	}
+}

@@ -1,0 +1,152 @@
+package nri
+
+import (
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/policy"
+)
+
+// Updater sends unsolicited container updates to the runtime. stub.Stub is
+// one.
+type Updater interface {
+	UpdateContainers([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
+}
+
+// sender delivers the updates of events that can not return them
+// (RunPodSandbox, RemoveContainer, RemovePodSandbox) with UpdateContainers.
+//
+// It must not call the runtime from inside the event handler: the runtime
+// holds its NRI lock for the whole event (containerd does), so the call
+// would wait for the handler that waits for it. It sends from its own
+// goroutine instead, one batch at a time, in order.
+//
+// It queues container ids, not cpusets: the cpuset is read from the policy
+// when the batch is sent, and after the send it is read again; a container
+// whose assignment changed meanwhile (an event raced the send) is queued
+// again, so the last update a container gets is its current assignment.
+type sender struct {
+	log *slog.Logger
+	// current looks up a container's assignment in the policy in force.
+	current func(id string) (policy.Assignment, bool)
+
+	mu      sync.Mutex
+	u       Updater
+	pending map[string]struct{}
+	running bool
+	idle    *sync.Cond
+}
+
+func newSender(log *slog.Logger, current func(string) (policy.Assignment, bool)) *sender {
+	s := &sender{log: log, current: current, pending: map[string]struct{}{}}
+	s.idle = sync.NewCond(&s.mu)
+	return s
+}
+
+// setUpdater attaches the runtime connection and sends anything queued.
+func (s *sender) setUpdater(u Updater) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.u = u
+	s.kickLocked()
+}
+
+// enqueue queues the containers of as for an update.
+func (s *sender) enqueue(as []policy.Assignment) {
+	if len(as) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range as {
+		s.pending[a.ContainerID] = struct{}{}
+	}
+	if s.u == nil {
+		s.log.Warn("container updates queued until the runtime connection is attached", "queued", len(s.pending))
+	}
+	s.kickLocked()
+}
+
+func (s *sender) kickLocked() {
+	if s.running || s.u == nil || len(s.pending) == 0 {
+		return
+	}
+	s.running = true
+	go s.run()
+}
+
+// wait blocks until nothing is queued or being sent.
+func (s *sender) wait() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.running {
+		s.idle.Wait()
+	}
+}
+
+func (s *sender) run() {
+	for {
+		s.mu.Lock()
+		if len(s.pending) == 0 {
+			s.running = false
+			s.idle.Broadcast()
+			s.mu.Unlock()
+			return
+		}
+		ids := slices.Sorted(maps.Keys(s.pending))
+		clear(s.pending)
+		u := s.u
+		s.mu.Unlock()
+
+		sent := make(map[string]policy.Assignment, len(ids))
+		batch := make([]policy.Assignment, 0, len(ids))
+		for _, id := range ids {
+			if a, ok := s.current(id); ok {
+				sent[id] = a
+				batch = append(batch, a)
+			}
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		failed, err := u.UpdateContainers(containerUpdates(batch))
+		switch {
+		case err != nil:
+			// A broken connection ends this plugin instance; the next one
+			// repairs everything in Synchronize.
+			s.log.Error("cannot send container updates", "containers", ids, "error", err)
+			continue
+		case len(failed) > 0:
+			s.log.Error("runtime failed some container updates", "failed", failedIDs(failed))
+		default:
+			s.log.Debug("container updates sent", "containers", len(batch))
+		}
+		var again []policy.Assignment
+		for id, a := range sent {
+			if cur, ok := s.current(id); ok && !sameCPUs(cur, a) {
+				again = append(again, cur)
+			}
+		}
+		s.mu.Lock()
+		for _, a := range again {
+			s.pending[a.ContainerID] = struct{}{}
+		}
+		s.mu.Unlock()
+	}
+}
+
+func sameCPUs(a, b policy.Assignment) bool {
+	return a.CPUs.Equals(b.CPUs) && a.Mems.Equals(b.Mems) && a.DisableQuota == b.DisableQuota
+}
+
+func failedIDs(us []*api.ContainerUpdate) []string {
+	ids := make([]string, 0, len(us))
+	for _, u := range us {
+		ids = append(ids, u.GetContainerId())
+	}
+	return ids
+}
