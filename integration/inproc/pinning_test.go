@@ -1,0 +1,734 @@
+package inproc
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/nri"
+)
+
+// topologyTree is a 2-socket, 2-NUMA, 16-CPU machine with hyperthreads:
+// node 0 holds CPUs 0-3,8-11, node 1 holds 4-7,12-15; siblings are n, n+8.
+const topologyTree = "../../internal/topology/testdata/dual-socket-ht"
+
+const (
+	gi = int64(1) << 30
+	mi = int64(1) << 20
+)
+
+// pinEnv is a runtime with the real plugin, CPU pinning on, connected over
+// ttrpc, and a model of what the runtime keeps for every container.
+type pinEnv struct {
+	t    *testing.T
+	host *FakeHost
+	cfg  config.Config
+	rt   *Runtime
+	p    *nri.Plugin
+	stub stub.Stub
+	node *node
+}
+
+func setupPinning(t *testing.T, mutate func(*config.Config)) *pinEnv {
+	t.Helper()
+	host, err := NewFakeHost(t.TempDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.InstallSysfs(topologyTree); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.AddPodCgroup(cgroupfsParent); err != nil {
+		t.Fatal(err)
+	}
+	cfg := host.Config()
+	cfg.CPUPinning = true
+	cfg.KubeletCPUManagerState = filepath.Join(host.Dir, "cpu_manager_state")
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	rt, err := NewRuntime("containerd", "v2.4.2-inproc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	e := &pinEnv{t: t, host: host, cfg: cfg, rt: rt, node: newNode()}
+	e.connect()
+	return e
+}
+
+// connect starts a new plugin instance and connects it; the runtime
+// synchronizes it with the model's state first. It returns the updates the
+// plugin sent in Synchronize.
+func (e *pinEnv) connect() []*api.ContainerUpdate {
+	e.t.Helper()
+	p, err := nri.New(e.cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.rt.SetState(e.node.state())
+	s, err := e.rt.Connect(context.Background(), p, "cgdelegate", "50")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(s.Stop)
+	p.SetUpdater(s)
+	e.p, e.stub = p, s
+	return slices.Concat(e.applyAsync()...)
+}
+
+// applyAsync waits for the plugin's unsolicited updates (Synchronize,
+// UpdateContainers) and applies them to the model.
+func (e *pinEnv) applyAsync() [][]*api.ContainerUpdate {
+	e.p.WaitUpdates()
+	u := e.rt.TakeUpdates()
+	for _, batch := range u {
+		e.node.update(batch)
+	}
+	return u
+}
+
+func (e *pinEnv) runPod(pod *api.PodSandbox) error {
+	if err := e.rt.RunPod(context.Background(), pod); err != nil {
+		return err
+	}
+	e.node.pods = append(e.node.pods, pod)
+	return nil
+}
+
+func (e *pinEnv) mustRunPod(pod *api.PodSandbox) {
+	e.t.Helper()
+	if err := e.runPod(pod); err != nil {
+		e.t.Fatalf("RunPodSandbox %s: %v", pod.GetName(), err)
+	}
+}
+
+// create relays CreateContainer and applies the answer to the model.
+func (e *pinEnv) create(pod *api.PodSandbox, ctr *api.Container) (*api.CreateContainerResponse, error) {
+	resp, err := e.rt.CreateContainer(context.Background(), pod, ctr)
+	if err != nil {
+		return nil, err
+	}
+	e.node.add(ctr, resp.GetAdjust())
+	e.node.update(resp.GetUpdate())
+	return resp, nil
+}
+
+func (e *pinEnv) mustCreate(pod *api.PodSandbox, ctr *api.Container) *api.CreateContainerResponse {
+	e.t.Helper()
+	resp, err := e.create(pod, ctr)
+	if err != nil {
+		e.t.Fatalf("CreateContainer %s: %v", ctr.GetName(), err)
+	}
+	return resp
+}
+
+// stopRemove stops and removes a container, returning the StopContainer
+// updates.
+func (e *pinEnv) stopRemove(pod *api.PodSandbox, ctr *api.Container) []*api.ContainerUpdate {
+	e.t.Helper()
+	ctr = e.node.ctrs[ctr.GetId()]
+	ctr.State = api.ContainerState_CONTAINER_STOPPED
+	resp, err := e.rt.StopContainer(context.Background(), pod, ctr)
+	if err != nil {
+		e.t.Fatalf("StopContainer %s: %v", ctr.GetName(), err)
+	}
+	e.node.update(resp.GetUpdate())
+	if err := e.rt.RemoveContainer(context.Background(), pod, ctr); err != nil {
+		e.t.Fatalf("RemoveContainer %s: %v", ctr.GetName(), err)
+	}
+	e.node.remove(ctr.GetId())
+	return resp.GetUpdate()
+}
+
+// node is what the runtime keeps: pods, and containers with the cpusets,
+// quota and annotations the plugin gave them.
+type node struct {
+	pods []*api.PodSandbox
+	ctrs map[string]*api.Container
+}
+
+func newNode() *node { return &node{ctrs: map[string]*api.Container{}} }
+
+func cpuOf(c *api.Container) *api.LinuxCPU {
+	if c.Linux.Resources == nil {
+		c.Linux.Resources = &api.LinuxResources{}
+	}
+	if c.Linux.Resources.Cpu == nil {
+		c.Linux.Resources.Cpu = &api.LinuxCPU{}
+	}
+	return c.Linux.Resources.Cpu
+}
+
+func (n *node) add(c *api.Container, adj *api.ContainerAdjustment) {
+	c.State = api.ContainerState_CONTAINER_RUNNING
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	for k, v := range adj.GetAnnotations() {
+		c.Annotations[k] = v
+	}
+	if r := adj.GetLinux().GetResources().GetCpu(); r != nil {
+		cpu := cpuOf(c)
+		if r.Cpus != "" {
+			cpu.Cpus = r.Cpus
+		}
+		if r.Mems != "" {
+			cpu.Mems = r.Mems
+		}
+		if r.Quota != nil {
+			cpu.Quota = r.Quota
+		}
+	}
+	n.ctrs[c.Id] = c
+}
+
+func (n *node) update(us []*api.ContainerUpdate) {
+	for _, u := range us {
+		c, ok := n.ctrs[u.GetContainerId()]
+		if !ok {
+			continue
+		}
+		r := u.GetLinux().GetResources().GetCpu()
+		cpu := cpuOf(c)
+		cpu.Cpus, cpu.Mems = r.GetCpus(), r.GetMems()
+		if r.GetQuota() != nil {
+			cpu.Quota = r.Quota
+		}
+	}
+}
+
+func (n *node) remove(id string) { delete(n.ctrs, id) }
+
+func (n *node) removePod(id string) {
+	n.pods = slices.DeleteFunc(n.pods, func(p *api.PodSandbox) bool { return p.GetId() == id })
+	for cid, c := range n.ctrs {
+		if c.GetPodSandboxId() == id {
+			delete(n.ctrs, cid)
+		}
+	}
+}
+
+func (n *node) state() ([]*api.PodSandbox, []*api.Container) {
+	ctrs := make([]*api.Container, 0, len(n.ctrs))
+	for _, id := range slices.Sorted(maps.Keys(n.ctrs)) {
+		ctrs = append(ctrs, n.ctrs[id])
+	}
+	return slices.Clone(n.pods), ctrs
+}
+
+func (n *node) cpus(t *testing.T, id string) cpuset.CPUSet {
+	t.Helper()
+	c, ok := n.ctrs[id]
+	if !ok {
+		t.Fatalf("container %s unknown", id)
+	}
+	s, err := cpuset.Parse(c.GetLinux().GetResources().GetCpu().GetCpus())
+	if err != nil {
+		t.Fatalf("container %s cpus: %v", id, err)
+	}
+	return s
+}
+
+func (n *node) stamp(t *testing.T, id string) policy.Stamp {
+	t.Helper()
+	st, err := policy.ParseStamp(n.ctrs[id].GetAnnotations()[policy.StampAnnotation])
+	if err != nil {
+		t.Fatalf("container %s: %v", id, err)
+	}
+	return st
+}
+
+// running returns the ids of the containers that hold CPUs.
+func (n *node) running() []string {
+	var ids []string
+	for _, id := range slices.Sorted(maps.Keys(n.ctrs)) {
+		if n.ctrs[id].State != api.ContainerState_CONTAINER_STOPPED {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// checkExclusive checks the running containers of the model: exclusive
+// slices are pairwise disjoint and disjoint from every other container's
+// cpuset, bubbles are pairwise disjoint, and every container of a bubble
+// pod runs inside its bubble.
+func (n *node) checkExclusive(t *testing.T) {
+	t.Helper()
+	owner := map[int]string{}
+	bubbles := map[string]cpuset.CPUSet{}
+	for _, id := range n.running() {
+		c := n.ctrs[id]
+		st := n.stamp(t, id)
+		if !st.Bubble.IsEmpty() {
+			if b, ok := bubbles[c.PodSandboxId]; ok && !b.Equals(st.Bubble) {
+				t.Errorf("pod %s: two bubbles %s and %s", c.PodSandboxId, b, st.Bubble)
+			}
+			bubbles[c.PodSandboxId] = st.Bubble
+			if cur := n.cpus(t, id); !cur.IsSubsetOf(st.Bubble) {
+				t.Errorf("container %s runs on %s, outside its bubble %s", id, cur, st.Bubble)
+			}
+		}
+		if st.Pool != policy.PoolExclusive {
+			continue
+		}
+		cur := n.cpus(t, id)
+		if !cur.Equals(st.CPUs) {
+			t.Errorf("exclusive container %s runs on %s, stamped %s", id, cur, st.CPUs)
+		}
+		for _, cpu := range cur.List() {
+			if other, dup := owner[cpu]; dup {
+				t.Errorf("cpu %d is exclusive to both %s and %s", cpu, other, id)
+			}
+			owner[cpu] = id
+		}
+	}
+	for _, id := range n.running() {
+		if n.stamp(t, id).Pool == policy.PoolExclusive {
+			continue
+		}
+		for _, cpu := range n.cpus(t, id).List() {
+			if other, ok := owner[cpu]; ok {
+				t.Errorf("shared container %s runs on cpu %d, exclusive to %s", id, cpu, other)
+			}
+		}
+	}
+	pods := slices.Sorted(maps.Keys(bubbles))
+	for i, a := range pods {
+		for _, b := range pods[i+1:] {
+			if x := bubbles[a].Intersection(bubbles[b]); !x.IsEmpty() {
+				t.Errorf("bubbles of %s and %s overlap on %s", a, b, x)
+			}
+		}
+	}
+}
+
+func budgetPod(name, uid string, cpus int64) *api.PodSandbox {
+	return WithPodResources(Pod(name, uid, cgroupfsParent, nil), cpus*1000, cpus*1000, 4*gi)
+}
+
+func adjCPU(resp *api.CreateContainerResponse) *api.LinuxCPU {
+	return resp.GetAdjust().GetLinux().GetResources().GetCpu()
+}
+
+func mustSet(t *testing.T, s string) cpuset.CPUSet {
+	t.Helper()
+	set, err := cpuset.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+func numaOf(cpus cpuset.CPUSet) cpuset.CPUSet {
+	nodes := cpuset.New()
+	node0 := cpuset.New(0, 1, 2, 3, 8, 9, 10, 11)
+	if !cpus.Intersection(node0).IsEmpty() {
+		nodes = nodes.Union(cpuset.New(0))
+	}
+	if !cpus.Difference(node0).IsEmpty() {
+		nodes = nodes.Union(cpuset.New(1))
+	}
+	return nodes
+}
+
+func updateFor(us []*api.ContainerUpdate, id string) *api.ContainerUpdate {
+	for _, u := range us {
+		if u.GetContainerId() == id {
+			return u
+		}
+	}
+	return nil
+}
+
+// TestPinningPodBudget: a pod with a budget gets a bubble; its Guaranteed
+// container an exclusive slice with quota -1 and the slice's NUMA node; its
+// shared container the rest of the bubble. A container added to the running
+// pod shrinks the shared container in the same response; stopping it widens
+// the shared container again.
+func TestPinningPodBudget(t *testing.T) {
+	e := setupPinning(t, nil)
+	pod := budgetPod("budget", "p1", 4)
+	e.mustRunPod(pod)
+
+	g := Container(pod, "guaranteed", WithGuaranteedCPUs(1, gi))
+	resp := e.mustCreate(pod, g)
+	gc := adjCPU(resp)
+	slice := mustSet(t, gc.GetCpus())
+	if slice.Size() != 1 {
+		t.Fatalf("guaranteed cpus = %s, want one cpu", slice)
+	}
+	if gc.GetQuota().GetValue() != -1 {
+		t.Errorf("guaranteed quota = %v, want -1", gc.GetQuota())
+	}
+	if got, want := gc.GetMems(), numaOf(slice).String(); got != want {
+		t.Errorf("guaranteed mems = %q, want %q (the NUMA node of %s)", got, want, slice)
+	}
+	gst := e.node.stamp(t, g.Id)
+	bubble := gst.Bubble
+	if gst.Pool != policy.PoolExclusive || bubble.Size() != 4 || !slice.IsSubsetOf(bubble) || numaOf(bubble).Size() != 1 {
+		t.Fatalf("stamp = %+v; want an exclusive slice in a 4-cpu single-NUMA bubble", gst)
+	}
+	if len(resp.GetUpdate()) != 0 {
+		t.Errorf("first container caused updates: %v", resp.GetUpdate())
+	}
+
+	s := Container(pod, "shared", WithResources(500, 2000, 512*mi))
+	resp = e.mustCreate(pod, s)
+	sc := adjCPU(resp)
+	if got, want := sc.GetCpus(), bubble.Difference(slice).String(); got != want {
+		t.Errorf("shared cpus = %q, want bubble - slice = %q", got, want)
+	}
+	if sc.GetQuota() != nil {
+		t.Errorf("shared container quota changed to %v; it must keep its own", sc.GetQuota())
+	}
+	if sc.GetMems() != numaOf(bubble).String() {
+		t.Errorf("shared mems = %q, want %s", sc.GetMems(), numaOf(bubble))
+	}
+
+	// Dynamic add: the shared container shrinks in the same response.
+	g2 := Container(pod, "added", WithGuaranteedCPUs(2, gi))
+	resp = e.mustCreate(pod, g2)
+	slice2 := mustSet(t, adjCPU(resp).GetCpus())
+	if slice2.Size() != 2 || !slice2.IsSubsetOf(bubble.Difference(slice)) {
+		t.Fatalf("added cpus = %s, want 2 cpus of %s", slice2, bubble.Difference(slice))
+	}
+	u := updateFor(resp.GetUpdate(), s.Id)
+	if u == nil {
+		t.Fatalf("no update for the shared container in the CreateContainer response: %v", resp.GetUpdate())
+	}
+	if got, want := u.GetLinux().GetResources().GetCpu().GetCpus(), bubble.Difference(slice).Difference(slice2).String(); got != want {
+		t.Errorf("shrunk shared cpus = %q, want %q", got, want)
+	}
+	e.node.checkExclusive(t)
+
+	// Stop and remove: the shared container widens again.
+	upd := e.stopRemove(pod, g2)
+	u = updateFor(upd, s.Id)
+	if u == nil {
+		t.Fatalf("no update for the shared container in the StopContainer response: %v", upd)
+	}
+	if got, want := u.GetLinux().GetResources().GetCpu().GetCpus(), bubble.Difference(slice).String(); got != want {
+		t.Errorf("widened shared cpus = %q, want %q", got, want)
+	}
+	if got := e.applyAsync(); len(got) != 0 {
+		t.Errorf("RemoveContainer after StopContainer sent updates: %v", got)
+	}
+
+	r := e.p.Report()
+	if r.Pinning == nil || !r.Pinning.Active {
+		t.Fatalf("status pinning = %+v, want active", r.Pinning)
+	}
+	st, ok := r.Pinning.Allocations.(policy.Status)
+	if !ok || len(st.Pods) != 1 || st.Pods[0].Bubble != bubble.String() || len(st.Pods[0].Containers) != 2 {
+		t.Errorf("status allocations = %+v", r.Pinning.Allocations)
+	}
+
+	// Removing the pod returns the bubble to the node pool.
+	if err := e.rt.RemovePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	e.node.removePod(pod.Id)
+	if st := e.p.Report().Pinning.Allocations.(policy.Status); len(st.Pods) != 0 || st.NodeSharedPool != "0-15" {
+		t.Errorf("after RemovePodSandbox: %+v", st)
+	}
+}
+
+// TestPinningNodeShared: a pod without a budget runs in the node shared
+// pool; a budget pod arriving or leaving changes that pool, and the update
+// is sent with UpdateContainers (RunPodSandbox and RemovePodSandbox cannot
+// return updates).
+func TestPinningNodeShared(t *testing.T) {
+	e := setupPinning(t, nil)
+	plain := Pod("plain", "p0", cgroupfsParent, nil)
+	e.mustRunPod(plain)
+	c := Container(plain, "app")
+	resp := e.mustCreate(plain, c)
+	if got := adjCPU(resp).GetCpus(); got != "0-15" {
+		t.Fatalf("node shared cpus = %q, want 0-15", got)
+	}
+
+	pod := budgetPod("budget", "p1", 4)
+	e.mustRunPod(pod)
+	ups := e.applyAsync()
+	if len(ups) != 1 || updateFor(ups[0], c.Id) == nil {
+		t.Fatalf("updates after RunPodSandbox = %v, want one for %s", ups, c.Id)
+	}
+	bubble := mustSet(t, "0-15").Difference(e.node.cpus(t, c.Id))
+	if bubble.Size() != 4 {
+		t.Fatalf("node shared pool %s does not leave out a 4-cpu bubble", e.node.cpus(t, c.Id))
+	}
+
+	if err := e.rt.RemovePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	e.node.removePod(pod.Id)
+	e.applyAsync()
+	if got := e.node.cpus(t, c.Id).String(); got != "0-15" {
+		t.Errorf("after RemovePodSandbox node shared cpus = %q, want 0-15", got)
+	}
+}
+
+// TestPinningRejections: the policy's refusals reach the runtime side
+// verbatim, and nothing changes.
+func TestPinningRejections(t *testing.T) {
+	const noShared = "pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers"
+	tests := []struct {
+		name string
+		// first is created successfully, second is refused.
+		first, second func(*api.PodSandbox) *api.Container
+		want          string
+	}{
+		{
+			"exclusive container takes the last shared cpu",
+			func(p *api.PodSandbox) *api.Container { return Container(p, "shared") },
+			func(p *api.PodSandbox) *api.Container { return Container(p, "big", WithGuaranteedCPUs(2, gi)) },
+			noShared,
+		},
+		{
+			"shared container after the budget is all exclusive",
+			func(p *api.PodSandbox) *api.Container { return Container(p, "big", WithGuaranteedCPUs(2, gi)) },
+			func(p *api.PodSandbox) *api.Container { return Container(p, "shared") },
+			noShared,
+		},
+		{
+			"container requests above the pod budget",
+			func(p *api.PodSandbox) *api.Container { return Container(p, "one", WithGuaranteedCPUs(1, gi)) },
+			func(p *api.PodSandbox) *api.Container { return Container(p, "two", WithGuaranteedCPUs(2, gi)) },
+			"inconsistent resources",
+		},
+		{
+			"bad lifecycle annotation",
+			func(p *api.PodSandbox) *api.Container { return Container(p, "one", WithGuaranteedCPUs(1, gi)) },
+			func(p *api.PodSandbox) *api.Container {
+				p.Annotations = map[string]string{nri.LifecycleAnnotationPrefix + "odd": "sometimes"}
+				return Container(p, "odd")
+			},
+			"invalid lifecycle annotation",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setupPinning(t, nil)
+			pod := budgetPod("tight", "p1", 2)
+			e.mustRunPod(pod)
+			first := tc.first(pod)
+			e.mustCreate(pod, first)
+			before := e.p.Report().Pinning.Allocations.(policy.Status)
+
+			_, err := e.create(pod, tc.second(pod))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+			after := e.p.Report().Pinning.Allocations.(policy.Status)
+			if len(after.Pods[0].Containers) != 1 || after.Pods[0].SharedPool != before.Pods[0].SharedPool {
+				t.Errorf("refusal changed the state: before %+v after %+v", before, after)
+			}
+		})
+	}
+
+	t.Run("bad pod budget fails the pod", func(t *testing.T) {
+		e := setupPinning(t, nil)
+		pod := Pod("bad", "p9", cgroupfsParent, map[string]string{"resources.cgdelegate.io/pod": "cpu=lots"})
+		err := e.runPod(pod)
+		if err == nil || !strings.Contains(err.Error(), "malformed resources annotation") {
+			t.Fatalf("RunPodSandbox err = %v", err)
+		}
+	})
+}
+
+// TestPinningKubeletStaticCPUManager: with the kubelet's static CPU manager
+// active, cgdelegate does not pin (unless told to) and says why; writable
+// cgroups keep working.
+func TestPinningKubeletStaticCPUManager(t *testing.T) {
+	tests := []struct {
+		name       string
+		state      string // "" = no file
+		allow      bool
+		wantActive bool
+		wantReason string
+	}{
+		{"no state file", "", false, true, ""},
+		{"policy none", `{"policyName":"none","defaultCpuSet":"","checksum":1}`, false, true, ""},
+		{"policy static", `{"policyName":"static","defaultCpuSet":"0-15","checksum":2}`, false, false, `kubelet's static CPU manager is active`},
+		{"policy static, allowed", `{"policyName":"static","defaultCpuSet":"0-15","checksum":2}`, true, true, ""},
+		{"unreadable state", `{"policyName":`, false, false, "cannot tell whether"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setupPinning(t, func(c *config.Config) {
+				c.AllowKubeletStaticCPUManager = tc.allow
+				if tc.state != "" {
+					if err := os.WriteFile(c.KubeletCPUManagerState, []byte(tc.state), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+			r := e.p.Report()
+			if r.Pinning == nil || r.Pinning.Active != tc.wantActive || !strings.Contains(r.Pinning.Reason, tc.wantReason) {
+				t.Fatalf("status pinning = %+v, want active=%v reason ~ %q", r.Pinning, tc.wantActive, tc.wantReason)
+			}
+
+			pod := WithPodResources(Pod("w", "p1", cgroupfsParent, writable("")), 2000, 2000, gi)
+			e.mustRunPod(pod)
+			resp := e.mustCreate(pod, Container(pod, "app", WithGuaranteedCPUs(1, gi)))
+			if cgroupMount(resp.GetAdjust().GetMounts()) == nil {
+				t.Errorf("writable cgroups lost: adjustment mounts %v", resp.GetAdjust().GetMounts())
+			}
+			pinned := adjCPU(resp).GetCpus() != ""
+			if pinned != tc.wantActive {
+				t.Errorf("pinned = %v (cpus %q), want %v", pinned, adjCPU(resp).GetCpus(), tc.wantActive)
+			}
+		})
+	}
+}
+
+// TestPinningRestartDuringChurn kills the plugin in the middle of churn.
+// The runtime keeps going without it; a new plugin instance rebuilds from
+// Synchronize, repairs what changed meanwhile, and no CPU is exclusive to
+// two containers afterwards.
+func TestPinningRestartDuringChurn(t *testing.T) {
+	e := setupPinning(t, nil)
+	p1 := budgetPod("one", "p1", 4)
+	p2 := budgetPod("two", "p2", 4)
+	plain := Pod("plain", "p0", cgroupfsParent, nil)
+	for _, p := range []*api.PodSandbox{p1, p2, plain} {
+		e.mustRunPod(p)
+	}
+	g1 := Container(p1, "g1", WithGuaranteedCPUs(1, gi))
+	s1 := Container(p1, "s1", WithResources(250, 1000, 256*mi))
+	g2 := Container(p2, "g2", WithGuaranteedCPUs(2, gi))
+	s2 := Container(p2, "s2")
+	n0 := Container(plain, "n0")
+	for _, c := range []*api.Container{g1, s1, g2, s2, n0} {
+		e.mustCreate(podOf(c, p1, p2, plain), c)
+	}
+	g3 := Container(p1, "g3", WithGuaranteedCPUs(1, gi))
+	e.mustCreate(p1, g3)
+	e.node.checkExclusive(t)
+	oldSlices := map[string]string{}
+	for _, c := range []*api.Container{g1, g2} {
+		oldSlices[c.Id] = e.node.cpus(t, c.Id).String()
+	}
+
+	// The plugin dies. The runtime goes on: g3 stops, a new budget pod with
+	// a Guaranteed container starts, and a container is added to p2, none
+	// of them seen by the plugin.
+	e.stub.Stop()
+	e.p.WaitUpdates()
+	ctx := context.Background()
+	g3c := e.node.ctrs[g3.Id]
+	g3c.State = api.ContainerState_CONTAINER_STOPPED
+	if _, err := e.rt.StopContainer(ctx, p1, g3c); err != nil {
+		t.Fatal(err)
+	}
+	p3 := budgetPod("three", "p3", 2)
+	e.mustRunPod(p3)
+	g4 := Container(p3, "g4", WithGuaranteedCPUs(1, gi))
+	s4 := Container(p3, "s4")
+	g5 := Container(p2, "g5", WithGuaranteedCPUs(1, gi))
+	for _, c := range []*api.Container{g4, s4, g5} {
+		resp := e.mustCreate(podOf(c, p1, p2, p3), c)
+		if adjCPU(resp).GetCpus() != "" {
+			t.Fatalf("a disconnected plugin pinned %s", c.Name)
+		}
+		// Unpinned, the runtime runs it on every CPU.
+		cpuOf(e.node.ctrs[c.Id]).Cpus = "0-15"
+	}
+
+	// A new plugin instance: Synchronize is the truth. It widens s1 (g3
+	// stopped), pins g4, s4 and g5, and shrinks s2 and n0 around them.
+	repairs := e.connect()
+	for _, c := range []*api.Container{s1, g4, s4, g5, s2, n0} {
+		if updateFor(repairs, c.Id) == nil {
+			t.Errorf("Synchronize sent no repair for %s: %v", c.Name, repairs)
+		}
+	}
+	for _, c := range []*api.Container{g1, g2} {
+		if u := updateFor(repairs, c.Id); u != nil {
+			t.Errorf("Synchronize moved intact exclusive container %s: %v", c.Name, u)
+		}
+	}
+	for _, c := range []*api.Container{g4, s4, g5} {
+		if _, ok := e.node.ctrs[c.Id].Annotations[policy.StampAnnotation]; !ok {
+			// Annotations cannot be added after creation; the rebuilt
+			// assignment is checked through the policy instead.
+			e.node.ctrs[c.Id].Annotations[policy.StampAnnotation] = stampOf(t, e.p, c.Id)
+		}
+	}
+	e.node.checkExclusive(t)
+	for id, want := range oldSlices {
+		if got := e.node.cpus(t, id).String(); got != want {
+			t.Errorf("restart moved exclusive container %s from %s to %s", id, want, got)
+		}
+	}
+	for _, c := range []*api.Container{g4, g5} {
+		if st := e.node.stamp(t, c.Id); st.Pool != policy.PoolExclusive || e.node.cpus(t, c.Id).Size() != 1 {
+			t.Errorf("container %s after rebuild: pool %s cpus %s, want one exclusive cpu", c.Name, st.Pool, e.node.cpus(t, c.Id))
+		}
+	}
+	// g3 stopped while the plugin was away: its cpu is back in p1's
+	// shared pool.
+	if g3cpus := e.node.stamp(t, g3.Id).CPUs; !g3cpus.IsSubsetOf(e.node.cpus(t, s1.Id)) {
+		t.Errorf("s1 runs on %s; stopped g3's %s was not returned to it", e.node.cpus(t, s1.Id), g3cpus)
+	}
+	st := e.p.Report().Pinning.Allocations.(policy.Status)
+	for _, pod := range st.Pods {
+		for _, c := range pod.Containers {
+			if c.ID == g3.Id {
+				t.Errorf("stopped container %s is still allocated: %+v", g3.Id, c)
+			}
+		}
+	}
+
+	// Subsequent adds still work and stay disjoint.
+	e.stopRemove(p1, g3c)
+	g6 := Container(p1, "g6", WithGuaranteedCPUs(1, gi))
+	resp := e.mustCreate(p1, g6)
+	if u := updateFor(resp.GetUpdate(), s1.Id); u == nil {
+		t.Errorf("adding g6 did not shrink s1: %v", resp.GetUpdate())
+	}
+	g7 := Container(p3, "g7")
+	e.mustCreate(p3, g7)
+	e.node.checkExclusive(t)
+}
+
+func podOf(c *api.Container, pods ...*api.PodSandbox) *api.PodSandbox {
+	for _, p := range pods {
+		if p.Id == c.PodSandboxId {
+			return p
+		}
+	}
+	return nil
+}
+
+func stampOf(t *testing.T, p *nri.Plugin, id string) string {
+	t.Helper()
+	st := p.Report().Pinning.Allocations.(policy.Status)
+	for _, pod := range st.Pods {
+		for _, c := range pod.Containers {
+			if c.ID == id {
+				return policy.Assignment{
+					Pool:   c.Pool,
+					Bubble: mustSet(t, pod.Bubble),
+					CPUs:   mustSet(t, c.CPUs),
+					Mems:   mustSet(t, c.Mems),
+				}.Stamp()
+			}
+		}
+	}
+	t.Fatalf("container %s not in the allocation table", id)
+	return ""
+}
