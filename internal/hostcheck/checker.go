@@ -16,7 +16,8 @@ import (
 // keeps it open and asks the kernel, with a non-blocking poll(2), whether the
 // mount namespace changed since the last read; procfs raises POLLPRI on any
 // mount, umount or remount. Only then does it read and parse the table
-// again. For other files (test fixtures) it re-reads on every call.
+// again. For other files (fixtures, copies) it re-reads when the file's
+// inode, size or modification time changed.
 type Checker struct {
 	path string
 	root string
@@ -26,7 +27,26 @@ type Checker struct {
 	pollOK bool
 	last   Status
 	lastOK bool
+	stamp  fileStamp
 	buf    bytes.Buffer
+}
+
+// fileStamp identifies one version of a regular file.
+type fileStamp struct {
+	ino, size uint64
+	mtime     unix.Timespec
+}
+
+func statStamp(path string) (fileStamp, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fileStamp{}, false
+	}
+	return stampOf(&st), true
+}
+
+func stampOf(st *unix.Stat_t) fileStamp {
+	return fileStamp{ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim}
 }
 
 // NewChecker returns a Checker for the mount table at mountinfoPath and the
@@ -46,8 +66,17 @@ func (c *Checker) CgroupRoot() string { return c.root }
 func (c *Checker) Check() (Status, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.lastOK && c.pollOK && !c.changed() {
-		return c.last, nil
+	if c.lastOK {
+		if c.pollOK && !c.changed() {
+			return c.last, nil
+		}
+		if !c.pollOK {
+			if st, ok := statStamp(c.path); ok && st == c.stamp {
+				return c.last, nil
+			}
+			// The file may have been replaced: open it afresh.
+			_ = c.closeLocked()
+		}
 	}
 	st, err := c.read()
 	if err != nil {
@@ -101,6 +130,14 @@ func (c *Checker) read() (Status, error) {
 		c.f = f
 		var sfs unix.Statfs_t
 		c.pollOK = unix.Fstatfs(int(f.Fd()), &sfs) == nil && sfs.Type == unix.PROC_SUPER_MAGIC
+		if !c.pollOK {
+			// Stamp the opened file, not the path: a file renamed over the
+			// path after the open must still be seen as a change.
+			var st unix.Stat_t
+			if unix.Fstat(int(f.Fd()), &st) == nil {
+				c.stamp = stampOf(&st)
+			}
+		}
 	} else if _, err := c.f.Seek(0, io.SeekStart); err != nil {
 		return Status{CgroupRoot: c.root}, fmt.Errorf("rewind mount table %q: %w", c.path, err)
 	}

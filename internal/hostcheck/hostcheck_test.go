@@ -203,3 +203,33 @@ func TestWatchErrors(t *testing.T) {
 		t.Fatal("zero interval: want an error")
 	}
 }
+
+// A table replaced by rename (as atomic writers do) is seen.
+func TestCheckerSeesRenamedTable(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mountinfo")
+	if err := os.WriteFile(path, []byte(mountsV2Nsdelegate), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := NewChecker(path, "/sys/fs/cgroup")
+	defer c.Close()
+	for i, tc := range []struct {
+		table string
+		want  error
+	}{{mountsV2Nsdelegate, nil}, {mountsV2Plain, ErrNoNsdelegate}, {mountsHybrid, ErrCgroupV1}, {mountsV2Nsdelegate, nil}} {
+		tmp := filepath.Join(dir, "next")
+		if err := os.WriteFile(tmp, []byte(tc.table), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+		st, err := c.Check()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Err(); !errors.Is(got, tc.want) || (tc.want == nil) != (got == nil) {
+			t.Fatalf("step %d: Err() = %v, want %v", i, got, tc.want)
+		}
+	}
+}
