@@ -365,8 +365,16 @@ func containerUpdates(as []policy.Assignment) []*api.ContainerUpdate {
 	}
 	out := make([]*api.ContainerUpdate, 0, len(as))
 	idx := make(map[string]int, len(as))
+	var str setStrings
 	for _, a := range as {
-		u := containerUpdate(a)
+		cpu := &api.LinuxCPU{Cpus: str.of(a.CPUs), Mems: str.of(a.Mems)}
+		if a.DisableQuota {
+			cpu.Quota = api.Int64(-1)
+		}
+		u := &api.ContainerUpdate{
+			ContainerId: a.ContainerID,
+			Linux:       &api.LinuxContainerUpdate{Resources: &api.LinuxResources{Cpu: cpu}},
+		}
 		if i, ok := idx[a.ContainerID]; ok {
 			out[i] = u
 			continue
@@ -377,12 +385,26 @@ func containerUpdates(as []policy.Assignment) []*api.ContainerUpdate {
 	return out
 }
 
-func containerUpdate(a policy.Assignment) *api.ContainerUpdate {
-	u := &api.ContainerUpdate{ContainerId: a.ContainerID}
-	u.SetLinuxCPUSetCPUs(a.CPUs.String())
-	u.SetLinuxCPUSetMems(a.Mems.String())
-	if a.DisableQuota {
-		u.SetLinuxCPUQuota(-1)
+// setStrings memoizes cpuset.String: the containers of one pool share their
+// sets, and formatting dominates a 50-container update otherwise.
+type setStrings []struct {
+	set cpuset.CPUSet
+	s   string
+}
+
+func (c *setStrings) of(set cpuset.CPUSet) string {
+	for _, e := range *c {
+		// Size and subset, not Equals: Equals is reflect.DeepEqual.
+		if e.set.Size() == set.Size() && e.set.IsSubsetOf(set) {
+			return e.s
+		}
 	}
-	return u
+	s := set.String()
+	if len(*c) < 8 {
+		*c = append(*c, struct {
+			set cpuset.CPUSet
+			s   string
+		}{set, s})
+	}
+	return s
 }
