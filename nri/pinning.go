@@ -50,6 +50,9 @@ func newPinning(cfg config.Config, log *slog.Logger) *pinning {
 		log.Error("CPU pinning is INACTIVE", "reason", reason)
 		return &pinning{reason: reason}
 	}
+	if cfg.AllowKubeletStaticCPUManager {
+		log.Warn("allowKubeletStaticCPUManager is set: pinning even if the kubelet's static CPU manager is active", "state", cfg.KubeletCPUManagerState)
+	}
 	topo, err := topology.Discover(cfg.SysfsRoot)
 	if err != nil {
 		reason := fmt.Sprintf("cannot discover the CPU topology under %s: %v", cfg.SysfsRoot, err)
