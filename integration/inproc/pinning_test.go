@@ -732,3 +732,35 @@ func stampOf(t *testing.T, p *nri.Plugin, id string) string {
 	t.Fatalf("container %s not in the allocation table", id)
 	return ""
 }
+
+// TestPinningWritableRefusalHoldsNoCPUs: a container refused by the
+// writable-cgroups checks never reaches the CPU policy; one that passes gets
+// both its cgroup mount and its cpuset in one adjustment.
+func TestPinningWritableRefusalHoldsNoCPUs(t *testing.T) {
+	e := setupPinning(t, nil)
+	pod := WithPodResources(Pod("w", "p1", cgroupfsParent, writable("")), 2000, 2000, gi)
+	e.mustRunPod(pod)
+
+	if err := e.host.SetNsdelegate(false); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.create(pod, Container(pod, "refused", WithGuaranteedCPUs(1, gi)))
+	if err == nil || !strings.Contains(err.Error(), "nsdelegate") {
+		t.Fatalf("err = %v, want an nsdelegate refusal", err)
+	}
+	st := e.p.Report().Pinning.Allocations.(policy.Status)
+	if len(st.Pods) != 1 || len(st.Pods[0].Containers) != 0 || st.Pods[0].SharedPool != st.Pods[0].Bubble {
+		t.Fatalf("refused container holds cpus: %+v", st.Pods)
+	}
+
+	if err := e.host.SetNsdelegate(true); err != nil {
+		t.Fatal(err)
+	}
+	resp := e.mustCreate(pod, Container(pod, "ok", WithGuaranteedCPUs(1, gi)))
+	if cgroupMount(resp.GetAdjust().GetMounts()) == nil || adjCPU(resp).GetCpus() == "" || adjCPU(resp).GetQuota().GetValue() != -1 {
+		t.Fatalf("adjustment lacks the cgroup mount or the pinning: %v", resp.GetAdjust())
+	}
+	if resp.GetAdjust().GetAnnotations()[policy.StampAnnotation] == "" {
+		t.Errorf("no %s annotation in %v", policy.StampAnnotation, resp.GetAdjust().GetAnnotations())
+	}
+}
