@@ -39,6 +39,10 @@ type consoleReport struct {
 	Output map[string][]string
 	// Problems lists malformed markers.
 	Problems []string
+	// KernelCrashed is set when the guest kernel oopsed or panicked;
+	// CrashLine is the first such line.
+	KernelCrashed bool
+	CrashLine     string
 
 	current string
 }
@@ -52,6 +56,9 @@ func (r *consoleReport) Feed(line string) {
 	line = strings.TrimRight(line, "\r")
 	if strings.Contains(line, markBoot) {
 		r.Booted = true
+	}
+	if !r.KernelCrashed && (strings.Contains(line, "] Oops: ") || strings.Contains(line, "] Kernel panic - ")) {
+		r.KernelCrashed, r.CrashLine = true, strings.TrimSpace(line)
 	}
 	if i := strings.Index(line, markResult); i >= 0 {
 		var res guestResult

@@ -14,6 +14,7 @@ func TestConsoleReport(t *testing.T) {
 		results  map[string]string
 		done     *guestDone
 		problems int
+		crashed  bool
 		output   map[string]int
 	}{
 		{
@@ -45,6 +46,12 @@ CGD-DONE {"exit":1}`,
 			results:  map[string]string{"TestC": "pass"},
 			problems: 1,
 		},
+		{
+			name:    "kernel oops under TCG",
+			console: "[    3.072918] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n[    3.1] Kernel panic - not syncing: Fatal exception",
+			results: map[string]string{},
+			crashed: true,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +71,9 @@ CGD-DONE {"exit":1}`,
 			}
 			if !reflect.DeepEqual(r.Done, tc.done) {
 				t.Errorf("done = %+v, want %+v", r.Done, tc.done)
+			}
+			if r.KernelCrashed != tc.crashed {
+				t.Errorf("KernelCrashed = %v (%q), want %v", r.KernelCrashed, r.CrashLine, tc.crashed)
 			}
 			if len(r.Problems) != tc.problems {
 				t.Errorf("problems = %q, want %d", r.Problems, tc.problems)

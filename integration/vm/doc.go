@@ -1,12 +1,34 @@
 // Package vm is the host side of the integration suite: it builds a small
 // qemu VM with pure cgroup v2 (with or without nsdelegate), real containerd
 // 2.x with NRI, real runc and cgdelegate, boots it once per variant and
-// reports every guest scenario as its own subtest.
+// reports every guest scenario as its own subtest, variant/scenario.
 //
 // The harness itself lives in vm_test.go behind the integration_vm build tag;
-// run it with `make integration`. The files without a build tag are its pure
-// helpers (initramfs and OCI image writers, console result parsing), unit
-// tested by the ordinary `go test`.
+// run it with `make integration` after integration/vm/install-deps.sh. The
+// files without a build tag are its pure helpers (initramfs and OCI image
+// writers, console result parsing), unit tested by the ordinary `go test`.
+//
+// What it builds, and where:
+//   - the Debian 6.12 kernel (apt-get download + dpkg-deb), containerd (each
+//     pinned version) and runc with go install, cached by version under
+//     $CGDELEGATE_CACHE (default $HOME/.cache/cgdelegate-integration);
+//   - cgdelegate, cgdelegate-hook, the guest test binary, a pause and a null
+//     CNI plugin, the busybox and pause OCI images and one uncompressed
+//     initramfs per containerd version, in a temporary work dir, every run.
+//
+// Knobs, all optional:
+//
+//	CGD_VARIANTS=ctd24,numa         boot only variants whose name contains one of these
+//	CGD_SCENARIOS=TestS01...,...    run only these guest scenarios
+//	CGD_VM_VERBOSE=1                stream the whole serial console into the test log
+//	CGD_KEEP_WORKDIR=1              keep the work dir (initramfs, console logs)
+//	CGD_QEMU_ACCEL=kvm              qemu accelerator (default tcg,thread=multi;
+//	                                nested KVM hangs a stock kernel on our machines)
+//
+// The guest side protocol: /init prints CGD-BOOT, each scenario prints
+// "CGD-RESULT {json}", the guest test binary's exit is "CGD-DONE {json}".
+// A scenario without a result line fails; so does a boot that never
+// finishes.
 //
 // Do not use this package for anything but the integration suite: it runs
 // go install, apt-get download and qemu-system-x86_64 on the host.

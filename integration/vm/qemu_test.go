@@ -24,6 +24,7 @@ type bootSpec struct {
 	SMP               int
 	NUMA              bool // two NUMA nodes, CPUs and memory split evenly
 	MemoryMiB         int
+	Accel             string // qemu -accel value; empty means TCG
 	LogPath           string // full console log
 	BootTimeout       time.Duration
 	Timeout           time.Duration
@@ -35,8 +36,12 @@ var (
 )
 
 func (s bootSpec) args() []string {
+	accel := s.Accel
+	if accel == "" {
+		accel = "tcg,thread=multi"
+	}
 	args := []string{
-		"-accel", "tcg,thread=multi", "-cpu", "max",
+		"-accel", accel, "-cpu", "max",
 		"-m", fmt.Sprint(s.MemoryMiB), "-smp", fmt.Sprint(s.SMP),
 		"-nographic", "-no-reboot", "-nic", "none",
 		"-kernel", s.Kernel, "-initrd", s.Initramfs,
