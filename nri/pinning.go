@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
+
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
@@ -214,8 +216,15 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 // RemovePodSandbox returns a pod's bubble to the node shared pool; the
 // widened containers are updated with UpdateContainers.
 func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	if pod == nil {
+		return nil
+	}
+	if rel, err := cgroupfs.PodPath(pod.GetLinux().GetCgroupParent()); err == nil {
+		h := p.h.Load()
+		h.bounds.forget(h.fs.Dir(rel))
+	}
 	pn := p.pin.Load()
-	if pod == nil || !pn.active() {
+	if !pn.active() {
 		return nil
 	}
 	upd, err := pn.policy.RemovePod(pod.GetId())

@@ -46,6 +46,7 @@ type host struct {
 	checker *hostcheck.Checker
 	fs      *cgroupfs.FS
 	feature *feature.File
+	bounds  boundsCache
 }
 
 func newHost(cfg config.Config) *host {
@@ -128,7 +129,8 @@ func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (ap
 	p.mu.Unlock()
 	p.log.Info("configured", "runtime", runtime, "version", version, "blob", len(blob) > 0)
 	p.Refresh()
-	events := "CreateContainer"
+	// RemovePodSandbox lets the pod bounds cache forget the pod.
+	events := "CreateContainer,RemovePodSandbox"
 	if p.pin.Load().active() {
 		events += "," + pinningEvents
 	}
@@ -287,9 +289,14 @@ func (p *Plugin) makeWritable(h *host, l *slog.Logger, pod *api.PodSandbox, ctr 
 	if err != nil {
 		return nil, fmt.Errorf("writable cgroups need pod bounds, but the pod cgroup is unknown: %w", err)
 	}
-	got, err := h.fs.ApplyBounds(podRel, want)
-	if err != nil {
-		return nil, fmt.Errorf("writable cgroups need pod bounds on %q (cgroup parent %q): %w", h.fs.Dir(podRel), parent, err)
+	podDir := h.fs.Dir(podRel)
+	got, cached := h.bounds.lookup(podDir, want)
+	if !cached {
+		got, err = h.fs.ApplyBounds(podRel, want)
+		if err != nil {
+			return nil, fmt.Errorf("writable cgroups need pod bounds on %q (cgroup parent %q): %w", podDir, parent, err)
+		}
+		h.bounds.store(podDir, want, got)
 	}
 
 	adj := &api.ContainerAdjustment{}

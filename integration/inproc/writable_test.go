@@ -359,3 +359,34 @@ func TestErrorReachesRuntimeAsRefusal(t *testing.T) {
 		t.Fatalf("error %q does not name the pod and container", err)
 	}
 }
+
+// The bounds of a pod are read once per pod; RemovePodSandbox forgets them,
+// so a pod cgroup re-created under the same parent is bounded again.
+func TestBoundsCacheForgetsRemovedPods(t *testing.T) {
+	e := setup(t, true, nil)
+	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	if _, err := e.create(t, pod, Container(pod, "a")); err != nil {
+		t.Fatal(err)
+	}
+	// Someone loosens the bound behind the plugin's back: the cache does not
+	// see it (the hook does, at start), but a new pod does.
+	dir := e.host.CgroupRoot + cgroupfsParent
+	if err := os.WriteFile(dir+"/cgroup.max.descendants", []byte("max\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.create(t, pod, Container(pod, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.host.ReadPodFile(cgroupfsParent, "cgroup.max.descendants"); got != "max" {
+		t.Fatalf("second container of the pod re-read the bounds: %q", got)
+	}
+	if err := e.rt.RemovePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.create(t, pod, Container(pod, "c")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.host.ReadPodFile(cgroupfsParent, "cgroup.max.descendants"); got != "250" {
+		t.Fatalf("after RemovePodSandbox the pod was not bounded again: %q", got)
+	}
+}
