@@ -50,9 +50,3 @@ func (c *boundsCache) forget(dir string) {
 		}
 	}
 }
-
-func (c *boundsCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.m)
-}
