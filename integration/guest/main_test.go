@@ -154,7 +154,10 @@ func begin(t *testing.T) *guestEnv {
 		b, _ := json.Marshal(map[string]any{"test": t.Name(), "result": res, "seconds": time.Since(start).Seconds()})
 		fmt.Printf("CGD-RESULT %s\n", b)
 	})
-	if env == nil || env.setupErr != nil {
+	if env == nil {
+		t.Fatal("TestMain did not run: use the guest test binary only inside the VM")
+	}
+	if env.setupErr != nil {
 		t.Fatalf("VM setup failed: %v", env.setupErr)
 	}
 	return env
