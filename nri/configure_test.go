@@ -26,7 +26,6 @@ func testConfig(t *testing.T) config.Config {
 	c.MountinfoPath = filepath.Join(dir, "mountinfo")
 	c.FeatureFile = filepath.Join(dir, "feature")
 	c.StatusFile = filepath.Join(dir, "status.json")
-	c.CheckpointFile = config.Disabled
 	return c
 }
 

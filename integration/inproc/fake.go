@@ -116,7 +116,6 @@ func (h *FakeHost) Config() config.Config {
 	c.ProcRoot = filepath.Join(h.Dir, "proc")
 	c.FeatureFile = h.FeatureFile
 	c.StatusFile = h.StatusFile
-	c.CheckpointFile = config.Disabled
 	return c
 }
 

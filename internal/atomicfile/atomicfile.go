@@ -3,7 +3,7 @@
 // directory, sync it, rename it over the target, sync the directory.
 //
 // Use it for state other programs read (the NFD feature file, the status
-// file, the checkpoint). Not for cgroupfs: that is internal/cgroupfs.
+// file). Not for cgroupfs: that is internal/cgroupfs.
 package atomicfile
 
 import (

@@ -72,11 +72,9 @@ const (
 	DefaultMaxDepth        = 50
 	DefaultFeatureFile     = "/etc/kubernetes/node-feature-discovery/features.d/cgdelegate"
 	DefaultStatusFile      = "/run/cgdelegate/status.json"
-	DefaultCheckpointFile  = "/var/lib/cgdelegate/checkpoint.json"
 	DefaultKubeletCPUState = "/var/lib/kubelet/cpu_manager_state"
 	DefaultHookTimeout     = 10
-	// Disabled turns off an optional file (featureFile, statusFile,
-	// checkpointFile).
+	// Disabled turns off an optional file (featureFile, statusFile).
 	Disabled = "none"
 )
 
@@ -122,9 +120,6 @@ type Config struct {
 	TopologyScope TopologyScope `json:"topologyScope,omitempty"`
 	// ReservedCPUs is a Linux cpuset list (e.g. "0,1") never handed out.
 	ReservedCPUs string `json:"reservedCPUs,omitempty"`
-	// CheckpointFile is an optional second source of allocation state,
-	// written atomically. Synchronize stays the truth. "none" disables it.
-	CheckpointFile string `json:"checkpointFile,omitempty"`
 	// KubeletCPUManagerState is the kubelet cpu_manager_state file. When it
 	// names the static policy, cgdelegate refuses to pin CPUs.
 	KubeletCPUManagerState string `json:"kubeletCPUManagerState,omitempty"`
@@ -153,7 +148,6 @@ func (c *Config) applyDefaults() {
 	setStr(&c.KubeletCPUManagerState, DefaultKubeletCPUState)
 	setStr(&c.FeatureFile, DefaultFeatureFile)
 	setStr(&c.StatusFile, DefaultStatusFile)
-	setStr(&c.CheckpointFile, DefaultCheckpointFile)
 	if c.Guard == "" {
 		c.Guard = GuardEnforce
 	}
@@ -242,7 +236,6 @@ func (c Config) Validate() error {
 	abs("hookPath", c.HookPath, false)
 	abs("featureFile", c.FeatureFile, true)
 	abs("statusFile", c.StatusFile, true)
-	abs("checkpointFile", c.CheckpointFile, true)
 	abs("kubeletCPUManagerState", c.KubeletCPUManagerState, false)
 
 	switch c.Guard {
@@ -277,9 +270,6 @@ func (c Config) FeatureFilePath() string { return enabled(c.FeatureFile) }
 
 // StatusFilePath is StatusFile, or "" when disabled.
 func (c Config) StatusFilePath() string { return enabled(c.StatusFile) }
-
-// CheckpointFilePath is CheckpointFile, or "" when disabled.
-func (c Config) CheckpointFilePath() string { return enabled(c.CheckpointFile) }
 
 func enabled(p string) string {
 	if p == Disabled {
