@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -61,7 +60,7 @@ func defaultCacheDir() (string, error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", fmt.Errorf("cache dir: %w", err)
+		return filepath.Join(os.TempDir(), "cgdelegate-integration-cache"), nil //nolint:nilerr // no $HOME: a temp cache still works
 	}
 	return filepath.Join(home, ".cache", "cgdelegate-integration"), nil
 }
@@ -191,6 +190,13 @@ func (b *builder) kernelPackage(ctx context.Context) (name, version string, err 
 
 func (b *builder) kernel(ctx context.Context) (dir, pkg string, err error) {
 	name, version, err := b.kernelPackage(ctx)
+	if err != nil {
+		// Package lists may be missing or stale on a fresh machine.
+		b.log.Warn("cannot resolve the kernel package; running apt-get update", "err", err)
+		if _, uerr := b.run(ctx, "", nil, "apt-get", "update", "-qq"); uerr == nil {
+			name, version, err = b.kernelPackage(ctx)
+		}
+	}
 	if err != nil {
 		// Offline or no apt lists: fall back to any kernel already cached.
 		if matches, _ := filepath.Glob(filepath.Join(b.cacheDir, "kernel", "*", ".complete")); len(matches) > 0 {
@@ -338,10 +344,30 @@ const (
 	guestGroup  = "root:x:0:\nnogroup:x:65534:\n"
 )
 
+// hostTools are the host commands the harness runs; install-deps.sh
+// installs the ones that are not part of a Go toolchain.
+var hostTools = []string{"go", "qemu-system-x86_64", "apt-get", "apt-cache", "dpkg-deb", "tar", "xz", "gcc"}
+
+func checkHostTools() error {
+	var missing []string
+	for _, tool := range hostTools {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("host tools missing: %s (run integration/vm/install-deps.sh)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
 // buildAll produces every artifact. Only the plugin and hook may fail
 // without failing the build: the scenarios that need them then fail.
 func (b *builder) buildAll(ctx context.Context, versions []string) (*artifacts, error) {
 	a := &artifacts{Busybox: busyboxPath, Containerd: map[string]string{}}
+	if err := checkHostTools(); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(busyboxPath); err != nil {
 		return nil, fmt.Errorf("busybox-static (run integration/vm/install-deps.sh): %w", err)
 	}
@@ -381,25 +407,4 @@ func (b *builder) buildAll(ctx context.Context, versions []string) (*artifacts, 
 		a.PluginErr = errors.Join(perr, herr)
 	}
 	return a, nil
-}
-
-// copyFile is io.Copy between paths.
-func copyFile(dst, src string, perm os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return fmt.Errorf("copy %s: %w", src, err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
-	if err != nil {
-		return fmt.Errorf("copy to %s: %w", dst, err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("copy to %s: %w", dst, err)
-	}
-	return nil
 }

@@ -65,7 +65,7 @@ done
 
 echo "CGD-BOOT kernel=$(uname -r) cpus=$(nproc) cgroup=$(grep ' /sys/fs/cgroup ' /proc/self/mountinfo | sed 's/.* - //')"
 
-/cgd/guest.test -test.v -test.timeout=20m
+/cgd/guest.test -test.v -test.timeout=10m
 rc=$?
 echo "CGD-DONE {\"exit\":$rc}"
 sync
