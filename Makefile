@@ -40,7 +40,10 @@ bench:
 demo: build
 	$(GO) run ./integration/cmd/demo
 
+# The VM suite (integration/vm): installs its host packages if missing
+# (idempotent), then builds, boots and reports every scenario.
 integration:
+	bash integration/vm/install-deps.sh
 	$(GO) test -tags integration_vm -count=1 -v -timeout 40m ./integration/vm/
 
 clean:
