@@ -23,10 +23,12 @@ const (
 	busyboxPath       = "/bin/busybox"
 )
 
-// containerdVersions are the containerd lines the suite runs against: the
-// current release and the newest 2.3 LTS the module proxy served when the
-// suite was written.
-var containerdVersions = []string{"v2.4.2", "v2.3.7"}
+// The containerd lines the suite runs against: the current release and the
+// newest 2.3 LTS the module proxy served when the suite was written.
+const (
+	containerd24 = "v2.4.2"
+	containerd23 = "v2.3.7"
+)
 
 // builder builds and caches the VM's ingredients.
 type builder struct {
@@ -54,15 +56,17 @@ type artifacts struct {
 	PluginErr    error
 }
 
-func defaultCacheDir() (string, error) {
+// defaultCacheDir is $CGDELEGATE_CACHE, else ~/.cache/cgdelegate-integration
+// (a temp dir when there is no home).
+func defaultCacheDir() string {
 	if d := os.Getenv("CGDELEGATE_CACHE"); d != "" {
-		return d, nil
+		return d
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return filepath.Join(os.TempDir(), "cgdelegate-integration-cache"), nil //nolint:nilerr // no $HOME: a temp cache still works
+		return filepath.Join(os.TempDir(), "cgdelegate-integration-cache")
 	}
-	return filepath.Join(home, ".cache", "cgdelegate-integration"), nil
+	return filepath.Join(home, ".cache", "cgdelegate-integration")
 }
 
 // run runs a command with its output captured; on failure the error

@@ -52,7 +52,7 @@ func (c *cpioWriter) header(name string, mode uint32, size int64, rdevMajor, rde
 	}
 	b.WriteString(name)
 	b.WriteByte(0)
-	for (b.Len())%4 != 0 {
+	for b.Len()%4 != 0 {
 		b.WriteByte(0)
 	}
 	_, c.err = c.w.WriteString(b.String())

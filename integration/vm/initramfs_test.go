@@ -40,9 +40,11 @@ func packInitramfs(dst string, a *artifacts, containerdVersion string) (err erro
 		}
 	}()
 	w := newCPIOWriter(f)
-	for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin", "etc", "proc", "sys", "dev",
+	for _, d := range []string{
+		"bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin", "etc", "proc", "sys", "dev",
 		"run", "tmp", "root", "var/lib", "var/log", "lib/modules", "cgd/images", "opt/nri/plugins", "etc/nri/conf.d",
-		"etc/containerd", "newroot"} {
+		"etc/containerd", "newroot",
+	} {
 		w.Dir(d, 0o755)
 	}
 	w.Symlink("var/run", "../run")

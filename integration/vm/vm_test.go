@@ -19,7 +19,7 @@ import (
 // scenarios that run in it. Every listed scenario must report a result.
 type variant struct {
 	Name       string
-	Containerd string // a version in containerdVersions
+	Containerd string // containerd24 or containerd23
 	NSDelegate bool   // mount cgroup2 with nsdelegate
 	// Plugin is how cgdelegate runs: "external" (started by the guest suite,
 	// connects to /var/run/nri/nri.sock), "preregistered" (copied to
@@ -51,14 +51,18 @@ var (
 
 func variants() []variant {
 	return []variant{
-		{Name: "ctd24-nsdelegate-external", Containerd: "v2.4.2", NSDelegate: true, Plugin: "external", Tests: nsdelegateScenarios},
-		{Name: "ctd24-nsdelegate-preregistered", Containerd: "v2.4.2", NSDelegate: true, Plugin: "preregistered",
-			Tests: []string{"TestHarness", "TestS01AnnotatedWritable", "TestS09PluginMode", "TestS10Restarts"}},
-		{Name: "ctd24-no-nsdelegate", Containerd: "v2.4.2", Plugin: "external", Tests: noNSDelegateScenarios},
-		{Name: "ctd23-nsdelegate-external", Containerd: "v2.3.7", NSDelegate: true, Plugin: "external", Tests: nsdelegateScenarios},
-		{Name: "ctd23-no-nsdelegate", Containerd: "v2.3.7", Plugin: "external", Tests: noNSDelegateScenarios},
-		{Name: "ctd24-numa-smp4", Containerd: "v2.4.2", NSDelegate: true, Plugin: "external", SMP: 4, NUMA: true,
-			Tests: []string{"TestHarness", "TestNUMATopology"}},
+		{Name: "ctd24-nsdelegate-external", Containerd: containerd24, NSDelegate: true, Plugin: "external", Tests: nsdelegateScenarios},
+		{
+			Name: "ctd24-nsdelegate-preregistered", Containerd: containerd24, NSDelegate: true, Plugin: "preregistered",
+			Tests: []string{"TestHarness", "TestS01AnnotatedWritable", "TestS09PluginMode", "TestS10Restarts"},
+		},
+		{Name: "ctd24-no-nsdelegate", Containerd: containerd24, Plugin: "external", Tests: noNSDelegateScenarios},
+		{Name: "ctd23-nsdelegate-external", Containerd: containerd23, NSDelegate: true, Plugin: "external", Tests: nsdelegateScenarios},
+		{Name: "ctd23-no-nsdelegate", Containerd: containerd23, Plugin: "external", Tests: noNSDelegateScenarios},
+		{
+			Name: "ctd24-numa-smp4", Containerd: containerd24, NSDelegate: true, Plugin: "external", SMP: 4, NUMA: true,
+			Tests: []string{"TestHarness", "TestNUMATopology"},
+		},
 	}
 }
 
@@ -117,10 +121,7 @@ func repoRoot(t *testing.T) string {
 func TestVM(t *testing.T) {
 	start := time.Now()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cacheDir, err := defaultCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cacheDir := defaultCacheDir()
 	workDir, err := os.MkdirTemp("", "cgd-vm-")
 	if err != nil {
 		t.Fatal(err)

@@ -65,15 +65,21 @@ func TestHelpers(t *testing.T) {
 		got  any
 		want any
 	}{
-		{"kernel params", KernelParams("console=ttyS0 cgd.plugin=external cgd.nsdelegate=0 cgd.flag quiet", "cgd."),
-			map[string]string{"plugin": "external", "nsdelegate": "0", "flag": ""}},
+		{
+			"kernel params", KernelParams("console=ttyS0 cgd.plugin=external cgd.nsdelegate=0 cgd.flag quiet", "cgd."),
+			map[string]string{"plugin": "external", "nsdelegate": "0", "flag": ""},
+		},
 		{"cgroup path", CgroupPath("0::/kubepods/pod1/abc\n"), "/kubepods/pod1/abc"},
 		{"cgroup path in a namespace", CgroupPath("0::/\n"), "/"},
 		{"no v2 line", CgroupPath("1:name=systemd:/\n"), ""},
-		{"cgroup.stat", KeyValues("nr_descendants 3\nnr_dying_descendants 0\n"),
-			map[string]string{"nr_descendants": "3", "nr_dying_descendants": "0"}},
-		{"markers", Markers("noise\nCOUNT=248\nERR=mkdir: can't create directory 'x': Resource temporarily unavailable\nlower=x\n"),
-			map[string]string{"COUNT": "248", "ERR": "mkdir: can't create directory 'x': Resource temporarily unavailable"}},
+		{
+			"cgroup.stat", KeyValues("nr_descendants 3\nnr_dying_descendants 0\n"),
+			map[string]string{"nr_descendants": "3", "nr_dying_descendants": "0"},
+		},
+		{
+			"markers", Markers("noise\nCOUNT=248\nERR=mkdir: can't create directory 'x': Resource temporarily unavailable\nlower=x\n"),
+			map[string]string{"COUNT": "248", "ERR": "mkdir: can't create directory 'x': Resource temporarily unavailable"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
