@@ -19,8 +19,10 @@ type ContainerSpec struct {
 	Command []string
 	// Annotations are added to the pod's annotations on the container.
 	Annotations map[string]string
-	// MemoryLimit in bytes; 0 means none.
+	// MemoryLimit in bytes; 0 means none. Ignored when Resources is set.
 	MemoryLimit int64
+	// Resources, if set, are sent as they are (CPU shares, quota, cpuset...).
+	Resources *runtimeapi.LinuxContainerResources
 	// Privileged runs the container privileged.
 	Privileged bool
 }
@@ -50,6 +52,10 @@ func (p *Pod) CreateContainer(ctx context.Context, spec ContainerSpec) (*Contain
 		ann = map[string]string{}
 	}
 	maps.Copy(ann, spec.Annotations)
+	res := spec.Resources
+	if res == nil {
+		res = &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: spec.MemoryLimit, CpuShares: 2}
+	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: spec.Name},
 		Image:       &runtimeapi.ImageSpec{Image: spec.Image},
@@ -58,10 +64,7 @@ func (p *Pod) CreateContainer(ctx context.Context, spec ContainerSpec) (*Contain
 		Labels:      map[string]string{"cgdelegate.test/container": spec.Name},
 		Annotations: ann,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources: &runtimeapi.LinuxContainerResources{
-				MemoryLimitInBytes: spec.MemoryLimit,
-				CpuShares:          2,
-			},
+			Resources: res,
 			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
 				Privileged:       spec.Privileged,
 				NamespaceOptions: p.Spec.namespaces(),

@@ -32,6 +32,9 @@ type PodSpec struct {
 	PodNetwork bool
 	// UserNS, if set, runs the pod in a user namespace (hostUsers: false).
 	UserNS *runtimeapi.UserNamespace
+	// Resources are the pod-level resources (KEP-2837), as a kubelet sends
+	// them in LinuxPodSandboxConfig.Resources; nil means none.
+	Resources *runtimeapi.LinuxContainerResources
 	// LogRoot is the directory under which the pod log directory is made
 	// (default /var/log/pods).
 	LogRoot string
@@ -97,6 +100,7 @@ func (c *Client) RunPod(ctx context.Context, spec PodSpec) (*Pod, error) {
 		Annotations:  maps.Clone(spec.Annotations),
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent: spec.CgroupParent,
+			Resources:    spec.Resources,
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 				NamespaceOptions: spec.namespaces(),
 			},
