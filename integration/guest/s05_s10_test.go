@@ -69,6 +69,12 @@ func TestS06GuardCgroupWritable(t *testing.T) {
 		t.Fatalf("variant %s: this scenario needs no nsdelegate and an external plugin", e.cfg.Variant)
 	}
 	ctx := scenarioCtx(t)
+	// The default runtime when the variant turned cgroup_writable on for it,
+	// else the extra runtime that always has it.
+	handler := writableHandler
+	if e.cfg.CgroupWritable {
+		handler = ""
+	}
 
 	// Baseline: the threat is real here without cgdelegate.
 	if err := e.plugin.Stop(20 * time.Second); err != nil {
@@ -84,7 +90,7 @@ func TestS06GuardCgroupWritable(t *testing.T) {
 		}
 	}
 	t.Cleanup(restart)
-	base := e.runPod(ctx, t, cri.PodSpec{Name: "baseline", RuntimeHandler: writableHandler})
+	base := e.runPod(ctx, t, cri.PodSpec{Name: "baseline", RuntimeHandler: handler})
 	bc := runContainer(ctx, t, base, sleeper("baseline", 64<<20))
 	r := sh(ctx, t, bc, raiseScript)
 	t.Logf("without cgdelegate: %s", strings.ReplaceAll(strings.TrimSpace(r.Stdout), "\n", "; "))
@@ -97,7 +103,7 @@ func TestS06GuardCgroupWritable(t *testing.T) {
 	restart()
 
 	// With cgdelegate (guard: enforce, the default).
-	pod := e.runPod(ctx, t, cri.PodSpec{Name: "guarded", RuntimeHandler: writableHandler})
+	pod := e.runPod(ctx, t, cri.PodSpec{Name: "guarded", RuntimeHandler: handler})
 	c, err := pod.RunContainer(ctx, sleeper("guarded", 64<<20))
 	if err == nil {
 		r := sh(ctx, t, c, raiseScript)

@@ -57,6 +57,12 @@ func variants() []variant {
 			Tests: []string{"TestHarness", "TestS01AnnotatedWritable", "TestS09PluginMode", "TestS10Restarts"},
 		},
 		{Name: "ctd24-no-nsdelegate", Containerd: containerd24, Plugin: "external", Tests: noNSDelegateScenarios},
+		// Every container of the default runtime is writable here, so the
+		// guard refuses them all: only the guard scenario fits.
+		{
+			Name: "ctd24-no-nsdelegate-cgroup-writable", Containerd: containerd24, Plugin: "external", CgroupWritable: true,
+			Tests: []string{"TestS06GuardCgroupWritable"},
+		},
 		{Name: "ctd23-nsdelegate-external", Containerd: containerd23, NSDelegate: true, Plugin: "external", Tests: nsdelegateScenarios},
 		{Name: "ctd23-no-nsdelegate", Containerd: containerd23, Plugin: "external", Tests: noNSDelegateScenarios},
 		{
