@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cgdelegate/cgdelegate/internal/optin"
 	"github.com/cgdelegate/cgdelegate/nri"
@@ -69,7 +70,10 @@ func BenchmarkCreateContainer(b *testing.B) {
 			ctx := context.Background()
 			i := 0
 			for b.Loop() {
-				if _, err := rt.CreateContainer(ctx, pod, ctrs[i%len(ctrs)]); err != nil {
+				// The runtime side appends adjusted hooks to the request's
+				// container, so every request gets a fresh copy.
+				ctr := proto.Clone(ctrs[i%len(ctrs)]).(*api.Container)
+				if _, err := rt.CreateContainer(ctx, pod, ctr); err != nil {
 					b.Fatal(err)
 				}
 				i++
