@@ -7,11 +7,10 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
-
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/kubeletcpu"
 	"github.com/cgdelegate/cgdelegate/internal/podres"
