@@ -5,7 +5,7 @@ BINDIR    := bin
 GOLANGCI_LINT_VERSION ?= v2.15.0
 LINT      := $(shell $(GO) env GOPATH)/bin/golangci-lint
 
-.PHONY: all build install test vet lint unit demo integration bench clean tidy-check
+.PHONY: all build install test vet lint unit demo demo-inproc integration bench clean tidy-check
 
 all: build
 
@@ -37,7 +37,16 @@ test: vet unit lint
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-demo: build
+# The demo boots one VM (integration/vm TestDemo) and tells what cgdelegate
+# did there, from real observations; it fails if any step was not observed.
+demo:
+	@bash integration/vm/install-deps.sh >/dev/null
+	@$(GO) test -tags integration_vm -c -o $(BINDIR)/integration-vm.test ./integration/vm/
+	@CGD_DEMO=1 ./$(BINDIR)/integration-vm.test -test.run '^TestDemo$$' -test.count=1 -test.timeout 30m
+
+# The quick demo: the real plugin over a real NRI socket, in process, on an
+# embedded fake host (no VM).
+demo-inproc: build
 	$(GO) run ./integration/cmd/demo
 
 # The VM suite (integration/vm): installs its host packages if missing
