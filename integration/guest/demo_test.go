@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cgdelegate/cgdelegate/integration/cri"
 	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/cpuset"
 )
 
 // Console markers of the demo (read by integration/vm's TestDemo): a story
@@ -86,8 +88,8 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("CRI Version: %v", err)
 	}
 	host := hostCgroupMount(t)
-	s.say("Node: %s %s (runc), kernel %s, cgroup2 mounted with %s, cgdelegate running as an external NRI plugin.",
-		v.GetRuntimeName(), v.GetRuntimeVersion(), kernelRelease(), strings.Join(host.SuperOpts, ","))
+	s.say("Node: %s %s with %s, kernel %s, cgroup2 mounted with %s; cgdelegate runs as an external NRI plugin.",
+		v.GetRuntimeName(), v.GetRuntimeVersion(), runcVersion(), kernelRelease(), strings.Join(host.SuperOpts, ","))
 	s.say("")
 
 	// 1. The writable container and what it sees.
@@ -207,49 +209,78 @@ func TestDemo(t *testing.T) {
 		s.say("6. CPU pinning (cpuPinning) is %s in this VM: no pinned cpusets to show.", pinningWord(rep.Pinning))
 		return
 	}
-	e.demoPinning(ctx, t, s)
+	e.demoPinning(ctx, t, s, c)
 }
 
 // demoPinning shows the cpusets of a Guaranteed and a shared container of a
-// pod with a pod-level CPU budget.
-func (e *guestEnv) demoPinning(ctx context.Context, t *testing.T, s story) {
+// pod with a pod-level CPU budget, and of a container outside it (app, in
+// the node shared pool).
+func (e *guestEnv) demoPinning(ctx context.Context, t *testing.T, s story, app *cri.Container) {
 	t.Helper()
 	const period = 100000
 	pod := e.runPod(ctx, t, cri.PodSpec{Name: "pinned", Resources: &runtimeapi.LinuxContainerResources{
 		CpuShares: 2048, CpuPeriod: period, CpuQuota: 2 * period, MemoryLimitInBytes: 256 << 20,
 	}})
-	guaranteed := runContainer(ctx, t, pod, cri.ContainerSpec{
+	excl := runContainer(ctx, t, pod, cri.ContainerSpec{
 		Name: "guaranteed", Image: busyboxImage, Command: []string{"sleep", "3600"},
-		Resources: &runtimeapi.LinuxContainerResources{CpuShares: 1024, CpuPeriod: period, CpuQuota: period, MemoryLimitInBytes: 64 << 20},
+		Resources: &runtimeapi.LinuxContainerResources{
+			CpuShares: 1024, CpuPeriod: period, CpuQuota: period, MemoryLimitInBytes: 64 << 20, OomScoreAdj: -997,
+		},
 	})
 	shared := runContainer(ctx, t, pod, cri.ContainerSpec{
 		Name: "shared", Image: busyboxImage, Command: []string{"sleep", "3600"},
 		Resources: &runtimeapi.LinuxContainerResources{CpuShares: 102, CpuPeriod: period},
 	})
-	cpus := func(c *cri.Container) (allowed, mems string) {
-		kv := map[string]string{}
-		for _, l := range strings.Split(shOK(ctx, t, c, "grep -E '^(Cpus|Mems)_allowed_list' /proc/self/status"), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok {
-				kv[strings.TrimSpace(k)] = strings.TrimSpace(v)
-			}
-		}
-		return kv["Cpus_allowed_list"], kv["Mems_allowed_list"]
+	online, err := cpuset.Parse(strings.TrimSpace(readFileOr(t, "/sys/devices/system/cpu/online")))
+	if err != nil {
+		t.Fatal(err)
 	}
-	gCPUs, gMems := cpus(guaranteed)
-	sCPUs, sMems := cpus(shared)
-	online := strings.TrimSpace(readFileOr(t, "/sys/devices/system/cpu/online"))
-	gQuota := readCgroupFile(t, e.containerCgroup(t, pod, guaranteed), "cpu.max")
-	if gCPUs == "" || sCPUs == "" || gCPUs == online || sCPUs == online || gCPUs == sCPUs {
-		t.Fatalf("pinning: guaranteed runs on %q, shared on %q, node CPUs %q: want two different pinned sets", gCPUs, sCPUs, online)
+	gCPUs, gMems := allowedCPUs(ctx, t, excl)
+	sCPUs, sMems := allowedCPUs(ctx, t, shared)
+	gQuota := readCgroupFile(t, e.containerCgroup(t, pod, excl), "cpu.max")
+	if gCPUs.Size() != 1 || sCPUs.IsEmpty() || gCPUs.Intersection(sCPUs).Size() != 0 || gCPUs.Union(sCPUs).Equals(online) {
+		t.Fatalf("pinning: guaranteed runs on %q, shared on %q, node CPUs %q: want 1 exclusive CPU, a disjoint shared set, and CPUs left for the node",
+			gCPUs, sCPUs, online)
 	}
 	if !strings.HasPrefix(gQuota, "max") {
-		t.Errorf("pinning: the guaranteed container's cpu.max is %q, want its quota lifted (max)", gQuota)
+		t.Fatalf("pinning: the guaranteed container's cpu.max is %q, want its quota lifted (max)", gQuota)
+	}
+	// The node shared pool shrinks asynchronously (UpdateContainers).
+	bubble := gCPUs.Union(sCPUs)
+	var aCPUs cpuset.CPUSet
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		aCPUs, _ = allowedCPUs(ctx, t, app)
+		if aCPUs.Intersection(bubble).IsEmpty() || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !aCPUs.Intersection(bubble).IsEmpty() {
+		t.Fatalf("pinning: the container outside the pod still runs on %q, overlapping the pod's CPUs %q", aCPUs, bubble)
 	}
 	s.say("")
-	s.say("6. CPU pinning: a pod with a pod-level budget of 2 CPUs on a node with CPUs %s.", online)
-	s.say("   Guaranteed container (1 whole CPU): CPUs %s, memory nodes %s, cpu.max %q (exclusive, no quota).", gCPUs, gMems, gQuota)
-	s.say("   Shared container:                   CPUs %s, memory nodes %s (the rest of the pod's bubble).", sCPUs, sMems)
+	s.say("6. CPU pinning: a pod with a pod-level budget of 2 CPUs, on a node with CPUs %s (two NUMA nodes).", online)
+	s.say("   Its Guaranteed container (1 whole CPU): CPUs %s, memory nodes %s, cpu.max %q: an exclusive CPU, no quota.", gCPUs, gMems, gQuota)
+	s.say("   Its shared container:                   CPUs %s, memory nodes %s: the rest of the pod's CPUs.", sCPUs, sMems)
+	s.say("   The container of step 1, outside it:    CPUs %s: the node shared pool, moved off the pod's CPUs.", aCPUs)
 	s.done(stepPinning)
+}
+
+// allowedCPUs is where a container's processes may run, read inside it.
+func allowedCPUs(ctx context.Context, t *testing.T, c *cri.Container) (cpuset.CPUSet, string) {
+	t.Helper()
+	kv := map[string]string{}
+	for _, l := range strings.Split(shOK(ctx, t, c, "grep -E '^(Cpus|Mems)_allowed_list' /proc/self/status"), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			kv[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	cpus, err := cpuset.Parse(kv["Cpus_allowed_list"])
+	if err != nil {
+		t.Fatalf("%s: Cpus_allowed_list: %v", c.Name, err)
+	}
+	return cpus, kv["Mems_allowed_list"]
 }
 
 // hostCgroupMount is the node's /sys/fs/cgroup mount.
@@ -277,6 +308,15 @@ func kernelRelease() string {
 		return "(unknown)"
 	}
 	return strings.TrimSpace(string(b))
+}
+
+func runcVersion() string {
+	out, err := exec.Command("runc", "--version").Output()
+	if err != nil {
+		return "runc (unknown version)"
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	return strings.Replace(strings.TrimSpace(first), " version ", " ", 1)
 }
 
 func readFileOr(t *testing.T, path string) string {

@@ -14,22 +14,32 @@ import (
 	"time"
 )
 
-// demoPinning boots the demo VM with the pod-level CPU manager and requires
-// the pinned-cpusets step.
-//
-// TODO(demo-pinning): turn on once the VM harness has its CPU-pinning boot
-// switch (cgd.pinning=1: the guest starts cgdelegate with cpuPinning: true),
-// and boot demoVariant with SMP: 4, NUMA: true. The guest TestDemo already
-// shows the cpusets whenever `cgdelegate status` reports pinning active.
-const demoPinning = false
+// demoPinning boots the demo VM with -smp 4, two NUMA nodes and
+// cgdelegate's CPU pinning (cgd.pinning=1: the guest starts the plugin with
+// cpuPinning: true), and requires the pinned-cpusets step.
+const demoPinning = true
 
 // demoVariant is the one VM `make demo` boots: containerd 2.4, nsdelegate
 // on, cgdelegate as an external plugin, only the guest TestDemo.
 func demoVariant() variant {
-	return variant{
+	v := variant{
 		Name: "demo", Containerd: containerd24, NSDelegate: true, Plugin: "external",
 		Tests: []string{"TestDemo"},
 	}
+	if demoPinning {
+		v.SMP, v.NUMA = 4, true
+	}
+	return v
+}
+
+// demoCmdline is the demo VM's kernel command line. The pinning switch is
+// appended rather than set on the variant so that this file does not depend
+// on the variant's field for it; the guest reads the last value.
+func demoCmdline(v variant) string {
+	if demoPinning {
+		return v.cmdline() + " cgd.pinning=1"
+	}
+	return v.cmdline()
 }
 
 // TestDemo is `make demo`: it builds (or reuses) the VM artifacts, boots one
@@ -58,7 +68,11 @@ func TestDemo(t *testing.T) {
 		os.RemoveAll(workDir)
 	})
 
-	say("cgdelegate demo: one VM (qemu), pure cgroup v2 with nsdelegate, containerd %s, runc %s,", v.Containerd, runcVersion)
+	shape := fmt.Sprintf("%d CPUs", max(v.SMP, 2))
+	if v.NUMA {
+		shape += " on two NUMA nodes"
+	}
+	say("cgdelegate demo: one VM (qemu, %s), pure cgroup v2 with nsdelegate, containerd %s, runc %s,", shape, v.Containerd, runcVersion)
 	say("cgdelegate as an external NRI plugin, pods driven through the CRI as a kubelet would.")
 	cacheDir := defaultCacheDir()
 	say("Building the VM (the first run builds containerd and runc and downloads a kernel: about 4 minutes;")
@@ -118,13 +132,10 @@ func TestDemo(t *testing.T) {
 // arrives, again if the emulated guest kernel crashes at boot.
 func bootDemo(log *slog.Logger, arts *artifacts, initrd, workDir string, v variant, out io.Writer) (*demoTranscript, *consoleReport, string, error) {
 	spec := bootSpec{
-		Kernel: arts.Kernel, Initramfs: initrd, Cmdline: v.cmdline(),
+		Kernel: arts.Kernel, Initramfs: initrd, Cmdline: demoCmdline(v),
 		SMP: max(v.SMP, 2), NUMA: v.NUMA, MemoryMiB: 2048, Accel: os.Getenv("CGD_QEMU_ACCEL"),
 		BootTimeout: 3 * time.Minute,
 		Timeout:     12 * time.Minute,
-	}
-	if demoPinning {
-		spec.Cmdline += " cgd.pinning=1"
 	}
 	for attempt := 1; ; attempt++ {
 		tr := &demoTranscript{}
