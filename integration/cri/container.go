@@ -127,3 +127,19 @@ func (ct *Container) Status(ctx context.Context) (*runtimeapi.ContainerStatus, e
 	}
 	return resp.GetStatus(), nil
 }
+
+// Stop stops the container (timeout in seconds before SIGKILL).
+func (ct *Container) Stop(ctx context.Context, timeout int64) error {
+	if _, err := ct.Pod.c.Runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: ct.ID, Timeout: timeout}); err != nil {
+		return fmt.Errorf("cri: StopContainer %s/%s: %w", ct.Pod.Spec.Name, ct.Name, err)
+	}
+	return nil
+}
+
+// Remove removes the container (stop it first, as a kubelet does).
+func (ct *Container) Remove(ctx context.Context) error {
+	if _, err := ct.Pod.c.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: ct.ID}); err != nil {
+		return fmt.Errorf("cri: RemoveContainer %s/%s: %w", ct.Pod.Spec.Name, ct.Name, err)
+	}
+	return nil
+}

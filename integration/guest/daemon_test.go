@@ -109,6 +109,22 @@ func (d *daemon) Stop(timeout time.Duration) error {
 	return nil
 }
 
+// Kill sends SIGKILL to the daemon only (a crash: no clean shutdown) and
+// waits for it to exit.
+func (d *daemon) Kill() error {
+	d.mu.Lock()
+	cmd, exited := d.cmd, d.exited
+	d.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("%s: not started", d.name)
+	}
+	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("%s: SIGKILL: %w", d.name, err)
+	}
+	<-exited
+	return nil
+}
+
 func fileSize(path string) int64 {
 	st, err := os.Stat(path)
 	if err != nil {

@@ -26,8 +26,10 @@ type config struct {
 	NSDelegate     bool
 	Plugin         string // external, preregistered or none
 	CgroupWritable bool
-	Containerd     string
-	Tests          []string
+	// Pinning runs cgdelegate with cpuPinning: true.
+	Pinning    bool
+	Containerd string
+	Tests      []string
 }
 
 func parseConfig(cmdline string) config {
@@ -37,6 +39,7 @@ func parseConfig(cmdline string) config {
 		NSDelegate:     p["nsdelegate"] != "0",
 		Plugin:         p["plugin"],
 		CgroupWritable: p["cgroup_writable"] == "1",
+		Pinning:        p["pinning"] == "1",
 		Containerd:     p["containerd"],
 	}
 	if c.Plugin == "" {
@@ -56,6 +59,7 @@ type paths struct {
 	ContainerdSocket string
 	PluginBinary     string
 	PluginLog        string
+	PluginYAML       string // the external plugin's -config file (also read by cgdelegate status)
 	PluginPreinstall string // pre-registered plugin path
 	PluginConfig     string // pre-registered plugin config (Configure blob)
 	PluginBuildError string // written by the host when the plugin did not build
@@ -71,6 +75,7 @@ func defaultPaths() paths {
 		ContainerdSocket: "/run/containerd/containerd.sock",
 		PluginBinary:     "/usr/local/bin/cgdelegate",
 		PluginLog:        "/var/log/cgdelegate.log",
+		PluginYAML:       "/etc/cgdelegate/config.yaml",
 		PluginPreinstall: "/opt/nri/plugins/10-cgdelegate",
 		PluginConfig:     "/etc/nri/conf.d/10-cgdelegate.conf",
 		PluginBuildError: "/cgd/plugin-build-error",
@@ -187,6 +192,9 @@ func (e *guestEnv) setup() error {
 		return fmt.Errorf("setup: containerd config: %w", err)
 	}
 	e.pluginErr = e.pluginAvailable()
+	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.cfg), 0o644); err != nil {
+		return fmt.Errorf("setup: plugin config: %w", err)
+	}
 	if e.pluginErr == nil && e.cfg.Plugin == "preregistered" {
 		if err := e.preinstallPlugin(); err != nil {
 			return err
@@ -233,14 +241,34 @@ func (e *guestEnv) preinstallPlugin() error {
 	if err := os.WriteFile(e.paths.PluginPreinstall, b, 0o755); err != nil {
 		return fmt.Errorf("pre-register plugin: %w", err)
 	}
-	if err := os.WriteFile(e.paths.PluginConfig, []byte(pluginConfigYAML), 0o644); err != nil {
+	if err := os.WriteFile(e.paths.PluginConfig, []byte(pluginConfigYAML(e.cfg)), 0o644); err != nil {
 		return fmt.Errorf("pre-register plugin config: %w", err)
 	}
 	return nil
 }
 
-// pluginConfigYAML is the Configure blob of the pre-registered plugin.
-const pluginConfigYAML = "guard: enforce\n"
+// pluginConfigYAML is the plugin config of the variant: the -config file of
+// the external plugin and the Configure blob of the pre-registered one.
+// There is no kubelet in the VM, so no cpu_manager_state either: pinning is
+// not held back by the kubelet check.
+func pluginConfigYAML(c config) string {
+	s := "guard: enforce\n"
+	if c.Pinning {
+		s += "cpuPinning: true\n"
+	}
+	return s
+}
+
+// writeFile writes a file, creating its directory.
+func writeFile(path, content string, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
 
 // startContainerd starts containerd and waits until its CRI answers.
 func (e *guestEnv) startContainerd(ctx context.Context) error {
@@ -302,7 +330,7 @@ func (e *guestEnv) startPlugin(ctx context.Context, from int64) error {
 		want = "synchronization success"
 	} else {
 		if e.plugin == nil {
-			e.plugin = &daemon{name: "cgdelegate", path: e.paths.PluginBinary, args: []string{"-log-level", "debug"}, logPath: e.paths.PluginLog}
+			e.plugin = &daemon{name: "cgdelegate", path: e.paths.PluginBinary, args: []string{"-log-level", "debug", "-config", e.paths.PluginYAML}, logPath: e.paths.PluginLog}
 		}
 		if err := e.plugin.Start(); err != nil {
 			return err

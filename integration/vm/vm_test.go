@@ -28,9 +28,11 @@ type variant struct {
 	// CgroupWritable sets cgroup_writable = true on containerd's default
 	// runtime (the runc-writable runtime handler always has it).
 	CgroupWritable bool
-	SMP            int
-	NUMA           bool
-	Tests          []string
+	// Pinning turns on cgdelegate's CPU pinning (cpuPinning: true).
+	Pinning bool
+	SMP     int
+	NUMA    bool
+	Tests   []string
 }
 
 // Scenarios of issue 3; TestHarness checks the harness itself.
@@ -47,6 +49,14 @@ var (
 		"TestS10Restarts",
 	}
 	noNSDelegateScenarios = []string{"TestHarness", "TestS05NoNsdelegate", "TestS06GuardCgroupWritable"}
+	// Scenarios of issue 4 (CPU pinning), on -smp 4 with two NUMA nodes.
+	pinningScenarios = []string{
+		"TestHarness",
+		"TestNUMATopology",
+		"TestPinningPodBudget",
+		"TestPinningDynamicAdd",
+		"TestPinningPluginRestartDuringChurn",
+	}
 )
 
 func variants() []variant {
@@ -66,8 +76,8 @@ func variants() []variant {
 		{Name: "ctd23-nsdelegate-external", Containerd: containerd23, NSDelegate: true, Plugin: "external", Tests: nsdelegateScenarios},
 		{Name: "ctd23-no-nsdelegate", Containerd: containerd23, Plugin: "external", Tests: noNSDelegateScenarios},
 		{
-			Name: "ctd24-numa-smp4", Containerd: containerd24, NSDelegate: true, Plugin: "external", SMP: 4, NUMA: true,
-			Tests: []string{"TestHarness", "TestNUMATopology"},
+			Name: "ctd24-numa-smp4", Containerd: containerd24, NSDelegate: true, Plugin: "external", Pinning: true, SMP: 4, NUMA: true,
+			Tests: pinningScenarios,
 		},
 	}
 }
@@ -85,6 +95,7 @@ func (v variant) cmdline() string {
 		fmt.Sprintf("cgd.nsdelegate=%d", b(v.NSDelegate)),
 		"cgd.plugin=" + v.Plugin,
 		fmt.Sprintf("cgd.cgroup_writable=%d", b(v.CgroupWritable)),
+		fmt.Sprintf("cgd.pinning=%d", b(v.Pinning)),
 		"cgd.containerd=" + v.Containerd,
 		"cgd.tests=" + strings.Join(v.Tests, ","),
 	}, " ")

@@ -1,0 +1,519 @@
+//go:build integration_guest
+
+package guest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cgdelegate/cgdelegate/integration/cri"
+	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
+	"github.com/cgdelegate/cgdelegate/internal/policy"
+)
+
+// The CPU pinning scenarios of issue 4. They run in a variant booted with
+// -smp 4 and two NUMA nodes (0-1 and 2-3) and cgdelegate started with
+// cpuPinning: true; reservedCPUs is empty, and the policy keeps at least
+// one CPU in the node shared pool, so at most 3 CPUs go to bubbles.
+//
+// What a container runs on is read inside it: a non-privileged container
+// of containerd on cgroup v2 has its own cgroup namespace, so its
+// /sys/fs/cgroup is its own cgroup (checked: /proc/self/cgroup is "0::/").
+// The cpuset controller is there because runc enables every controller of
+// the parent along the cgroupfs path it creates (the VM's /init enables all
+// of them at the root); the scenarios check it in the pod cgroup's
+// cgroup.subtree_control and the container's cgroup.controllers.
+
+const (
+	mib = 1 << 20
+	// cfsPeriod is the kubelet's CFS period, µs.
+	cfsPeriod = 100000
+	// guaranteedOOMScoreAdj is what the kubelet gives a Guaranteed container.
+	guaranteedOOMScoreAdj = -997
+)
+
+// requirePinning fails the scenario unless cgdelegate runs with pinning.
+func (e *guestEnv) requirePinning(t *testing.T) {
+	t.Helper()
+	e.requirePlugin(t)
+	if !e.cfg.Pinning {
+		t.Fatalf("variant %s runs cgdelegate without cpuPinning", e.cfg.Variant)
+	}
+}
+
+// podResources are pod-level resources as a kubelet sends them in
+// LinuxPodSandboxConfig.Resources for pod.spec.resources with a CPU request
+// and limit of cpus and a 512 MiB memory limit.
+func podResources(cpus int64) *runtimeapi.LinuxContainerResources {
+	return &runtimeapi.LinuxContainerResources{
+		CpuPeriod: cfsPeriod, CpuQuota: cpus * cfsPeriod, CpuShares: cpus * 1024, MemoryLimitInBytes: 512 * mib,
+	}
+}
+
+// guaranteed is a Guaranteed container of one whole CPU (request == limit)
+// with a memory limit, as the kubelet creates it.
+func guaranteed(name string) cri.ContainerSpec {
+	s := sleeper(name, 0)
+	s.Resources = &runtimeapi.LinuxContainerResources{
+		CpuPeriod: cfsPeriod, CpuQuota: cfsPeriod, CpuShares: 1024,
+		MemoryLimitInBytes: 64 * mib, OomScoreAdj: guaranteedOOMScoreAdj,
+	}
+	return s
+}
+
+// burstable is a Burstable container: 500m request, 1 CPU limit.
+func burstable(name string) cri.ContainerSpec {
+	s := sleeper(name, 0)
+	s.Resources = &runtimeapi.LinuxContainerResources{
+		CpuPeriod: cfsPeriod, CpuQuota: cfsPeriod, CpuShares: 512, MemoryLimitInBytes: 64 * mib,
+	}
+	return s
+}
+
+// cpuView is what a container sees of its own cgroup.
+type cpuView struct {
+	Name        string
+	CPUs, Mems  cpuset.CPUSet
+	CPUMax      string
+	Controllers string
+}
+
+func (v cpuView) String() string {
+	return fmt.Sprintf("%s: cpus=%s mems=%s cpu.max=%q", v.Name, v.CPUs, v.Mems, v.CPUMax)
+}
+
+// exclusive reports whether the CFS quota is off, as cgdelegate sets it
+// for an exclusive slice.
+func (v cpuView) exclusive() bool { return strings.HasPrefix(v.CPUMax, "max ") }
+
+const cpuViewScript = `d=/sys/fs/cgroup
+echo "CG=$(cat /proc/self/cgroup)"
+echo "CPUS=$(cat $d/cpuset.cpus.effective)"
+echo "MEMS=$(cat $d/cpuset.mems.effective)"
+echo "CPUMAX=$(cat $d/cpu.max)"
+echo "CTRL=$(cat $d/cgroup.controllers)"`
+
+// viewOf reads the container's cpuset and CFS quota from inside it.
+func viewOf(ctx context.Context, t *testing.T, c *cri.Container) cpuView {
+	t.Helper()
+	m := inspect.Markers(shOK(ctx, t, c, cpuViewScript))
+	if cg := inspect.CgroupPath(m["CG"]); cg != "/" {
+		t.Fatalf("%s: /proc/self/cgroup path %q, want / (a private cgroup namespace)", c.Name, cg)
+	}
+	v := cpuView{Name: c.Name, CPUMax: m["CPUMAX"], Controllers: m["CTRL"]}
+	var err error
+	if v.CPUs, err = cpuset.Parse(m["CPUS"]); err != nil || v.CPUs.IsEmpty() {
+		t.Fatalf("%s: cpuset.cpus.effective %q: %v (controllers %q)", c.Name, m["CPUS"], err, m["CTRL"])
+	}
+	if v.Mems, err = cpuset.Parse(m["MEMS"]); err != nil || v.Mems.IsEmpty() {
+		t.Fatalf("%s: cpuset.mems.effective %q: %v", c.Name, m["MEMS"], err)
+	}
+	return v
+}
+
+// waitView polls the container's view until ok accepts it (updates sent
+// with UpdateContainers land asynchronously) and returns the last view.
+func waitView(ctx context.Context, t *testing.T, c *cri.Container, what string, ok func(cpuView) bool) cpuView {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v := viewOf(ctx, t, c)
+		if ok(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still %s after 30s", what, v)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// nodeCPUs reads the CPUs of every NUMA node of the guest.
+func nodeCPUs(t *testing.T) map[int]cpuset.CPUSet {
+	t.Helper()
+	dirs, err := filepath.Glob("/sys/devices/system/node/node[0-9]*")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no NUMA nodes in sysfs: %v", err)
+	}
+	out := map[int]cpuset.CPUSet{}
+	for _, d := range dirs {
+		var n int
+		if _, err := fmt.Sscanf(filepath.Base(d), "node%d", &n); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		set, err := cpuset.Parse(readCgroupFile(t, d, "cpulist"))
+		if err != nil {
+			t.Fatalf("%s/cpulist: %v", d, err)
+		}
+		out[n] = set
+	}
+	return out
+}
+
+// assertOneNode checks that the views run on CPUs of one NUMA node and
+// have exactly that node as their memory node.
+func assertOneNode(t *testing.T, nodes map[int]cpuset.CPUSet, views ...cpuView) {
+	t.Helper()
+	all := cpuset.New()
+	for _, v := range views {
+		all = all.Union(v.CPUs)
+		if !v.Mems.Equals(views[0].Mems) {
+			t.Errorf("mems differ: %s vs %s", v, views[0])
+		}
+	}
+	if views[0].Mems.Size() != 1 {
+		t.Fatalf("mems %s: want a single NUMA node", views[0].Mems)
+	}
+	node := views[0].Mems.List()[0]
+	if !all.IsSubsetOf(nodes[node]) {
+		t.Errorf("cpus %s are not all on NUMA node %d (%s)", all, node, nodes[node])
+	}
+}
+
+// assertExclusiveDisjoint checks that no CPU is in two exclusive views and
+// that no shared view overlaps an exclusive one.
+func assertExclusiveDisjoint(t *testing.T, views []cpuView) {
+	t.Helper()
+	for i, a := range views {
+		for _, b := range views[i+1:] {
+			if (a.exclusive() || b.exclusive()) && !a.CPUs.Intersection(b.CPUs).IsEmpty() {
+				t.Errorf("cpus %s assigned twice: %s and %s", a.CPUs.Intersection(b.CPUs), a, b)
+			}
+		}
+	}
+}
+
+// podCgroupPinning checks that the cpuset controller reaches the
+// container cgroups: enabled in the pod cgroup's subtree_control and listed
+// in the container's controllers.
+func (e *guestEnv) podCgroupPinning(t *testing.T, pod *cri.Pod, views ...cpuView) {
+	t.Helper()
+	sub := strings.Fields(readCgroupFile(t, e.podCgroup(pod), "cgroup.subtree_control"))
+	if !slices.Contains(sub, "cpuset") {
+		t.Errorf("pod cgroup %s: subtree_control %q has no cpuset", e.podCgroup(pod), sub)
+	}
+	for _, v := range views {
+		if !slices.Contains(strings.Fields(v.Controllers), "cpuset") {
+			t.Errorf("%s: cgroup.controllers %q has no cpuset", v.Name, v.Controllers)
+		}
+	}
+	t.Logf("pod cgroup subtree_control: %s", strings.Join(sub, " "))
+}
+
+// hostCgroupCPUs reads cpuset.cpus (what the runtime wrote, not the
+// effective set) of a container's cgroup from the host, cgroupfs driver:
+// <cgroup parent>/<container id>.
+func (e *guestEnv) hostCgroupCPUs(t *testing.T, c *cri.Container) string {
+	t.Helper()
+	return readCgroupFile(t, filepath.Join(e.podCgroup(c.Pod), c.ID), "cpuset.cpus")
+}
+
+// runningViews reads every running container of the pod from inside.
+func (e *guestEnv) runningViews(ctx context.Context, t *testing.T, pod *cri.Pod) []cpuView {
+	t.Helper()
+	var out []cpuView
+	for _, c := range e.podContainers(ctx, t, pod) {
+		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			continue
+		}
+		out = append(out, viewOf(ctx, t, &cri.Container{ID: c.GetId(), Name: c.GetMetadata().GetName(), Pod: pod}))
+	}
+	slices.SortFunc(out, func(a, b cpuView) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// statusTable runs `cgdelegate status` with the plugin's config and
+// returns its allocation table.
+func (e *guestEnv) statusTable(ctx context.Context, t *testing.T) (policy.Status, string) {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, e.paths.PluginBinary, "status", "-config", e.paths.PluginYAML).Output()
+	var ee *exec.ExitError
+	if err != nil && (!errors.As(err, &ee) || ee.ExitCode() != 1) {
+		t.Fatalf("cgdelegate status: %v\n%s", err, out)
+	}
+	var r struct {
+		Pinning *struct {
+			Active      bool           `json:"active"`
+			Reason      string         `json:"reason"`
+			Allocations *policy.Status `json:"allocations"`
+		} `json:"pinning"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("cgdelegate status output: %v\n%s", err, out)
+	}
+	if r.Pinning == nil || !r.Pinning.Active || r.Pinning.Allocations == nil {
+		t.Fatalf("cgdelegate status shows no active pinning:\n%s", out)
+	}
+	return *r.Pinning.Allocations, string(out)
+}
+
+// waitStatusPod polls `cgdelegate status` until the pod's row has exactly
+// the wanted containers (by name, with their pools and cpus) and returns
+// the row. The plugin publishes its status on mount table changes and at
+// least every 10 s, so the table may lag an event by that much.
+func (e *guestEnv) waitStatusPod(ctx context.Context, t *testing.T, pod *cri.Pod, want map[string]cpuView) policy.PodStatus {
+	t.Helper()
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		tab, raw := e.statusTable(ctx, t)
+		var row *policy.PodStatus
+		for i := range tab.Pods {
+			if tab.Pods[i].ID == pod.ID {
+				row = &tab.Pods[i]
+			}
+		}
+		problem := statusMismatch(row, want)
+		if problem == "" {
+			t.Logf("cgdelegate status: node shared pool %s; pod %s bubble %s shared pool %s", tab.NodeSharedPool, row.Name, row.Bubble, row.SharedPool)
+			for _, c := range row.Containers {
+				t.Logf("  %-14s %-10s cpus=%s mems=%s", c.Name, c.Pool, c.CPUs, c.Mems)
+			}
+			return *row
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cgdelegate status after 40s: %s\n%s", problem, raw)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func statusMismatch(row *policy.PodStatus, want map[string]cpuView) string {
+	if row == nil {
+		return "pod not in the table"
+	}
+	if row.Bubble == "" {
+		return "pod has no bubble"
+	}
+	if len(row.Containers) != len(want) {
+		return fmt.Sprintf("%d containers in the table, want %d", len(row.Containers), len(want))
+	}
+	for _, c := range row.Containers {
+		v, ok := want[c.Name]
+		wantPool := policy.PoolPodShared
+		if v.exclusive() {
+			wantPool = policy.PoolExclusive
+		}
+		switch {
+		case !ok:
+			return fmt.Sprintf("unexpected container %s", c.Name)
+		case c.Pool != wantPool:
+			return fmt.Sprintf("%s in pool %s, want %s", c.Name, c.Pool, wantPool)
+		case c.CPUs != v.CPUs.String() || c.Mems != v.Mems.String():
+			return fmt.Sprintf("%s cpus=%s mems=%s in the table, the container runs on %s", c.Name, c.CPUs, c.Mems, v)
+		}
+	}
+	return ""
+}
+
+func byName(views ...cpuView) map[string]cpuView {
+	m := make(map[string]cpuView, len(views))
+	for _, v := range views {
+		m[v.Name] = v
+	}
+	return m
+}
+
+// TestPinningPodBudget: a pod whose 2-CPU budget comes through CRI
+// LinuxPodSandboxConfig.Resources gets a bubble on one NUMA node; its
+// Guaranteed 1-CPU container gets an exclusive CPU with the quota off, its
+// Burstable container the other CPU with its quota kept.
+func TestPinningPodBudget(t *testing.T) {
+	e := begin(t)
+	e.requirePinning(t)
+	ctx := scenarioCtx(t)
+	nodes := nodeCPUs(t)
+	pod := e.runPod(ctx, t, cri.PodSpec{Name: "budget", Resources: podResources(2)})
+	ex := runContainer(ctx, t, pod, guaranteed("exclusive"))
+	sh := runContainer(ctx, t, pod, burstable("shared"))
+
+	vx, vs := viewOf(ctx, t, ex), viewOf(ctx, t, sh)
+	t.Logf("%s", vx)
+	t.Logf("%s", vs)
+	e.podCgroupPinning(t, pod, vx, vs)
+	if vx.CPUs.Size() != 1 || vs.CPUs.Size() != 1 {
+		t.Errorf("want one exclusive and one shared CPU: %s; %s", vx, vs)
+	}
+	if !vx.CPUs.Intersection(vs.CPUs).IsEmpty() {
+		t.Errorf("exclusive and shared sets overlap: %s; %s", vx, vs)
+	}
+	assertOneNode(t, nodes, vx, vs)
+	if !vx.exclusive() {
+		t.Errorf("exclusive container: cpu.max %q, want the quota off (max)", vx.CPUMax)
+	}
+	if want := fmt.Sprintf("%d %d", cfsPeriod, cfsPeriod); vs.CPUMax != want {
+		t.Errorf("shared container: cpu.max %q, want its quota %q", vs.CPUMax, want)
+	}
+	for _, c := range []*cri.Container{ex, sh} {
+		if got, want := e.hostCgroupCPUs(t, c), map[string]cpuView{"exclusive": vx, "shared": vs}[c.Name].CPUs.String(); got != want {
+			t.Errorf("%s: host cgroup cpuset.cpus %q, effective inside %q", c.Name, got, want)
+		}
+	}
+
+	row := e.waitStatusPod(ctx, t, pod, byName(vx, vs))
+	if b, err := cpuset.Parse(row.Bubble); err != nil || !b.Equals(vx.CPUs.Union(vs.CPUs)) {
+		t.Errorf("status bubble %q, want the union of the containers' cpus %s", row.Bubble, vx.CPUs.Union(vs.CPUs))
+	}
+}
+
+// TestPinningDynamicAdd: a Guaranteed container added to a running pod
+// takes its slice from the pod shared pool, shrinking the shared
+// container's set in the same CreateContainer; stopping and removing it
+// widens the set again.
+//
+// The 2-CPU pod of TestPinningPodBudget has no room for a second slice (it
+// would leave the shared container no CPU): there the add is refused and
+// nothing changes. The shrink and widen are shown in a 3-CPU pod, the
+// largest bubble -smp 4 allows (one CPU stays in the node shared pool);
+// its bubble spans both NUMA nodes.
+func TestPinningDynamicAdd(t *testing.T) {
+	e := begin(t)
+	e.requirePinning(t)
+	ctx := scenarioCtx(t)
+
+	t.Run("refused-when-full", func(t *testing.T) {
+		pod := e.runPod(ctx, t, cri.PodSpec{Name: "full", Resources: podResources(2)})
+		runContainer(ctx, t, pod, guaranteed("exclusive"))
+		sh := runContainer(ctx, t, pod, burstable("shared"))
+		before := viewOf(ctx, t, sh)
+		_, err := pod.CreateContainer(ctx, guaranteed("extra"))
+		requireErrContains(t, "CreateContainer of a second 1-CPU slice in a 2-CPU pod with a shared container", err, "cgdelegate refused")
+		t.Logf("refusal seen by the CRI client: %v", err)
+		if after := viewOf(ctx, t, sh); !after.CPUs.Equals(before.CPUs) || after.CPUMax != before.CPUMax {
+			t.Errorf("a refused add changed the shared container: %s, was %s", after, before)
+		}
+		if err := pod.Remove(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	pod := e.runPod(ctx, t, cri.PodSpec{Name: "grow", Resources: podResources(3)})
+	ex := runContainer(ctx, t, pod, guaranteed("exclusive"))
+	sh := runContainer(ctx, t, pod, burstable("shared"))
+	vx, before := viewOf(ctx, t, ex), viewOf(ctx, t, sh)
+	t.Logf("before: %s; %s", vx, before)
+	if before.CPUs.Size() != 2 || !vx.exclusive() || !vx.CPUs.Intersection(before.CPUs).IsEmpty() {
+		t.Fatalf("3-CPU pod: want one exclusive CPU and two shared: %s; %s", vx, before)
+	}
+
+	added := runContainer(ctx, t, pod, guaranteed("added"))
+	va := viewOf(ctx, t, added)
+	// The shrink came in the CreateContainer response: it is in place now.
+	shrunk := viewOf(ctx, t, sh)
+	t.Logf("after add: %s; %s", va, shrunk)
+	switch {
+	case !va.exclusive() || va.CPUs.Size() != 1:
+		t.Errorf("added container is not exclusive: %s", va)
+	case shrunk.CPUs.Size() != 1 || !shrunk.CPUs.IsSubsetOf(before.CPUs) || !shrunk.CPUs.Union(va.CPUs).Equals(before.CPUs):
+		t.Errorf("shared set %s did not shrink by the added slice %s (was %s)", shrunk.CPUs, va.CPUs, before.CPUs)
+	}
+	assertExclusiveDisjoint(t, []cpuView{vx, va, shrunk})
+	e.waitStatusPod(ctx, t, pod, byName(vx, va, shrunk))
+
+	if err := added.Stop(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := added.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	widened := waitView(ctx, t, sh, "shared set after the added container was removed", func(v cpuView) bool {
+		return v.CPUs.Equals(before.CPUs)
+	})
+	t.Logf("after remove: %s", widened)
+	e.waitStatusPod(ctx, t, pod, byName(vx, widened))
+}
+
+// TestPinningPluginRestartDuringChurn: cgdelegate is killed; containers
+// are added and removed while it is down (containerd admits them without
+// it, as in TestS06/TestS10); it is started again and rebuilds its state
+// from Synchronize. Afterwards no CPU is in two exclusive containers, the
+// Guaranteed container created while it was down has a slice, and a new
+// Guaranteed container gets a slice disjoint from the others.
+func TestPinningPluginRestartDuringChurn(t *testing.T) {
+	e := begin(t)
+	e.requirePinning(t)
+	if e.cfg.Plugin != "external" {
+		t.Fatalf("variant %s: this scenario kills the external plugin", e.cfg.Variant)
+	}
+	ctx := scenarioCtx(t)
+	pod := e.runPod(ctx, t, cri.PodSpec{Name: "churn", Resources: podResources(3)})
+	first := runContainer(ctx, t, pod, guaranteed("first"))
+	sh := runContainer(ctx, t, pod, burstable("shared"))
+	t.Logf("before the kill: %s; %s", viewOf(ctx, t, first), viewOf(ctx, t, sh))
+
+	from := fileSize(e.paths.ContainerdLog)
+	if err := e.plugin.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	restart := func() {
+		if !restarted {
+			restarted = true
+			if err := e.startPlugin(ctx, fileSize(e.paths.ContainerdLog)); err != nil {
+				t.Fatalf("restart cgdelegate: %v", err)
+			}
+		}
+	}
+	t.Cleanup(restart)
+	if err := waitLog(ctx, e.paths.ContainerdLog, from, 30*time.Second, func(l string) bool {
+		return strings.Contains(l, "cgdelegate") && strings.Contains(l, "closed")
+	}, func() error { return nil }); err != nil {
+		t.Fatalf("containerd did not notice the killed plugin: %v", err)
+	}
+
+	// Churn with the plugin down.
+	down := runContainer(ctx, t, pod, guaranteed("while-down"))
+	shDown := runContainer(ctx, t, pod, burstable("shared-down"))
+	if err := first.Stop(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("while down: %s; %s", viewOf(ctx, t, down), viewOf(ctx, t, shDown))
+
+	restart()
+	// The Synchronize repairs are applied by containerd before it logs the
+	// plugin as synchronized, which startPlugin waited for.
+	views := e.runningViews(ctx, t, pod)
+	for _, v := range views {
+		t.Logf("after the restart: %s", v)
+	}
+	assertExclusiveDisjoint(t, views)
+	vd := byName(views...)["while-down"]
+	if !vd.exclusive() || vd.CPUs.Size() != 1 {
+		t.Errorf("the Guaranteed container created while cgdelegate was down has no slice after the restart: %s", vd)
+	}
+
+	after := runContainer(ctx, t, pod, guaranteed("after"))
+	va := viewOf(ctx, t, after)
+	t.Logf("new container: %s", va)
+	if !va.exclusive() || va.CPUs.Size() != 1 {
+		t.Errorf("new Guaranteed container has no exclusive slice: %s", va)
+	}
+	views = e.runningViews(ctx, t, pod)
+	for _, v := range views {
+		t.Logf("final: %s", v)
+	}
+	assertExclusiveDisjoint(t, views)
+	var exclusive int
+	for _, v := range views {
+		if v.exclusive() {
+			exclusive++
+		}
+	}
+	if exclusive != 2 || len(views) != 4 {
+		t.Errorf("want 4 running containers, 2 of them exclusive; got %d, %d", len(views), exclusive)
+	}
+	e.waitStatusPod(ctx, t, pod, byName(views...))
+}
