@@ -93,36 +93,32 @@ func TestDemo(t *testing.T) {
 	say("")
 
 	tr, rep, logPath, err := bootDemo(log, arts, initrd, workDir, v, out)
-	failed := false
-	fail := func(format string, args ...any) {
-		failed = true
-		t.Errorf(format, args...)
-	}
+	var problems []string
 	if err != nil {
-		fail("boot: %v", err)
+		problems = append(problems, fmt.Sprintf("boot: %v\n--- console tail ---\n%s", err, fileTail(logPath, 40)))
 	}
 	for _, p := range rep.Problems {
-		fail("console: %s", p)
+		problems = append(problems, "console: "+p)
 	}
-	res, ok := rep.Results["TestDemo"]
-	switch {
+	switch res, ok := rep.Results["TestDemo"]; {
 	case !ok:
-		fail("the guest reported no result for TestDemo")
+		problems = append(problems, "the guest reported no result for TestDemo:\n"+strings.Join(rep.Output["TestDemo"], "\n"))
 	case res.Result != "pass":
-		fail("the guest's TestDemo: %s", res.Result)
+		problems = append(problems, fmt.Sprintf("the guest's TestDemo: %s:\n%s", res.Result, strings.Join(rep.Output["TestDemo"], "\n")))
 	}
 	want := demoSteps
 	if demoPinning {
 		want = append(want[:len(want):len(want)], demoStepPinning)
 	}
 	if m := tr.Missing(want); len(m) > 0 {
-		fail("steps not observed in the VM: %s", strings.Join(m, ", "))
+		problems = append(problems, "steps not observed in the VM: "+strings.Join(m, ", "))
 	}
 	say("")
-	if failed {
-		t.Errorf("guest output of TestDemo:\n%s\nconsole log: %s\n--- console tail ---\n%s",
-			strings.Join(rep.Output["TestDemo"], "\n"), logPath, fileTail(logPath, 40))
-		say("The demo FAILED after %s (details below).", since(start))
+	if len(problems) > 0 {
+		say("The demo FAILED after %s (console log: %s):", since(start), logPath)
+		for _, p := range problems {
+			t.Error(p)
+		}
 		return
 	}
 	say("Every step above was observed in the VM. Demo done in %s.", since(start))

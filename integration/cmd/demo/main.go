@@ -3,8 +3,9 @@
 // tree), and tells in plain words what happened to a scripted pod: one
 // writable container, one default container, one refused container.
 //
-// It is the README's first quick-start command (`make demo`). `make
-// integration` shows the same against real containerd and runc in a VM.
+// `make demo-inproc` runs it: the quick demo, in seconds and without a VM.
+// `make demo` (integration/vm TestDemo) shows the real thing, containerd
+// and runc in a VM; `make integration` runs the whole suite there.
 package main
 
 import (
