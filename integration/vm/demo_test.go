@@ -15,8 +15,9 @@ import (
 )
 
 // demoPinning boots the demo VM with -smp 4, two NUMA nodes and
-// cgdelegate's CPU pinning (cgd.pinning=1: the guest starts the plugin with
-// cpuPinning: true), and requires the pinned-cpusets step.
+// cgdelegate's CPU pinning (the variant's Pinning: cgd.pinning=1, the guest
+// starts the plugin with cpuPinning: true), and requires the
+// pinned-cpusets step.
 const demoPinning = true
 
 // demoVariant is the one VM `make demo` boots: containerd 2.4, nsdelegate
@@ -27,19 +28,9 @@ func demoVariant() variant {
 		Tests: []string{"TestDemo"},
 	}
 	if demoPinning {
-		v.SMP, v.NUMA = 4, true
+		v.Pinning, v.SMP, v.NUMA = true, 4, true
 	}
 	return v
-}
-
-// demoCmdline is the demo VM's kernel command line. The pinning switch is
-// appended rather than set on the variant so that this file does not depend
-// on the variant's field for it; the guest reads the last value.
-func demoCmdline(v variant) string {
-	if demoPinning {
-		return v.cmdline() + " cgd.pinning=1"
-	}
-	return v.cmdline()
 }
 
 // TestDemo is `make demo`: it builds (or reuses) the VM artifacts, boots one
@@ -128,7 +119,7 @@ func TestDemo(t *testing.T) {
 // arrives, again if the emulated guest kernel crashes at boot.
 func bootDemo(log *slog.Logger, arts *artifacts, initrd, workDir string, v variant, out io.Writer) (*demoTranscript, *consoleReport, string, error) {
 	spec := bootSpec{
-		Kernel: arts.Kernel, Initramfs: initrd, Cmdline: demoCmdline(v),
+		Kernel: arts.Kernel, Initramfs: initrd, Cmdline: v.cmdline(),
 		SMP: max(v.SMP, 2), NUMA: v.NUMA, MemoryMiB: 2048, Accel: os.Getenv("CGD_QEMU_ACCEL"),
 		BootTimeout: 3 * time.Minute,
 		Timeout:     12 * time.Minute,
