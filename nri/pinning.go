@@ -288,8 +288,8 @@ func (p *Plugin) snapshot(pods []*api.PodSandbox, ctrs []*api.Container) ([]poli
 			l.Error("synchronize: container resources ignored", "error", err)
 			spec = policy.ContainerSpec{ID: ctr.GetId(), PodID: ctr.GetPodSandboxId(), Name: ctr.GetName()}
 		}
-		st.Spec = restoreExclusive(spec, st.Stamp)
 		cpu := ctr.GetLinux().GetResources().GetCpu()
+		st.Spec = restoreExclusive(spec, st.Stamp, cpu.GetQuota())
 		st.CPUs = parseSet(l, "cpus", cpu.GetCpus())
 		st.Mems = parseSet(l, "mems", cpu.GetMems())
 		states = append(states, st)
@@ -298,13 +298,25 @@ func (p *Plugin) snapshot(pods []*api.PodSandbox, ctrs []*api.Container) ([]poli
 }
 
 // restoreExclusive undoes cgdelegate's own quota change: an exclusive
-// container was created with CFS quota -1, so the runtime now reports no
-// CPU limit. Its limit was its request (it was Guaranteed), so put it back
-// for the policy to recognise the slice.
-func restoreExclusive(spec policy.ContainerSpec, stamp string) policy.ContainerSpec {
-	st, err := policy.ParseStamp(stamp)
+// container runs with CFS quota -1, so the runtime now reports no CPU
+// limit. Its limit was its request (it was Guaranteed), so put it back for
+// the policy to recognise the slice.
+//
+// The quota is cgdelegate's when the stamp says exclusive, or, for a
+// container without a valid stamp, when the quota is exactly -1: a
+// container created while no plugin ran got its slice (and quota -1) from a
+// Synchronize update, which can not add the stamp annotation. The kubelet
+// sends quota 0, never -1, for a container without a CPU limit.
+func restoreExclusive(spec policy.ContainerSpec, stamp string, quota *api.OptionalInt64) policy.ContainerSpec {
 	b := spec.Resources.Budget
-	if err != nil || st.Pool != policy.PoolExclusive || b.CPULimit != 0 || b.CPURequest == 0 {
+	if b.CPULimit != 0 || b.CPURequest == 0 {
+		return spec
+	}
+	st, err := policy.ParseStamp(stamp)
+	switch {
+	case err == nil && st.Pool != policy.PoolExclusive:
+		return spec
+	case err != nil && (quota == nil || quota.GetValue() != -1):
 		return spec
 	}
 	b.CPULimit = b.CPURequest

@@ -119,16 +119,24 @@ func TestRestoreExclusive(t *testing.T) {
 	tests := []struct {
 		name  string
 		stamp string
+		quota *api.OptionalInt64
 		want  int
 	}{
-		{"exclusive stamp restores the limit", excl, 2},
-		{"shared stamp leaves it", shared, 0},
-		{"no stamp leaves it", "", 0},
-		{"bad stamp leaves it", "v=9", 0},
+		{"exclusive stamp restores the limit", excl, api.Int64(-1), 2},
+		{"exclusive stamp, quota unknown", excl, nil, 2},
+		{"shared stamp leaves it", shared, nil, 0},
+		{"shared stamp leaves it, even with quota -1", shared, api.Int64(-1), 0},
+		{"no stamp leaves it", "", nil, 0},
+		{"no stamp, quota 0 leaves it", "", api.Int64(0), 0},
+		// Pinned by a Synchronize after it was created without the plugin:
+		// the quota is -1, but there is no stamp.
+		{"no stamp, quota -1 restores the limit", "", api.Int64(-1), 2},
+		{"bad stamp leaves it", "v=9", nil, 0},
+		{"bad stamp, quota -1 restores the limit", "v=9", api.Int64(-1), 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := restoreExclusive(policy.ContainerSpec{Resources: unlimited}, tc.stamp)
+			got := restoreExclusive(policy.ContainerSpec{Resources: unlimited}, tc.stamp, tc.quota)
 			if got.Resources.ExclusiveCPUs() != tc.want {
 				t.Fatalf("ExclusiveCPUs = %d, want %d (%+v)", got.Resources.ExclusiveCPUs(), tc.want, got.Resources)
 			}

@@ -764,3 +764,70 @@ func TestPinningWritableRefusalHoldsNoCPUs(t *testing.T) {
 		t.Errorf("no %s annotation in %v", policy.StampAnnotation, resp.GetAdjust().GetAnnotations())
 	}
 }
+
+// TestPinningRestartKeepsUnstampedSlices: a Guaranteed container created
+// while the plugin was down gets its slice from the next Synchronize, but
+// no stamp (an update can not add annotations; the real runtime keeps none,
+// unlike TestPinningRestartDuringChurn's model). Every later restart must
+// leave it, and everything else, where it is.
+func TestPinningRestartKeepsUnstampedSlices(t *testing.T) {
+	e := setupPinning(t, nil)
+	p1 := budgetPod("one", "p1", 3)
+	e.mustRunPod(p1)
+	g1 := Container(p1, "g1", WithGuaranteedCPUs(1, gi))
+	s1 := Container(p1, "s1", WithResources(500, 1000, 256*mi))
+	e.mustCreate(p1, g1)
+	e.mustCreate(p1, s1)
+
+	e.stub.Stop()
+	e.p.WaitUpdates()
+	e.stopRemove(p1, g1)
+	down := Container(p1, "down", WithGuaranteedCPUs(1, gi))
+	if adjCPU(e.mustCreate(p1, down)).GetCpus() != "" {
+		t.Fatal("a disconnected plugin pinned a container")
+	}
+	cpuOf(e.node.ctrs[down.Id]).Cpus = "0-15"
+
+	if updateFor(e.connect(), down.Id) == nil {
+		t.Fatal("Synchronize did not pin the container created while the plugin was down")
+	}
+	if _, stamped := e.node.ctrs[down.Id].Annotations[policy.StampAnnotation]; stamped {
+		t.Fatal("the model stamped a container after creation; the runtime can not")
+	}
+	checkQuotaOff := func(stage string) {
+		t.Helper()
+		owner := map[int]string{}
+		for _, id := range e.node.running() {
+			if q := cpuOf(e.node.ctrs[id]).GetQuota(); q == nil || q.GetValue() != -1 {
+				continue
+			}
+			for _, cpu := range e.node.cpus(t, id).List() {
+				if other, dup := owner[cpu]; dup {
+					t.Errorf("%s: cpu %d is exclusive to both %s and %s", stage, cpu, other, id)
+				}
+				owner[cpu] = id
+			}
+		}
+		if len(owner) != 1 {
+			t.Errorf("%s: exclusive cpus %v, want the one of %s", stage, owner, down.Id)
+		}
+	}
+	checkQuotaOff("after the first restart")
+	before := map[string]string{}
+	for _, id := range e.node.running() {
+		before[id] = e.node.cpus(t, id).String()
+	}
+	for i := range 3 {
+		e.stub.Stop()
+		e.p.WaitUpdates()
+		if u := e.connect(); len(u) != 0 {
+			t.Errorf("restart %d changed running containers: %v", i+2, u)
+		}
+		for id, want := range before {
+			if got := e.node.cpus(t, id).String(); got != want {
+				t.Errorf("restart %d moved %s from %s to %s", i+2, id, want, got)
+			}
+		}
+	}
+	checkQuotaOff("after the last restart")
+}

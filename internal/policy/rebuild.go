@@ -45,7 +45,12 @@ type RebuildResult struct {
 //     usable CPUs and overlaps no bubble kept before it;
 //  2. keep every stamped exclusive slice that has the container's size,
 //     lies in its pod's kept bubble (or, in container scope, in the free
-//     node pool) and overlaps no slice kept before it;
+//     node pool) and overlaps no slice kept before it; then, by the same
+//     rules, adopt the current cpuset of every exclusive-eligible container
+//     without an exclusive stamp. Such a container was created while no
+//     plugin ran and got its slice from an earlier rebuild, which can not
+//     stamp it (an update carries no annotations): without adoption every
+//     later rebuild would carve it afresh and might move it;
 //  3. allocate fresh bubbles for budget pods without a kept one; a pod that
 //     does not fit is degraded to the node shared pool;
 //  4. carve fresh slices for exclusive-eligible containers without a kept
@@ -172,7 +177,7 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 
 	// 2. Stamped slices.
 	podClaimed := map[string]cpuset.CPUSet{} // slices inside each bubble
-	var freshCtrs []string
+	var freshCtrs, unstamped []string
 	for _, id := range ctrIDs {
 		c := st.ctrs[id]
 		n := c.spec.Resources.ExclusiveCPUs()
@@ -182,7 +187,11 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 			continue
 		}
 		s := stamps[id]
-		if s == nil || s.Pool != PoolExclusive {
+		if s == nil {
+			unstamped = append(unstamped, id)
+			continue
+		}
+		if s.Pool != PoolExclusive {
 			freshCtrs = append(freshCtrs, id)
 			continue
 		}
@@ -209,6 +218,40 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 			continue
 		}
 		freshCtrs = append(freshCtrs, id)
+	}
+
+	// 2b. Unstamped slices: adopt the current cpuset when it would be a
+	// valid slice. Stamped slices were kept first: a stamp wins.
+	for _, id := range unstamped {
+		c := st.ctrs[id]
+		cur := current[id].CPUs
+		n := c.spec.Resources.ExclusiveCPUs()
+		ps := st.pods[c.spec.PodID]
+		inBubble := !ps.bubble.IsEmpty()
+		domain, taken := p.usable, claimed
+		if inBubble {
+			domain, taken = ps.bubble, podClaimed[c.spec.PodID]
+		}
+		free := domain.Difference(taken)
+		fits := cur.Size() == n && cur.IsSubsetOf(free)
+		if inBubble {
+			// The pod's shared containers keep a CPU...
+			fits = fits && (free.Size() > n || !podHasShared(st, c.spec.PodID))
+		} else {
+			// ...and the node shared pool keeps one (container scope).
+			fits = fits && free.Size() > n
+		}
+		if !fits {
+			freshCtrs = append(freshCtrs, id)
+			continue
+		}
+		c.pool, c.slice = PoolExclusive, cur
+		st.addCtr(c)
+		if inBubble {
+			podClaimed[c.spec.PodID] = taken.Union(cur)
+		} else {
+			claimed = claimed.Union(cur)
+		}
 	}
 
 	// 3. Fresh bubbles.

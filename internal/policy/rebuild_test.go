@@ -378,3 +378,116 @@ func TestRebuildBadInput(t *testing.T) {
 	}
 	checkInvariants(t, p)
 }
+
+// TestRebuildKeepsUnstampedSlices is the VM's plugin restart during churn:
+// a Guaranteed container created while the plugin was down has no stamp
+// (an update can not add annotations), gets a fresh slice at the first
+// rebuild, and must keep it at every later rebuild instead of being moved.
+func TestRebuildKeepsUnstampedSlices(t *testing.T) {
+	topo := literalTopo(2, 1, 2, 1) // node 0: 0-1, node 1: 2-3
+	p := mustNew(t, topo, Options{Scope: config.ScopePod})
+	r := newFakeRuntime()
+	r.addPod(t, p, PodSpec{ID: "p", Budget: budget(3000)})
+	r.addCtr(t, p, ctr("p-1first", "p", guaranteed(1000)))
+	r.addCtr(t, p, ctr("p-2shared", "p", burstable(500)))
+
+	// Down: the first slice goes, an unpinned Guaranteed container comes.
+	delete(r.ctrs, "p-1first")
+	r.ctrs["p-0down"] = ctr("p-0down", "p", guaranteed(1000))
+	r.cpus["p-0down"], r.mems["p-0down"] = set("0-3"), set("0-1")
+
+	q := mustNew(t, topo, Options{Scope: config.ScopePod})
+	pods, ctrs := r.snapshot()
+	r.apply(q.Rebuild(pods, ctrs).Updates...)
+	down, _ := q.Assignment("p-0down")
+	if down.Pool != PoolExclusive {
+		t.Fatalf("unstamped Guaranteed container after the first rebuild: %+v", down)
+	}
+	r.addCtr(t, q, ctr("p-3after", "p", guaranteed(1000)))
+	want := q.Snapshot()
+
+	for i := range 3 {
+		q2 := mustNew(t, topo, Options{Scope: config.ScopePod})
+		pods, ctrs := r.snapshot()
+		res := q2.Rebuild(pods, ctrs)
+		if len(res.Updates) != 0 || len(res.Conflicts) != 0 {
+			t.Errorf("rebuild %d moved running containers: updates %v, conflicts %v", i+2, ids(res.Updates), res.Conflicts)
+		}
+		if got := q2.Snapshot(); !reflect.DeepEqual(got, want) {
+			t.Errorf("rebuild %d state differs:\n%+v\n%+v", i+2, got, want)
+		}
+		r.apply(res.Updates...)
+	}
+}
+
+// TestRebuildAdoption: an unstamped exclusive-eligible container keeps its
+// current cpuset only when that is a valid slice; a stamp always wins.
+func TestRebuildAdoption(t *testing.T) {
+	topo := literalTopo(2, 1, 2, 1) // node 0: 0-1, node 1: 2-3
+	// cur picks the unstamped container's current cpus from the pod's
+	// bubble (empty in container scope) and the stamped slice.
+	type pick func(bubble, stamped cpuset.CPUSet) cpuset.CPUSet
+	first := func(s cpuset.CPUSet) cpuset.CPUSet { return cpuset.New(s.List()[0]) }
+	tests := []struct {
+		name  string
+		scope config.TopologyScope
+		cur   pick
+		kept  bool
+	}{
+		{
+			name: "pod scope, free cpu of the bubble", scope: config.ScopePod, kept: true,
+			cur: func(b, s cpuset.CPUSet) cpuset.CPUSet { return first(b.Difference(s)) },
+		},
+		{
+			name: "pod scope, the stamped slice", scope: config.ScopePod,
+			cur: func(_, s cpuset.CPUSet) cpuset.CPUSet { return s },
+		},
+		{
+			name: "pod scope, outside the bubble", scope: config.ScopePod,
+			cur: func(b, _ cpuset.CPUSet) cpuset.CPUSet { return first(set("0-3").Difference(b)) },
+		},
+		{
+			name: "pod scope, wrong size", scope: config.ScopePod,
+			cur: func(b, s cpuset.CPUSet) cpuset.CPUSet { return b.Difference(s) },
+		},
+		{
+			name: "pod scope, unpinned", scope: config.ScopePod,
+			cur: func(_, _ cpuset.CPUSet) cpuset.CPUSet { return cpuset.New() },
+		},
+		{
+			name: "container scope, free node cpu", scope: config.ScopeContainer, kept: true,
+			cur: func(_, s cpuset.CPUSet) cpuset.CPUSet { return first(set("0-3").Difference(s)) },
+		},
+		{
+			name: "container scope, the stamped slice", scope: config.ScopeContainer,
+			cur: func(_, s cpuset.CPUSet) cpuset.CPUSet { return s },
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustNew(t, topo, Options{Scope: tc.scope})
+			r := newFakeRuntime()
+			r.addPod(t, p, PodSpec{ID: "p", Budget: budget(3000)})
+			a := r.addCtr(t, p, ctr("p-a", "p", guaranteed(1000)))
+			r.addCtr(t, p, ctr("p-s", "p", burstable(500)))
+			cur := tc.cur(a.Bubble, a.CPUs)
+			r.ctrs["p-0"] = ctr("p-0", "p", guaranteed(1000))
+			r.cpus["p-0"] = cur
+
+			q := mustNew(t, topo, Options{Scope: tc.scope})
+			pods, ctrs := r.snapshot()
+			res := q.Rebuild(pods, ctrs)
+			got, _ := q.Assignment("p-0")
+			stamped, _ := q.Assignment("p-a")
+			if got.Pool != PoolExclusive || !stamped.CPUs.Equals(a.CPUs) || !got.CPUs.Intersection(stamped.CPUs).IsEmpty() {
+				t.Fatalf("p-0 %s %s, stamped p-a %s (was %s)", got.Pool, got.CPUs, stamped.CPUs, a.CPUs)
+			}
+			if kept := got.CPUs.Equals(cur); kept != tc.kept {
+				t.Errorf("p-0 on %s, current %q: kept %v, want %v", got.CPUs, cur, kept, tc.kept)
+			}
+			if len(res.Conflicts) != 0 {
+				t.Errorf("conflicts %v", res.Conflicts)
+			}
+		})
+	}
+}
