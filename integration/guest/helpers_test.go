@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/cgdelegate/cgdelegate/integration/cri"
 	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
 )
@@ -35,7 +38,8 @@ func (e *guestEnv) runPod(ctx context.Context, t *testing.T, spec cri.PodSpec) *
 		t.Fatalf("run pod: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := pod.Remove(); err != nil {
+		// NotFound: the scenario removed the pod itself.
+		if err := pod.Remove(); err != nil && status.Code(err) != codes.NotFound {
 			t.Logf("cleanup: %v", err)
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -81,6 +82,34 @@ func burstable(name string) cri.ContainerSpec {
 	return s
 }
 
+// memoryOnly is a Burstable container with a memory limit and no CPU
+// request or limit: it always runs in a shared pool.
+func memoryOnly(name string) cri.ContainerSpec {
+	s := sleeper(name, 0)
+	s.Resources = &runtimeapi.LinuxContainerResources{CpuShares: 2, MemoryLimitInBytes: 64 * mib}
+	return s
+}
+
+// pluginLog checks the plugin's log from byte offset from (the start of
+// the scenario): it logs every warning and error, and fails the scenario on
+// a container update that did not reach the runtime.
+func (e *guestEnv) pluginLog(t *testing.T, from int64) {
+	t.Helper()
+	b, err := os.ReadFile(e.paths.PluginLog)
+	if err != nil || int64(len(b)) < from {
+		t.Errorf("plugin log: %v", err)
+		return
+	}
+	for _, l := range strings.Split(string(b[from:]), "\n") {
+		switch {
+		case strings.Contains(l, "cannot send container updates"), strings.Contains(l, "runtime failed some container updates"):
+			t.Errorf("plugin: %s", l)
+		case strings.Contains(l, "level=WARN"), strings.Contains(l, "level=ERROR"), strings.Contains(l, "synchronized"):
+			t.Logf("plugin: %s", l)
+		}
+	}
+}
+
 // cpuView is what a container sees of its own cgroup.
 type cpuView struct {
 	Name        string
@@ -94,7 +123,8 @@ func (v cpuView) String() string {
 }
 
 // exclusive reports whether the CFS quota is off, as cgdelegate sets it
-// for an exclusive slice.
+// for an exclusive slice. Only meaningful for containers with a CPU limit
+// (a container without one has no quota either).
 func (v cpuView) exclusive() bool { return strings.HasPrefix(v.CPUMax, "max ") }
 
 const cpuViewScript = `d=/sys/fs/cgroup
@@ -332,7 +362,20 @@ func TestPinningPodBudget(t *testing.T) {
 	e := begin(t)
 	e.requirePinning(t)
 	ctx := scenarioCtx(t)
+	logFrom := fileSize(e.paths.PluginLog)
+	t.Cleanup(func() { e.pluginLog(t, logFrom) })
 	nodes := nodeCPUs(t)
+	all := cpuset.New()
+	for _, set := range nodes {
+		all = all.Union(set)
+	}
+	// A pod without a budget runs in the node shared pool: every CPU now.
+	plain := e.runPod(ctx, t, cri.PodSpec{Name: "plain"})
+	pc := runContainer(ctx, t, plain, memoryOnly("node-pool"))
+	if v := viewOf(ctx, t, pc); !v.CPUs.Equals(all) {
+		t.Errorf("node shared pool container before any bubble: %s, want cpus %s", v, all)
+	}
+
 	pod := e.runPod(ctx, t, cri.PodSpec{Name: "budget", Resources: podResources(2)})
 	ex := runContainer(ctx, t, pod, guaranteed("exclusive"))
 	sh := runContainer(ctx, t, pod, burstable("shared"))
@@ -360,10 +403,26 @@ func TestPinningPodBudget(t *testing.T) {
 		}
 	}
 
+	bubble := vx.CPUs.Union(vs.CPUs)
 	row := e.waitStatusPod(ctx, t, pod, byName(vx, vs))
-	if b, err := cpuset.Parse(row.Bubble); err != nil || !b.Equals(vx.CPUs.Union(vs.CPUs)) {
-		t.Errorf("status bubble %q, want the union of the containers' cpus %s", row.Bubble, vx.CPUs.Union(vs.CPUs))
+	if b, err := cpuset.Parse(row.Bubble); err != nil || !b.Equals(bubble) {
+		t.Errorf("status bubble %q, want the union of the containers' cpus %s", row.Bubble, bubble)
 	}
+
+	// The bubble left the node shared pool: the plain pod's container was
+	// narrowed (UpdateContainers after RunPodSandbox), and is widened again
+	// when the budget pod goes (UpdateContainers after RemovePodSandbox).
+	narrowed := waitView(ctx, t, pc, "node shared pool container after the bubble was carved", func(v cpuView) bool {
+		return v.CPUs.Equals(all.Difference(bubble))
+	})
+	t.Logf("node pool while the bubble exists: %s", narrowed)
+	if err := pod.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	widened := waitView(ctx, t, pc, "node shared pool container after the budget pod was removed", func(v cpuView) bool {
+		return v.CPUs.Equals(all)
+	})
+	t.Logf("node pool after the budget pod was removed: %s", widened)
 }
 
 // TestPinningDynamicAdd: a Guaranteed container added to a running pod
@@ -380,14 +439,19 @@ func TestPinningDynamicAdd(t *testing.T) {
 	e := begin(t)
 	e.requirePinning(t)
 	ctx := scenarioCtx(t)
+	logFrom := fileSize(e.paths.PluginLog)
+	t.Cleanup(func() { e.pluginLog(t, logFrom) })
 
 	t.Run("refused-when-full", func(t *testing.T) {
+		// The shared container requests no CPU, so the CPU requests fit
+		// the budget (2 x 1000m): the refusal is the policy's.
 		pod := e.runPod(ctx, t, cri.PodSpec{Name: "full", Resources: podResources(2)})
 		runContainer(ctx, t, pod, guaranteed("exclusive"))
-		sh := runContainer(ctx, t, pod, burstable("shared"))
+		sh := runContainer(ctx, t, pod, memoryOnly("shared"))
 		before := viewOf(ctx, t, sh)
 		_, err := pod.CreateContainer(ctx, guaranteed("extra"))
-		requireErrContains(t, "CreateContainer of a second 1-CPU slice in a 2-CPU pod with a shared container", err, "cgdelegate refused")
+		requireErrContains(t, "CreateContainer of a second 1-CPU slice in a 2-CPU pod with a shared container", err,
+			"cgdelegate refused", "leaving no cpus for shared containers")
 		t.Logf("refusal seen by the CRI client: %v", err)
 		if after := viewOf(ctx, t, sh); !after.CPUs.Equals(before.CPUs) || after.CPUMax != before.CPUMax {
 			t.Errorf("a refused add changed the shared container: %s, was %s", after, before)
@@ -446,6 +510,8 @@ func TestPinningPluginRestartDuringChurn(t *testing.T) {
 		t.Fatalf("variant %s: this scenario kills the external plugin", e.cfg.Variant)
 	}
 	ctx := scenarioCtx(t)
+	logFrom := fileSize(e.paths.PluginLog)
+	t.Cleanup(func() { e.pluginLog(t, logFrom) })
 	pod := e.runPod(ctx, t, cri.PodSpec{Name: "churn", Resources: podResources(3)})
 	first := runContainer(ctx, t, pod, guaranteed("first"))
 	sh := runContainer(ctx, t, pod, burstable("shared"))
@@ -516,4 +582,24 @@ func TestPinningPluginRestartDuringChurn(t *testing.T) {
 		t.Errorf("want 4 running containers, 2 of them exclusive; got %d, %d", len(views), exclusive)
 	}
 	e.waitStatusPod(ctx, t, pod, byName(views...))
+
+	// Another crash, no churn: the rebuild must move nothing. "while-down"
+	// has no stamp (an update can not add one): it keeps its slice by its
+	// quota (-1) and its current cpuset.
+	if err := e.plugin.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.startPlugin(ctx, fileSize(e.paths.ContainerdLog)); err != nil {
+		t.Fatalf("second restart: %v", err)
+	}
+	again := e.runningViews(ctx, t, pod)
+	for i, v := range again {
+		t.Logf("after a second restart: %s", v)
+		if i < len(views) && (v.Name != views[i].Name || !v.CPUs.Equals(views[i].CPUs) || v.CPUMax != views[i].CPUMax) {
+			t.Errorf("a restart without churn changed %s to %s", views[i], v)
+		}
+	}
+	if len(again) != len(views) {
+		t.Errorf("%d running containers after the second restart, want %d", len(again), len(views))
+	}
 }
