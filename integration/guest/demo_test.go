@@ -157,7 +157,7 @@ func TestDemo(t *testing.T) {
 	s.say("3. On the node, cgdelegate bounded the pod cgroup before the container started:")
 	s.say("   %s", podCg)
 	s.say("     cgroup.max.descendants = %s, cgroup.max.depth = %s (now %s descendants in use)", desc, depth, nr)
-	s.say("   so the containers of this pod together can create at most %s cgroups, nested at most %s deep.", desc, depth)
+	s.say("   so at most %s cgroups can exist below the pod cgroup, at most %s levels deep, whatever its containers do.", desc, depth)
 	s.done(stepBounds)
 
 	// 4. A refused container.
