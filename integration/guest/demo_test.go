@@ -54,23 +54,9 @@ func (story) say(format string, args ...any) {
 func (story) done(step string) { fmt.Printf("%s%s\n", markDemoStep, step) }
 
 // demoScript runs, in a writable container limited to 64 MiB, what a
-// delegating workload does, then tries to raise its own limit. It prints
-// KEY=value markers.
-const demoScript = `cd /sys/fs/cgroup || exit 1
-mkdir leaf limited || exit 2
-for p in $(cat cgroup.procs); do echo $p > leaf/cgroup.procs 2>/dev/null; done
-if echo "+memory +pids" > cgroup.subtree_control; then echo ENABLE=ok; else echo ENABLE=fail; fi
-echo "SUBTREE=$(cat cgroup.subtree_control)"
-if echo 33554432 > limited/memory.max; then echo MEMSET=ok; else echo MEMSET=fail; fi
-if echo 16 > limited/pids.max; then echo PIDSSET=ok; else echo PIDSSET=fail; fi
-sleep 600 >/dev/null 2>&1 &
-pid=$!
-if echo $pid > limited/cgroup.procs; then echo MOVE=ok; else echo MOVE=fail; fi
-echo "CHILDPID=$pid"
-echo "CHILDCG=$(cat /proc/$pid/cgroup)"
-echo "MEMMAX=$(cat limited/memory.max)"
-echo "PIDSMAX=$(cat limited/pids.max)"
-echo "OWNBEFORE=$(cat memory.max)"
+// delegating workload does (the child process stays), then tries to raise
+// its own limit. It prints KEY=value markers.
+const demoScript = delegationSteps + `echo "OWNBEFORE=$(cat memory.max)"
 if err=$( (echo max > memory.max) 2>&1 ); then echo RAISE=ok; else echo "RAISE=${err##*: }"; fi
 echo "OWNAFTER=$(cat memory.max)"
 `

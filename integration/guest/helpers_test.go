@@ -149,3 +149,20 @@ func assertWritableMount(ctx context.Context, t *testing.T, c *cri.Container) {
 		t.Errorf("/proc/self/cgroup path = %q, want / (private cgroup namespace)", got)
 	}
 }
+
+// restartPluginOnce returns a function that starts the stopped plugin again,
+// at most once; it also runs at cleanup, so a failing test never leaves the
+// next scenario without the plugin.
+func (e *guestEnv) restartPluginOnce(ctx context.Context, t *testing.T) func() {
+	restarted := false
+	restart := func() {
+		if !restarted {
+			restarted = true
+			if err := e.startPlugin(ctx, fileSize(e.paths.ContainerdLog)); err != nil {
+				t.Fatalf("restart cgdelegate: %v", err)
+			}
+		}
+	}
+	t.Cleanup(restart)
+	return restart
+}

@@ -521,16 +521,7 @@ func TestPinningPluginRestartDuringChurn(t *testing.T) {
 	if err := e.plugin.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	restarted := false
-	restart := func() {
-		if !restarted {
-			restarted = true
-			if err := e.startPlugin(ctx, fileSize(e.paths.ContainerdLog)); err != nil {
-				t.Fatalf("restart cgdelegate: %v", err)
-			}
-		}
-	}
-	t.Cleanup(restart)
+	restart := e.restartPluginOnce(ctx, t)
 	if err := waitLog(ctx, e.paths.ContainerdLog, from, 30*time.Second, func(l string) bool {
 		return strings.Contains(l, "cgdelegate") && strings.Contains(l, "closed")
 	}, func() error { return nil }); err != nil {

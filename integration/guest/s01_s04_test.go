@@ -11,10 +11,11 @@ import (
 	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
 )
 
-// delegateScript moves every process of the container to a leaf, enables
-// memory and pids for children, limits a child and moves a process into it.
-// It prints KEY=value markers; busybox sh reports failed writes on stderr.
-const delegateScript = `cd /sys/fs/cgroup || exit 1
+// delegationSteps moves every process of the container to a leaf, enables
+// memory and pids for children, limits a child and moves a process (left
+// running as $pid) into it. It prints KEY=value markers; busybox sh reports
+// failed writes on stderr.
+const delegationSteps = `cd /sys/fs/cgroup || exit 1
 mkdir leaf limited || exit 2
 for p in $(cat cgroup.procs); do echo $p > leaf/cgroup.procs 2>/dev/null; done
 echo "ROOTPROCS=$(wc -l < cgroup.procs)"
@@ -25,11 +26,14 @@ if echo 16 > limited/pids.max; then echo PIDSSET=ok; else echo PIDSSET=fail; fi
 sleep 600 >/dev/null 2>&1 &
 pid=$!
 if echo $pid > limited/cgroup.procs; then echo MOVE=ok; else echo MOVE=fail; fi
+echo "CHILDPID=$pid"
 echo "CHILDCG=$(cat /proc/$pid/cgroup)"
 echo "MEMMAX=$(cat limited/memory.max)"
 echo "PIDSMAX=$(cat limited/pids.max)"
-kill $pid
 `
+
+// delegateScript is the delegation, then the child process goes away.
+const delegateScript = delegationSteps + "kill $pid\n"
 
 // TestS01AnnotatedWritable: an annotated container sees a rw cgroup2 mount
 // of its own cgroup namespace root, with nsdelegate, and can run a real

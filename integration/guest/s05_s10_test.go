@@ -80,16 +80,7 @@ func TestS06GuardCgroupWritable(t *testing.T) {
 	if err := e.plugin.Stop(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	restarted := false
-	restart := func() {
-		if !restarted {
-			restarted = true
-			if err := e.startPlugin(ctx, fileSize(e.paths.ContainerdLog)); err != nil {
-				t.Fatalf("restart cgdelegate: %v", err)
-			}
-		}
-	}
-	t.Cleanup(restart)
+	restart := e.restartPluginOnce(ctx, t)
 	base := e.runPod(ctx, t, cri.PodSpec{Name: "baseline", RuntimeHandler: handler})
 	bc := runContainer(ctx, t, base, sleeper("baseline", 64<<20))
 	r := sh(ctx, t, bc, raiseScript)
