@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,15 +19,22 @@ import (
 // mount, umount or remount. Only then does it read and parse the table
 // again. For other files (fixtures, copies) it re-reads when the file's
 // inode, size or modification time changed.
+//
+// As a safety net against a missed notification, an unsafe verdict is
+// never served from the cache (a refusal costs one re-read, and a restored
+// nsdelegate is seen at once), and no verdict is older than MaxAge.
 type Checker struct {
 	path string
 	root string
+	// MaxAge bounds how long a safe verdict is served from the cache.
+	MaxAge time.Duration
 
 	mu     sync.Mutex
 	f      *os.File
 	pollOK bool
 	last   Status
 	lastOK bool
+	readAt time.Time
 	stamp  fileStamp
 	buf    bytes.Buffer
 }
@@ -49,10 +57,13 @@ func stampOf(st *unix.Stat_t) fileStamp {
 	return fileStamp{ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim}
 }
 
+// DefaultMaxAge is the Checker's default MaxAge.
+const DefaultMaxAge = time.Second
+
 // NewChecker returns a Checker for the mount table at mountinfoPath and the
 // cgroup root cgroupRoot. It does not open anything until the first Check.
 func NewChecker(mountinfoPath, cgroupRoot string) *Checker {
-	return &Checker{path: mountinfoPath, root: cgroupRoot}
+	return &Checker{path: mountinfoPath, root: cgroupRoot, MaxAge: DefaultMaxAge}
 }
 
 // MountinfoPath returns the mount table the checker reads.
@@ -66,7 +77,7 @@ func (c *Checker) CgroupRoot() string { return c.root }
 func (c *Checker) Check() (Status, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.lastOK {
+	if c.lastOK && c.last.Err() == nil && time.Since(c.readAt) < c.MaxAge {
 		if c.pollOK && !c.changed() {
 			return c.last, nil
 		}
@@ -74,8 +85,6 @@ func (c *Checker) Check() (Status, error) {
 			if st, ok := statStamp(c.path); ok && st == c.stamp {
 				return c.last, nil
 			}
-			// The file may have been replaced: open it afresh.
-			_ = c.closeLocked()
 		}
 	}
 	st, err := c.read()
@@ -84,7 +93,7 @@ func (c *Checker) Check() (Status, error) {
 		_ = c.closeLocked()
 		return st, err
 	}
-	c.last, c.lastOK = st, true
+	c.last, c.lastOK, c.readAt = st, true, time.Now()
 	return st, nil
 }
 
@@ -122,6 +131,10 @@ func (c *Checker) changed() bool {
 }
 
 func (c *Checker) read() (Status, error) {
+	if c.f != nil && !c.pollOK {
+		// A plain file may have been replaced by rename: reopen it.
+		_ = c.closeLocked()
+	}
 	if c.f == nil {
 		f, err := os.Open(c.path)
 		if err != nil {

@@ -233,3 +233,53 @@ func TestCheckerSeesRenamedTable(t *testing.T) {
 		}
 	}
 }
+
+// writeSameStamp rewrites path with content of the same length and puts the
+// old modification time back, so that only a re-read can see the change.
+func writeSameStamp(t *testing.T, path, content string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(content)) != fi.Size() {
+		t.Fatalf("fixture sizes differ: %d vs %d", len(content), fi.Size())
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An unsafe verdict is never served from the cache: once nsdelegate is
+// back, the next check sees it even if no change was signalled.
+func TestCheckerNeverCachesUnsafe(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mountinfo")
+	unsafe := strings.Replace(mountsV2Nsdelegate, "rw,nsdelegate,memory_recursiveprot", "rw,nsdelegatX,memory_recursiveprot", 1)
+	if err := os.WriteFile(path, []byte(unsafe), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := NewChecker(path, "/sys/fs/cgroup")
+	defer c.Close()
+	st, err := c.Check()
+	if err != nil || !errors.Is(st.Err(), ErrNoNsdelegate) {
+		t.Fatalf("first check: %v / %v", err, st.Err())
+	}
+	writeSameStamp(t, path, mountsV2Nsdelegate)
+	st, err = c.Check()
+	if err != nil || st.Err() != nil {
+		t.Fatalf("after nsdelegate came back: %v / %v", err, st.Err())
+	}
+	// A safe verdict is cached while the stamp is unchanged...
+	writeSameStamp(t, path, unsafe)
+	if st, _ := c.Check(); st.Err() != nil {
+		t.Fatalf("a safe verdict with an unchanged stamp should be cached, got %v", st.Err())
+	}
+	// ...but never longer than MaxAge.
+	c.MaxAge = 0
+	if st, _ := c.Check(); !errors.Is(st.Err(), ErrNoNsdelegate) {
+		t.Fatalf("past MaxAge the table must be re-read, got %v", st.Err())
+	}
+}
