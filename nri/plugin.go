@@ -46,6 +46,7 @@ type host struct {
 	checker *hostcheck.Checker
 	fs      *cgroupfs.FS
 	feature *feature.File
+	status  *status.Publisher
 	bounds  boundsCache
 }
 
@@ -55,8 +56,13 @@ func newHost(cfg config.Config) *host {
 		checker: hostcheck.NewChecker(cfg.MountinfoPath, cfg.CgroupRoot),
 		fs:      cgroupfs.New(cfg.CgroupRoot, cfg.SysfsRoot),
 		feature: feature.New(cfg.FeatureFilePath()),
+		status:  status.NewPublisher(cfg.StatusFilePath(), statusRefresh),
 	}
 }
+
+// statusRefresh is how often an unchanged status report is rewritten, so
+// its UpdatedAt shows the plugin is alive.
+const statusRefresh = 30 * time.Second
 
 // Plugin is the cgdelegate NRI plugin.
 type Plugin struct {
@@ -172,7 +178,7 @@ func (p *Plugin) Refresh() {
 	} else if wrote {
 		p.log.Info("node advertisement changed", "label", feature.Label, "supported", r.Supported, "problems", r.Problems)
 	}
-	if err := status.Publish(h.cfg.StatusFilePath(), r); err != nil {
+	if _, err := h.status.Publish(r); err != nil {
 		p.log.Error("cannot publish status", "path", h.cfg.StatusFilePath(), "error", err)
 	}
 }

@@ -95,3 +95,41 @@ func TestParseGarbage(t *testing.T) {
 		t.Fatal("want an error")
 	}
 }
+
+func TestPublisherSkipsUnchanged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "status.json")
+	p := NewPublisher(path, time.Hour)
+	r := Evaluate(config.Default(), good, nil)
+	steps := []struct {
+		name      string
+		mutate    func(*Report)
+		wantWrite bool
+	}{
+		{"first", func(*Report) {}, true},
+		{"only the time moved", func(r *Report) { r.UpdatedAt = r.UpdatedAt.Add(time.Second) }, false},
+		{"verdict changed", func(r *Report) { *r = Evaluate(config.Default(), noNsdel, nil) }, true},
+		{"same again", func(*Report) {}, false},
+	}
+	for _, s := range steps {
+		s.mutate(&r)
+		wrote, err := p.Publish(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wrote != s.wantWrite {
+			t.Fatalf("%s: wrote=%v, want %v", s.name, wrote, s.wantWrite)
+		}
+	}
+	got, err := ReadPublished(path)
+	if err != nil || got.Supported {
+		t.Fatalf("published %+v, %v", got, err)
+	}
+	// An unchanged report is rewritten once it is older than refresh.
+	p.refresh = 0
+	if wrote, err := p.Publish(r); err != nil || !wrote {
+		t.Fatalf("stale report not rewritten: %v %v", wrote, err)
+	}
+	if wrote, err := NewPublisher("", time.Hour).Publish(r); wrote || err != nil {
+		t.Fatalf("disabled publisher: %v %v", wrote, err)
+	}
+}
