@@ -76,9 +76,6 @@ type Plugin struct {
 
 	mu      sync.Mutex
 	runtime *status.Runtime
-	// privileged counts writable requests left alone because the container
-	// was privileged.
-	privileged atomic.Int64
 }
 
 // New returns a plugin for cfg. base is the config before any Configure
@@ -238,7 +235,6 @@ func (p *Plugin) cgroupAdjustment(h *host, l *slog.Logger, pod *api.PodSandbox, 
 	switch {
 	case mnt.PrivilegedLike:
 		if req.Mode == optin.Writable {
-			p.privileged.Add(1)
 			l.Info("privileged container already has read-write cgroups; left alone", "annotation", req.Source)
 		}
 		return nil, nil
@@ -332,14 +328,4 @@ func hookArgs(cfg config.Config, podRel string, b cgroupfs.Bounds) []string {
 		"--max-descendants", strconv.Itoa(b.Descendants),
 		"--max-depth", strconv.Itoa(b.Depth),
 	}
-}
-
-// Stats are counters for status and tests.
-type Stats struct {
-	PrivilegedLeftAlone int64
-}
-
-// Stats returns the plugin's counters.
-func (p *Plugin) Stats() Stats {
-	return Stats{PrivilegedLeftAlone: p.privileged.Load()}
 }
