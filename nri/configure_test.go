@@ -10,6 +10,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
+	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 )
 
@@ -75,7 +76,7 @@ func TestConfigureBlob(t *testing.T) {
 			if got := p.Config(); got.Guard != tc.wantGuard || got.MaxDepth != tc.wantDepth {
 				t.Fatalf("config after Configure: guard=%s maxDepth=%d", got.Guard, got.MaxDepth)
 			}
-			if r := p.Report(); r.Runtime == nil || r.Runtime.Name != "containerd" || !r.Supported {
+			if r := advert.New(p, nil).Report(); r.Runtime == nil || r.Runtime.Name != "containerd" || !r.Supported {
 				t.Fatalf("report after Configure: %+v", r)
 			}
 		})

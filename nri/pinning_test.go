@@ -2,20 +2,17 @@ package nri
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/podres"
-	"github.com/cgdelegate/cgdelegate/internal/policy"
 )
 
 const dualSocketHT = "../internal/topology/testdata/dual-socket-ht"
@@ -73,7 +70,7 @@ func TestConfigureEvents(t *testing.T) {
 					t.Errorf("mask %s: %s set = %v, want %v", mask.PrettyString(), ev, mask.IsSet(ev), tc.wantPin)
 				}
 			}
-			r := p.Report()
+			r := advert.New(p, nil).Report()
 			switch {
 			case !cfg.CPUPinning && r.Pinning != nil:
 				t.Errorf("pinning off but status has %+v", r.Pinning)
@@ -81,96 +78,6 @@ func TestConfigureEvents(t *testing.T) {
 				t.Errorf("status pinning = %+v, want active %v with a reason when inactive", r.Pinning, tc.wantPin)
 			}
 		})
-	}
-}
-
-func TestLifecycleAnnotation(t *testing.T) {
-	tests := []struct {
-		value   string
-		want    policy.Lifecycle
-		wantErr error
-	}{
-		{"init", policy.LifecycleInit, nil},
-		{" Sidecar ", policy.LifecycleSidecar, nil},
-		{"regular", policy.LifecycleRegular, nil},
-		{"", policy.LifecycleRegular, nil},
-		{"daemon", "", ErrLifecycle},
-	}
-	for _, tc := range tests {
-		t.Run(tc.value, func(t *testing.T) {
-			pod := &api.PodSandbox{Annotations: map[string]string{LifecycleAnnotationPrefix + "c": tc.value}}
-			got, err := lifecycle(pod, "c")
-			if !errors.Is(err, tc.wantErr) || got != tc.want {
-				t.Fatalf("lifecycle(%q) = %q, %v; want %q, %v", tc.value, got, err, tc.want, tc.wantErr)
-			}
-		})
-	}
-	if got, err := lifecycle(&api.PodSandbox{}, "c"); err != nil || got != policy.LifecycleRegular {
-		t.Fatalf("no annotation: %q, %v", got, err)
-	}
-}
-
-func TestRestoreExclusive(t *testing.T) {
-	// A Guaranteed 2-CPU container after cgdelegate set its quota to -1:
-	// request 2000m from shares, no limit.
-	unlimited := podres.NewContainer(podres.Budget{CPURequest: 2000, MemoryLimit: 1 << 30})
-	excl := policy.Assignment{Pool: policy.PoolExclusive, CPUs: cpuset.New(1, 9), Mems: cpuset.New(0), Bubble: cpuset.New(0, 1, 8, 9)}.Stamp()
-	shared := policy.Assignment{Pool: policy.PoolPodShared, CPUs: cpuset.New(0, 8), Mems: cpuset.New(0)}.Stamp()
-	tests := []struct {
-		name  string
-		stamp string
-		quota *api.OptionalInt64
-		want  int
-	}{
-		{"exclusive stamp restores the limit", excl, api.Int64(-1), 2},
-		{"exclusive stamp, quota unknown", excl, nil, 2},
-		{"shared stamp leaves it", shared, nil, 0},
-		{"shared stamp leaves it, even with quota -1", shared, api.Int64(-1), 0},
-		{"no stamp leaves it", "", nil, 0},
-		{"no stamp, quota 0 leaves it", "", api.Int64(0), 0},
-		// Pinned by a Synchronize after it was created without the plugin:
-		// the quota is -1, but there is no stamp.
-		{"no stamp, quota -1 restores the limit", "", api.Int64(-1), 2},
-		{"bad stamp leaves it", "v=9", nil, 0},
-		{"bad stamp, quota -1 restores the limit", "v=9", api.Int64(-1), 2},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := restoreExclusive(policy.ContainerSpec{Resources: unlimited}, tc.stamp, tc.quota)
-			if got.Resources.ExclusiveCPUs() != tc.want {
-				t.Fatalf("ExclusiveCPUs = %d, want %d (%+v)", got.Resources.ExclusiveCPUs(), tc.want, got.Resources)
-			}
-		})
-	}
-}
-
-func TestContainerUpdates(t *testing.T) {
-	as := []policy.Assignment{
-		{ContainerID: "a", CPUs: cpuset.New(0, 1), Mems: cpuset.New(0)},
-		{ContainerID: "b", CPUs: cpuset.New(2), Mems: cpuset.New(0), DisableQuota: true},
-		{ContainerID: "a", CPUs: cpuset.New(0, 1, 2), Mems: cpuset.New(0)},
-	}
-	us := containerUpdates(as)
-	if len(us) != 2 {
-		t.Fatalf("got %d updates, want 2 (later assignment wins)", len(us))
-	}
-	for _, tc := range []struct {
-		id, cpus string
-		quota    bool
-	}{{"a", "0-2", false}, {"b", "2", true}} {
-		var u *api.ContainerUpdate
-		for _, x := range us {
-			if x.GetContainerId() == tc.id {
-				u = x
-			}
-		}
-		cpu := u.GetLinux().GetResources().GetCpu()
-		if cpu.GetCpus() != tc.cpus || cpu.GetMems() != "0" || (cpu.GetQuota().GetValue() == -1) != tc.quota {
-			t.Errorf("update %s = %v", tc.id, cpu)
-		}
-	}
-	if containerUpdates(nil) != nil {
-		t.Error("no assignments must give no updates")
 	}
 }
 
@@ -237,22 +144,5 @@ func TestUpdatesFromEventsWithoutReturn(t *testing.T) {
 		if err != nil || len(last) != 1 || last[0].GetContainerId() != "c0" || got.Size() != step.want {
 			t.Fatalf("%s: update %v, want c0 on %d cpus", step.name, last, step.want)
 		}
-	}
-}
-
-func TestKubeletConflictMessage(t *testing.T) {
-	cfg := pinConfig(t)
-	if err := os.WriteFile(cfg.KubeletCPUManagerState, []byte(`{"policyName":"static"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	reason := kubeletConflict(cfg)
-	for _, want := range []string{"static", cfg.KubeletCPUManagerState, "allowKubeletStaticCPUManager"} {
-		if !strings.Contains(reason, want) {
-			t.Errorf("reason %q does not name %q", reason, want)
-		}
-	}
-	cfg.AllowKubeletStaticCPUManager = true
-	if reason := kubeletConflict(cfg); reason != "" {
-		t.Errorf("allowed: reason %q", reason)
 	}
 }

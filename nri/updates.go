@@ -8,6 +8,8 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
+	"github.com/cgdelegate/cgdelegate/internal/metrics"
+	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
 )
 
@@ -30,9 +32,11 @@ type Updater interface {
 // whose assignment changed meanwhile (an event raced the send) is queued
 // again, so the last update a container gets is its current assignment.
 type sender struct {
-	log *slog.Logger
-	// current looks up a container's assignment in the policy in force.
-	current func(id string) (policy.Assignment, bool)
+	log     *slog.Logger
+	metrics metrics.Recorder
+	// pinner is the pinning state in force, where a container's current
+	// assignment is looked up.
+	pinner func() *pinning.Pinner
 
 	mu      sync.Mutex
 	u       Updater
@@ -41,8 +45,8 @@ type sender struct {
 	idle    *sync.Cond
 }
 
-func newSender(log *slog.Logger, current func(string) (policy.Assignment, bool)) *sender {
-	s := &sender{log: log, current: current, pending: map[string]struct{}{}}
+func newSender(log *slog.Logger, rec metrics.Recorder, pinner func() *pinning.Pinner) *sender {
+	s := &sender{log: log, metrics: rec, pinner: pinner, pending: map[string]struct{}{}}
 	s.idle = sync.NewCond(&s.mu)
 	return s
 }
@@ -102,10 +106,11 @@ func (s *sender) run() {
 		u := s.u
 		s.mu.Unlock()
 
+		pn := s.pinner()
 		sent := make(map[string]policy.Assignment, len(ids))
 		batch := make([]policy.Assignment, 0, len(ids))
 		for _, id := range ids {
-			if a, ok := s.current(id); ok {
+			if a, ok := pn.Assignment(id); ok {
 				sent[id] = a
 				batch = append(batch, a)
 			}
@@ -113,11 +118,12 @@ func (s *sender) run() {
 		if len(batch) == 0 {
 			continue
 		}
-		failed, err := u.UpdateContainers(containerUpdates(batch))
+		failed, err := u.UpdateContainers(pinning.Updates(batch))
 		switch {
 		case err != nil:
 			// A broken connection ends this plugin instance; the next one
 			// repairs everything in Synchronize.
+			s.metrics.Updates(0, len(batch))
 			s.log.Error("cannot send container updates", "containers", ids, "error", err)
 			continue
 		case len(failed) > 0:
@@ -125,9 +131,11 @@ func (s *sender) run() {
 		default:
 			s.log.Debug("container updates sent", "containers", len(batch))
 		}
+		s.metrics.Updates(len(batch)-len(failed), len(failed))
 		var again []policy.Assignment
+		pn = s.pinner()
 		for id, a := range sent {
-			if cur, ok := s.current(id); ok && !sameCPUs(cur, a) {
+			if cur, ok := pn.Assignment(id); ok && !sameCPUs(cur, a) {
 				again = append(again, cur)
 			}
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 
+	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/status"
@@ -61,7 +62,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("bad config", "error", err)
 		return 1
 	}
-	p, err := nri.New(cfg, log)
+	// The node advertisement reads the plugin and refreshes after every
+	// Configure and mount table change.
+	var adv *advert.Advertiser
+	p, err := nri.New(cfg, log, nri.WithConfigured(func() { adv.Refresh() }))
 	if err != nil {
 		log.Error("cannot create plugin", "error", err)
 		return 1
@@ -89,11 +93,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	p.SetUpdater(s)
+	adv = advert.New(p, log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go func() {
-		if err := p.Watch(ctx, 10*time.Second); err != nil && !errors.Is(err, context.Canceled) {
+		if err := adv.Watch(ctx, 10*time.Second); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("mount table watch stopped; the node advertisement is refreshed only on events", "error", err)
 		}
 	}()

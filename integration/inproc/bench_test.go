@@ -9,7 +9,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/cgdelegate/cgdelegate/internal/optin"
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
@@ -35,7 +35,7 @@ func newFixedPlugin(h *FakeHost) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	pod := Pod("bench", "u1", cgroupfsParent, map[string]string{optin.Key: "true"})
+	pod := Pod("bench", "u1", cgroupfsParent, map[string]string{annotations.WritableCgroups.Name: "true"})
 	adj, _, err := p.CreateContainer(context.Background(), pod, Container(pod, "c"))
 	if err != nil {
 		return nil, err
@@ -61,9 +61,9 @@ func BenchmarkCreateContainer(b *testing.B) {
 		ann    map[string]string
 	}{
 		{"noop", func(*FakeHost) (any, error) { return noopPlugin{}, nil }, nil},
-		{"fixed-writable-adjustment", newFixedPlugin, map[string]string{optin.Key: "true"}},
+		{"fixed-writable-adjustment", newFixedPlugin, map[string]string{annotations.WritableCgroups.Name: "true"}},
 		{"cgdelegate-default", newPlugin, nil},
-		{"cgdelegate-writable", newPlugin, map[string]string{optin.Key: "true"}},
+		{"cgdelegate-writable", newPlugin, map[string]string{annotations.WritableCgroups.Name: "true"}},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -118,7 +118,7 @@ func BenchmarkHandler(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		ann  map[string]string
-	}{{"default", nil}, {"writable", map[string]string{optin.Key: "true"}}} {
+	}{{"default", nil}, {"writable", map[string]string{annotations.WritableCgroups.Name: "true"}}} {
 		b.Run(tc.name, func(b *testing.B) {
 			host, err := NewFakeHost(b.TempDir(), true)
 			if err != nil {

@@ -2,6 +2,7 @@ package inproc
 
 import (
 	"context"
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"log/slog"
 	"maps"
 	"os"
@@ -427,13 +428,13 @@ func TestPinningPodBudget(t *testing.T) {
 		t.Errorf("RemoveContainer after StopContainer sent updates: %v", got)
 	}
 
-	r := e.p.Report()
-	if r.Pinning == nil || !r.Pinning.Active {
-		t.Fatalf("status pinning = %+v, want active", r.Pinning)
+	pinning := e.p.Pinning()
+	if pinning == nil || !pinning.Active {
+		t.Fatalf("status pinning = %+v, want active", pinning)
 	}
-	st, ok := r.Pinning.Allocations.(policy.Status)
+	st, ok := pinning.Allocations.(policy.Status)
 	if !ok || len(st.Pods) != 1 || st.Pods[0].Bubble != bubble.String() || len(st.Pods[0].Containers) != 2 {
-		t.Errorf("status allocations = %+v", r.Pinning.Allocations)
+		t.Errorf("status allocations = %+v", pinning.Allocations)
 	}
 
 	// Removing the pod returns the bubble to the node pool.
@@ -441,7 +442,7 @@ func TestPinningPodBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.node.removePod(pod.Id)
-	if st := e.p.Report().Pinning.Allocations.(policy.Status); len(st.Pods) != 0 || st.NodeSharedPool != "0-15" {
+	if st := e.p.Pinning().Allocations.(policy.Status); len(st.Pods) != 0 || st.NodeSharedPool != "0-15" {
 		t.Errorf("after RemovePodSandbox: %+v", st)
 	}
 }
@@ -513,7 +514,7 @@ func TestPinningRejections(t *testing.T) {
 			"bad lifecycle annotation",
 			func(p *api.PodSandbox) *api.Container { return Container(p, "one", WithGuaranteedCPUs(1, gi)) },
 			func(p *api.PodSandbox) *api.Container {
-				p.Annotations = map[string]string{nri.LifecycleAnnotationPrefix + "odd": "sometimes"}
+				p.Annotations = map[string]string{annotations.Lifecycle.Name + "/container." + "odd": "sometimes"}
 				return Container(p, "odd")
 			},
 			"invalid lifecycle annotation",
@@ -526,13 +527,13 @@ func TestPinningRejections(t *testing.T) {
 			e.mustRunPod(pod)
 			first := tc.first(pod)
 			e.mustCreate(pod, first)
-			before := e.p.Report().Pinning.Allocations.(policy.Status)
+			before := e.p.Pinning().Allocations.(policy.Status)
 
 			_, err := e.create(pod, tc.second(pod))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
-			after := e.p.Report().Pinning.Allocations.(policy.Status)
+			after := e.p.Pinning().Allocations.(policy.Status)
 			if len(after.Pods[0].Containers) != 1 || after.Pods[0].SharedPool != before.Pods[0].SharedPool {
 				t.Errorf("refusal changed the state: before %+v after %+v", before, after)
 			}
@@ -576,9 +577,9 @@ func TestPinningKubeletStaticCPUManager(t *testing.T) {
 					}
 				}
 			})
-			r := e.p.Report()
-			if r.Pinning == nil || r.Pinning.Active != tc.wantActive || !strings.Contains(r.Pinning.Reason, tc.wantReason) {
-				t.Fatalf("status pinning = %+v, want active=%v reason ~ %q", r.Pinning, tc.wantActive, tc.wantReason)
+			pinning := e.p.Pinning()
+			if pinning == nil || pinning.Active != tc.wantActive || !strings.Contains(pinning.Reason, tc.wantReason) {
+				t.Fatalf("status pinning = %+v, want active=%v reason ~ %q", pinning, tc.wantActive, tc.wantReason)
 			}
 
 			pod := WithPodResources(Pod("w", "p1", cgroupfsParent, writable("")), 2000, 2000, gi)
@@ -684,7 +685,7 @@ func TestPinningRestartDuringChurn(t *testing.T) {
 	if g3cpus := e.node.stamp(t, g3.Id).CPUs; !g3cpus.IsSubsetOf(e.node.cpus(t, s1.Id)) {
 		t.Errorf("s1 runs on %s; stopped g3's %s was not returned to it", e.node.cpus(t, s1.Id), g3cpus)
 	}
-	st := e.p.Report().Pinning.Allocations.(policy.Status)
+	st := e.p.Pinning().Allocations.(policy.Status)
 	for _, pod := range st.Pods {
 		for _, c := range pod.Containers {
 			if c.ID == g3.Id {
@@ -716,7 +717,7 @@ func podOf(c *api.Container, pods ...*api.PodSandbox) *api.PodSandbox {
 
 func stampOf(t *testing.T, p *nri.Plugin, id string) string {
 	t.Helper()
-	st := p.Report().Pinning.Allocations.(policy.Status)
+	st := p.Pinning().Allocations.(policy.Status)
 	for _, pod := range st.Pods {
 		for _, c := range pod.Containers {
 			if c.ID == id {
@@ -748,7 +749,7 @@ func TestPinningWritableRefusalHoldsNoCPUs(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nsdelegate") {
 		t.Fatalf("err = %v, want an nsdelegate refusal", err)
 	}
-	st := e.p.Report().Pinning.Allocations.(policy.Status)
+	st := e.p.Pinning().Allocations.(policy.Status)
 	if len(st.Pods) != 1 || len(st.Pods[0].Containers) != 0 || st.Pods[0].SharedPool != st.Pods[0].Bubble {
 		t.Fatalf("refused container holds cpus: %+v", st.Pods)
 	}

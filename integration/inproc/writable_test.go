@@ -11,9 +11,10 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
+	"github.com/cgdelegate/cgdelegate/internal/advert"
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/feature"
-	"github.com/cgdelegate/cgdelegate/internal/optin"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
@@ -26,6 +27,7 @@ type env struct {
 	host *FakeHost
 	rt   *Runtime
 	p    *nri.Plugin
+	adv  *advert.Advertiser
 }
 
 // setup starts a runtime side and connects the real plugin to it over ttrpc.
@@ -44,10 +46,14 @@ func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config)) *env {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	p, err := nri.New(cfg, slog.New(slog.DiscardHandler))
+	// Wired as plugin/main wires it: the advertisement refreshes after
+	// every Configure.
+	var adv *advert.Advertiser
+	p, err := nri.New(cfg, slog.New(slog.DiscardHandler), nri.WithConfigured(func() { adv.Refresh() }))
 	if err != nil {
 		t.Fatal(err)
 	}
+	adv = advert.New(p, nil)
 	rt, err := NewRuntime("containerd", "v2.4.2-inproc")
 	if err != nil {
 		t.Fatal(err)
@@ -58,11 +64,11 @@ func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config)) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
-	return &env{host: host, rt: rt, p: p}
+	return &env{host: host, rt: rt, p: p, adv: adv}
 }
 
 func writable(scope string) map[string]string {
-	return map[string]string{optin.Key + scope: "true"}
+	return map[string]string{annotations.WritableCgroups.Name + scope: "true"}
 }
 
 func (e *env) create(t *testing.T, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, error) {
@@ -109,16 +115,16 @@ func TestWritableContainer(t *testing.T) {
 		{"pod annotation, cgroupfs driver", cgroupfsParent, writable(""), nil, "250", "50", false},
 		{"pod scope, systemd driver", systemdParent, writable("/pod"), nil, "250", "50", false},
 		{"container scope", cgroupfsParent, writable("/container.app"), nil, "250", "50", false},
-		{"CRI-O key", cgroupfsParent, map[string]string{optin.CRIOKey: "true"}, nil, "250", "50", false},
+		{"CRI-O key", cgroupfsParent, map[string]string{annotations.CRIOWritable.Name: "true"}, nil, "250", "50", false},
 		{"spec without cgroupns gets one", cgroupfsParent, writable(""), []ContainerOption{WithoutCgroupNS()}, "250", "50", true},
 		{
 			"pod annotations lower the bounds", cgroupfsParent,
-			map[string]string{optin.Key: "Writable", optin.MaxDescendantsKey: "100", optin.MaxDepthKey: "5"},
+			map[string]string{annotations.WritableCgroups.Name: "Writable", annotations.MaxDescendants.Name: "100", annotations.MaxDepth.Name: "5"},
 			nil, "100", "5", false,
 		},
 		{
 			"annotations can not raise the bounds", cgroupfsParent,
-			map[string]string{optin.Key: "Writable", optin.MaxDescendantsKey: "100000"},
+			map[string]string{annotations.WritableCgroups.Name: "Writable", annotations.MaxDescendants.Name: "100000"},
 			nil, "250", "50", false,
 		},
 	}
@@ -188,7 +194,7 @@ func TestNotWritable(t *testing.T) {
 		opts   []ContainerOption
 	}{
 		{"no annotation", nil, nil},
-		{"annotation false", map[string]string{optin.Key: "false"}, nil},
+		{"annotation false", map[string]string{annotations.WritableCgroups.Name: "false"}, nil},
 		{"other container's annotation", writable("/container.other"), nil},
 		{"privileged container left alone", writable(""), []ContainerOption{WithPrivileged()}},
 	}
@@ -223,8 +229,8 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"no nsdelegate", false, false, cgroupfsParent, writable(""), nil, []string{"nsdelegate", "remount"}},
 		{"cgroup v1", true, true, cgroupfsParent, writable(""), nil, []string{"cgroup v2", "tmpfs"}},
-		{"bad annotation", true, false, cgroupfsParent, map[string]string{optin.Key: "yes"}, nil, []string{optin.Key, `"yes"`}},
-		{"bad bound annotation", true, false, cgroupfsParent, map[string]string{optin.Key: "true", optin.MaxDepthKey: "deep"}, nil, []string{optin.MaxDepthKey, `"deep"`}},
+		{"bad annotation", true, false, cgroupfsParent, map[string]string{annotations.WritableCgroups.Name: "yes"}, nil, []string{annotations.WritableCgroups.Name, `"yes"`}},
+		{"bad bound annotation", true, false, cgroupfsParent, map[string]string{annotations.WritableCgroups.Name: "true", annotations.MaxDepth.Name: "deep"}, nil, []string{annotations.MaxDepth.Name, `"deep"`}},
 		{"shared cgroupns", true, false, cgroupfsParent, writable(""), []ContainerOption{WithSharedCgroupNS("/proc/7/ns/cgroup")}, []string{"private cgroup namespace", "/proc/7/ns/cgroup"}},
 		{"pod cgroup missing", true, false, "/kubepods/burstable/podgone", writable(""), nil, []string{"pod bounds", "podgone"}},
 		{"no cgroup parent", true, false, "", writable(""), nil, []string{"pod cgroup is unknown"}},
@@ -311,7 +317,7 @@ func TestGuard(t *testing.T) {
 // An explicit ReadOnly wins over a runtime that made the mount writable.
 func TestReadOnlyAnnotationOverridesRuntime(t *testing.T) {
 	e := setup(t, true, nil)
-	pod := Pod("web", "u1", cgroupfsParent, map[string]string{optin.Key: "ReadOnly"})
+	pod := Pod("web", "u1", cgroupfsParent, map[string]string{annotations.WritableCgroups.Name: "ReadOnly"})
 	ctr := Container(pod, "app", WithRuntimeWritable())
 	adj, err := e.create(t, pod, ctr)
 	if err != nil {
@@ -338,11 +344,11 @@ func TestFeatureFileFollowsHost(t *testing.T) {
 	if err := e.host.SetNsdelegate(false); err != nil {
 		t.Fatal(err)
 	}
-	e.p.Refresh()
+	e.adv.Refresh()
 	if got := read(); got != feature.Content(false) {
 		t.Fatalf("after losing nsdelegate: %q", got)
 	}
-	r := e.p.Report()
+	r := e.adv.Report()
 	if r.Supported || r.Runtime == nil || r.Runtime.Name != "containerd" || r.Runtime.Version != "v2.4.2-inproc" {
 		t.Fatalf("report = %+v", r)
 	}

@@ -63,3 +63,23 @@ func Read(path string) (s State, found bool, err error) {
 	}
 	return s, true, nil
 }
+
+// Conflict returns why the kubelet's CPU manager forbids cgdelegate to pin
+// CPUs, or "" when it does not. The state file at path is read each call.
+// allowStatic (the allowKubeletStaticCPUManager setting) overrides a static
+// policy and an unreadable file.
+func Conflict(path string, allowStatic bool) string {
+	if allowStatic {
+		return ""
+	}
+	st, found, err := Read(path)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("cannot tell whether the kubelet's static CPU manager is active (%v); "+
+			"set allowKubeletStaticCPUManager: true to pin anyway", err)
+	case found && st.Static():
+		return fmt.Sprintf("the kubelet's static CPU manager is active (policyName %q in %s): it and cgdelegate would fight over cpusets; "+
+			"set the kubelet's cpuManagerPolicy to none, or allowKubeletStaticCPUManager: true to pin anyway", st.PolicyName, path)
+	}
+	return ""
+}

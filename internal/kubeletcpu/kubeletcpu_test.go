@@ -57,3 +57,28 @@ func TestRead(t *testing.T) {
 		t.Fatalf("malformed file: %v %v", found, err)
 	}
 }
+
+func TestConflictMessage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu_manager_state")
+	if err := os.WriteFile(path, []byte(`{"policyName":"static"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reason := Conflict(path, false)
+	for _, want := range []string{"static", path, "allowKubeletStaticCPUManager"} {
+		if !strings.Contains(reason, want) {
+			t.Errorf("reason %q does not name %q", reason, want)
+		}
+	}
+	if reason := Conflict(path, true); reason != "" {
+		t.Errorf("allowed: reason %q", reason)
+	}
+	if reason := Conflict(filepath.Join(t.TempDir(), "missing"), false); reason != "" {
+		t.Errorf("no state file: reason %q", reason)
+	}
+	if err := os.WriteFile(path, []byte(`not json`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if reason := Conflict(path, false); !strings.Contains(reason, "cannot tell") {
+		t.Errorf("malformed state file: reason %q", reason)
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
 )
 
 // CgroupMountMode is how a container's /sys/fs/cgroup is to be mounted.
@@ -38,22 +40,6 @@ func (m CgroupMountMode) String() string {
 	return "Unset"
 }
 
-// Annotation keys.
-const (
-	// Key is the writable-cgroups annotation. It is read as
-	// Key+"/container.<name>", then Key+"/pod", then Key; the first found
-	// wins, so container scope overrides pod scope.
-	Key = "writable-cgroups.noderesource.dev"
-	// CRIOKey and CRIOLegacyKey are CRI-O's own opt-in annotations. They
-	// mean the same as Key and go under the same safety checks.
-	CRIOKey       = "cgroup2-mount-hierarchy-rw.crio.io"
-	CRIOLegacyKey = "io.kubernetes.cri-o.cgroup2-mount-hierarchy-rw"
-	// MaxDescendantsKey and MaxDepthKey are pod annotations that lower the
-	// pod cgroup bounds below the node caps.
-	MaxDescendantsKey = "cgroup-max-descendants.cgdelegate.io"
-	MaxDepthKey       = "cgroup-max-depth.cgdelegate.io"
-)
-
 // ErrBadAnnotation is wrapped by every annotation error.
 var ErrBadAnnotation = errors.New("invalid annotation")
 
@@ -77,47 +63,31 @@ func ParseMode(key, value string) (CgroupMountMode, error) {
 	return Unset, fmt.Errorf("%w: %s=%q: want Writable, true, ReadOnly or false", ErrBadAnnotation, key, value)
 }
 
-// lookup finds the first key present, pod annotations first, then the
-// container's own (CRI-O copies pod annotations to containers; containerd
-// does not, so the pod is authoritative).
-func lookup(pod *api.PodSandbox, ctr *api.Container, keys ...string) (string, string, bool) {
-	for _, src := range []map[string]string{pod.GetAnnotations(), ctr.GetAnnotations()} {
-		for _, k := range keys {
-			if v, ok := src[k]; ok {
-				return k, v, true
-			}
-		}
-	}
-	return "", "", false
-}
-
 // Resolve returns the container's request from its pod's and its own
 // annotations. Our key, scoped, is looked at first; CRI-O's keys after it.
 func Resolve(pod *api.PodSandbox, ctr *api.Container) (Request, error) {
-	name := ctr.GetName()
-	keys := []string{Key + "/container." + name, Key + "/pod", Key, CRIOKey, CRIOLegacyKey}
-	k, v, ok := lookup(pod, ctr, keys...)
+	f, ok := annotations.ForContainer(pod, ctr, annotations.WritableCgroups, annotations.CRIOWritable, annotations.CRIOWritableLegacy)
 	if !ok {
 		return Request{Mode: Unset}, nil
 	}
-	m, err := ParseMode(k, v)
+	m, err := ParseMode(f.Key, f.Value)
 	if err != nil {
 		return Request{}, err
 	}
-	return Request{Mode: m, Source: k}, nil
+	return Request{Mode: m, Source: f.Key}, nil
 }
 
 // PodBound returns the pod's requested bound from annotation key, capped by
 // nodeCap. A missing annotation yields nodeCap. A value above the cap is
 // capped, not an error: the annotation may only lower the bound.
-func PodBound(pod *api.PodSandbox, key string, nodeCap int) (int, error) {
-	v, ok := pod.GetAnnotations()[key]
+func PodBound(pod *api.PodSandbox, key annotations.Key, nodeCap int) (int, error) {
+	f, ok := annotations.ForPod(pod, key)
 	if !ok {
 		return nodeCap, nil
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
+	n, err := strconv.Atoi(strings.TrimSpace(f.Value))
 	if err != nil || n < 1 {
-		return 0, fmt.Errorf("%w: %s=%q: want a whole number of at least 1", ErrBadAnnotation, key, v)
+		return 0, fmt.Errorf("%w: %s=%q: want a whole number of at least 1", ErrBadAnnotation, f.Key, f.Value)
 	}
 	return min(n, nodeCap), nil
 }

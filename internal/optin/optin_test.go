@@ -6,6 +6,15 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
+)
+
+var (
+	Key               = annotations.WritableCgroups.Name
+	CRIOKey           = annotations.CRIOWritable.Name
+	CRIOLegacyKey     = annotations.CRIOWritableLegacy.Name
+	MaxDescendantsKey = annotations.MaxDescendants
 )
 
 func TestResolve(t *testing.T) {
@@ -85,11 +94,11 @@ func TestPodBound(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &api.PodSandbox{Annotations: map[string]string{}}
 			if tc.value != nil {
-				pod.Annotations[MaxDescendantsKey] = *tc.value
+				pod.Annotations[MaxDescendantsKey.Name] = *tc.value
 			}
 			got, err := PodBound(pod, MaxDescendantsKey, 250)
 			if tc.wantErr {
-				if !errors.Is(err, ErrBadAnnotation) || !strings.Contains(err.Error(), MaxDescendantsKey) {
+				if !errors.Is(err, ErrBadAnnotation) || !strings.Contains(err.Error(), MaxDescendantsKey.Name) {
 					t.Fatalf("err = %v, want ErrBadAnnotation naming the key", err)
 				}
 				return

@@ -7,20 +7,6 @@ import (
 	"strings"
 )
 
-// Annotation keys; see the package documentation for the value format.
-const (
-	// AnnotationKey is the base key.
-	AnnotationKey = "resources.cgdelegate.io"
-	// PodAnnotationKey states the pod budget.
-	PodAnnotationKey = AnnotationKey + "/pod"
-	// ContainerAnnotationPrefix followed by a container name states that
-	// container's budget.
-	ContainerAnnotationPrefix = AnnotationKey + "/container."
-)
-
-// ContainerAnnotationKey is the annotation key for the container called name.
-func ContainerAnnotationKey(name string) string { return ContainerAnnotationPrefix + name }
-
 // Amount is one annotated request/limit pair. Zero means unset.
 type Amount struct {
 	Request, Limit int64

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
 )
 
 func amt(req, lim int64) *Amount { return &Amount{Request: req, Limit: lim} }
@@ -57,7 +59,7 @@ func TestParseAnnotation(t *testing.T) {
 		{name: "memory digits overflow", value: "memory=99999999999999999999", wantErr: "is not whole bytes"},
 		{name: "bad limit", value: "memory=1Gi/x", wantErr: `memory quantity "x"`},
 	}
-	const key = PodAnnotationKey
+	key := podKey
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseAnnotation(key, tc.value)
@@ -90,8 +92,9 @@ func eqAmount(a, b *Amount) bool {
 	return *a == *b
 }
 
-func TestContainerAnnotationKey(t *testing.T) {
-	if got, want := ContainerAnnotationKey("app"), "resources.cgdelegate.io/container.app"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
+// podKey and containerKey are the registry's keys as a user writes them.
+var podKey = annotations.PodResources.Name
+
+func containerKey(name string) string {
+	return annotations.ContainerResources.Name + "/container." + name
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
 )
 
 // PodBudget is the pod-level budget: PodSandbox.Linux.PodResources, with the
@@ -16,8 +18,8 @@ func PodBudget(pod *api.PodSandbox) (Budget, error) {
 	if err != nil {
 		return Budget{}, fmt.Errorf("pod resources: %w", err)
 	}
-	if v, ok := pod.GetAnnotations()[PodAnnotationKey]; ok {
-		if b, err = applyAnnotation(b, r, PodAnnotationKey, v); err != nil {
+	if f, ok := annotations.ForPod(pod, annotations.PodResources); ok {
+		if b, err = applyAnnotation(b, r, f.Key, f.Value); err != nil {
 			return Budget{}, err
 		}
 	}
@@ -37,13 +39,8 @@ func ContainerResources(pod *api.PodSandbox, ctr *api.Container) (Container, err
 	if err != nil {
 		return Container{}, fmt.Errorf("container %q resources: %w", ctr.GetName(), err)
 	}
-	key := ContainerAnnotationKey(ctr.GetName())
-	v, ok := pod.GetAnnotations()[key]
-	if !ok {
-		v, ok = ctr.GetAnnotations()[key]
-	}
-	if ok {
-		if b, err = applyAnnotation(b, r, key, v); err != nil {
+	if f, ok := annotations.ForContainer(pod, ctr, annotations.ContainerResources); ok {
+		if b, err = applyAnnotation(b, r, f.Key, f.Value); err != nil {
 			return Container{}, fmt.Errorf("container %q: %w", ctr.GetName(), err)
 		}
 	}

@@ -58,45 +58,45 @@ func TestPodBudget(t *testing.T) {
 			want: Budget{CPURequest: 4000, CPULimit: 4000, MemoryLimit: 8 * gib},
 		},
 		{
-			name: "annotation alone", pod: podWith(nil, map[string]string{PodAnnotationKey: "cpu=4,memory=8Gi"}),
+			name: "annotation alone", pod: podWith(nil, map[string]string{podKey: "cpu=4,memory=8Gi"}),
 			want: Budget{CPURequest: 4000, CPULimit: 4000, MemoryRequest: 8 * gib, MemoryLimit: 8 * gib, Annotated: true},
 		},
 		{
-			name: "annotation resolves tiny shares", pod: podWith(res(2, 1000, 100000, -2), map[string]string{PodAnnotationKey: "cpu=1m/10m"}),
+			name: "annotation resolves tiny shares", pod: podWith(res(2, 1000, 100000, -2), map[string]string{podKey: "cpu=1m/10m"}),
 			want: Budget{CPURequest: 1, CPULimit: 10, Annotated: true},
 		},
 		{
-			name: "annotation agrees", pod: podWith(res(1536, 200000, 100000, 8*gib), map[string]string{PodAnnotationKey: "cpu=1.5/2,memory=8Gi"}),
+			name: "annotation agrees", pod: podWith(res(1536, 200000, 100000, 8*gib), map[string]string{podKey: "cpu=1.5/2,memory=8Gi"}),
 			want: Budget{CPURequest: 1500, CPULimit: 2000, MemoryRequest: 8 * gib, MemoryLimit: 8 * gib, Annotated: true},
 		},
 		{
-			name: "annotation fills missing memory only", pod: podWith(res(1024, -1, -1, -2), map[string]string{PodAnnotationKey: "memory=1Gi/2Gi"}),
+			name: "annotation fills missing memory only", pod: podWith(res(1024, -1, -1, -2), map[string]string{podKey: "memory=1Gi/2Gi"}),
 			want: Budget{CPURequest: 1000, MemoryRequest: gib, MemoryLimit: 2 * gib, Annotated: true},
 		},
 		{name: "other annotations ignored", pod: podWith(nil, map[string]string{"resources.cgdelegate.io/container.x": "bogus"})},
 
 		{
-			name: "malformed annotation", pod: podWith(nil, map[string]string{PodAnnotationKey: "cpu=lots"}),
-			sentinel: ErrAnnotation, wantErr: []string{PodAnnotationKey, `"cpu=lots"`},
+			name: "malformed annotation", pod: podWith(nil, map[string]string{podKey: "cpu=lots"}),
+			sentinel: ErrAnnotation, wantErr: []string{podKey, `"cpu=lots"`},
 		},
 		{
-			name: "annotation cpu request disagrees with shares", pod: podWith(res(1024, -2, -1, -2), map[string]string{PodAnnotationKey: "cpu=2"}),
+			name: "annotation cpu request disagrees with shares", pod: podWith(res(1024, -2, -1, -2), map[string]string{podKey: "cpu=2"}),
 			sentinel: ErrInconsistent, wantErr: []string{"cpu request 2000m (2048 shares)", "cpu shares 1024 (1000m)"},
 		},
 		{
-			name: "annotation cpu limit disagrees with quota", pod: podWith(res(-1, 200000, 100000, -2), map[string]string{PodAnnotationKey: "cpu=4"}),
+			name: "annotation cpu limit disagrees with quota", pod: podWith(res(-1, 200000, 100000, -2), map[string]string{podKey: "cpu=4"}),
 			sentinel: ErrInconsistent, wantErr: []string{"cpu limit 4000m (quota 400000)", "cpu quota 200000/100000 (2000m)"},
 		},
 		{
-			name: "annotation drops cpu limit the runtime has", pod: podWith(res(-1, 200000, 0, -2), map[string]string{PodAnnotationKey: "cpu=1/"}),
+			name: "annotation drops cpu limit the runtime has", pod: podWith(res(-1, 200000, 0, -2), map[string]string{podKey: "cpu=1/"}),
 			sentinel: ErrInconsistent, wantErr: []string{"cpu limit no limit", "cpu quota 200000/100000 (2000m)"},
 		},
 		{
-			name: "annotation memory disagrees", pod: podWith(res(-1, -2, -1, gib), map[string]string{PodAnnotationKey: "memory=2Gi"}),
+			name: "annotation memory disagrees", pod: podWith(res(-1, -2, -1, gib), map[string]string{podKey: "memory=2Gi"}),
 			sentinel: ErrInconsistent, wantErr: []string{"memory limit 2Gi", "memory limit 1Gi"},
 		},
 		{
-			name: "annotation drops memory limit", pod: podWith(res(-1, -2, -1, gib), map[string]string{PodAnnotationKey: "memory=1Gi/"}),
+			name: "annotation drops memory limit", pod: podWith(res(-1, -2, -1, gib), map[string]string{podKey: "memory=1Gi/"}),
 			sentinel: ErrInconsistent, wantErr: []string{"memory limit no limit", "memory limit 1Gi"},
 		},
 		{
@@ -150,30 +150,30 @@ func TestContainerResources(t *testing.T) {
 		{name: "no linux section", ctr: &api.Container{Name: "x"}, qos: QoSBestEffort},
 		{name: "guaranteed by -997 without own limits stays besteffort by values", ctr: ctrWith(res(2, -1, 100000, -2), intp(-997)), qos: QoSBestEffort},
 		{
-			name: "annotation on pod", pod: podWith(nil, map[string]string{ContainerAnnotationKey("app"): "cpu=1,memory=1Gi"}),
+			name: "annotation on pod", pod: podWith(nil, map[string]string{containerKey("app"): "cpu=1,memory=1Gi"}),
 			ctr:  ctrWith(res(1024, 100000, 100000, gib), nil),
 			want: Budget{CPURequest: 1000, CPULimit: 1000, MemoryRequest: gib, MemoryLimit: gib, Annotated: true}, qos: QoSGuaranteed, exclusive: 1,
 		},
 		{name: "annotation on container", ctr: func() *api.Container {
 			c := ctrWith(nil, nil)
-			c.Annotations = map[string]string{ContainerAnnotationKey("app"): "cpu=3,memory=1Gi"}
+			c.Annotations = map[string]string{containerKey("app"): "cpu=3,memory=1Gi"}
 			return c
 		}(), want: Budget{CPURequest: 3000, CPULimit: 3000, MemoryRequest: gib, MemoryLimit: gib, Annotated: true}, qos: QoSGuaranteed, exclusive: 3},
 		{
-			name: "annotation for another container ignored", pod: podWith(nil, map[string]string{ContainerAnnotationKey("other"): "cpu=1"}),
+			name: "annotation for another container ignored", pod: podWith(nil, map[string]string{containerKey("other"): "cpu=1"}),
 			ctr: ctrWith(nil, nil), qos: QoSBestEffort,
 		},
 		{
-			name: "annotated memory request below limit is burstable", pod: podWith(nil, map[string]string{ContainerAnnotationKey("app"): "cpu=1,memory=512Mi/1Gi"}),
+			name: "annotated memory request below limit is burstable", pod: podWith(nil, map[string]string{containerKey("app"): "cpu=1,memory=512Mi/1Gi"}),
 			ctr: ctrWith(nil, nil), want: Budget{CPURequest: 1000, CPULimit: 1000, MemoryRequest: 512 << 20, MemoryLimit: gib, Annotated: true}, qos: QoSBurstable,
 		},
 
 		{
-			name: "malformed annotation", pod: podWith(nil, map[string]string{ContainerAnnotationKey("app"): "cpu=1;memory=1Gi"}),
-			ctr: ctrWith(nil, nil), sentinel: ErrAnnotation, wantErr: []string{`container "app"`, ContainerAnnotationKey("app"), "cpu=1;memory=1Gi"},
+			name: "malformed annotation", pod: podWith(nil, map[string]string{containerKey("app"): "cpu=1;memory=1Gi"}),
+			ctr: ctrWith(nil, nil), sentinel: ErrAnnotation, wantErr: []string{`container "app"`, containerKey("app"), "cpu=1;memory=1Gi"},
 		},
 		{
-			name: "annotation disagrees", pod: podWith(nil, map[string]string{ContainerAnnotationKey("app"): "cpu=2"}),
+			name: "annotation disagrees", pod: podWith(nil, map[string]string{containerKey("app"): "cpu=2"}),
 			ctr: ctrWith(res(1024, 100000, 100000, -2), nil), sentinel: ErrInconsistent, wantErr: []string{"2000m (2048 shares)", "cpu shares 1024 (1000m)", "2000m (quota 200000)", "cpu quota 100000/100000 (1000m)"},
 		},
 		{

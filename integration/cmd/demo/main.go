@@ -19,7 +19,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/integration/inproc"
-	"github.com/cgdelegate/cgdelegate/internal/optin"
+	"github.com/cgdelegate/cgdelegate/internal/advert"
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
@@ -44,10 +45,12 @@ func run(ctx context.Context, out io.Writer) error {
 	if err := host.AddPodCgroup(parent); err != nil {
 		return err
 	}
-	p, err := nri.New(host.Config(), slog.New(slog.DiscardHandler))
+	var adv *advert.Advertiser
+	p, err := nri.New(host.Config(), slog.New(slog.DiscardHandler), nri.WithConfigured(func() { adv.Refresh() }))
 	if err != nil {
 		return err
 	}
+	adv = advert.New(p, nil)
 	rt, err := inproc.NewRuntime("containerd", "v2.4.2 (in-process NRI runtime side)")
 	if err != nil {
 		return err
@@ -62,14 +65,14 @@ func run(ctx context.Context, out io.Writer) error {
 	say := func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) }
 	say("cgdelegate demo: the real plugin, over a real NRI socket, on a fake host")
 	say("  host: cgroup2 at %s, mounted with nsdelegate", host.CgroupRoot)
-	r := p.Report()
+	r := adv.Report()
 	say("  node advertises %s (feature file %s)", strings.TrimSpace(readFile(host.FeatureFile)), host.FeatureFile)
 	say("  runtime seen in Configure: %s %s", r.Runtime.Name, r.Runtime.Version)
 	say("")
 
 	pod := inproc.Pod("builder", "demo", parent, map[string]string{
-		optin.Key + "/container.builder": "Writable",
-		optin.Key + "/container.broken":  "yes-please",
+		annotations.WritableCgroups.Name + "/container.builder": "Writable",
+		annotations.WritableCgroups.Name + "/container.broken":  "yes-please",
 	})
 	if err := rt.RunPod(ctx, pod); err != nil {
 		return err
@@ -101,7 +104,7 @@ func run(ctx context.Context, out io.Writer) error {
 	} else {
 		return fmt.Errorf("a writable container was admitted on a host without nsdelegate")
 	}
-	p.Refresh()
+	adv.Refresh()
 	say("  node now advertises %s", strings.TrimSpace(readFile(host.FeatureFile)))
 	return nil
 }

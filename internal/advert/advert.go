@@ -1,0 +1,103 @@
+// Package advert keeps the node advertisement true: the NFD feature file
+// (cgdelegate.io/supports-cgroup-options) and the status file that
+// `cgdelegate status` reads, both built from one readiness report.
+//
+// Use it from the plugin binary: New over the running plugin (a Source),
+// Refresh after Configure, and Watch for the process lifetime. It reads the
+// plugin's state through Source and never changes it; it writes only the two
+// files.
+package advert
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/feature"
+	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/status"
+)
+
+// StatusRefresh is how often an unchanged status report is rewritten, so
+// its UpdatedAt shows the plugin is alive.
+const StatusRefresh = 30 * time.Second
+
+// Source is what the advertisement reports on: the running plugin.
+type Source interface {
+	// Config is the config in force.
+	Config() config.Config
+	// HostStatus is the mount-table verdict now.
+	HostStatus() (hostcheck.Status, error)
+	// Runtime is the runtime seen in Configure; nil before it.
+	Runtime() *status.Runtime
+	// Pinning is the CPU pinning state; nil when pinning is off.
+	Pinning() *status.Pinning
+}
+
+// Advertiser writes the feature file and the status file.
+type Advertiser struct {
+	src Source
+	log *slog.Logger
+
+	mu      sync.Mutex
+	feature *feature.File
+	pub     *status.Publisher
+	pubPath string
+}
+
+// New returns an Advertiser over src. A nil log discards.
+func New(src Source, log *slog.Logger) *Advertiser {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Advertiser{src: src, log: log}
+}
+
+// Report builds the readiness report now.
+func (a *Advertiser) Report() status.Report {
+	cfg := a.src.Config()
+	st, err := a.src.HostStatus()
+	r := status.Evaluate(cfg, st, err)
+	r.Runtime = a.src.Runtime()
+	r.Pinning = a.src.Pinning()
+	r.PluginPID = os.Getpid()
+	r.UpdatedAt = time.Now().UTC()
+	return r
+}
+
+// Refresh re-runs the host checks, updates the feature file and publishes
+// the status file. The paths follow the config in force.
+func (a *Advertiser) Refresh() {
+	r := a.Report()
+	f, pub := a.files(r.Config)
+	if wrote, err := f.Set(r.Supported); err != nil {
+		a.log.Error("cannot update the feature file", "path", f.Path(), "error", err)
+	} else if wrote {
+		a.log.Info("node advertisement changed", "label", feature.Label, "supported", r.Supported, "problems", r.Problems)
+	}
+	if _, err := pub.Publish(r); err != nil {
+		a.log.Error("cannot publish status", "path", r.Config.StatusFilePath(), "error", err)
+	}
+}
+
+// files returns the writers for cfg's paths, new ones when a path changed.
+func (a *Advertiser) files(cfg config.Config) (*feature.File, *status.Publisher) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.feature == nil || a.feature.Path() != cfg.FeatureFilePath() {
+		a.feature = feature.New(cfg.FeatureFilePath())
+	}
+	if a.pub == nil || a.pubPath != cfg.StatusFilePath() {
+		a.pub, a.pubPath = status.NewPublisher(cfg.StatusFilePath(), StatusRefresh), cfg.StatusFilePath()
+	}
+	return a.feature, a.pub
+}
+
+// Watch refreshes on every mount table change and at least every interval,
+// until ctx is done.
+func (a *Advertiser) Watch(ctx context.Context, interval time.Duration) error {
+	return hostcheck.Watch(ctx, a.src.Config().MountinfoPath, interval, a.Refresh)
+}

@@ -1,0 +1,196 @@
+// Package pinning is the pod-level resource manager as the NRI plugin sees
+// it: it builds the CPU policy from the config (or says why it can not pin),
+// turns NRI pods and containers into policy specs, and turns the policy's
+// assignments back into NRI adjustments and container updates.
+//
+// Use it from the NRI handlers, one call per event. The allocation rules are
+// internal/policy's; budgets are internal/podres's; this package only
+// connects them to NRI's types. A nil *Pinner means cpuPinning is off.
+package pinning
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/kubeletcpu"
+	"github.com/cgdelegate/cgdelegate/internal/podres"
+	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/status"
+	"github.com/cgdelegate/cgdelegate/internal/topology"
+)
+
+// ErrLifecycle marks a bad lifecycle annotation.
+var ErrLifecycle = errors.New("invalid lifecycle annotation")
+
+// Pinner is the CPU pinning state built from one config.
+type Pinner struct {
+	// reason says why pinning is inactive; "" when active.
+	reason string
+	policy *policy.Policy
+}
+
+// New builds the policy for cfg, or a Pinner that says why it can not pin;
+// nil when cpuPinning is off. It never fails: a node where pinning is
+// inactive still gets writable cgroups.
+func New(cfg config.Config, log *slog.Logger) *Pinner {
+	if !cfg.CPUPinning {
+		return nil
+	}
+	inactive := func(reason string) *Pinner {
+		log.Error("CPU pinning is INACTIVE", "reason", reason)
+		return &Pinner{reason: reason}
+	}
+	if reason := kubeletcpu.Conflict(cfg.KubeletCPUManagerState, cfg.AllowKubeletStaticCPUManager); reason != "" {
+		return inactive(reason)
+	}
+	if cfg.AllowKubeletStaticCPUManager {
+		log.Warn("allowKubeletStaticCPUManager is set: pinning even if the kubelet's static CPU manager is active", "state", cfg.KubeletCPUManagerState)
+	}
+	topo, err := topology.Discover(cfg.SysfsRoot)
+	if err != nil {
+		return inactive(fmt.Sprintf("cannot discover the CPU topology under %s: %v", cfg.SysfsRoot, err))
+	}
+	pol, err := policy.New(topo, policy.Options{Scope: cfg.TopologyScope, Reserved: cfg.Reserved()})
+	if err != nil {
+		return inactive(fmt.Sprintf("cannot build the CPU policy: %v", err))
+	}
+	snap := pol.Snapshot()
+	log.Info("CPU pinning active", "scope", snap.Scope, "usableCPUs", snap.UsableCPUs, "reservedCPUs", snap.ReservedCPUs)
+	return &Pinner{policy: pol}
+}
+
+// ConfigChanged reports whether the pinning state must be rebuilt when the
+// config changes from a to b.
+func ConfigChanged(a, b config.Config) bool {
+	return a.CPUPinning != b.CPUPinning || a.TopologyScope != b.TopologyScope ||
+		a.ReservedCPUs != b.ReservedCPUs || a.SysfsRoot != b.SysfsRoot ||
+		a.KubeletCPUManagerState != b.KubeletCPUManagerState ||
+		a.AllowKubeletStaticCPUManager != b.AllowKubeletStaticCPUManager
+}
+
+// Active reports whether CPUs are pinned.
+func (p *Pinner) Active() bool { return p != nil && p.policy != nil }
+
+// Status is the pinning part of the readiness report; nil when off.
+func (p *Pinner) Status() *status.Pinning {
+	if p == nil {
+		return nil
+	}
+	if !p.Active() {
+		return &status.Pinning{Active: false, Reason: p.reason}
+	}
+	return &status.Pinning{Active: true, Allocations: p.policy.Snapshot()}
+}
+
+// Assignment is the current assignment of a container.
+func (p *Pinner) Assignment(id string) (policy.Assignment, bool) {
+	if !p.Active() {
+		return policy.Assignment{}, false
+	}
+	return p.policy.Assignment(id)
+}
+
+// AddPod gives a pod with a CPU budget its bubble. A pod already known is
+// not an error. It returns the node-shared containers to update.
+func (p *Pinner) AddPod(pod *api.PodSandbox) ([]policy.Assignment, error) {
+	spec, err := podSpec(pod)
+	if err != nil {
+		return nil, err
+	}
+	upd, err := p.policy.AddPod(spec)
+	if errors.Is(err, policy.ErrExists) {
+		return nil, nil
+	}
+	return upd, err
+}
+
+// AddContainer places a container and returns its assignment and the other
+// containers whose pool shrank. A pod the policy does not know (it started
+// before this plugin, and Synchronize did not list it) is recorded first.
+// On error nothing changed.
+func (p *Pinner) AddContainer(pod *api.PodSandbox, ctr *api.Container) (policy.Assignment, []policy.Assignment, error) {
+	spec, err := containerSpec(pod, ctr)
+	if err != nil {
+		return policy.Assignment{}, nil, err
+	}
+	a, upd, err := p.policy.AddContainer(spec)
+	if !errors.Is(err, policy.ErrUnknownPod) {
+		return a, upd, err
+	}
+	ps, err := podSpec(pod)
+	if err != nil {
+		return policy.Assignment{}, nil, err
+	}
+	podUpd, err := p.policy.AddPod(ps)
+	if err != nil {
+		return policy.Assignment{}, nil, err
+	}
+	if a, upd, err = p.policy.AddContainer(spec); err != nil {
+		_, _ = p.policy.RemovePod(ps.ID)
+		return policy.Assignment{}, nil, err
+	}
+	return a, append(podUpd, upd...), nil
+}
+
+// RemoveContainer returns a container's CPUs to its pool; the containers
+// there widen.
+func (p *Pinner) RemoveContainer(id string) ([]policy.Assignment, error) {
+	return p.policy.RemoveContainer(id)
+}
+
+// RemovePod returns a pod's bubble to the node shared pool.
+func (p *Pinner) RemovePod(id string) ([]policy.Assignment, error) {
+	return p.policy.RemovePod(id)
+}
+
+func podSpec(pod *api.PodSandbox) (policy.PodSpec, error) {
+	b, err := podres.PodBudget(pod)
+	if err != nil {
+		return policy.PodSpec{}, fmt.Errorf("pod budget: %w", err)
+	}
+	return policy.PodSpec{ID: pod.GetId(), Name: pod.GetNamespace() + "/" + pod.GetName(), Budget: b}, nil
+}
+
+func containerSpec(pod *api.PodSandbox, ctr *api.Container) (policy.ContainerSpec, error) {
+	res, err := podres.ContainerResources(pod, ctr)
+	if err != nil {
+		return policy.ContainerSpec{}, fmt.Errorf("container resources: %w", err)
+	}
+	lc, err := lifecycle(pod, ctr)
+	if err != nil {
+		return policy.ContainerSpec{}, err
+	}
+	return policy.ContainerSpec{
+		ID:        ctr.GetId(),
+		PodID:     ctr.GetPodSandboxId(),
+		Name:      ctr.GetName(),
+		Resources: res,
+		Lifecycle: lc,
+	}, nil
+}
+
+// lifecycle reads the container's lifecycle annotation: "init" for a plain
+// init container (its CPUs are reused by the app containers once the first
+// one is created), "sidecar" for a restartable init container (keeps its
+// CPUs), "regular" or absent for an app container.
+func lifecycle(pod *api.PodSandbox, ctr *api.Container) (policy.Lifecycle, error) {
+	f, ok := annotations.ForContainer(pod, ctr, annotations.Lifecycle)
+	if !ok {
+		return policy.LifecycleRegular, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(f.Value)) {
+	case "", "regular":
+		return policy.LifecycleRegular, nil
+	case "init":
+		return policy.LifecycleInit, nil
+	case "sidecar":
+		return policy.LifecycleSidecar, nil
+	}
+	return "", fmt.Errorf("%w: %s=%q (want init, sidecar or regular)", ErrLifecycle, f.Key, f.Value)
+}

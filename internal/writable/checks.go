@@ -1,0 +1,72 @@
+package writable
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
+	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/optin"
+	"github.com/cgdelegate/cgdelegate/ocispec"
+)
+
+// Candidate is a container on its way to writable cgroups, as the checks
+// see it. Checks read Input and Config, and fill in their part of Plan.
+type Candidate struct {
+	Input
+	Config *config.Config
+	Plan   *Plan
+}
+
+// Check is one rule. It returns an error that refuses the container, naming
+// the cause and the fix.
+type Check func(*Candidate) error
+
+// builtin are the safety rules, in order: the host first (cgroup v2 with
+// nsdelegate), then the container's spec, then the pod bounds.
+var builtin = []Check{hostSafe, privateNamespace, podBounds, podCgroup}
+
+// hostSafe: the cgroup root is cgroup2 with nsdelegate.
+func hostSafe(c *Candidate) error {
+	st, err := c.Host()
+	if err != nil {
+		return fmt.Errorf("writable cgroups requested by %s, but the host check failed: %w", c.Plan.Reason, err)
+	}
+	if err := st.Err(); err != nil {
+		return fmt.Errorf("writable cgroups requested by %s are unsafe on this node: %w", c.Plan.Reason, err)
+	}
+	return nil
+}
+
+// privateNamespace: the container gets (or has) a private cgroup namespace
+// and no host cgroup tree bound over /sys/fs/cgroup.
+func privateNamespace(c *Candidate) error {
+	spec, err := ocispec.PlanWritable(c.Ctr)
+	if err != nil {
+		return fmt.Errorf("writable cgroups requested by %s: %w", c.Plan.Reason, err)
+	}
+	c.Plan.Spec = spec
+	return nil
+}
+
+// podBounds: the node caps, lowered by the pod's annotations.
+func podBounds(c *Candidate) error {
+	d, errD := optin.PodBound(c.Pod, annotations.MaxDescendants, c.Config.MaxDescendants)
+	depth, errDepth := optin.PodBound(c.Pod, annotations.MaxDepth, c.Config.MaxDepth)
+	if err := errors.Join(errD, errDepth); err != nil {
+		return err
+	}
+	c.Plan.Bounds = cgroupfs.Bounds{Descendants: d, Depth: depth}
+	return nil
+}
+
+// podCgroup: the pod cgroup the bounds go on is known.
+func podCgroup(c *Candidate) error {
+	rel, err := cgroupfs.PodPath(c.Pod.GetLinux().GetCgroupParent())
+	if err != nil {
+		return fmt.Errorf("writable cgroups need pod bounds, but the pod cgroup is unknown: %w", err)
+	}
+	c.Plan.PodCgroup = rel
+	return nil
+}
