@@ -21,10 +21,10 @@ type Options struct {
 	Scope config.TopologyScope
 	// Reserved CPUs are never assigned.
 	Reserved cpuset.CPUSet
-	// Take picks CPUs by topology; nil means a cpualloc.Allocator built
-	// for the topology (cpualloc.Take without the per-call indexing).
-	Take TakeFunc
 }
+
+// takeFunc picks n CPUs out of available by topology.
+type takeFunc func(available cpuset.CPUSet, n int) (cpuset.CPUSet, error)
 
 // Policy is the allocation state. All methods are safe for concurrent use
 // and atomic: on error, nothing changes.
@@ -33,7 +33,8 @@ type Policy struct {
 	scope    config.TopologyScope
 	reserved cpuset.CPUSet
 	usable   cpuset.CPUSet
-	take     TakeFunc
+	// take is a cpualloc.Allocator's Take; tests replace it.
+	take takeFunc
 
 	mu sync.Mutex
 	st *state
@@ -53,18 +54,13 @@ func New(t *topology.Topology, o Options) (*Policy, error) {
 	default:
 		return nil, fmt.Errorf("%w: topology scope %q is not pod or container", ErrInvalid, o.Scope)
 	}
-	if o.Take == nil {
-		a, err := cpualloc.New(t)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		o.Take = func(_ *topology.Topology, available cpuset.CPUSet, n int) (cpuset.CPUSet, error) {
-			return a.Take(available, n)
-		}
+	a, err := cpualloc.New(t)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	reserved := o.Reserved.Clone()
 	usable := t.AllCPUs().Difference(t.Isolated).Difference(reserved)
-	p := &Policy{topo: t, scope: o.Scope, reserved: reserved, usable: usable, take: o.Take, st: newState()}
+	p := &Policy{topo: t, scope: o.Scope, reserved: reserved, usable: usable, take: a.Take, st: newState()}
 	p.v = newView(p.usable, p.st)
 	return p, nil
 }
@@ -124,7 +120,7 @@ func (p *Policy) takeFrom(free cpuset.CPUSet, n int, what string) (cpuset.CPUSet
 	if free.Size() < n {
 		return cpuset.CPUSet{}, fmt.Errorf("%w: %s needs %d cpus, %d free (%s)", ErrInsufficient, what, n, free.Size(), free)
 	}
-	got, err := p.take(p.topo, free, n)
+	got, err := p.take(free, n)
 	if err != nil {
 		return cpuset.CPUSet{}, fmt.Errorf("%w: %s needs %d cpus from %s: %w", ErrInsufficient, what, n, free, err)
 	}

@@ -375,13 +375,13 @@ func TestInitContainers(t *testing.T) {
 }
 
 func TestAddContainerErrors(t *testing.T) {
-	failTake := func(*topology.Topology, cpuset.CPUSet, int) (cpuset.CPUSet, error) {
+	failTake := func(cpuset.CPUSet, int) (cpuset.CPUSet, error) {
 		return cpuset.New(), errors.New("allocator says no")
 	}
-	badTake := func(_ *topology.Topology, a cpuset.CPUSet, _ int) (cpuset.CPUSet, error) { return a, nil }
+	badTake := func(a cpuset.CPUSet, _ int) (cpuset.CPUSet, error) { return a, nil }
 	tests := []struct {
 		name     string
-		take     TakeFunc
+		take     takeFunc
 		c        ContainerSpec
 		sentinel error
 		wantErr  string
@@ -416,7 +416,7 @@ func TestAddContainerErrors(t *testing.T) {
 	}
 }
 
-func cmpOr(a, b TakeFunc) TakeFunc {
+func cmpOr(a, b takeFunc) takeFunc {
 	if a != nil {
 		return a
 	}

@@ -6,7 +6,6 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cgdelegate/cgdelegate/internal/podres"
-	"github.com/cgdelegate/cgdelegate/internal/topology"
 )
 
 // Sentinel errors. Callers check them with errors.Is.
@@ -27,10 +26,6 @@ var (
 	// ErrStamp marks a stamp that does not parse.
 	ErrStamp = errors.New("malformed assignment stamp")
 )
-
-// TakeFunc picks n CPUs out of available by topology. cpualloc.Take is the
-// default.
-type TakeFunc func(t *topology.Topology, available cpuset.CPUSet, n int) (cpuset.CPUSet, error)
 
 // Lifecycle says what kind of container a spec describes.
 type Lifecycle string
