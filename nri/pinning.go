@@ -170,7 +170,7 @@ func (p *Plugin) pinContainer(l *slog.Logger, pod *api.PodSandbox, ctr *api.Cont
 	}
 	adj.SetLinuxCPUSetCPUs(a.CPUs.String())
 	adj.SetLinuxCPUSetMems(a.Mems.String())
-	if a.DisableQuota {
+	if a.QuotaDisabled() {
 		adj.SetLinuxCPUQuota(-1)
 	}
 	adj.AddAnnotation(policy.StampAnnotation, a.Stamp())
@@ -391,7 +391,7 @@ func containerUpdates(as []policy.Assignment) []*api.ContainerUpdate {
 	var str setStrings
 	for _, a := range as {
 		cpu := &api.LinuxCPU{Cpus: str.of(a.CPUs), Mems: str.of(a.Mems)}
-		if a.DisableQuota {
+		if a.QuotaDisabled() {
 			cpu.Quota = api.Int64(-1)
 		}
 		u := &api.ContainerUpdate{

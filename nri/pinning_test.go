@@ -147,7 +147,7 @@ func TestRestoreExclusive(t *testing.T) {
 func TestContainerUpdates(t *testing.T) {
 	as := []policy.Assignment{
 		{ContainerID: "a", CPUs: cpuset.New(0, 1), Mems: cpuset.New(0)},
-		{ContainerID: "b", CPUs: cpuset.New(2), Mems: cpuset.New(0), DisableQuota: true},
+		{ContainerID: "b", Pool: policy.PoolExclusive, CPUs: cpuset.New(2), Mems: cpuset.New(0)},
 		{ContainerID: "a", CPUs: cpuset.New(0, 1, 2), Mems: cpuset.New(0)},
 	}
 	us := containerUpdates(as)

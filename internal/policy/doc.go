@@ -32,8 +32,8 @@
 // shared pool, so a pod without a budget can always start.
 //
 // cpuset.mems is the set of NUMA nodes of the CPUs a container runs on.
-// Exclusive containers get DisableQuota (CFS quota -1); shared ones keep
-// theirs.
+// Exclusive containers run without a CFS quota (Assignment.QuotaDisabled,
+// quota -1); shared ones keep theirs.
 //
 // # Rejections
 //

@@ -130,7 +130,7 @@ func TestNodeSharedWithoutBudget(t *testing.T) {
 	mustAddPod(t, p, "nb", podres.Budget{})
 	for _, c := range []ContainerSpec{ctr("g", "nb", guaranteed(2000)), ctr("b", "nb", burstable(500)), ctr("e", "nb", bestEffort())} {
 		a, u := mustAdd(t, p, c)
-		if a.Pool != PoolNodeShared || !a.CPUs.Equals(set("1-15")) || !a.Mems.Equals(set("0-1")) || a.Exclusive || a.DisableQuota {
+		if a.Pool != PoolNodeShared || !a.CPUs.Equals(set("1-15")) || !a.Mems.Equals(set("0-1")) || a.QuotaDisabled() {
 			t.Errorf("%s: %+v, want node shared 1-15", c.ID, a)
 		}
 		if len(u) != 0 {
@@ -157,7 +157,7 @@ func TestPodBubbleContainers(t *testing.T) {
 
 	// A shared container gets the whole bubble.
 	sh, u := mustAdd(t, p, ctr("shared", "p", burstable(1000)))
-	if sh.Pool != PoolPodShared || !sh.CPUs.Equals(bubble) || !sh.Mems.Equals(node) || sh.DisableQuota || sh.Exclusive {
+	if sh.Pool != PoolPodShared || !sh.CPUs.Equals(bubble) || !sh.Mems.Equals(node) || sh.QuotaDisabled() {
 		t.Errorf("shared: %+v, want pod-shared %s", sh, bubble)
 	}
 	if len(u) != 0 {
@@ -170,7 +170,7 @@ func TestPodBubbleContainers(t *testing.T) {
 	// A Guaranteed integer container gets an exclusive slice from the bubble;
 	// the shared container shrinks in the same response.
 	ex, u := mustAdd(t, p, ctr("excl", "p", guaranteed(2000)))
-	if ex.Pool != PoolExclusive || ex.CPUs.Size() != 2 || !ex.CPUs.IsSubsetOf(bubble) || !ex.Exclusive || !ex.DisableQuota {
+	if ex.Pool != PoolExclusive || ex.CPUs.Size() != 2 || !ex.CPUs.IsSubsetOf(bubble) || !ex.QuotaDisabled() {
 		t.Fatalf("excl: %+v, want a 2-cpu slice of %s with quota disabled", ex, bubble)
 	}
 	if !ex.Mems.Equals(p.topo.MemsOf(ex.CPUs)) {
@@ -179,7 +179,7 @@ func TestPodBubbleContainers(t *testing.T) {
 	if got := ids(u); !slices.Equal(got, []string{"shared"}) || !u[0].CPUs.Equals(bubble.Difference(ex.CPUs)) {
 		t.Fatalf("updates %v, want shared on bubble minus slice", u)
 	}
-	if len(u) == 1 && (u[0].Pool != PoolPodShared || u[0].DisableQuota) {
+	if len(u) == 1 && (u[0].Pool != PoolPodShared || u[0].QuotaDisabled()) {
 		t.Errorf("shared update %+v", u[0])
 	}
 
@@ -305,7 +305,7 @@ func TestContainerScope(t *testing.T) {
 	for _, c := range []ContainerSpec{ctr("g1", "p", guaranteed(2000)), ctr("g2", "nb", guaranteed(3000))} {
 		before := p.Snapshot().NodeSharedPool
 		a, u := mustAdd(t, p, c)
-		if a.Pool != PoolExclusive || a.CPUs.Size() != c.Resources.ExclusiveCPUs() || a.CPUs.Contains(0) || !a.DisableQuota {
+		if a.Pool != PoolExclusive || a.CPUs.Size() != c.Resources.ExclusiveCPUs() || a.CPUs.Contains(0) || !a.QuotaDisabled() {
 			t.Fatalf("%s: %+v", c.ID, a)
 		}
 		if len(p.topo.NUMANodesOf(a.CPUs)) != 1 {

@@ -139,13 +139,11 @@ func (v *view) cpusOf(c ctrState) cpuset.CPUSet {
 func assign(t *topology.Topology, s *state, v *view, c ctrState) Assignment {
 	cpus := v.cpusOf(c)
 	return Assignment{
-		ContainerID:  c.spec.ID,
-		PodID:        c.spec.PodID,
-		Pool:         c.pool,
-		CPUs:         cpus,
-		Mems:         t.MemsOf(cpus),
-		Bubble:       s.pods[c.spec.PodID].bubble,
-		Exclusive:    c.pool == PoolExclusive,
-		DisableQuota: c.pool == PoolExclusive,
+		ContainerID: c.spec.ID,
+		PodID:       c.spec.PodID,
+		Pool:        c.pool,
+		CPUs:        cpus,
+		Mems:        t.MemsOf(cpus),
+		Bubble:      s.pods[c.spec.PodID].bubble,
 	}
 }

@@ -90,8 +90,8 @@ type Assignment struct {
 	Mems cpuset.CPUSet
 	// Bubble is the pod's bubble (empty without one), for the stamp.
 	Bubble cpuset.CPUSet
-	// Exclusive says CPUs are the container's alone.
-	Exclusive bool
-	// DisableQuota says set the CFS quota to -1 (exclusive containers).
-	DisableQuota bool
 }
+
+// QuotaDisabled says set the container's CFS quota to -1: an exclusive
+// container's CPUs are its alone, so it is never throttled.
+func (a Assignment) QuotaDisabled() bool { return a.Pool == PoolExclusive }
