@@ -159,9 +159,7 @@ func (p *Plugin) pinContainer(l *slog.Logger, pod *api.PodSandbox, ctr *api.Cont
 			return nil, err
 		}
 		if a, upd, err = pn.policy.AddContainer(spec); err != nil {
-			if _, rerr := pn.policy.RemovePod(ps.ID); rerr != nil {
-				l.Error("cannot roll back the pod", "error", rerr)
-			}
+			pn.policy.RemovePod(ps.ID)
 			return nil, err
 		}
 	}
@@ -185,11 +183,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	if ctr == nil || !pn.active() {
 		return nil, nil
 	}
-	upd, err := pn.policy.RemoveContainer(ctr.GetId())
-	if err != nil {
-		p.eventLog(pod, ctr).Error("cannot release cpus", "error", err)
-		return nil, nil
-	}
+	upd := pn.policy.RemoveContainer(ctr.GetId())
 	if len(upd) > 0 {
 		p.eventLog(pod, ctr).Info("cpus released", "updates", len(upd))
 	}
@@ -203,12 +197,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if ctr == nil || !pn.active() {
 		return nil
 	}
-	upd, err := pn.policy.RemoveContainer(ctr.GetId())
-	if err != nil {
-		p.eventLog(pod, ctr).Error("cannot release cpus", "error", err)
-		return nil
-	}
-	p.send.enqueue(upd)
+	p.send.enqueue(pn.policy.RemoveContainer(ctr.GetId()))
 	return nil
 }
 
@@ -226,11 +215,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	if !pn.active() {
 		return nil
 	}
-	upd, err := pn.policy.RemovePod(pod.GetId())
-	if err != nil {
-		p.eventLog(pod, nil).Error("cannot release the pod's cpus", "error", err)
-		return nil
-	}
+	upd := pn.policy.RemovePod(pod.GetId())
 	if len(upd) > 0 {
 		p.eventLog(pod, nil).Info("pod cpus released", "updates", len(upd))
 	}

@@ -174,13 +174,13 @@ func (p *Policy) AddPod(spec PodSpec) ([]Assignment, error) {
 
 // RemovePod forgets a pod and any containers it still has. Its bubble and
 // slices return to the node shared pool; the returned updates widen every
-// container there. An unknown pod is not an error.
-func (p *Policy) RemovePod(id string) ([]Assignment, error) {
+// container there. An unknown pod is a no-op.
+func (p *Policy) RemovePod(id string) []Assignment {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ps, ok := p.st.pods[id]
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	released := ps.bubble
 	for _, cid := range p.st.podContainers(id) {
@@ -193,10 +193,10 @@ func (p *Policy) RemovePod(id string) ([]Assignment, error) {
 	delete(p.st.byPod, id)
 	delete(p.v.pod, id)
 	if released.IsEmpty() {
-		return nil, nil
+		return nil
 	}
 	p.v.node = p.v.node.Union(released)
-	return p.updates("", false, true, ""), nil
+	return p.updates("", false, true, "")
 }
 
 // AddContainer places a container, as one atomic step: it returns the
@@ -315,24 +315,24 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 
 // RemoveContainer forgets a stopped or removed container. Its slice
 // returns to its pool; the returned updates widen the containers there. An
-// unknown container is not an error, so Stop and Remove may both call it.
-func (p *Policy) RemoveContainer(id string) ([]Assignment, error) {
+// unknown container is a no-op, so Stop and Remove may both call it.
+func (p *Policy) RemoveContainer(id string) []Assignment {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c, ok := p.st.ctrs[id]
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	p.st.delCtr(id)
 	if c.pool != PoolExclusive {
-		return nil, nil
+		return nil
 	}
 	if pid := c.spec.PodID; !p.st.pods[pid].bubble.IsEmpty() {
 		p.v.pod[pid] = p.v.pod[pid].Union(c.slice)
-		return p.updates(pid, true, false, ""), nil
+		return p.updates(pid, true, false, "")
 	}
 	p.v.node = p.v.node.Union(c.slice)
-	return p.updates("", false, true, ""), nil
+	return p.updates("", false, true, "")
 }
 
 // Assignment returns the current assignment of a container.

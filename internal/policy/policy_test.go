@@ -190,19 +190,13 @@ func TestPodBubbleContainers(t *testing.T) {
 	}
 
 	// Removing the exclusive container widens the shared ones.
-	u, err := p.RemoveContainer("excl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	u = p.RemoveContainer("excl")
 	if got := ids(u); !slices.Equal(got, []string{"frac", "shared"}) || !u[0].CPUs.Equals(bubble) {
 		t.Fatalf("remove updates %v, want frac and shared widened to %s", u, bubble)
 	}
 
 	// Removing the pod returns the bubble; "other" widens.
-	u, err = p.RemovePod("p")
-	if err != nil {
-		t.Fatal(err)
-	}
+	u = p.RemovePod("p")
 	if got := ids(u); !slices.Equal(got, []string{"other"}) || !u[0].CPUs.Equals(set("0-15")) {
 		t.Fatalf("RemovePod updates %v, want other widened to 0-15", u)
 	}
@@ -284,9 +278,7 @@ func TestBudgetBoundsContainers(t *testing.T) {
 				t.Error("rejected add changed the state")
 			}
 			// The removed container's request no longer counts.
-			if _, err := p.RemoveContainer("a"); err != nil {
-				t.Fatal(err)
-			}
+			p.RemoveContainer("a")
 			mustAdd(t, p, ctr("b", "p", burstable(2000)))
 		})
 	}
@@ -328,7 +320,7 @@ func TestContainerScope(t *testing.T) {
 		t.Fatalf("taking the whole node pool: %v", err)
 	}
 	// Removing a slice widens the node shared containers.
-	u, _ := p.RemoveContainer("g1")
+	u := p.RemoveContainer("g1")
 	if got := ids(u); !slices.Equal(got, []string{"b", "sh"}) {
 		t.Errorf("remove updates %v", got)
 	}
@@ -369,8 +361,8 @@ func TestInitContainers(t *testing.T) {
 		t.Errorf("sidecar lost its slice: %+v", got)
 	}
 	// The init container's late Stop/Remove is a no-op.
-	if u, err := p.RemoveContainer("init"); err != nil || u != nil {
-		t.Errorf("late remove: %v %v", u, err)
+	if u := p.RemoveContainer("init"); u != nil {
+		t.Errorf("late remove: %v", u)
 	}
 }
 
@@ -425,11 +417,11 @@ func cmpOr(a, b takeFunc) takeFunc {
 
 func TestRemoveUnknown(t *testing.T) {
 	p := mustNew(t, dualHT(), Options{})
-	if u, err := p.RemoveContainer("nope"); u != nil || err != nil {
-		t.Errorf("RemoveContainer: %v %v", u, err)
+	if u := p.RemoveContainer("nope"); u != nil {
+		t.Errorf("RemoveContainer: %v", u)
 	}
-	if u, err := p.RemovePod("nope"); u != nil || err != nil {
-		t.Errorf("RemovePod: %v %v", u, err)
+	if u := p.RemovePod("nope"); u != nil {
+		t.Errorf("RemovePod: %v", u)
 	}
 }
 
