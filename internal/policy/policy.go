@@ -139,6 +139,12 @@ func (p *Policy) takeFromNode(free cpuset.CPUSet, n int, what string) (cpuset.CP
 	return p.takeFrom(free, n, what)
 }
 
+// wantsBubble says whether a pod with budget b gets a bubble: in pod scope,
+// when b has a CPU budget.
+func (p *Policy) wantsBubble(b podres.Budget) bool {
+	return p.scope == config.ScopePod && b.HasCPU()
+}
+
 // AddPod records a pod. In pod scope a pod with a CPU budget gets its
 // bubble now, and the node shared pool shrinks: the returned updates are for
 // every container there.
@@ -155,7 +161,7 @@ func (p *Policy) AddPod(spec PodSpec) ([]Assignment, error) {
 		return nil, fmt.Errorf("%w: pod %s", ErrExists, spec.ID)
 	}
 	ps := podState{spec: spec, bubble: cpuset.New()}
-	if p.scope == config.ScopePod && spec.Budget.HasCPU() {
+	if p.wantsBubble(spec.Budget) {
 		n := spec.Budget.WholeCPUs()
 		b, err := p.takeFromNode(p.v.node, n, fmt.Sprintf("pod %s bubble (cpu budget %s)", spec.ID, podres.FormatMilliCPU(spec.Budget.CPUBudget())))
 		if err != nil {
@@ -231,7 +237,7 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 	freePod, freeNode := p.v.pod[spec.PodID], p.v.node
 	relPod, relNode := cpuset.New(), cpuset.New()
 	var released []string
-	hasShared := false
+	sharedUsed := false
 	named := []podres.NamedContainer{{Name: spec.Name, Container: spec.Resources}}
 	for id := range p.st.byPod[spec.PodID] {
 		c := p.st.ctrs[id]
@@ -244,7 +250,7 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 			}
 			continue
 		}
-		hasShared = hasShared || c.pool == PoolPodShared
+		sharedUsed = sharedUsed || c.pool == PoolPodShared
 		named = append(named, podres.NamedContainer{Name: c.spec.Name, Container: c.spec.Resources})
 	}
 	if !pod.spec.Budget.IsZero() {
@@ -278,7 +284,7 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 		if err != nil {
 			return Assignment{}, nil, err
 		}
-		if freePod.Equals(slice) && hasShared {
+		if freePod.Equals(slice) && sharedUsed {
 			return Assignment{}, nil, ErrNoSharedCPUs
 		}
 		cs.pool, cs.slice = PoolExclusive, slice
