@@ -72,4 +72,7 @@
 // claimed by two bubbles or slices, a stamp that no longer fits, a cpuset
 // that disagrees with its stamp) and returns the updates that make every
 // container match. Synchronize is the truth; there is no checkpoint file.
+// The runtime reports an exclusive container without the CPU limit that its
+// quota -1 replaced; pass the raw quota in ContainerState.CPUQuota and
+// Rebuild puts the limit back before it looks for the slice.
 package policy
