@@ -59,12 +59,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 		return nil, nil
 	}
 	defer p.timed("StopContainer")()
-	upd, err := pn.RemoveContainer(ctr.GetId())
-	if err != nil {
-		p.eventLog(pod, ctr).Error("cannot release cpus", "error", err)
-		return nil, nil
-	}
-	return pinning.Updates(upd), nil
+	return pinning.Updates(pn.RemoveContainer(ctr.GetId())), nil
 }
 
 // RemoveContainer is StopContainer for a container removed without a stop;
@@ -75,12 +70,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil
 	}
 	defer p.timed("RemoveContainer")()
-	upd, err := pn.RemoveContainer(ctr.GetId())
-	if err != nil {
-		p.eventLog(pod, ctr).Error("cannot release cpus", "error", err)
-		return nil
-	}
-	p.send.enqueue(upd)
+	p.send.enqueue(pn.RemoveContainer(ctr.GetId()))
 	return nil
 }
 
@@ -99,12 +89,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	if !pn.Active() {
 		return nil
 	}
-	upd, err := pn.RemovePod(pod.GetId())
-	if err != nil {
-		p.eventLog(pod, nil).Error("cannot release the pod's cpus", "error", err)
-		return nil
-	}
-	p.send.enqueue(upd)
+	p.send.enqueue(pn.RemovePod(pod.GetId()))
 	return nil
 }
 

@@ -148,7 +148,7 @@ func (s *sender) run() {
 }
 
 func sameCPUs(a, b policy.Assignment) bool {
-	return a.CPUs.Equals(b.CPUs) && a.Mems.Equals(b.Mems) && a.DisableQuota == b.DisableQuota
+	return a.CPUs.Equals(b.CPUs) && a.Mems.Equals(b.Mems) && a.QuotaDisabled() == b.QuotaDisabled()
 }
 
 func failedIDs(us []*api.ContainerUpdate) []string {

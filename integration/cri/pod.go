@@ -128,12 +128,3 @@ func (p *Pod) Remove() error {
 	}
 	return nil
 }
-
-// Status returns the sandbox status.
-func (p *Pod) Status(ctx context.Context) (*runtimeapi.PodSandboxStatus, error) {
-	resp, err := p.c.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.ID})
-	if err != nil {
-		return nil, fmt.Errorf("cri: PodSandboxStatus %s: %w", p.Spec.Name, err)
-	}
-	return resp.GetStatus(), nil
-}

@@ -71,9 +71,6 @@ func NewRuntime(name, version string) (*Runtime, error) {
 	return rt, nil
 }
 
-// Socket returns the NRI socket path.
-func (rt *Runtime) Socket() string { return rt.socket }
-
 // Close stops the runtime side and removes its socket.
 func (rt *Runtime) Close() {
 	rt.r.Stop()
@@ -152,11 +149,6 @@ func (rt *Runtime) Connect(ctx context.Context, p any, name, idx string) (stub.S
 // RunPod relays RunPodSandbox.
 func (rt *Runtime) RunPod(ctx context.Context, pod *api.PodSandbox) error {
 	return rt.r.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod})
-}
-
-// StopPod relays StopPodSandbox.
-func (rt *Runtime) StopPod(ctx context.Context, pod *api.PodSandbox) error {
-	return rt.r.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: pod})
 }
 
 // RemovePod relays RemovePodSandbox.

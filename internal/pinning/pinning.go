@@ -132,7 +132,7 @@ func (p *Pinner) AddContainer(pod *api.PodSandbox, ctr *api.Container) (policy.A
 		return policy.Assignment{}, nil, err
 	}
 	if a, upd, err = p.policy.AddContainer(spec); err != nil {
-		_, _ = p.policy.RemovePod(ps.ID)
+		p.policy.RemovePod(ps.ID)
 		return policy.Assignment{}, nil, err
 	}
 	return a, append(podUpd, upd...), nil
@@ -140,12 +140,12 @@ func (p *Pinner) AddContainer(pod *api.PodSandbox, ctr *api.Container) (policy.A
 
 // RemoveContainer returns a container's CPUs to its pool; the containers
 // there widen.
-func (p *Pinner) RemoveContainer(id string) ([]policy.Assignment, error) {
+func (p *Pinner) RemoveContainer(id string) []policy.Assignment {
 	return p.policy.RemoveContainer(id)
 }
 
 // RemovePod returns a pod's bubble to the node shared pool.
-func (p *Pinner) RemovePod(id string) ([]policy.Assignment, error) {
+func (p *Pinner) RemovePod(id string) []policy.Assignment {
 	return p.policy.RemovePod(id)
 }
 

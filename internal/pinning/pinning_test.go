@@ -7,7 +7,6 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cgdelegate/cgdelegate/internal/podres"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
 )
 
@@ -37,44 +36,10 @@ func TestLifecycleAnnotation(t *testing.T) {
 	}
 }
 
-func TestRestoreExclusive(t *testing.T) {
-	// A Guaranteed 2-CPU container after cgdelegate set its quota to -1:
-	// request 2000m from shares, no limit.
-	unlimited := podres.NewContainer(podres.Budget{CPURequest: 2000, MemoryLimit: 1 << 30})
-	excl := policy.Assignment{Pool: policy.PoolExclusive, CPUs: cpuset.New(1, 9), Mems: cpuset.New(0), Bubble: cpuset.New(0, 1, 8, 9)}.Stamp()
-	shared := policy.Assignment{Pool: policy.PoolPodShared, CPUs: cpuset.New(0, 8), Mems: cpuset.New(0)}.Stamp()
-	tests := []struct {
-		name  string
-		stamp string
-		quota *api.OptionalInt64
-		want  int
-	}{
-		{"exclusive stamp restores the limit", excl, api.Int64(-1), 2},
-		{"exclusive stamp, quota unknown", excl, nil, 2},
-		{"shared stamp leaves it", shared, nil, 0},
-		{"shared stamp leaves it, even with quota -1", shared, api.Int64(-1), 0},
-		{"no stamp leaves it", "", nil, 0},
-		{"no stamp, quota 0 leaves it", "", api.Int64(0), 0},
-		// Pinned by a Synchronize after it was created without the plugin:
-		// the quota is -1, but there is no stamp.
-		{"no stamp, quota -1 restores the limit", "", api.Int64(-1), 2},
-		{"bad stamp leaves it", "v=9", nil, 0},
-		{"bad stamp, quota -1 restores the limit", "v=9", api.Int64(-1), 2},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := restoreExclusive(policy.ContainerSpec{Resources: unlimited}, tc.stamp, tc.quota)
-			if got.Resources.ExclusiveCPUs() != tc.want {
-				t.Fatalf("ExclusiveCPUs = %d, want %d (%+v)", got.Resources.ExclusiveCPUs(), tc.want, got.Resources)
-			}
-		})
-	}
-}
-
 func TestUpdates(t *testing.T) {
 	as := []policy.Assignment{
 		{ContainerID: "a", CPUs: cpuset.New(0, 1), Mems: cpuset.New(0)},
-		{ContainerID: "b", CPUs: cpuset.New(2), Mems: cpuset.New(0), DisableQuota: true},
+		{ContainerID: "b", Pool: policy.PoolExclusive, CPUs: cpuset.New(2), Mems: cpuset.New(0)},
 		{ContainerID: "a", CPUs: cpuset.New(0, 1, 2), Mems: cpuset.New(0)},
 	}
 	us := Updates(as)

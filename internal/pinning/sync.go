@@ -6,7 +6,6 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cgdelegate/cgdelegate/internal/podres"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
 )
 
@@ -55,39 +54,13 @@ func snapshot(log *slog.Logger, pods []*api.PodSandbox, ctrs []*api.Container) (
 			spec = policy.ContainerSpec{ID: ctr.GetId(), PodID: ctr.GetPodSandboxId(), Name: ctr.GetName()}
 		}
 		cpu := ctr.GetLinux().GetResources().GetCpu()
-		st.Spec = restoreExclusive(spec, st.Stamp, cpu.GetQuota())
+		st.Spec = spec
+		st.CPUQuota = cpu.GetQuota().GetValue()
 		st.CPUs = parseSet(l, "cpus", cpu.GetCpus())
 		st.Mems = parseSet(l, "mems", cpu.GetMems())
 		states = append(states, st)
 	}
 	return specs, states
-}
-
-// restoreExclusive undoes cgdelegate's own quota change: an exclusive
-// container runs with CFS quota -1, so the runtime now reports no CPU
-// limit. Its limit was its request (it was Guaranteed), so put it back for
-// the policy to recognise the slice.
-//
-// The quota is cgdelegate's when the stamp says exclusive, or, for a
-// container without a valid stamp, when the quota is exactly -1: a
-// container created while no plugin ran got its slice (and quota -1) from a
-// Synchronize update, which can not add the stamp annotation. The kubelet
-// sends quota 0, never -1, for a container without a CPU limit.
-func restoreExclusive(spec policy.ContainerSpec, stamp string, quota *api.OptionalInt64) policy.ContainerSpec {
-	b := spec.Resources.Budget
-	if b.CPULimit != 0 || b.CPURequest == 0 {
-		return spec
-	}
-	st, err := policy.ParseStamp(stamp)
-	switch {
-	case err == nil && st.Pool != policy.PoolExclusive:
-		return spec
-	case err != nil && (quota == nil || quota.GetValue() != -1):
-		return spec
-	}
-	b.CPULimit = b.CPURequest
-	spec.Resources = podres.NewContainer(b)
-	return spec
 }
 
 func parseSet(l *slog.Logger, what, s string) cpuset.CPUSet {

@@ -12,7 +12,7 @@ import (
 func Adjust(adj *api.ContainerAdjustment, a policy.Assignment) {
 	adj.SetLinuxCPUSetCPUs(a.CPUs.String())
 	adj.SetLinuxCPUSetMems(a.Mems.String())
-	if a.DisableQuota {
+	if a.QuotaDisabled() {
 		adj.SetLinuxCPUQuota(-1)
 	}
 	adj.AddAnnotation(policy.StampAnnotation, a.Stamp())
@@ -29,7 +29,7 @@ func Updates(as []policy.Assignment) []*api.ContainerUpdate {
 	var str setStrings
 	for _, a := range as {
 		cpu := &api.LinuxCPU{Cpus: str.of(a.CPUs), Mems: str.of(a.Mems)}
-		if a.DisableQuota {
+		if a.QuotaDisabled() {
 			cpu.Quota = api.Int64(-1)
 		}
 		u := &api.ContainerUpdate{

@@ -32,8 +32,8 @@
 // shared pool, so a pod without a budget can always start.
 //
 // cpuset.mems is the set of NUMA nodes of the CPUs a container runs on.
-// Exclusive containers get DisableQuota (CFS quota -1); shared ones keep
-// theirs.
+// Exclusive containers run without a CFS quota (Assignment.QuotaDisabled,
+// quota -1); shared ones keep theirs.
 //
 // # Rejections
 //
@@ -72,4 +72,7 @@
 // claimed by two bubbles or slices, a stamp that no longer fits, a cpuset
 // that disagrees with its stamp) and returns the updates that make every
 // container match. Synchronize is the truth; there is no checkpoint file.
+// The runtime reports an exclusive container without the CPU limit that its
+// quota -1 replaced; pass the raw quota in ContainerState.CPUQuota and
+// Rebuild puts the limit back before it looks for the slice.
 package policy

@@ -21,10 +21,10 @@ type Options struct {
 	Scope config.TopologyScope
 	// Reserved CPUs are never assigned.
 	Reserved cpuset.CPUSet
-	// Take picks CPUs by topology; nil means a cpualloc.Allocator built
-	// for the topology (cpualloc.Take without the per-call indexing).
-	Take TakeFunc
 }
+
+// takeFunc picks n CPUs out of available by topology.
+type takeFunc func(available cpuset.CPUSet, n int) (cpuset.CPUSet, error)
 
 // Policy is the allocation state. All methods are safe for concurrent use
 // and atomic: on error, nothing changes.
@@ -33,7 +33,8 @@ type Policy struct {
 	scope    config.TopologyScope
 	reserved cpuset.CPUSet
 	usable   cpuset.CPUSet
-	take     TakeFunc
+	// take is a cpualloc.Allocator's Take; tests replace it.
+	take takeFunc
 
 	mu sync.Mutex
 	st *state
@@ -53,18 +54,13 @@ func New(t *topology.Topology, o Options) (*Policy, error) {
 	default:
 		return nil, fmt.Errorf("%w: topology scope %q is not pod or container", ErrInvalid, o.Scope)
 	}
-	if o.Take == nil {
-		a, err := cpualloc.New(t)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		o.Take = func(_ *topology.Topology, available cpuset.CPUSet, n int) (cpuset.CPUSet, error) {
-			return a.Take(available, n)
-		}
+	a, err := cpualloc.New(t)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	reserved := o.Reserved.Clone()
 	usable := t.AllCPUs().Difference(t.Isolated).Difference(reserved)
-	p := &Policy{topo: t, scope: o.Scope, reserved: reserved, usable: usable, take: o.Take, st: newState()}
+	p := &Policy{topo: t, scope: o.Scope, reserved: reserved, usable: usable, take: a.Take, st: newState()}
 	p.v = newView(p.usable, p.st)
 	return p, nil
 }
@@ -124,7 +120,7 @@ func (p *Policy) takeFrom(free cpuset.CPUSet, n int, what string) (cpuset.CPUSet
 	if free.Size() < n {
 		return cpuset.CPUSet{}, fmt.Errorf("%w: %s needs %d cpus, %d free (%s)", ErrInsufficient, what, n, free.Size(), free)
 	}
-	got, err := p.take(p.topo, free, n)
+	got, err := p.take(free, n)
 	if err != nil {
 		return cpuset.CPUSet{}, fmt.Errorf("%w: %s needs %d cpus from %s: %w", ErrInsufficient, what, n, free, err)
 	}
@@ -143,6 +139,12 @@ func (p *Policy) takeFromNode(free cpuset.CPUSet, n int, what string) (cpuset.CP
 	return p.takeFrom(free, n, what)
 }
 
+// wantsBubble says whether a pod with budget b gets a bubble: in pod scope,
+// when b has a CPU budget.
+func (p *Policy) wantsBubble(b podres.Budget) bool {
+	return p.scope == config.ScopePod && b.HasCPU()
+}
+
 // AddPod records a pod. In pod scope a pod with a CPU budget gets its
 // bubble now, and the node shared pool shrinks: the returned updates are for
 // every container there.
@@ -159,7 +161,7 @@ func (p *Policy) AddPod(spec PodSpec) ([]Assignment, error) {
 		return nil, fmt.Errorf("%w: pod %s", ErrExists, spec.ID)
 	}
 	ps := podState{spec: spec, bubble: cpuset.New()}
-	if p.scope == config.ScopePod && spec.Budget.HasCPU() {
+	if p.wantsBubble(spec.Budget) {
 		n := spec.Budget.WholeCPUs()
 		b, err := p.takeFromNode(p.v.node, n, fmt.Sprintf("pod %s bubble (cpu budget %s)", spec.ID, podres.FormatMilliCPU(spec.Budget.CPUBudget())))
 		if err != nil {
@@ -178,13 +180,13 @@ func (p *Policy) AddPod(spec PodSpec) ([]Assignment, error) {
 
 // RemovePod forgets a pod and any containers it still has. Its bubble and
 // slices return to the node shared pool; the returned updates widen every
-// container there. An unknown pod is not an error.
-func (p *Policy) RemovePod(id string) ([]Assignment, error) {
+// container there. An unknown pod is a no-op.
+func (p *Policy) RemovePod(id string) []Assignment {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ps, ok := p.st.pods[id]
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	released := ps.bubble
 	for _, cid := range p.st.podContainers(id) {
@@ -197,10 +199,10 @@ func (p *Policy) RemovePod(id string) ([]Assignment, error) {
 	delete(p.st.byPod, id)
 	delete(p.v.pod, id)
 	if released.IsEmpty() {
-		return nil, nil
+		return nil
 	}
 	p.v.node = p.v.node.Union(released)
-	return p.updates("", false, true, ""), nil
+	return p.updates("", false, true, "")
 }
 
 // AddContainer places a container, as one atomic step: it returns the
@@ -235,7 +237,7 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 	freePod, freeNode := p.v.pod[spec.PodID], p.v.node
 	relPod, relNode := cpuset.New(), cpuset.New()
 	var released []string
-	hasShared := false
+	sharedUsed := false
 	named := []podres.NamedContainer{{Name: spec.Name, Container: spec.Resources}}
 	for id := range p.st.byPod[spec.PodID] {
 		c := p.st.ctrs[id]
@@ -248,7 +250,7 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 			}
 			continue
 		}
-		hasShared = hasShared || c.pool == PoolPodShared
+		sharedUsed = sharedUsed || c.pool == PoolPodShared
 		named = append(named, podres.NamedContainer{Name: c.spec.Name, Container: c.spec.Resources})
 	}
 	if !pod.spec.Budget.IsZero() {
@@ -282,7 +284,7 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 		if err != nil {
 			return Assignment{}, nil, err
 		}
-		if freePod.Equals(slice) && hasShared {
+		if freePod.Equals(slice) && sharedUsed {
 			return Assignment{}, nil, ErrNoSharedCPUs
 		}
 		cs.pool, cs.slice = PoolExclusive, slice
@@ -319,24 +321,24 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 
 // RemoveContainer forgets a stopped or removed container. Its slice
 // returns to its pool; the returned updates widen the containers there. An
-// unknown container is not an error, so Stop and Remove may both call it.
-func (p *Policy) RemoveContainer(id string) ([]Assignment, error) {
+// unknown container is a no-op, so Stop and Remove may both call it.
+func (p *Policy) RemoveContainer(id string) []Assignment {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c, ok := p.st.ctrs[id]
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	p.st.delCtr(id)
 	if c.pool != PoolExclusive {
-		return nil, nil
+		return nil
 	}
 	if pid := c.spec.PodID; !p.st.pods[pid].bubble.IsEmpty() {
 		p.v.pod[pid] = p.v.pod[pid].Union(c.slice)
-		return p.updates(pid, true, false, ""), nil
+		return p.updates(pid, true, false, "")
 	}
 	p.v.node = p.v.node.Union(c.slice)
-	return p.updates("", false, true, ""), nil
+	return p.updates("", false, true, "")
 }
 
 // Assignment returns the current assignment of a container.

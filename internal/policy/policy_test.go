@@ -130,7 +130,7 @@ func TestNodeSharedWithoutBudget(t *testing.T) {
 	mustAddPod(t, p, "nb", podres.Budget{})
 	for _, c := range []ContainerSpec{ctr("g", "nb", guaranteed(2000)), ctr("b", "nb", burstable(500)), ctr("e", "nb", bestEffort())} {
 		a, u := mustAdd(t, p, c)
-		if a.Pool != PoolNodeShared || !a.CPUs.Equals(set("1-15")) || !a.Mems.Equals(set("0-1")) || a.Exclusive || a.DisableQuota {
+		if a.Pool != PoolNodeShared || !a.CPUs.Equals(set("1-15")) || !a.Mems.Equals(set("0-1")) || a.QuotaDisabled() {
 			t.Errorf("%s: %+v, want node shared 1-15", c.ID, a)
 		}
 		if len(u) != 0 {
@@ -157,7 +157,7 @@ func TestPodBubbleContainers(t *testing.T) {
 
 	// A shared container gets the whole bubble.
 	sh, u := mustAdd(t, p, ctr("shared", "p", burstable(1000)))
-	if sh.Pool != PoolPodShared || !sh.CPUs.Equals(bubble) || !sh.Mems.Equals(node) || sh.DisableQuota || sh.Exclusive {
+	if sh.Pool != PoolPodShared || !sh.CPUs.Equals(bubble) || !sh.Mems.Equals(node) || sh.QuotaDisabled() {
 		t.Errorf("shared: %+v, want pod-shared %s", sh, bubble)
 	}
 	if len(u) != 0 {
@@ -170,7 +170,7 @@ func TestPodBubbleContainers(t *testing.T) {
 	// A Guaranteed integer container gets an exclusive slice from the bubble;
 	// the shared container shrinks in the same response.
 	ex, u := mustAdd(t, p, ctr("excl", "p", guaranteed(2000)))
-	if ex.Pool != PoolExclusive || ex.CPUs.Size() != 2 || !ex.CPUs.IsSubsetOf(bubble) || !ex.Exclusive || !ex.DisableQuota {
+	if ex.Pool != PoolExclusive || ex.CPUs.Size() != 2 || !ex.CPUs.IsSubsetOf(bubble) || !ex.QuotaDisabled() {
 		t.Fatalf("excl: %+v, want a 2-cpu slice of %s with quota disabled", ex, bubble)
 	}
 	if !ex.Mems.Equals(p.topo.MemsOf(ex.CPUs)) {
@@ -179,7 +179,7 @@ func TestPodBubbleContainers(t *testing.T) {
 	if got := ids(u); !slices.Equal(got, []string{"shared"}) || !u[0].CPUs.Equals(bubble.Difference(ex.CPUs)) {
 		t.Fatalf("updates %v, want shared on bubble minus slice", u)
 	}
-	if len(u) == 1 && (u[0].Pool != PoolPodShared || u[0].DisableQuota) {
+	if len(u) == 1 && (u[0].Pool != PoolPodShared || u[0].QuotaDisabled()) {
 		t.Errorf("shared update %+v", u[0])
 	}
 
@@ -190,19 +190,13 @@ func TestPodBubbleContainers(t *testing.T) {
 	}
 
 	// Removing the exclusive container widens the shared ones.
-	u, err := p.RemoveContainer("excl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	u = p.RemoveContainer("excl")
 	if got := ids(u); !slices.Equal(got, []string{"frac", "shared"}) || !u[0].CPUs.Equals(bubble) {
 		t.Fatalf("remove updates %v, want frac and shared widened to %s", u, bubble)
 	}
 
 	// Removing the pod returns the bubble; "other" widens.
-	u, err = p.RemovePod("p")
-	if err != nil {
-		t.Fatal(err)
-	}
+	u = p.RemovePod("p")
 	if got := ids(u); !slices.Equal(got, []string{"other"}) || !u[0].CPUs.Equals(set("0-15")) {
 		t.Fatalf("RemovePod updates %v, want other widened to 0-15", u)
 	}
@@ -284,9 +278,7 @@ func TestBudgetBoundsContainers(t *testing.T) {
 				t.Error("rejected add changed the state")
 			}
 			// The removed container's request no longer counts.
-			if _, err := p.RemoveContainer("a"); err != nil {
-				t.Fatal(err)
-			}
+			p.RemoveContainer("a")
 			mustAdd(t, p, ctr("b", "p", burstable(2000)))
 		})
 	}
@@ -305,7 +297,7 @@ func TestContainerScope(t *testing.T) {
 	for _, c := range []ContainerSpec{ctr("g1", "p", guaranteed(2000)), ctr("g2", "nb", guaranteed(3000))} {
 		before := p.Snapshot().NodeSharedPool
 		a, u := mustAdd(t, p, c)
-		if a.Pool != PoolExclusive || a.CPUs.Size() != c.Resources.ExclusiveCPUs() || a.CPUs.Contains(0) || !a.DisableQuota {
+		if a.Pool != PoolExclusive || a.CPUs.Size() != c.Resources.ExclusiveCPUs() || a.CPUs.Contains(0) || !a.QuotaDisabled() {
 			t.Fatalf("%s: %+v", c.ID, a)
 		}
 		if len(p.topo.NUMANodesOf(a.CPUs)) != 1 {
@@ -328,7 +320,7 @@ func TestContainerScope(t *testing.T) {
 		t.Fatalf("taking the whole node pool: %v", err)
 	}
 	// Removing a slice widens the node shared containers.
-	u, _ := p.RemoveContainer("g1")
+	u := p.RemoveContainer("g1")
 	if got := ids(u); !slices.Equal(got, []string{"b", "sh"}) {
 		t.Errorf("remove updates %v", got)
 	}
@@ -369,19 +361,19 @@ func TestInitContainers(t *testing.T) {
 		t.Errorf("sidecar lost its slice: %+v", got)
 	}
 	// The init container's late Stop/Remove is a no-op.
-	if u, err := p.RemoveContainer("init"); err != nil || u != nil {
-		t.Errorf("late remove: %v %v", u, err)
+	if u := p.RemoveContainer("init"); u != nil {
+		t.Errorf("late remove: %v", u)
 	}
 }
 
 func TestAddContainerErrors(t *testing.T) {
-	failTake := func(*topology.Topology, cpuset.CPUSet, int) (cpuset.CPUSet, error) {
+	failTake := func(cpuset.CPUSet, int) (cpuset.CPUSet, error) {
 		return cpuset.New(), errors.New("allocator says no")
 	}
-	badTake := func(_ *topology.Topology, a cpuset.CPUSet, _ int) (cpuset.CPUSet, error) { return a, nil }
+	badTake := func(a cpuset.CPUSet, _ int) (cpuset.CPUSet, error) { return a, nil }
 	tests := []struct {
 		name     string
-		take     TakeFunc
+		take     takeFunc
 		c        ContainerSpec
 		sentinel error
 		wantErr  string
@@ -416,7 +408,7 @@ func TestAddContainerErrors(t *testing.T) {
 	}
 }
 
-func cmpOr(a, b TakeFunc) TakeFunc {
+func cmpOr(a, b takeFunc) takeFunc {
 	if a != nil {
 		return a
 	}
@@ -425,11 +417,11 @@ func cmpOr(a, b TakeFunc) TakeFunc {
 
 func TestRemoveUnknown(t *testing.T) {
 	p := mustNew(t, dualHT(), Options{})
-	if u, err := p.RemoveContainer("nope"); u != nil || err != nil {
-		t.Errorf("RemoveContainer: %v %v", u, err)
+	if u := p.RemoveContainer("nope"); u != nil {
+		t.Errorf("RemoveContainer: %v", u)
 	}
-	if u, err := p.RemovePod("nope"); u != nil || err != nil {
-		t.Errorf("RemovePod: %v %v", u, err)
+	if u := p.RemovePod("nope"); u != nil {
+		t.Errorf("RemovePod: %v", u)
 	}
 }
 

@@ -247,23 +247,19 @@ func TestPropertyRandomOps(t *testing.T) {
 					}
 				case k < 90 && len(ctrIDs) > 0:
 					id := ctrIDs[rng.IntN(len(ctrIDs))]
-					var u []Assignment
-					if u, err = p.RemoveContainer(id); err == nil {
-						delete(r.ctrs, id)
-						r.apply(u...)
-					}
+					u := p.RemoveContainer(id)
+					delete(r.ctrs, id)
+					r.apply(u...)
 				case k < 98:
 					id := podIDs[rng.IntN(len(podIDs))]
-					var u []Assignment
-					if u, err = p.RemovePod(id); err == nil {
-						delete(r.pods, id)
-						for cid, c := range r.ctrs {
-							if c.PodID == id {
-								delete(r.ctrs, cid)
-							}
+					u := p.RemovePod(id)
+					delete(r.pods, id)
+					for cid, c := range r.ctrs {
+						if c.PodID == id {
+							delete(r.ctrs, cid)
 						}
-						r.apply(u...)
 					}
+					r.apply(u...)
 				default:
 					// A plugin restart: rebuild from the runtime's view.
 					checkRebuild(t, p, r)
@@ -277,9 +273,7 @@ func TestPropertyRandomOps(t *testing.T) {
 				checkRuntime(t, p, r)
 			}
 			for _, id := range slices.Sorted(mapKeys(r.pods)) {
-				if _, err := p.RemovePod(id); err != nil {
-					t.Fatal(err)
-				}
+				p.RemovePod(id)
 			}
 			if final := p.Snapshot(); !reflect.DeepEqual(initial, final) || len(p.st.ctrs) != 0 {
 				t.Fatalf("after removing everything:\n%+v\nwant\n%+v", final, initial)
@@ -343,10 +337,10 @@ func TestConcurrentUse(t *testing.T) {
 				id := fmt.Sprintf("w%d-c%d", w, i)
 				_, _, _ = p.AddContainer(ctr(id, pod, []podres.Container{guaranteed(1000), bestEffort()}[i%2]))
 				if i%3 == 0 {
-					_, _ = p.RemoveContainer(id)
+					p.RemoveContainer(id)
 				}
 				if i%7 == 0 {
-					_, _ = p.RemovePod(pod)
+					p.RemovePod(pod)
 				}
 			}
 		}()
@@ -417,10 +411,10 @@ func BenchmarkDynamicAdd(b *testing.B) {
 		if err != nil || len(u) != 50 {
 			b.Fatalf("add: %v, %d updates", err, len(u))
 		}
-		u, err = p.RemoveContainer(c.ID)
+		u = p.RemoveContainer(c.ID)
 		end := time.Now()
-		if err != nil || len(u) != 50 {
-			b.Fatalf("remove: %v, %d updates", err, len(u))
+		if len(u) != 50 {
+			b.Fatalf("remove: %d updates", len(u))
 		}
 		adds, removes = append(adds, mid.Sub(start)), append(removes, end.Sub(mid))
 	}
@@ -444,9 +438,7 @@ func BenchmarkAddPodBubble(b *testing.B) {
 		if _, err := p.AddPod(PodSpec{ID: "bench", Budget: budget(8000)}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := p.RemovePod("bench"); err != nil {
-			b.Fatal(err)
-		}
+		p.RemovePod("bench")
 	}
 }
 

@@ -16,13 +16,17 @@ import (
 // containers that are created, running or paused: a stopped container holds
 // no CPUs.
 type ContainerState struct {
-	// Spec is the container, as for AddContainer.
+	// Spec is the container, as for AddContainer, with the resources the
+	// runtime reports now.
 	Spec ContainerSpec
 	// Stamp is the value of its StampAnnotation, "" when it has none.
 	Stamp string
 	// CPUs and Mems are its current cpuset.cpus and cpuset.mems as the
 	// runtime reports them; empty when unset.
 	CPUs, Mems cpuset.CPUSet
+	// CPUQuota is its CFS quota as the runtime reports it: -1 for no
+	// quota, 0 when the runtime reports none.
+	CPUQuota int64
 }
 
 // RebuildResult is what Rebuild did.
@@ -41,22 +45,27 @@ type RebuildResult struct {
 // Steps, each in pod/container id order so that the result is
 // deterministic:
 //
-//  1. keep every stamped bubble that has the budget's size, lies in the
+//  1. admit the snapshot: drop what has no id or is listed twice, and the
+//     init containers of pods whose app containers exist; repair bad
+//     budgets and lifecycles; give back the CPU limit of every container
+//     whose quota cgdelegate removed (restoreLimit);
+//  2. keep every stamped bubble that has the budget's size, lies in the
 //     usable CPUs and overlaps no bubble kept before it;
-//  2. keep every stamped exclusive slice that has the container's size,
+//  3. keep every stamped exclusive slice that has the container's size,
 //     lies in its pod's kept bubble (or, in container scope, in the free
-//     node pool) and overlaps no slice kept before it; then, by the same
-//     rules, adopt the current cpuset of every exclusive-eligible container
-//     without an exclusive stamp. Such a container was created while no
-//     plugin ran and got its slice from an earlier rebuild, which can not
-//     stamp it (an update carries no annotations): without adoption every
-//     later rebuild would carve it afresh and might move it;
-//  3. allocate fresh bubbles for budget pods without a kept one; a pod that
+//     node pool) and overlaps no slice kept before it;
+//  4. by the same rules, adopt the current cpuset of every
+//     exclusive-eligible container without an exclusive stamp. Such a
+//     container was created while no plugin ran and got its slice from an
+//     earlier rebuild, which can not stamp it (an update carries no
+//     annotations): without adoption every later rebuild would carve it
+//     afresh and might move it;
+//  5. allocate fresh bubbles for budget pods without a kept one; a pod that
 //     does not fit is degraded to the node shared pool;
-//  4. carve fresh slices for exclusive-eligible containers without a kept
+//  6. carve fresh slices for exclusive-eligible containers without a kept
 //     one; one that does not fit is placed in its shared pool;
-//  5. put everything else in its shared pool;
-//  6. report an update for every container whose current cpuset differs
+//  7. put everything else in its shared pool;
+//  8. report an update for every container whose current cpuset differs
 //     from the result.
 //
 // Every stamp that was not kept is reported in Conflicts.
@@ -65,34 +74,75 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 	// rebuild and is lost when the new state replaces the old.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var res RebuildResult
-	note := func(format string, args ...any) {
-		res.Conflicts = append(res.Conflicts, fmt.Sprintf(format, args...))
+	r := &rebuild{
+		p: p, st: newState(), stamps: map[string]*Stamp{}, current: map[string]ContainerState{},
+		claimed: cpuset.New(), podClaimed: map[string]cpuset.CPUSet{},
 	}
-	st := newState()
+	r.admitPods(pods)
+	r.admitContainers(ctrs)
+	r.keepStampedBubbles()
+	r.keepStampedSlices()
+	r.adoptUnstampedSlices()
+	r.allocateBubbles()
+	r.carveSlices()
+	v := r.placeShared()
+	r.diff(v)
+	p.st, p.v = r.st, v
+	return r.res
+}
 
+// rebuild is one Rebuild in progress: the state it builds and what its
+// steps hand to each other.
+type rebuild struct {
+	p   *Policy
+	st  *state
+	res RebuildResult
+	// stamps holds the stamps that parse, by container id.
+	stamps map[string]*Stamp
+	// current holds the admitted containers of the snapshot, by id.
+	current map[string]ContainerState
+	// podIDs and ctrIDs are the admitted ids, sorted.
+	podIDs, ctrIDs []string
+	// claimed holds the bubbles and node-level slices kept so far.
+	claimed cpuset.CPUSet
+	// podClaimed holds the slices kept so far inside each bubble.
+	podClaimed map[string]cpuset.CPUSet
+	// freshPods need a new bubble; freshCtrs need a new slice; unstamped
+	// are exclusive-eligible containers without a stamp.
+	freshPods, freshCtrs, unstamped []string
+}
+
+func (r *rebuild) note(format string, args ...any) {
+	r.res.Conflicts = append(r.res.Conflicts, fmt.Sprintf(format, args...))
+}
+
+// admitPods records the valid pods of the snapshot (step 1).
+func (r *rebuild) admitPods(pods []PodSpec) {
 	pods = slices.Clone(pods)
 	slices.SortFunc(pods, func(a, b PodSpec) int { return cmp.Compare(a.ID, b.ID) })
 	for _, ps := range pods {
-		switch _, dup := st.pods[ps.ID]; {
+		switch _, dup := r.st.pods[ps.ID]; {
 		case ps.ID == "":
-			note("pod %q without id ignored", ps.Name)
+			r.note("pod %q without id ignored", ps.Name)
 			continue
 		case dup:
-			note("pod %s listed twice; the second is ignored", ps.ID)
+			r.note("pod %s listed twice; the second is ignored", ps.ID)
 			continue
 		}
 		if err := ps.Budget.Validate(); err != nil {
-			note("pod %s budget ignored: %v", ps.ID, err)
+			r.note("pod %s budget ignored: %v", ps.ID, err)
 			ps.Budget = podres.Budget{}
 		}
-		st.addPod(podState{spec: ps, bubble: cpuset.New()})
+		r.st.addPod(podState{spec: ps, bubble: cpuset.New()})
 	}
+}
 
+// admitContainers records the containers of the snapshot that hold CPUs,
+// all in the node shared pool for now, and parses their stamps (step 1).
+// A container of an unlisted pod gets a pod without budget.
+func (r *rebuild) admitContainers(ctrs []ContainerState) {
 	ctrs = slices.Clone(ctrs)
 	slices.SortFunc(ctrs, func(a, b ContainerState) int { return cmp.Compare(a.Spec.ID, b.Spec.ID) })
-	stamps := map[string]*Stamp{}
-	current := map[string]ContainerState{}
 	hasRegular := map[string]bool{}
 	for _, cs := range ctrs {
 		if cs.Spec.Lifecycle == LifecycleRegular {
@@ -101,260 +151,308 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 	}
 	for _, cs := range ctrs {
 		spec := cs.Spec
-		switch _, dup := current[spec.ID]; {
+		switch _, dup := r.current[spec.ID]; {
 		case spec.ID == "" || spec.PodID == "":
-			note("container %q without id or pod id ignored", spec.Name)
+			r.note("container %q without id or pod id ignored", spec.Name)
 			continue
 		case dup:
-			note("container %s listed twice; the second is ignored", spec.ID)
+			r.note("container %s listed twice; the second is ignored", spec.ID)
 			continue
 		case spec.Lifecycle == LifecycleInit && hasRegular[spec.PodID]:
 			continue // completed: its CPUs belong to the app containers
 		}
-		if _, ok := st.pods[spec.PodID]; !ok {
-			note("container %s (%q) refers to unknown pod %s; placed in the node shared pool", spec.ID, spec.Name, spec.PodID)
-			st.addPod(podState{spec: PodSpec{ID: spec.PodID}, bubble: cpuset.New()})
+		if _, ok := r.st.pods[spec.PodID]; !ok {
+			r.note("container %s (%q) refers to unknown pod %s; placed in the node shared pool", spec.ID, spec.Name, spec.PodID)
+			r.st.addPod(podState{spec: PodSpec{ID: spec.PodID}, bubble: cpuset.New()})
 		}
 		switch spec.Lifecycle {
 		case LifecycleRegular, LifecycleInit, LifecycleSidecar:
 		default:
-			note("container %s lifecycle %q treated as regular", spec.ID, spec.Lifecycle)
+			r.note("container %s lifecycle %q treated as regular", spec.ID, spec.Lifecycle)
 			spec.Lifecycle = LifecycleRegular
 		}
+		stamp, stampErr := cs.parsedStamp()
+		spec = restoreLimit(spec, stamp, cs.CPUQuota)
 		if err := spec.Resources.Validate(); err != nil {
-			note("container %s resources ignored: %v", spec.ID, err)
+			r.note("container %s resources ignored: %v", spec.ID, err)
 			spec.Resources = podres.NewContainer(podres.Budget{})
 		}
 		cs.Spec = spec
-		current[spec.ID] = cs
-		st.addCtr(ctrState{spec: spec, pool: PoolNodeShared})
-		if cs.Stamp != "" {
-			s, err := ParseStamp(cs.Stamp)
-			if err != nil {
-				note("container %s: %v; ignored", spec.ID, err)
-				continue
-			}
-			stamps[spec.ID] = &s
+		r.current[spec.ID] = cs
+		r.st.addCtr(ctrState{spec: spec, pool: PoolNodeShared})
+		if stampErr != nil {
+			r.note("container %s: %v; ignored", spec.ID, stampErr)
+		}
+		if stamp != nil {
+			r.stamps[spec.ID] = stamp
 		}
 	}
-	podIDs := slices.Sorted(maps.Keys(st.pods))
-	ctrIDs := slices.Sorted(maps.Keys(st.ctrs))
+	r.podIDs = slices.Sorted(maps.Keys(r.st.pods))
+	r.ctrIDs = slices.Sorted(maps.Keys(r.st.ctrs))
+}
 
-	// 1. Stamped bubbles.
-	claimed := cpuset.New() // bubbles and node-level slices
-	wantBubble := func(ps podState) bool { return p.scope == config.ScopePod && ps.spec.Budget.HasCPU() }
-	var freshPods []string
-	for _, id := range podIDs {
-		ps := st.pods[id]
-		if !wantBubble(ps) {
+// parsedStamp returns the container's stamp: nil when it has none or when
+// it does not parse (then with the error).
+func (cs ContainerState) parsedStamp() (*Stamp, error) {
+	if cs.Stamp == "" {
+		return nil, nil
+	}
+	s, err := ParseStamp(cs.Stamp)
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// restoreLimit undoes cgdelegate's own quota change: an exclusive
+// container runs with CFS quota -1, so the runtime now reports no CPU
+// limit. Its limit was its request (it was Guaranteed), so put it back for
+// the rebuild to recognise the slice. stamp is the container's parsed
+// stamp, nil without a valid one.
+//
+// The quota is cgdelegate's when the stamp says exclusive, or, for a
+// container without a valid stamp, when the quota is exactly -1: a
+// container created while no plugin ran got its slice (and quota -1) from a
+// Synchronize update, which can not add the stamp annotation. The kubelet
+// sends quota 0, never -1, for a container without a CPU limit.
+func restoreLimit(spec ContainerSpec, stamp *Stamp, quota int64) ContainerSpec {
+	b := spec.Resources.Budget
+	if b.CPULimit != 0 || b.CPURequest == 0 {
+		return spec
+	}
+	switch {
+	case stamp != nil && stamp.Pool != PoolExclusive:
+		return spec
+	case stamp == nil && quota != -1:
+		return spec
+	}
+	b.CPULimit = b.CPURequest
+	spec.Resources = podres.NewContainer(b)
+	return spec
+}
+
+// keepStampedBubbles keeps the stamped bubbles that are still valid and
+// lists the budget pods that need a fresh one (step 2).
+func (r *rebuild) keepStampedBubbles() {
+	for _, id := range r.podIDs {
+		ps := r.st.pods[id]
+		if !r.p.wantsBubble(ps.spec.Budget) {
 			continue
 		}
-		cand, votes := stampedBubble(st, stamps, id)
+		cand, votes := stampedBubble(r.st, r.stamps, id)
 		if len(votes) > 1 {
-			note("pod %s containers disagree on the bubble (%v); trying %s", id, votes, cand)
+			r.note("pod %s containers disagree on the bubble (%v); trying %s", id, votes, cand)
 		}
 		n := ps.spec.Budget.WholeCPUs()
 		switch {
 		case cand.IsEmpty():
-			freshPods = append(freshPods, id)
+			r.freshPods = append(r.freshPods, id)
 			continue
 		case cand.Size() != n:
-			note("pod %s stamped bubble %s has %d cpus, its budget needs %d; reallocated", id, cand, cand.Size(), n)
-		case !cand.IsSubsetOf(p.usable):
-			note("pod %s stamped bubble %s includes unusable cpus %s (reserved, isolated or offline); reallocated",
-				id, cand, cand.Difference(p.usable))
-		case !cand.Intersection(claimed).IsEmpty():
-			note("cpus %s claimed twice: pod %s stamped bubble %s overlaps an earlier claim; reallocated",
-				cand.Intersection(claimed), id, cand)
+			r.note("pod %s stamped bubble %s has %d cpus, its budget needs %d; reallocated", id, cand, cand.Size(), n)
+		case !cand.IsSubsetOf(r.p.usable):
+			r.note("pod %s stamped bubble %s includes unusable cpus %s (reserved, isolated or offline); reallocated",
+				id, cand, cand.Difference(r.p.usable))
+		case !cand.Intersection(r.claimed).IsEmpty():
+			r.note("cpus %s claimed twice: pod %s stamped bubble %s overlaps an earlier claim; reallocated",
+				cand.Intersection(r.claimed), id, cand)
 		default:
 			ps.bubble = cand
-			st.pods[id] = ps
-			claimed = claimed.Union(cand)
+			r.st.pods[id] = ps
+			r.claimed = r.claimed.Union(cand)
 			continue
 		}
-		freshPods = append(freshPods, id)
+		r.freshPods = append(r.freshPods, id)
 	}
+}
 
-	// 2. Stamped slices.
-	podClaimed := map[string]cpuset.CPUSet{} // slices inside each bubble
-	var freshCtrs, unstamped []string
-	for _, id := range ctrIDs {
-		c := st.ctrs[id]
+// sliceRoom returns where c's slice may lie (domain) and what of it is
+// taken so far: its pod's bubble and the slices kept in it, or, without a
+// bubble, the usable cpus and the bubbles and node-level slices kept.
+func (r *rebuild) sliceRoom(c ctrState) (domain, taken cpuset.CPUSet) {
+	if b := r.st.pods[c.spec.PodID].bubble; !b.IsEmpty() {
+		return b, r.podClaimed[c.spec.PodID]
+	}
+	return r.p.usable, r.claimed
+}
+
+// keepSlice makes slice c's exclusive slice and claims it.
+func (r *rebuild) keepSlice(c ctrState, slice cpuset.CPUSet) {
+	c.pool, c.slice = PoolExclusive, slice
+	r.st.addCtr(c)
+	if pid := c.spec.PodID; !r.st.pods[pid].bubble.IsEmpty() {
+		r.podClaimed[pid] = r.podClaimed[pid].Union(slice)
+	} else {
+		r.claimed = r.claimed.Union(slice)
+	}
+}
+
+// keepStampedSlices keeps the stamped exclusive slices that are still
+// valid, and sorts the other exclusive-eligible containers whose pool is
+// known into unstamped and fresh (step 3).
+func (r *rebuild) keepStampedSlices() {
+	for _, id := range r.ctrIDs {
+		c := r.st.ctrs[id]
 		n := c.spec.Resources.ExclusiveCPUs()
-		ps := st.pods[c.spec.PodID]
-		inBubble := !ps.bubble.IsEmpty()
-		if n == 0 || (!inBubble && (p.scope != config.ScopeContainer || wantBubble(ps))) {
+		ps := r.st.pods[c.spec.PodID]
+		if n == 0 || (ps.bubble.IsEmpty() && (r.p.scope != config.ScopeContainer || r.p.wantsBubble(ps.spec.Budget))) {
 			continue
 		}
-		s := stamps[id]
+		s := r.stamps[id]
 		if s == nil {
-			unstamped = append(unstamped, id)
+			r.unstamped = append(r.unstamped, id)
 			continue
 		}
 		if s.Pool != PoolExclusive {
-			freshCtrs = append(freshCtrs, id)
+			r.freshCtrs = append(r.freshCtrs, id)
 			continue
 		}
-		domain, taken := p.usable, claimed
-		if inBubble {
-			domain, taken = ps.bubble, podClaimed[c.spec.PodID]
-		}
+		domain, taken := r.sliceRoom(c)
 		switch {
 		case s.CPUs.Size() != n:
-			note("container %s stamped slice %s has %d cpus, it needs %d; recarved", id, s.CPUs, s.CPUs.Size(), n)
+			r.note("container %s stamped slice %s has %d cpus, it needs %d; recarved", id, s.CPUs, s.CPUs.Size(), n)
 		case !s.CPUs.IsSubsetOf(domain):
-			note("container %s stamped slice %s lies outside %s; recarved", id, s.CPUs, domain)
+			r.note("container %s stamped slice %s lies outside %s; recarved", id, s.CPUs, domain)
 		case !s.CPUs.Intersection(taken).IsEmpty():
-			note("cpus %s claimed twice: container %s stamped slice %s overlaps an earlier claim; recarved",
+			r.note("cpus %s claimed twice: container %s stamped slice %s overlaps an earlier claim; recarved",
 				s.CPUs.Intersection(taken), id, s.CPUs)
 		default:
-			c.pool, c.slice = PoolExclusive, s.CPUs
-			st.addCtr(c)
-			if inBubble {
-				podClaimed[c.spec.PodID] = taken.Union(s.CPUs)
-			} else {
-				claimed = claimed.Union(s.CPUs)
-			}
+			r.keepSlice(c, s.CPUs)
 			continue
 		}
-		freshCtrs = append(freshCtrs, id)
+		r.freshCtrs = append(r.freshCtrs, id)
 	}
+}
 
-	// 2b. Unstamped slices: adopt the current cpuset when it would be a
-	// valid slice. Stamped slices were kept first: a stamp wins.
-	for _, id := range unstamped {
-		c := st.ctrs[id]
-		cur := current[id].CPUs
+// adoptUnstampedSlices keeps the current cpuset of an unstamped container
+// when it would be a valid slice (step 4). Stamped slices were kept first:
+// a stamp wins.
+func (r *rebuild) adoptUnstampedSlices() {
+	for _, id := range r.unstamped {
+		c := r.st.ctrs[id]
+		cur := r.current[id].CPUs
 		n := c.spec.Resources.ExclusiveCPUs()
-		ps := st.pods[c.spec.PodID]
-		inBubble := !ps.bubble.IsEmpty()
-		domain, taken := p.usable, claimed
-		if inBubble {
-			domain, taken = ps.bubble, podClaimed[c.spec.PodID]
-		}
+		domain, taken := r.sliceRoom(c)
 		free := domain.Difference(taken)
 		fits := cur.Size() == n && cur.IsSubsetOf(free)
-		if inBubble {
+		if !r.st.pods[c.spec.PodID].bubble.IsEmpty() {
 			// The pod's shared containers keep a CPU...
-			fits = fits && (free.Size() > n || !podHasShared(st, c.spec.PodID))
+			fits = fits && (free.Size() > n || !r.st.podSharedNeeded(c.spec.PodID))
 		} else {
 			// ...and the node shared pool keeps one (container scope).
 			fits = fits && free.Size() > n
 		}
 		if !fits {
-			freshCtrs = append(freshCtrs, id)
+			r.freshCtrs = append(r.freshCtrs, id)
 			continue
 		}
-		c.pool, c.slice = PoolExclusive, cur
-		st.addCtr(c)
-		if inBubble {
-			podClaimed[c.spec.PodID] = taken.Union(cur)
-		} else {
-			claimed = claimed.Union(cur)
-		}
+		r.keepSlice(c, cur)
 	}
+}
 
-	// 3. Fresh bubbles.
-	for _, id := range freshPods {
-		ps := st.pods[id]
-		b, err := p.takeFromNode(p.usable.Difference(claimed), ps.spec.Budget.WholeCPUs(), "pod "+id+" bubble")
+// allocateBubbles gives the pods in freshPods a new bubble, or degrades
+// them to the node shared pool; the exclusive-eligible containers of a pod
+// that got one need a fresh slice (step 5).
+func (r *rebuild) allocateBubbles() {
+	for _, id := range r.freshPods {
+		ps := r.st.pods[id]
+		b, err := r.p.takeFromNode(r.p.usable.Difference(r.claimed), ps.spec.Budget.WholeCPUs(), "pod "+id+" bubble")
 		if err != nil {
 			ps.degraded = err.Error()
-			st.pods[id] = ps
-			note("pod %s gets no bubble, its containers run in the node shared pool: %v", id, err)
+			r.st.pods[id] = ps
+			r.note("pod %s gets no bubble, its containers run in the node shared pool: %v", id, err)
 			continue
 		}
 		ps.bubble = b
-		st.pods[id] = ps
-		claimed = claimed.Union(b)
-		for _, cid := range ctrIDs {
-			c := st.ctrs[cid]
-			if c.spec.PodID == id && c.spec.Resources.ExclusiveCPUs() > 0 && !slices.Contains(freshCtrs, cid) {
-				freshCtrs = append(freshCtrs, cid)
+		r.st.pods[id] = ps
+		r.claimed = r.claimed.Union(b)
+		for _, cid := range r.st.podContainers(id) {
+			if r.st.ctrs[cid].spec.Resources.ExclusiveCPUs() > 0 && !slices.Contains(r.freshCtrs, cid) {
+				r.freshCtrs = append(r.freshCtrs, cid)
 			}
 		}
 	}
-	slices.Sort(freshCtrs)
+	slices.Sort(r.freshCtrs)
+}
 
-	// 4. Fresh slices.
-	for _, id := range freshCtrs {
-		c := st.ctrs[id]
+// carveSlices gives the containers in freshCtrs a new slice; one that does
+// not fit stays shared (step 6).
+func (r *rebuild) carveSlices() {
+	for _, id := range r.freshCtrs {
+		c := r.st.ctrs[id]
 		n := c.spec.Resources.ExclusiveCPUs()
-		ps := st.pods[c.spec.PodID]
+		inBubble := !r.st.pods[c.spec.PodID].bubble.IsEmpty()
+		if !inBubble && r.p.scope != config.ScopeContainer {
+			continue // degraded pod
+		}
+		domain, taken := r.sliceRoom(c)
+		free := domain.Difference(taken)
 		var (
 			slice cpuset.CPUSet
 			err   error
 		)
 		switch {
-		case !ps.bubble.IsEmpty():
-			free := ps.bubble.Difference(podClaimed[c.spec.PodID])
-			if free.Size() == n && podHasShared(st, c.spec.PodID) {
-				err = ErrNoSharedCPUs
-				break
-			}
-			slice, err = p.takeFrom(free, n, fmt.Sprintf("container %s slice in pod %s bubble", id, c.spec.PodID))
-			if err == nil {
-				podClaimed[c.spec.PodID] = podClaimed[c.spec.PodID].Union(slice)
-			}
-		case p.scope == config.ScopeContainer:
-			slice, err = p.takeFromNode(p.usable.Difference(claimed), n, "container "+id+" exclusive cpus")
-			if err == nil {
-				claimed = claimed.Union(slice)
-			}
+		case inBubble && free.Size() == n && r.st.podSharedNeeded(c.spec.PodID):
+			err = ErrNoSharedCPUs
+		case inBubble:
+			slice, err = r.p.takeFrom(free, n, fmt.Sprintf("container %s slice in pod %s bubble", id, c.spec.PodID))
 		default:
-			continue // degraded pod
+			slice, err = r.p.takeFromNode(free, n, "container "+id+" exclusive cpus")
 		}
 		if err != nil {
-			note("container %s gets no exclusive cpus and runs in its shared pool: %v", id, err)
+			r.note("container %s gets no exclusive cpus and runs in its shared pool: %v", id, err)
 			continue
 		}
-		c.pool, c.slice = PoolExclusive, slice
-		st.addCtr(c)
+		r.keepSlice(c, slice)
 	}
+}
 
-	// 5. Shared pools.
-	for _, id := range ctrIDs {
-		c := st.ctrs[id]
+// placeShared puts every container without a slice in its shared pool and
+// returns the pools of the new state (step 7).
+func (r *rebuild) placeShared() *view {
+	for _, id := range r.ctrIDs {
+		c := r.st.ctrs[id]
 		if c.pool == PoolExclusive {
 			continue
 		}
 		c.pool = PoolNodeShared
-		if !st.pods[c.spec.PodID].bubble.IsEmpty() {
+		if !r.st.pods[c.spec.PodID].bubble.IsEmpty() {
 			c.pool = PoolPodShared
 		}
-		st.addCtr(c)
+		r.st.addCtr(c)
 	}
-	v := newView(p.usable, st)
-	for _, pid := range podIDs {
-		if pool, ok := v.pod[pid]; ok && pool.IsEmpty() && st.hasPodShared(pid) {
-			note("pod %s: %v (after rebuild)", pid, ErrNoSharedCPUs)
+	v := newView(r.p.usable, r.st)
+	for _, pid := range r.podIDs {
+		if pool, ok := v.pod[pid]; ok && pool.IsEmpty() && r.st.podSharedUsed(pid) {
+			r.note("pod %s: %v (after rebuild)", pid, ErrNoSharedCPUs)
 		}
 	}
 	if v.node.IsEmpty() {
-		for _, id := range ctrIDs {
-			if st.ctrs[id].pool == PoolNodeShared {
-				note("the node shared pool is empty but container %s needs it", id)
+		for _, id := range r.ctrIDs {
+			if r.st.ctrs[id].pool == PoolNodeShared {
+				r.note("the node shared pool is empty but container %s needs it", id)
 				break
 			}
 		}
 	}
+	return v
+}
 
-	// 6. Updates.
-	for _, id := range ctrIDs {
-		c := st.ctrs[id]
-		a := assign(p.topo, st, v, c)
-		cur := current[id]
-		if s := stamps[id]; s != nil && s.Pool == PoolExclusive && c.pool == PoolExclusive &&
+// diff reports an update for every container whose current cpuset differs
+// from its assignment under v (step 8).
+func (r *rebuild) diff(v *view) {
+	for _, id := range r.ctrIDs {
+		c := r.st.ctrs[id]
+		a := assign(r.p.topo, r.st, v, c)
+		cur := r.current[id]
+		if s := r.stamps[id]; s != nil && s.Pool == PoolExclusive && c.pool == PoolExclusive &&
 			s.CPUs.Equals(c.slice) && !cur.CPUs.IsEmpty() && !cur.CPUs.Equals(c.slice) {
-			note("container %s runs on cpus %s but its stamp says %s; repaired", id, cur.CPUs, s.CPUs)
+			r.note("container %s runs on cpus %s but its stamp says %s; repaired", id, cur.CPUs, s.CPUs)
 		}
 		if !cur.CPUs.Equals(a.CPUs) || !cur.Mems.Equals(a.Mems) {
-			res.Updates = append(res.Updates, a)
+			r.res.Updates = append(r.res.Updates, a)
 		}
 	}
-
-	p.st, p.v = st, v
-	return res
 }
 
 // stampedBubble returns the bubble most of the pod's stamps name (ties go
@@ -389,15 +487,4 @@ func stampedBubble(st *state, stamps map[string]*Stamp, podID string) (cpuset.CP
 		return sets[best], nil
 	}
 	return sets[best], order
-}
-
-// podHasShared reports whether the pod has a container that is not
-// exclusive-eligible (it will need the pod shared pool).
-func podHasShared(st *state, podID string) bool {
-	for _, c := range st.ctrs {
-		if c.spec.PodID == podID && c.spec.Resources.ExclusiveCPUs() == 0 {
-			return true
-		}
-	}
-	return false
 }

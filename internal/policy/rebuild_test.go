@@ -491,3 +491,49 @@ func TestRebuildAdoption(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreLimit: Rebuild gives an exclusive container back the CPU limit
+// cgdelegate removed with its quota, and only that one.
+func TestRestoreLimit(t *testing.T) {
+	// A Guaranteed 2-CPU container after cgdelegate set its quota to -1:
+	// request 2000m from shares, no limit.
+	unlimited := podres.NewContainer(podres.Budget{CPURequest: 2000, MemoryLimit: 1 << 30})
+	excl := Assignment{Pool: PoolExclusive, CPUs: cpuset.New(1, 9), Mems: cpuset.New(0), Bubble: cpuset.New(0, 1, 8, 9)}.Stamp()
+	shared := Assignment{Pool: PoolPodShared, CPUs: cpuset.New(0, 8), Mems: cpuset.New(0)}.Stamp()
+	// The runtime reports an unknown quota as 0.
+	const unknown = 0
+	tests := []struct {
+		name  string
+		stamp string
+		quota int64
+		want  int
+	}{
+		{"exclusive stamp restores the limit", excl, -1, 2},
+		{"exclusive stamp, quota unknown", excl, unknown, 2},
+		{"shared stamp leaves it", shared, unknown, 0},
+		{"shared stamp leaves it, even with quota -1", shared, -1, 0},
+		{"no stamp leaves it", "", unknown, 0},
+		{"no stamp, quota 0 leaves it", "", 0, 0},
+		// Pinned by a Synchronize after it was created without the plugin:
+		// the quota is -1, but there is no stamp.
+		{"no stamp, quota -1 restores the limit", "", -1, 2},
+		{"bad stamp leaves it", "v=9", unknown, 0},
+		{"bad stamp, quota -1 restores the limit", "v=9", -1, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := ContainerState{Spec: ctr("c", "p", unlimited), Stamp: tc.stamp, CPUQuota: tc.quota}
+			stamp, _ := cs.parsedStamp()
+			got := restoreLimit(cs.Spec, stamp, cs.CPUQuota)
+			if got.Resources.ExclusiveCPUs() != tc.want {
+				t.Fatalf("ExclusiveCPUs = %d, want %d (%+v)", got.Resources.ExclusiveCPUs(), tc.want, got.Resources)
+			}
+			// The same through Rebuild: the restored container gets a slice.
+			p := mustNew(t, dualHT(), Options{})
+			p.Rebuild([]PodSpec{{ID: "p", Budget: budget(4000)}}, []ContainerState{cs})
+			if a, _ := p.Assignment("c"); (a.Pool == PoolExclusive) != (tc.want > 0) {
+				t.Errorf("rebuilt assignment %+v, want exclusive %v", a, tc.want > 0)
+			}
+		})
+	}
+}

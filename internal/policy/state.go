@@ -78,10 +78,23 @@ func (s *state) podContainers(podID string) []string {
 	return slices.Sorted(maps.Keys(s.byPod[podID]))
 }
 
-// hasPodShared reports whether the pod has a container in its shared pool.
-func (s *state) hasPodShared(podID string) bool {
+// podSharedUsed reports whether a container of the pod runs in the pod's
+// shared pool now.
+func (s *state) podSharedUsed(podID string) bool {
 	for id := range s.byPod[podID] {
 		if s.ctrs[id].pool == PoolPodShared {
+			return true
+		}
+	}
+	return false
+}
+
+// podSharedNeeded reports whether the pod has a container without
+// exclusive CPUs, which needs the pod's shared pool whatever the others
+// get.
+func (s *state) podSharedNeeded(podID string) bool {
+	for id := range s.byPod[podID] {
+		if s.ctrs[id].spec.Resources.ExclusiveCPUs() == 0 {
 			return true
 		}
 	}
@@ -139,13 +152,11 @@ func (v *view) cpusOf(c ctrState) cpuset.CPUSet {
 func assign(t *topology.Topology, s *state, v *view, c ctrState) Assignment {
 	cpus := v.cpusOf(c)
 	return Assignment{
-		ContainerID:  c.spec.ID,
-		PodID:        c.spec.PodID,
-		Pool:         c.pool,
-		CPUs:         cpus,
-		Mems:         t.MemsOf(cpus),
-		Bubble:       s.pods[c.spec.PodID].bubble,
-		Exclusive:    c.pool == PoolExclusive,
-		DisableQuota: c.pool == PoolExclusive,
+		ContainerID: c.spec.ID,
+		PodID:       c.spec.PodID,
+		Pool:        c.pool,
+		CPUs:        cpus,
+		Mems:        t.MemsOf(cpus),
+		Bubble:      s.pods[c.spec.PodID].bubble,
 	}
 }

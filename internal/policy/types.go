@@ -6,7 +6,6 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cgdelegate/cgdelegate/internal/podres"
-	"github.com/cgdelegate/cgdelegate/internal/topology"
 )
 
 // Sentinel errors. Callers check them with errors.Is.
@@ -27,10 +26,6 @@ var (
 	// ErrStamp marks a stamp that does not parse.
 	ErrStamp = errors.New("malformed assignment stamp")
 )
-
-// TakeFunc picks n CPUs out of available by topology. cpualloc.Take is the
-// default.
-type TakeFunc func(t *topology.Topology, available cpuset.CPUSet, n int) (cpuset.CPUSet, error)
 
 // Lifecycle says what kind of container a spec describes.
 type Lifecycle string
@@ -95,8 +90,8 @@ type Assignment struct {
 	Mems cpuset.CPUSet
 	// Bubble is the pod's bubble (empty without one), for the stamp.
 	Bubble cpuset.CPUSet
-	// Exclusive says CPUs are the container's alone.
-	Exclusive bool
-	// DisableQuota says set the CFS quota to -1 (exclusive containers).
-	DisableQuota bool
 }
+
+// QuotaDisabled says set the container's CFS quota to -1: an exclusive
+// container's CPUs are its alone, so it is never throttled.
+func (a Assignment) QuotaDisabled() bool { return a.Pool == PoolExclusive }
