@@ -27,7 +27,7 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 		p.eventLog(pod, nil).Error("pod refused", "error", err)
 		return fmt.Errorf("%w %s/%s: %w", ErrRefused, pod.GetNamespace(), pod.GetName(), err)
 	}
-	p.send.enqueue(upd)
+	p.send.Enqueue(upd)
 	return nil
 }
 
@@ -70,7 +70,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil
 	}
 	defer p.timed("RemoveContainer")()
-	p.send.enqueue(pn.RemoveContainer(ctr.GetId()))
+	p.send.Enqueue(pn.RemoveContainer(ctr.GetId()))
 	return nil
 }
 
@@ -89,7 +89,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	if !pn.Active() {
 		return nil
 	}
-	p.send.enqueue(pn.RemovePod(pod.GetId()))
+	p.send.Enqueue(pn.RemovePod(pod.GetId()))
 	return nil
 }
 

@@ -63,7 +63,7 @@ type Plugin struct {
 	h atomic.Pointer[host]
 	// pin is the CPU pinning state; nil when cpuPinning is off.
 	pin     atomic.Pointer[pinning.Pinner]
-	send    *sender
+	send    *pinning.Sender
 	runtime atomic.Pointer[runtimeInfo]
 }
 
@@ -85,16 +85,16 @@ func New(base config.Config, log *slog.Logger, opts ...Option) (*Plugin, error) 
 	p := &Plugin{log: log, base: base, opts: newOptions(opts)}
 	p.h.Store(p.newHost(base))
 	p.pin.Store(pinning.New(base, log))
-	p.send = newSender(log, p.opts.metrics, p.pin.Load)
+	p.send = pinning.NewSender(log, p.opts.metrics, p.pin.Load)
 	return p, nil
 }
 
 // SetUpdater attaches the runtime connection (the stub) used to send
 // container updates from events that can not return them.
-func (p *Plugin) SetUpdater(u Updater) { p.send.setUpdater(u) }
+func (p *Plugin) SetUpdater(u pinning.Updater) { p.send.SetUpdater(u) }
 
 // WaitUpdates blocks until every queued container update has been sent.
-func (p *Plugin) WaitUpdates() { p.send.wait() }
+func (p *Plugin) WaitUpdates() { p.send.Wait() }
 
 // Config returns the config in force.
 func (p *Plugin) Config() config.Config { return p.h.Load().cfg }

@@ -1,4 +1,4 @@
-package nri
+package pinning
 
 import (
 	"log/slog"
@@ -9,7 +9,6 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/metrics"
-	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
 )
 
@@ -19,7 +18,7 @@ type Updater interface {
 	UpdateContainers([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
 }
 
-// sender delivers the updates of events that can not return them
+// Sender delivers the updates of events that can not return them
 // (RunPodSandbox, RemoveContainer, RemovePodSandbox) with UpdateContainers.
 //
 // It must not call the runtime from inside the event handler: the runtime
@@ -31,12 +30,12 @@ type Updater interface {
 // when the batch is sent, and after the send it is read again; a container
 // whose assignment changed meanwhile (an event raced the send) is queued
 // again, so the last update a container gets is its current assignment.
-type sender struct {
+type Sender struct {
 	log     *slog.Logger
 	metrics metrics.Recorder
 	// pinner is the pinning state in force, where a container's current
 	// assignment is looked up.
-	pinner func() *pinning.Pinner
+	pinner func() *Pinner
 
 	mu      sync.Mutex
 	u       Updater
@@ -45,22 +44,22 @@ type sender struct {
 	idle    *sync.Cond
 }
 
-func newSender(log *slog.Logger, rec metrics.Recorder, pinner func() *pinning.Pinner) *sender {
-	s := &sender{log: log, metrics: rec, pinner: pinner, pending: map[string]struct{}{}}
+func NewSender(log *slog.Logger, rec metrics.Recorder, pinner func() *Pinner) *Sender {
+	s := &Sender{log: log, metrics: rec, pinner: pinner, pending: map[string]struct{}{}}
 	s.idle = sync.NewCond(&s.mu)
 	return s
 }
 
-// setUpdater attaches the runtime connection and sends anything queued.
-func (s *sender) setUpdater(u Updater) {
+// SetUpdater attaches the runtime connection and sends anything queued.
+func (s *Sender) SetUpdater(u Updater) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.u = u
 	s.kickLocked()
 }
 
-// enqueue queues the containers of as for an update.
-func (s *sender) enqueue(as []policy.Assignment) {
+// Enqueue queues the containers of as for an update.
+func (s *Sender) Enqueue(as []policy.Assignment) {
 	if len(as) == 0 {
 		return
 	}
@@ -75,7 +74,7 @@ func (s *sender) enqueue(as []policy.Assignment) {
 	s.kickLocked()
 }
 
-func (s *sender) kickLocked() {
+func (s *Sender) kickLocked() {
 	if s.running || s.u == nil || len(s.pending) == 0 {
 		return
 	}
@@ -83,8 +82,8 @@ func (s *sender) kickLocked() {
 	go s.run()
 }
 
-// wait blocks until nothing is queued or being sent.
-func (s *sender) wait() {
+// Wait blocks until nothing is queued or being sent.
+func (s *Sender) Wait() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.running {
@@ -92,7 +91,7 @@ func (s *sender) wait() {
 	}
 }
 
-func (s *sender) run() {
+func (s *Sender) run() {
 	for {
 		s.mu.Lock()
 		if len(s.pending) == 0 {
@@ -118,7 +117,7 @@ func (s *sender) run() {
 		if len(batch) == 0 {
 			continue
 		}
-		failed, err := u.UpdateContainers(pinning.Updates(batch))
+		failed, err := u.UpdateContainers(Updates(batch))
 		switch {
 		case err != nil:
 			// A broken connection ends this plugin instance; the next one
