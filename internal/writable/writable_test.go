@@ -1,0 +1,227 @@
+package writable
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
+	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/optin"
+	"github.com/cgdelegate/cgdelegate/ocispec"
+)
+
+var (
+	safe    = hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}
+	noNsdel = hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, SuperOptions: "rw"}
+	v1      = hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "tmpfs", Version: 1}
+)
+
+const parent = "/kubepods/burstable/pod1"
+
+func pod(ann map[string]string) *api.PodSandbox {
+	return &api.PodSandbox{Id: "p1", Name: "web", Namespace: "ns", Annotations: ann, Linux: &api.LinuxPodSandbox{CgroupParent: parent}}
+}
+
+type ctrOpt func(*api.Container)
+
+func ctr(opts ...ctrOpt) *api.Container {
+	c := &api.Container{
+		Name: "app",
+		Mounts: []*api.Mount{
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+		},
+		Linux: &api.LinuxContainer{Namespaces: []*api.LinuxNamespace{{Type: "cgroup"}}},
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+func runtimeWritable(c *api.Container) { c.Mounts[1].Options = []string{"nosuid", "noexec", "nodev", "relatime", "rw"} }
+func privileged(c *api.Container)      { c.Mounts[0].Options = []string{"nosuid", "noexec", "nodev", "rw"} }
+func noCgroupNS(c *api.Container)      { c.Linux.Namespaces = nil }
+func sharedCgroupNS(c *api.Container) {
+	c.Linux.Namespaces = []*api.LinuxNamespace{{Type: "cgroup", Path: "/proc/1/ns/cgroup"}}
+}
+
+func hostCgroupBind(c *api.Container) {
+	c.Mounts[1] = &api.Mount{Destination: "/sys/fs/cgroup", Type: "bind", Source: "/sys/fs/cgroup", Options: []string{"rbind", "rw"}}
+}
+
+func withHook(c *api.Container) {
+	c.Hooks = &api.Hooks{CreateRuntime: []*api.Hook{{Path: config.DefaultHookPath}}}
+}
+
+func host(st hostcheck.Status, err error) HostVerdict {
+	return func() (hostcheck.Status, error) { return st, err }
+}
+
+func TestDecide(t *testing.T) {
+	w := annotations.WritableCgroups.Name
+	writable := map[string]string{w: "true"}
+	tests := []struct {
+		name    string
+		guard   config.GuardMode
+		ann     map[string]string
+		ctr     *api.Container
+		host    HostVerdict
+		want    Outcome
+		addNS   bool
+		bounds  cgroupfs.Bounds
+		hook    bool
+		warning string
+		wantErr []string
+		errIs   error
+	}{
+		{name: "nothing asked", ctr: ctr(), host: host(safe, nil), want: Unchanged},
+		{name: "nothing asked, unsafe host is not looked at", ctr: ctr(), host: host(noNsdel, errors.New("must not be called")), want: Unchanged},
+		{name: "annotated writable", ann: writable, ctr: ctr(), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{250, 50}, hook: true},
+		{name: "writable adds a cgroup namespace", ann: writable, ctr: ctr(noCgroupNS), host: host(safe, nil), want: Writable, addNS: true, bounds: cgroupfs.Bounds{250, 50}, hook: true},
+		{name: "writable keeps a hooks.d hook", ann: writable, ctr: ctr(withHook), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{250, 50}},
+		{
+			name: "annotations lower the bounds", ann: map[string]string{w: "Writable", annotations.MaxDescendants.Name: "100", annotations.MaxDepth.Name: "5"},
+			ctr: ctr(), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{100, 5}, hook: true,
+		},
+		{
+			name: "annotations never raise the bounds", ann: map[string]string{w: "Writable", annotations.MaxDescendants.Name: "100000"},
+			ctr: ctr(), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{250, 50}, hook: true,
+		},
+		{name: "annotated read-only on a runtime-writable mount", ann: map[string]string{w: "ReadOnly"}, ctr: ctr(runtimeWritable), host: host(safe, nil), want: ReadOnly},
+		{name: "annotated read-only on a read-only mount", ann: map[string]string{w: "false"}, ctr: ctr(), host: host(safe, nil), want: Unchanged},
+		{name: "privileged is left alone", ann: writable, ctr: ctr(privileged), host: host(noNsdel, nil), want: Privileged},
+		{name: "guard enforce, safe host", ctr: ctr(runtimeWritable), host: host(safe, nil), want: Guarded, bounds: cgroupfs.Bounds{250, 50}, hook: true},
+		{name: "guard enforce, unsafe host", ctr: ctr(runtimeWritable), host: host(noNsdel, nil), wantErr: []string{"the runtime", "nsdelegate"}, errIs: hostcheck.ErrNoNsdelegate},
+		{name: "guard warn, unsafe host", guard: config.GuardWarn, ctr: ctr(runtimeWritable), host: host(noNsdel, nil), want: Unchanged, warning: "nsdelegate"},
+		{name: "guard warn, safe host", guard: config.GuardWarn, ctr: ctr(runtimeWritable), host: host(safe, nil), want: Guarded, bounds: cgroupfs.Bounds{250, 50}, hook: true},
+		{name: "guard off", guard: config.GuardOff, ctr: ctr(runtimeWritable), host: host(noNsdel, nil), want: Unchanged},
+		{name: "no nsdelegate", ann: writable, ctr: ctr(), host: host(noNsdel, nil), wantErr: []string{"annotation " + w, "remount"}, errIs: hostcheck.ErrNoNsdelegate},
+		{name: "cgroup v1", ann: writable, ctr: ctr(), host: host(v1, nil), wantErr: []string{"cgroup v2"}, errIs: hostcheck.ErrCgroupV1},
+		{name: "mount table unreadable", ann: writable, ctr: ctr(), host: host(hostcheck.Status{}, errors.New("open: denied")), wantErr: []string{"host check failed", "denied"}},
+		{name: "shared cgroup namespace", ann: writable, ctr: ctr(sharedCgroupNS), host: host(safe, nil), wantErr: []string{"/proc/1/ns/cgroup"}, errIs: ocispec.ErrNoPrivateCgroupNS},
+		{name: "host cgroup bind", ann: writable, ctr: ctr(hostCgroupBind), host: host(safe, nil), errIs: ocispec.ErrHostCgroupBind},
+		{name: "bad annotation", ann: map[string]string{w: "yes"}, ctr: ctr(), host: host(safe, nil), wantErr: []string{w, `"yes"`}, errIs: optin.ErrBadAnnotation},
+		{
+			name: "bad bounds annotations are all named", ann: map[string]string{w: "true", annotations.MaxDepth.Name: "deep", annotations.MaxDescendants.Name: "-1"},
+			ctr: ctr(), host: host(safe, nil), wantErr: []string{annotations.MaxDepth.Name, `"deep"`, annotations.MaxDescendants.Name, `"-1"`}, errIs: optin.ErrBadAnnotation,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			if tc.guard != "" {
+				cfg.Guard = tc.guard
+			}
+			plan, err := New(cfg).Decide(Input{Pod: pod(tc.ann), Ctr: tc.ctr, Host: tc.host})
+			if tc.wantErr != nil || tc.errIs != nil {
+				if err == nil {
+					t.Fatalf("want a refusal, got plan %+v", plan)
+				}
+				if tc.errIs != nil && !errors.Is(err, tc.errIs) {
+					t.Errorf("error %q is not %v", err, tc.errIs)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not name %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plan.Outcome != tc.want {
+				t.Fatalf("outcome %s, want %s", plan.Outcome, tc.want)
+			}
+			if (plan.Warning != nil) != (tc.warning != "") || (plan.Warning != nil && !strings.Contains(plan.Warning.Error(), tc.warning)) {
+				t.Errorf("warning %v, want one naming %q", plan.Warning, tc.warning)
+			}
+			if !plan.Delegates() {
+				return
+			}
+			if plan.PodCgroup != parent || plan.Bounds != tc.bounds || plan.Spec.AddCgroupNS != tc.addNS || (plan.Hook != nil) != tc.hook {
+				t.Errorf("plan = podCgroup %q bounds %v addNS %v hook %v", plan.PodCgroup, plan.Bounds, plan.Spec.AddCgroupNS, plan.Hook)
+			}
+			if plan.Hook != nil {
+				want := "cgdelegate-hook --cgroup-root /sys/fs/cgroup --pod-cgroup " + parent + " --max-descendants " +
+					strconv.Itoa(tc.bounds.Descendants) + " --max-depth " + strconv.Itoa(tc.bounds.Depth)
+				if got := strings.Join(plan.Hook.Args, " "); got != want {
+					t.Errorf("hook args %q, want %q", got, want)
+				}
+			}
+		})
+	}
+}
+
+// An extra check (an opt-in policy) runs first, on annotated and guarded
+// containers alike, and its refusal is returned as is.
+func TestAdmissionCheck(t *testing.T) {
+	errPolicy := errors.New("namespace \"ns\" is not allowed")
+	var seen []string
+	deny := func(c *Candidate) error {
+		seen = append(seen, c.Plan.Reason)
+		return errPolicy
+	}
+	d := New(config.Default(), deny)
+	for _, c := range []*api.Container{ctr(), ctr(runtimeWritable)} {
+		ann := map[string]string{annotations.WritableCgroups.Name: "true"}
+		if c.Mounts[1].Options[len(c.Mounts[1].Options)-1] == "rw" {
+			ann = nil
+		}
+		// The host would refuse too; the policy must answer first.
+		if _, err := d.Decide(Input{Pod: pod(ann), Ctr: c, Host: host(noNsdel, nil)}); !errors.Is(err, errPolicy) {
+			t.Fatalf("err = %v, want the policy's refusal", err)
+		}
+	}
+	if len(seen) != 2 || !strings.HasPrefix(seen[0], "annotation ") || !strings.HasPrefix(seen[1], "the runtime") {
+		t.Fatalf("policy saw %q, want an annotated and a guarded container", seen)
+	}
+	// Containers that ask for nothing never meet the policy.
+	seen = nil
+	if _, err := d.Decide(Input{Pod: pod(nil), Ctr: ctr(), Host: host(safe, nil)}); err != nil || len(seen) != 0 {
+		t.Fatalf("plain container: err %v, policy calls %d", err, len(seen))
+	}
+}
+
+func TestAdjustment(t *testing.T) {
+	d := New(config.Default())
+	plan, err := d.Decide(Input{Pod: pod(map[string]string{annotations.WritableCgroups.Name: "true"}), Ctr: ctr(noCgroupNS), Host: host(safe, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adj := plan.Adjustment()
+	var mount *api.Mount
+	for _, m := range adj.GetMounts() {
+		if m.GetDestination() == ocispec.CgroupMountPoint && m.GetType() == "cgroup2" {
+			mount = m
+		}
+	}
+	if mount == nil || strings.Join(mount.GetOptions(), ",") != "nosuid,noexec,nodev,relatime,rw" {
+		t.Errorf("mounts %v: want a rw cgroup2 mount at /sys/fs/cgroup", adj.GetMounts())
+	}
+	if ns := adj.GetLinux().GetNamespaces(); len(ns) != 1 || ns[0].GetType() != "cgroup" || ns[0].GetPath() != "" {
+		t.Errorf("namespaces %v: want a new cgroup namespace", ns)
+	}
+	if h := adj.GetHooks().GetCreateRuntime(); len(h) != 1 || h[0].GetPath() != config.DefaultHookPath {
+		t.Errorf("hooks %v: want cgdelegate-hook at createRuntime", h)
+	}
+
+	plan, err = d.Decide(Input{Pod: pod(map[string]string{annotations.WritableCgroups.Name: "ReadOnly"}), Ctr: ctr(runtimeWritable), Host: host(safe, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adj = plan.Adjustment()
+	if ms := adj.GetMounts(); len(ms) != 2 || ms[1].GetOptions()[len(ms[1].GetOptions())-1] != "ro" {
+		t.Errorf("read-only adjustment mounts %v", ms)
+	}
+	if (&Plan{}).Adjustment() != nil {
+		t.Error("an unchanged plan must give no adjustment")
+	}
+}
