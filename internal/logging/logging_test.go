@@ -151,8 +151,10 @@ func TestCaptureLogrus(t *testing.T) {
 		{
 			name:  "fields become attributes",
 			level: slog.LevelInfo,
-			emit:  func() { logrus.WithField("b", 2).WithField("a", "x").WithError(errors.New("boom")).Error("ttrpc failed") },
-			want:  []string{`level=ERROR msg="ttrpc failed" a=x b=2 error=boom`},
+			emit: func() {
+				logrus.WithField("b", 2).WithField("a", "x").WithError(errors.New("boom")).Error("ttrpc failed")
+			},
+			want: []string{`level=ERROR msg="ttrpc failed" a=x b=2 error=boom`},
 		},
 		{
 			name:  "level follows the handler",
