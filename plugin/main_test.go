@@ -172,8 +172,11 @@ func TestParseFlags(t *testing.T) {
 		want flags
 	}{
 		{"defaults", nil, flags{level: slog.LevelInfo}},
-		{"everything", []string{"-config", "/c.yaml", "-socket", "/s.sock", "-idx", "07", "-name", "cgd", "-log-level", "debug"},
-			flags{config: "/c.yaml", socket: "/s.sock", idx: "07", name: "cgd", level: slog.LevelDebug}},
+		{
+			"everything",
+			[]string{"-config", "/c.yaml", "-socket", "/s.sock", "-idx", "07", "-name", "cgd", "-log-level", "debug"},
+			flags{config: "/c.yaml", socket: "/s.sock", idx: "07", name: "cgd", level: slog.LevelDebug},
+		},
 		{"idx 00", []string{"-idx", "00"}, flags{idx: "00", level: slog.LevelInfo}},
 		{"idx 99", []string{"-idx", "99"}, flags{idx: "99", level: slog.LevelInfo}},
 		{"double dashes", []string{"--idx=10", "--name=x"}, flags{idx: "10", name: "x", level: slog.LevelInfo}},
