@@ -4,14 +4,17 @@ PREFIX    ?= /usr/local
 BINDIR    := bin
 GOLANGCI_LINT_VERSION ?= v2.15.0
 LINT      := $(shell $(GO) env GOPATH)/bin/golangci-lint
+# The binaries' -version: git describe, or "dev" outside a git checkout.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X github.com/cgdelegate/cgdelegate/internal/version.linked=$(VERSION)
 
 .PHONY: all build install test vet lint unit demo demo-inproc integration bench clean tidy-check
 
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BINDIR)/cgdelegate ./plugin
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BINDIR)/cgdelegate-hook ./hooks/cmd/cgdelegate-hook
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/cgdelegate ./plugin
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/cgdelegate-hook ./hooks/cmd/cgdelegate-hook
 
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin

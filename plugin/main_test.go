@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/status"
+	"github.com/cgdelegate/cgdelegate/internal/version"
 )
 
 // statusHost writes a mount table and a config pointing at it.
@@ -83,6 +85,10 @@ func TestUsageErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("guard: sometimes\nmaxDepth: -1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	zero := filepath.Join(dir, "zero.yaml")
+	if err := os.WriteFile(zero, []byte("maxDepth: 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name     string
 		args     []string
@@ -95,6 +101,17 @@ func TestUsageErrors(t *testing.T) {
 		{"bad config reports every problem", []string{"-config", bad}, 1, []string{`guard: \"sometimes\"`, "maxDepth: -1"}},
 		{"status with bad config", []string{"status", "-config", bad}, 2, []string{`guard: "sometimes"`}},
 		{"missing config", []string{"-config", filepath.Join(dir, "absent.yaml")}, 1, []string{"absent.yaml"}},
+		{"zero in config", []string{"-config", zero}, 1, []string{"maxDepth: 0 must be at least 1"}},
+		{"unknown word", []string{"frobnicate"}, 2, []string{`unexpected argument "frobnicate"`, "the only subcommand is status"}},
+		{"word after flags", []string{"-log-level", "debug", "extra"}, 2, []string{`unexpected argument "extra"`}},
+		{"status after flags", []string{"-config", bad, "status"}, 2, []string{`"status" must come first`}},
+		{"status extra word", []string{"status", "now"}, 2, []string{`cgdelegate status: unexpected argument "now"`}},
+		{"idx one digit", []string{"-idx", "5"}, 2, []string{`-idx "5": want two digits`}},
+		{"idx three digits", []string{"-idx", "123"}, 2, []string{`-idx "123": want two digits`}},
+		{"idx not digits", []string{"-idx", "ab"}, 2, []string{`-idx "ab": want two digits`}},
+		{"idx negative", []string{"-idx", "-1"}, 2, []string{`-idx "-1": want two digits`}},
+		{"name with slash", []string{"-name", "a/b"}, 2, []string{`-name "a/b": must not contain '/'`}},
+		{"every usage problem at once", []string{"-idx", "7", "-name", "../x", "-log-level", "loud", "extra"}, 2, []string{`-idx "7"`, `-name "../x"`, `-log-level "loud"`, `unexpected argument "extra"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,6 +123,70 @@ func TestUsageErrors(t *testing.T) {
 				if !strings.Contains(errOut.String(), w) {
 					t.Errorf("stderr lacks %s:\n%s", w, errOut.String())
 				}
+			}
+		})
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	flagNames := []string{"-config", "-socket", "-idx", "-name", "-log-level", "-version"}
+	tests := []struct {
+		name       string
+		args       []string
+		wantStdout string
+		wantStderr []string
+	}{
+		{"-h", []string{"-h"}, "", append([]string{"cgdelegate status [flags]", "cgdelegate -version"}, flagNames...)},
+		{"--help", []string{"--help"}, "", append([]string{"cgdelegate status [flags]"}, flagNames...)},
+		{"-help", []string{"-help"}, "", []string{"cgdelegate status [flags]"}},
+		{"status -h", []string{"status", "-h"}, "", []string{"usage: cgdelegate status [flags]", "-config"}},
+		{"status --help", []string{"status", "--help"}, "", []string{"usage: cgdelegate status [flags]"}},
+		{"--version", []string{"--version"}, "cgdelegate " + version.String() + "\n", nil},
+		{"-version", []string{"-version"}, "cgdelegate " + version.String() + "\n", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if code := run(tc.args, &out, &errOut); code != 0 {
+				t.Fatalf("exit %d, want 0; stderr=%s", code, errOut.String())
+			}
+			if out.String() != tc.wantStdout {
+				t.Errorf("stdout %q, want %q", out.String(), tc.wantStdout)
+			}
+			if tc.wantStderr == nil && errOut.Len() != 0 {
+				t.Errorf("stderr %q, want nothing", errOut.String())
+			}
+			for _, w := range tc.wantStderr {
+				if !strings.Contains(errOut.String(), w) {
+					t.Errorf("usage lacks %s:\n%s", w, errOut.String())
+				}
+			}
+		})
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want flags
+	}{
+		{"defaults", nil, flags{level: slog.LevelInfo}},
+		{
+			"everything",
+			[]string{"-config", "/c.yaml", "-socket", "/s.sock", "-idx", "07", "-name", "cgd", "-log-level", "debug"},
+			flags{config: "/c.yaml", socket: "/s.sock", idx: "07", name: "cgd", level: slog.LevelDebug},
+		},
+		{"idx 00", []string{"-idx", "00"}, flags{idx: "00", level: slog.LevelInfo}},
+		{"idx 99", []string{"-idx", "99"}, flags{idx: "99", level: slog.LevelInfo}},
+		{"double dashes", []string{"--idx=10", "--name=x"}, flags{idx: "10", name: "x", level: slog.LevelInfo}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var errOut bytes.Buffer
+			got, err := parseFlags(tc.args, &errOut)
+			if err != nil || got != tc.want {
+				t.Fatalf("parseFlags = %+v, %v; want %+v; stderr=%s", got, err, tc.want, errOut.String())
 			}
 		})
 	}

@@ -1,23 +1,13 @@
-// Package config holds cgdelegate's configuration: one documented struct,
-// its defaults, YAML decoding and Validate.
-//
-// Use it to turn a config file or an NRI Configure blob into a Config that
-// the rest of the plugin can trust. It does no host I/O beyond reading the
-// file it is given.
 package config
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"k8s.io/utils/cpuset"
-	"sigs.k8s.io/yaml"
 )
 
 // GuardMode says what to do with containers that arrive with a read-write
@@ -33,21 +23,6 @@ const (
 	// GuardOff ignores them.
 	GuardOff GuardMode = "off"
 )
-
-// UnmarshalJSON accepts the guard mode as a string. A bare YAML off (which
-// YAML 1.1 reads as the boolean false) means GuardOff.
-func (g *GuardMode) UnmarshalJSON(b []byte) error {
-	if string(b) == "false" {
-		*g = GuardOff
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("guard: want enforce, warn or off, got %s", b)
-	}
-	*g = GuardMode(s)
-	return nil
-}
 
 // TopologyScope selects how pod-level budgets map onto CPUs.
 type TopologyScope string
@@ -79,7 +54,8 @@ const (
 )
 
 // Config is the whole plugin configuration. Every field has a default, so an
-// empty file is a valid config.
+// empty file is a valid config. A field's YAML key is its json tag name, and
+// a key that is present replaces the default with the value as written.
 type Config struct {
 	// CgroupRoot is the host's cgroup2 mount point. Writable cgroups need it
 	// to be a cgroup2 (unified) mount with nsdelegate.
@@ -129,61 +105,32 @@ type Config struct {
 
 // Default returns the built-in configuration.
 func Default() Config {
-	var c Config
-	c.applyDefaults()
-	return c
-}
-
-func (c *Config) applyDefaults() {
-	setStr := func(p *string, v string) {
-		if *p == "" {
-			*p = v
-		}
-	}
-	setStr(&c.CgroupRoot, DefaultCgroupRoot)
-	setStr(&c.MountinfoPath, DefaultMountinfoPath)
-	setStr(&c.ProcRoot, DefaultProcRoot)
-	setStr(&c.SysfsRoot, DefaultSysfsRoot)
-	setStr(&c.HookPath, DefaultHookPath)
-	setStr(&c.KubeletCPUManagerState, DefaultKubeletCPUState)
-	setStr(&c.FeatureFile, DefaultFeatureFile)
-	setStr(&c.StatusFile, DefaultStatusFile)
-	if c.Guard == "" {
-		c.Guard = GuardEnforce
-	}
-	if c.TopologyScope == "" {
-		c.TopologyScope = ScopePod
-	}
-	if c.MaxDescendants == 0 {
-		c.MaxDescendants = DefaultMaxDescendants
-	}
-	if c.MaxDepth == 0 {
-		c.MaxDepth = DefaultMaxDepth
-	}
-	if c.HookTimeout == 0 {
-		c.HookTimeout = DefaultHookTimeout
+	return Config{
+		CgroupRoot:             DefaultCgroupRoot,
+		MountinfoPath:          DefaultMountinfoPath,
+		ProcRoot:               DefaultProcRoot,
+		SysfsRoot:              DefaultSysfsRoot,
+		HookPath:               DefaultHookPath,
+		HookTimeout:            DefaultHookTimeout,
+		Guard:                  GuardEnforce,
+		MaxDescendants:         DefaultMaxDescendants,
+		MaxDepth:               DefaultMaxDepth,
+		FeatureFile:            DefaultFeatureFile,
+		StatusFile:             DefaultStatusFile,
+		TopologyScope:          ScopePod,
+		KubeletCPUManagerState: DefaultKubeletCPUState,
 	}
 }
 
 // Parse decodes YAML (or JSON) from r over the defaults and validates the
-// result. Unknown fields are an error, so a typo never silently falls back to
+// result. Unknown keys are an error, so a typo never silently falls back to
 // a default.
 func Parse(r io.Reader) (Config, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return Config{}, fmt.Errorf("read config: %w", err)
 	}
-	var c Config
-	if len(bytes.TrimSpace(data)) > 0 {
-		if err := yaml.UnmarshalStrict(data, &c); err != nil {
-			return Config{}, fmt.Errorf("decode config: %w", err)
-		}
-	}
-	c.applyDefaults()
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return decodeValid(Default(), data, "config")
 }
 
 // Load reads and parses the config file at path.
@@ -200,18 +147,22 @@ func Load(path string) (Config, error) {
 	return c, nil
 }
 
-// Merge overlays the non-empty fields of a Configure blob onto base and
-// validates the result.
+// Merge overlays the keys present in a Configure blob onto base and
+// validates the result. The blob follows the same rules as the file: a key
+// it sets to 0 or "" is an error, not a return to base or the default.
 func Merge(base Config, blob string) (Config, error) {
-	if strings.TrimSpace(blob) == "" {
-		return base, nil
+	return decodeValid(base, []byte(blob), "NRI config blob")
+}
+
+// decodeValid decodes data over base and validates the result, reporting
+// every problem with a key or a value at once.
+func decodeValid(base Config, data []byte, what string) (Config, error) {
+	keys, err := parseMapping(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("decode %s: %w", what, err)
 	}
-	c := base
-	if err := yaml.UnmarshalStrict([]byte(blob), &c); err != nil {
-		return Config{}, fmt.Errorf("decode NRI config blob: %w", err)
-	}
-	c.applyDefaults()
-	if err := c.Validate(); err != nil {
+	c, err := decodeOver(base, keys)
+	if err := errors.Join(err, c.Validate()); err != nil {
 		return Config{}, err
 	}
 	return c, nil
@@ -223,8 +174,6 @@ func (c Config) Validate() error {
 	abs := func(field, v string, allowDisabled bool) {
 		switch {
 		case v == Disabled && allowDisabled:
-		case v == "":
-			errs = append(errs, fmt.Errorf("%s: must not be empty", field))
 		case !filepath.IsAbs(v):
 			errs = append(errs, fmt.Errorf("%s: %q is not an absolute path", field, v))
 		}

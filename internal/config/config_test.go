@@ -1,9 +1,11 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -20,6 +22,19 @@ func TestDefault(t *testing.T) {
 	}
 }
 
+// checkErr asserts that err is non-nil and mentions every string in want.
+func checkErr(t *testing.T, err error, want []string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("want an error mentioning %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+}
+
 func TestParse(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -27,34 +42,68 @@ func TestParse(t *testing.T) {
 		check   func(Config) bool
 		wantErr []string
 	}{
-		{name: "empty", in: "", check: func(c Config) bool { return c.Guard == GuardEnforce }},
+		{name: "empty", in: "", check: func(c Config) bool { return c == Default() }},
+		{name: "comments only", in: "# nothing set\n", check: func(c Config) bool { return c == Default() }},
 		{name: "guard warn", in: "guard: warn\n", check: func(c Config) bool { return c.Guard == GuardWarn }},
+		{name: "guard off", in: "guard: off\n", check: func(c Config) bool { return c.Guard == GuardOff }},
+		{name: "guard quoted off", in: "guard: \"off\"\n", check: func(c Config) bool { return c.Guard == GuardOff }},
 		{name: "caps", in: "maxDescendants: 100\nmaxDepth: 10\n", check: func(c Config) bool { return c.MaxDescendants == 100 && c.MaxDepth == 10 }},
+		{name: "hex whole number", in: "maxDepth: 0x10\n", check: func(c Config) bool { return c.MaxDepth == 16 }},
+		{name: "anchor and alias", in: "maxDepth: &n 7\nmaxDescendants: *n\n", check: func(c Config) bool { return c.MaxDepth == 7 && c.MaxDescendants == 7 }},
+		{name: "booleans", in: "cpuPinning: true\nallowKubeletStaticCPUManager: false\n", check: func(c Config) bool { return c.CPUPinning && !c.AllowKubeletStaticCPUManager }},
 		{name: "feature file disabled", in: "featureFile: none\n", check: func(c Config) bool { return c.FeatureFilePath() == "" }},
 		{name: "json works too", in: `{"cgroupRoot": "/run/cgroup2"}`, check: func(c Config) bool { return c.CgroupRoot == "/run/cgroup2" }},
+		{name: "json numbers and booleans", in: `{"maxDepth": 5, "cpuPinning": true}`, check: func(c Config) bool { return c.MaxDepth == 5 && c.CPUPinning }},
 		{name: "reserved", in: "reservedCPUs: 0-1,4\n", check: func(c Config) bool { return c.Reserved().Size() == 3 }},
-		{name: "unknown field", in: "guardmode: warn\n", wantErr: []string{"guardmode"}},
+		{name: "reserved single CPU", in: "reservedCPUs: 0\n", check: func(c Config) bool { return c.ReservedCPUs == "0" }},
+		{name: "reserved explicitly none", in: "reservedCPUs: \"\"\n", check: func(c Config) bool { return c.Reserved().Size() == 0 }},
+
+		{name: "unknown field", in: "guardmode: warn\n", wantErr: []string{"guardmode: unknown key"}},
+		{name: "key set twice", in: "guard: warn\nguard: off\n", wantErr: []string{"guard: set twice (lines 1 and 2)"}},
 		{name: "bad guard", in: "guard: maybe\n", wantErr: []string{`guard: "maybe"`}},
+		// YAML 1.1 reads these as booleans; cgdelegate takes them as written.
+		{name: "guard no", in: "guard: no\n", wantErr: []string{`guard: "no" is not one of enforce, warn, off`}},
+		{name: "guard false", in: "guard: false\n", wantErr: []string{`guard: "false" is not one of`}},
+		{name: "guard on", in: "guard: on\n", wantErr: []string{`guard: "on" is not one of`}},
+		{name: "guard yes", in: "guard: yes\n", wantErr: []string{`guard: "yes" is not one of`}},
+		{name: "guard true", in: "guard: true\n", wantErr: []string{`guard: "true" is not one of`}},
+		{name: "guard Off", in: "guard: Off\n", wantErr: []string{`guard: "Off" is not one of`}},
+		{name: "guard empty", in: "guard:\n", wantErr: []string{`guard: "" is not one of`}},
+		{name: "guard list", in: "guard: [enforce]\n", wantErr: []string{"guard: a list is not a string"}},
+		{name: "maxDescendants zero", in: "maxDescendants: 0\n", wantErr: []string{"maxDescendants: 0 must be at least 1"}},
+		{name: "maxDepth zero", in: "maxDepth: 0\n", wantErr: []string{"maxDepth: 0 must be at least 1"}},
+		{name: "hookTimeout zero", in: "hookTimeout: 0\n", wantErr: []string{"hookTimeout: 0 must be at least 1 second"}},
+		{name: "maxDepth word", in: "maxDepth: abc\n", wantErr: []string{`maxDepth: "abc" is not a whole number`}},
+		{name: "maxDepth quoted number", in: "maxDepth: \"5\"\n", wantErr: []string{`maxDepth: "5" is not a whole number`}},
+		{name: "maxDepth fraction", in: "maxDepth: 1.5\n", wantErr: []string{`maxDepth: "1.5" is not a whole number`}},
+		{name: "maxDepth empty", in: "maxDepth:\n", wantErr: []string{`maxDepth: "" is not a whole number`}},
+		{name: "maxDescendants mapping", in: "maxDescendants: {a: 1}\n", wantErr: []string{"maxDescendants: a mapping is not a whole number"}},
+		{name: "hookTimeout with unit", in: "hookTimeout: 10s\n", wantErr: []string{`hookTimeout: "10s" is not a whole number`}},
+		{name: "cpuPinning yes", in: "cpuPinning: yes\n", wantErr: []string{`cpuPinning: "yes" is not true or false`}},
+		{name: "cpuPinning number", in: "cpuPinning: 1\n", wantErr: []string{`cpuPinning: "1" is not true or false`}},
+		{name: "allowKubelet quoted", in: "allowKubeletStaticCPUManager: \"true\"\n", wantErr: []string{`allowKubeletStaticCPUManager: "true" is not true or false`}},
+		{name: "empty path", in: "cgroupRoot: \"\"\n", wantErr: []string{`cgroupRoot: "" is not an absolute path`}},
+		{name: "empty feature file", in: "featureFile:\n", wantErr: []string{`featureFile: "" is not an absolute path`}},
 		{
 			name:    "every problem at once",
 			in:      "guard: maybe\nmaxDescendants: -1\nmaxDepth: -2\ncgroupRoot: relative/path\nreservedCPUs: x\ntopologyScope: node\nhookTimeout: -1\n",
 			wantErr: []string{`guard: "maybe"`, "maxDescendants: -1", "maxDepth: -2", `cgroupRoot: "relative/path"`, `reservedCPUs: "x"`, `topologyScope: "node"`, "hookTimeout: -1"},
 		},
+		{
+			name:    "decoding and validation problems at once",
+			in:      "maxDepth: abc\nguard: no\nbogus: 1\nmaxDescendants: 0\n",
+			wantErr: []string{`maxDepth: "abc" is not a whole number`, `guard: "no"`, "bogus: unknown key", "maxDescendants: 0"},
+		},
 		{name: "relative feature file", in: "featureFile: features\n", wantErr: []string{`featureFile: "features"`}},
 		{name: "not yaml", in: "guard: [\n", wantErr: []string{"decode config"}},
+		{name: "not a mapping", in: "- guard\n", wantErr: []string{"decode config", "want a mapping of keys, got a list"}},
+		{name: "two documents", in: "guard: warn\n---\nguard: off\n", wantErr: []string{"decode config", "want one YAML document"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse(strings.NewReader(tc.in))
 			if tc.wantErr != nil {
-				if err == nil {
-					t.Fatal("want an error")
-				}
-				for _, w := range tc.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q does not mention %q", err, w)
-					}
-				}
+				checkErr(t, err, tc.wantErr)
 				return
 			}
 			if err != nil {
@@ -67,21 +116,70 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestMerge(t *testing.T) {
-	base := Default()
-	base.MaxDepth = 20
-	c, err := Merge(base, "guard: off\n")
+// TestEveryKeyDecodes round-trips a config that sets every field, so a
+// field of a kind the decoder does not handle fails here.
+func TestEveryKeyDecodes(t *testing.T) {
+	want := Config{
+		CgroupRoot: "/a", MountinfoPath: "/b", ProcRoot: "/c", SysfsRoot: "/d", HookPath: "/e",
+		HookTimeout: 3, Guard: GuardWarn, MaxDescendants: 4, MaxDepth: 5, FeatureFile: Disabled, StatusFile: "/f",
+		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", KubeletCPUManagerState: "/g",
+		AllowKubeletStaticCPUManager: true,
+	}
+	v := reflect.ValueOf(want)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Fatalf("field %s is not set by this test", v.Type().Field(i).Name)
+		}
+	}
+	data, err := json.Marshal(want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Guard != GuardOff || c.MaxDepth != 20 {
-		t.Fatalf("merge lost base values: %+v", c)
+	got, err := Parse(strings.NewReader(string(data)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if c, err := Merge(base, "  "); err != nil || c.MaxDepth != 20 {
-		t.Fatalf("empty blob: %+v %v", c, err)
+	if got != want {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)
 	}
-	if _, err := Merge(base, "maxDepth: -5\n"); err == nil || !strings.Contains(err.Error(), "maxDepth: -5") {
-		t.Fatalf("bad blob: %v", err)
+}
+
+func TestMerge(t *testing.T) {
+	base := Default()
+	base.MaxDepth = 20
+	tests := []struct {
+		name    string
+		blob    string
+		check   func(Config) bool
+		wantErr []string
+	}{
+		{name: "guard off keeps base values", blob: "guard: off\n", check: func(c Config) bool { return c.Guard == GuardOff && c.MaxDepth == 20 }},
+		{name: "empty blob", blob: "  ", check: func(c Config) bool { return c == base }},
+		{name: "blob overrides", blob: "maxDepth: 3\n", check: func(c Config) bool { return c.MaxDepth == 3 && c.Guard == GuardEnforce }},
+		{name: "negative", blob: "maxDepth: -5\n", wantErr: []string{"maxDepth: -5"}},
+		{name: "maxDepth zero is not base", blob: "maxDepth: 0\n", wantErr: []string{"maxDepth: 0 must be at least 1"}},
+		{name: "maxDescendants zero", blob: "maxDescendants: 0\n", wantErr: []string{"maxDescendants: 0 must be at least 1"}},
+		{name: "hookTimeout zero", blob: "hookTimeout: 0\n", wantErr: []string{"hookTimeout: 0 must be at least 1 second"}},
+		{name: "guard no", blob: "guard: no\n", wantErr: []string{`guard: "no" is not one of enforce, warn, off`}},
+		{name: "type error", blob: "maxDepth: abc\n", wantErr: []string{`maxDepth: "abc" is not a whole number`}},
+		{name: "empty path is not base", blob: "hookPath: \"\"\n", wantErr: []string{`hookPath: "" is not an absolute path`}},
+		{name: "unknown key", blob: "maxDepht: 3\n", wantErr: []string{"maxDepht: unknown key"}},
+		{name: "not yaml", blob: "guard: [\n", wantErr: []string{"decode NRI config blob"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Merge(base, tc.blob)
+			if tc.wantErr != nil {
+				checkErr(t, err, tc.wantErr)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(c) {
+				t.Fatalf("unexpected config: %+v", c)
+			}
+		})
 	}
 }
 

@@ -2,6 +2,11 @@
 // reads the container state from stdin, exits 0 silently when the container
 // may start, and otherwise exits 1 with one line on stderr. See package
 // github.com/cgdelegate/cgdelegate/hooks.
+//
+//	cgdelegate-hook [flags] < state.json
+//	cgdelegate-hook -version
+//
+// -h prints the flags and exits 0.
 package main
 
 import (
@@ -11,69 +16,87 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/cgdelegate/cgdelegate/hooks"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/logging"
+	"github.com/cgdelegate/cgdelegate/internal/version"
 )
 
+const prog = "cgdelegate-hook"
+
 func main() {
-	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stderr))
+	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func realMain(args []string, stdin io.Reader, stderr io.Writer) int {
-	opts, err := parseArgs(args)
-	if errors.Is(err, flag.ErrHelp) {
-		def := hooks.DefaultOptions()
-		fs := newFlagSet(&def, new(string))
-		fs.SetOutput(stderr)
-		fmt.Fprintln(stderr, "usage: cgdelegate-hook [flags] < state.json")
-		fs.PrintDefaults()
+func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	opts, cmd, err := parseArgs(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printUsage(stderr)
 		return 0
-	}
-	if err == nil {
+	case err == nil && cmd.version:
+		fmt.Fprintln(stdout, prog, version.String())
+		return 0
+	case err == nil:
 		err = hooks.Run(context.Background(), opts, stdin)
 	}
 	if err != nil {
-		msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
-		fmt.Fprintln(stderr, "cgdelegate-hook: "+msg)
+		logging.ErrorLine(stderr, prog, err)
 		return 1
 	}
 	return 0
 }
 
+// cmdFlags are the command's own flags, beside the hook's options.
+type cmdFlags struct {
+	config  string
+	version bool
+}
+
 // parseArgs parses the flags over the defaults, or over --config when
 // given, so that flags always win.
-func parseArgs(args []string) (hooks.Options, error) {
+func parseArgs(args []string) (hooks.Options, cmdFlags, error) {
 	opts := hooks.DefaultOptions()
-	cfgPath, err := parseInto(&opts, args)
-	if err != nil || cfgPath == "" {
-		return opts, err
+	cmd, err := parseInto(&opts, args)
+	if err != nil || cmd.config == "" || cmd.version {
+		return opts, cmd, err
 	}
-	cfg, err := config.Load(cfgPath)
+	cfg, err := config.Load(cmd.config)
 	if err != nil {
-		return opts, err
+		return opts, cmd, err
 	}
 	opts = hooks.OptionsFromConfig(cfg)
 	_, err = parseInto(&opts, args)
-	return opts, err
+	return opts, cmd, err
 }
 
-func newFlagSet(opts *hooks.Options, cfgPath *string) *flag.FlagSet {
-	fs := flag.NewFlagSet("cgdelegate-hook", flag.ContinueOnError)
+func newFlagSet(opts *hooks.Options, cmd *cmdFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	opts.RegisterFlags(fs)
-	fs.StringVar(cfgPath, "config", "", "cgdelegate YAML config for paths and bounds (flags win)")
+	fs.StringVar(&cmd.config, "config", "", "cgdelegate YAML config for paths and bounds (flags win)")
+	fs.BoolVar(&cmd.version, "version", false, "print the version and exit")
 	return fs
 }
 
-func parseInto(opts *hooks.Options, args []string) (cfgPath string, err error) {
-	fs := newFlagSet(opts, &cfgPath)
+func parseInto(opts *hooks.Options, args []string) (cmdFlags, error) {
+	var cmd cmdFlags
+	fs := newFlagSet(opts, &cmd)
 	if err := fs.Parse(args); err != nil {
-		return "", fmt.Errorf("%w; see cgdelegate-hook -h", err)
+		return cmdFlags{}, fmt.Errorf("%w; see %s -h", err, prog)
 	}
 	if fs.NArg() > 0 {
-		return "", fmt.Errorf("unexpected arguments %q; the hook takes only flags and the OCI state on stdin", fs.Args())
+		return cmdFlags{}, fmt.Errorf("unexpected arguments %q; the hook takes only flags and the OCI state on stdin", fs.Args())
 	}
-	return cfgPath, nil
+	return cmd, nil
+}
+
+// printUsage prints the usage with the built-in defaults.
+func printUsage(w io.Writer) {
+	def := hooks.DefaultOptions()
+	fs := newFlagSet(&def, new(cmdFlags))
+	fs.SetOutput(w)
+	fmt.Fprintln(w, "usage: "+prog+" [flags] < state.json\n       "+prog+" -version")
+	fs.PrintDefaults()
 }

@@ -3,14 +3,17 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/cgdelegate/cgdelegate/hooks/internal/fakehost"
 	"github.com/opencontainers/cgroups"
+
+	"github.com/cgdelegate/cgdelegate/hooks/internal/fakehost"
+	"github.com/cgdelegate/cgdelegate/internal/version"
 )
 
 // runMainEnv makes the test binary act as cgdelegate-hook, so the real
@@ -138,6 +141,22 @@ func mainCases() []mainCase {
 			wantCode: 1, want: "maxDescendants: -1 must be at least 1; maxDepth: -1",
 		},
 		{
+			name: "config zero is not the default",
+			setup: func(h *fakehost.Host) ([]string, string) {
+				cfg := writeConfig(h, "maxDepth: 0\n")
+				return []string{"--config", cfg}, h.State()
+			},
+			wantCode: 1, want: "maxDepth: 0 must be at least 1",
+		},
+		{
+			name: "config type error names key and value",
+			setup: func(h *fakehost.Host) ([]string, string) {
+				cfg := writeConfig(h, "maxDescendants: lots\nguard: no\n")
+				return []string{"--config", cfg}, h.State()
+			},
+			wantCode: 1, want: `maxDescendants: "lots" is not a whole number; guard: "no" is not one of enforce, warn, off`,
+		},
+		{
 			name: "missing config",
 			setup: func(h *fakehost.Host) ([]string, string) {
 				return []string{"--config", filepath.Join(h.Root, "nope.yaml")}, h.State()
@@ -152,7 +171,7 @@ func TestRealMain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			args, state := tc.setup(fakehost.New(t))
 			var stderr bytes.Buffer
-			code := realMain(args, strings.NewReader(state), &stderr)
+			code := realMain(args, strings.NewReader(state), io.Discard, &stderr)
 			t.Logf("exit %d, stderr: %s", code, stderr.String())
 			checkOutput(t, code, stderr.String(), tc.wantCode, tc.want)
 		})
@@ -160,42 +179,100 @@ func TestRealMain(t *testing.T) {
 }
 
 func TestRealMainHelp(t *testing.T) {
-	var stderr bytes.Buffer
-	if code := realMain([]string{"-h"}, strings.NewReader(""), &stderr); code != 0 {
-		t.Fatalf("exit code %d, want 0", code)
-	}
-	for _, f := range []string{"-cgroup-root", "-mountinfo", "-proc", "-sysfs", "-max-descendants", "-max-depth", "-pod-cgroup", "-config"} {
-		if !strings.Contains(stderr.String(), f) {
-			t.Errorf("usage lacks %s:\n%s", f, stderr.String())
-		}
-	}
-}
-
-// TestExecMain runs the real main in a child process, as a runtime would.
-func TestExecMain(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Skipf("cannot find the test binary to re-run as the hook: %v", err)
-	}
-	for _, tc := range mainCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			args, state := tc.setup(fakehost.New(t))
-			cmd := exec.Command(exe, args...)
-			cmd.Env = append(os.Environ(), runMainEnv+"=1")
-			cmd.Stdin = strings.NewReader(state)
+	for _, arg := range []string{"-h", "-help", "--help"} {
+		t.Run(arg, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			code := 0
-			if exitErr := (*exec.ExitError)(nil); errors.As(err, &exitErr) {
-				code = exitErr.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
+			if code := realMain([]string{arg}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+				t.Fatalf("exit code %d, want 0", code)
+			}
+			for _, f := range []string{"-cgroup-root", "-mountinfo", "-proc", "-sysfs", "-max-descendants", "-max-depth", "-pod-cgroup", "-config", "-version"} {
+				if !strings.Contains(stderr.String(), f) {
+					t.Errorf("usage lacks %s:\n%s", f, stderr.String())
+				}
 			}
 			if stdout.Len() != 0 {
 				t.Errorf("stdout %q, want nothing", stdout.String())
 			}
-			checkOutput(t, code, stderr.String(), tc.wantCode, tc.want)
+		})
+	}
+}
+
+func TestRealMainVersion(t *testing.T) {
+	want := "cgdelegate-hook " + version.String() + "\n"
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"-version", []string{"-version"}},
+		{"--version", []string{"--version"}},
+		// The version does not depend on a config that may not load.
+		{"with a missing config", []string{"--version", "--config", "/nonexistent/config.yaml"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := realMain(tc.args, strings.NewReader(""), &stdout, &stderr); code != 0 {
+				t.Fatalf("exit code %d, want 0; stderr: %q", code, stderr.String())
+			}
+			if stdout.String() != want || stderr.Len() != 0 {
+				t.Fatalf("stdout %q, stderr %q; want stdout %q and no stderr", stdout.String(), stderr.String(), want)
+			}
+		})
+	}
+}
+
+// execHook runs the real main in a child process, as a runtime would.
+func execHook(t *testing.T, args []string, stdin string) (code int, stdout, stderr string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skipf("cannot find the test binary to re-run as the hook: %v", err)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	if exitErr := (*exec.ExitError)(nil); errors.As(err, &exitErr) {
+		code = exitErr.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+// TestExecMain runs the real main in a child process, as a runtime would.
+func TestExecMain(t *testing.T) {
+	for _, tc := range mainCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			args, state := tc.setup(fakehost.New(t))
+			code, stdout, stderr := execHook(t, args, state)
+			if stdout != "" {
+				t.Errorf("stdout %q, want nothing", stdout)
+			}
+			checkOutput(t, code, stderr, tc.wantCode, tc.want)
+		})
+	}
+}
+
+// TestExecHelpVersion checks the real exit code of -h and -version.
+func TestExecHelpVersion(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantStdout string
+		wantStderr string
+	}{
+		{"--help", []string{"--help"}, "", "usage: cgdelegate-hook"},
+		{"--version", []string{"--version"}, "cgdelegate-hook " + version.String() + "\n", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := execHook(t, tc.args, "")
+			if code != 0 || stdout != tc.wantStdout || !strings.Contains(stderr, tc.wantStderr) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 0, stdout %q, stderr with %q", code, stdout, stderr, tc.wantStdout, tc.wantStderr)
+			}
 		})
 	}
 }

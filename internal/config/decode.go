@@ -1,0 +1,138 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// parseMapping parses data as one YAML (or JSON) document and returns its
+// top-level mapping node, or nil for an empty document.
+func parseMapping(data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		return nil, fmt.Errorf("line %d: want one YAML document, found more", next.Line)
+	case !errors.Is(err, io.EOF):
+		return nil, err
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil
+	}
+	top := resolve(doc.Content[0])
+	if top.Kind != yaml.MappingNode {
+		if top.Kind == yaml.ScalarNode && top.ShortTag() == "!!null" {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("line %d: want a mapping of keys, got %s", top.Line, describe(top))
+	}
+	return top, nil
+}
+
+// decodeOver sets the field of every key in the mapping m on a copy of
+// base; an absent key keeps base's value. Scalars are taken as written:
+// strings verbatim, whole numbers and booleans only when YAML 1.2 reads them
+// so. Every unknown, repeated or mistyped key is reported; such a key leaves
+// its field as it was in base.
+func decodeOver(base Config, m *yaml.Node) (Config, error) {
+	c := base
+	if m == nil {
+		return c, nil
+	}
+	v := reflect.ValueOf(&c).Elem()
+	index := fieldIndex(v.Type())
+	seen := make(map[string]int)
+	var errs []error
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, val := resolve(m.Content[i]), resolve(m.Content[i+1])
+		key := k.Value
+		idx, known := index[key]
+		switch line, dup := seen[key]; {
+		case !known:
+			errs = append(errs, fmt.Errorf("%s: unknown key (line %d)", key, k.Line))
+		case dup:
+			errs = append(errs, fmt.Errorf("%s: set twice (lines %d and %d)", key, line, k.Line))
+		default:
+			seen[key] = k.Line
+			if err := setField(v.Field(idx), key, val); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+// fieldIndex maps every YAML key (the field's json tag name) to the field's
+// index in t.
+func fieldIndex(t reflect.Type) map[string]int {
+	index := make(map[string]int, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		index[name] = i
+	}
+	return index
+}
+
+// setField stores the scalar n in f, a string, int or bool field.
+func setField(f reflect.Value, key string, n *yaml.Node) error {
+	isScalar := n.Kind == yaml.ScalarNode
+	switch f.Kind() {
+	case reflect.String:
+		if !isScalar {
+			return fmt.Errorf("%s: %s is not a string", key, describe(n))
+		}
+		f.SetString(n.Value)
+	case reflect.Int:
+		var i int
+		if !isScalar || n.ShortTag() != "!!int" || n.Decode(&i) != nil {
+			return fmt.Errorf("%s: %s is not a whole number", key, describe(n))
+		}
+		f.SetInt(int64(i))
+	case reflect.Bool:
+		var b bool
+		if !isScalar || n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
+			return fmt.Errorf("%s: %s is not true or false", key, describe(n))
+		}
+		f.SetBool(b)
+	default:
+		panic(fmt.Sprintf("config: field %s has unsupported kind %s", key, f.Kind()))
+	}
+	return nil
+}
+
+// resolve follows an alias to the node it names.
+func resolve(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// describe renders a value in YAML terms for an error: a scalar quoted as
+// written, otherwise what kind of node it is.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return strconv.Quote(n.Value)
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	default:
+		return "nothing"
+	}
+}

@@ -1,0 +1,67 @@
+package logging
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	nrilog "github.com/containerd/nri/pkg/log"
+)
+
+// ParseLevel reads a level name: debug, info, warn or error (slog's names,
+// any case, with an optional +N or -N offset).
+func ParseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("want debug, info, warn or error: %w", err)
+	}
+	return l, nil
+}
+
+// New returns the logger the binaries write with: slog text lines on w,
+// at level and above.
+func New(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// ErrorLine writes err as one line, "prog: message", to w: the multi-line
+// errors that errors.Join builds are joined with "; " and runs of spaces
+// collapsed, so a runtime that keeps one line of a hook's stderr keeps it all.
+func ErrorLine(w io.Writer, prog string, err error) {
+	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+	fmt.Fprintln(w, prog+": "+msg)
+}
+
+// NRI returns l as the NRI library's Logger, for stub.WithLogger.
+func NRI(l *slog.Logger) nrilog.Logger { return nriLogger{l.Handler()} }
+
+type nriLogger struct{ h slog.Handler }
+
+func (n nriLogger) Debugf(ctx context.Context, format string, args ...any) {
+	n.logf(ctx, slog.LevelDebug, format, args)
+}
+
+func (n nriLogger) Infof(ctx context.Context, format string, args ...any) {
+	n.logf(ctx, slog.LevelInfo, format, args)
+}
+
+func (n nriLogger) Warnf(ctx context.Context, format string, args ...any) {
+	n.logf(ctx, slog.LevelWarn, format, args)
+}
+
+func (n nriLogger) Errorf(ctx context.Context, format string, args ...any) {
+	n.logf(ctx, slog.LevelError, format, args)
+}
+
+func (n nriLogger) logf(ctx context.Context, level slog.Level, format string, args []any) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if !n.h.Enabled(ctx, level) {
+		return
+	}
+	_ = n.h.Handle(ctx, slog.NewRecord(time.Now(), level, fmt.Sprintf(format, args...), 0))
+}

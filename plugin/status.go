@@ -1,0 +1,49 @@
+package main
+
+import (
+	"io"
+
+	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/logging"
+	"github.com/cgdelegate/cgdelegate/internal/status"
+)
+
+const statusUsage = `usage: cgdelegate status [flags]
+
+Prints the node's readiness as JSON: the live host checks merged with what
+the running plugin published. Exits 0 when the node supports writable
+cgroups, 1 when it does not, 2 for a command line or config that can not run.
+
+flags:
+`
+
+// runStatus prints the live readiness merged with what the running plugin
+// published.
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("cgdelegate status", statusUsage, stderr)
+	cfgPath := fs.String("config", "", "YAML config file (the same one the plugin uses)")
+	if err := fs.Parse(args); err != nil {
+		return usageExit(err)
+	}
+	if fs.NArg() > 0 {
+		logging.ErrorLine(stderr, "cgdelegate status", errUnexpected(fs.Args()[0], "status takes only flags"))
+		return 2
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		logging.ErrorLine(stderr, "cgdelegate status", err)
+		return 2
+	}
+	checker := hostcheck.NewChecker(cfg.MountinfoPath, cfg.CgroupRoot)
+	defer checker.Close()
+	st, readErr := checker.Check()
+	pub, pubErr := status.ReadPublished(cfg.StatusFilePath())
+	r := status.Live(status.Evaluate(cfg, st, readErr), pub, pubErr)
+	if _, err := stdout.Write(r.Marshal()); err != nil {
+		return 2
+	}
+	if !r.Supported {
+		return 1
+	}
+	return 0
+}
