@@ -23,6 +23,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/logging"
 	"github.com/cgdelegate/cgdelegate/internal/optin"
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/quirks"
@@ -207,7 +208,7 @@ func (p *Plugin) logPlan(pod *api.PodSandbox, ctr *api.Container, plan *writable
 
 // eventLog is a logger for one event; the plugin's logger is never changed.
 func (p *Plugin) eventLog(pod *api.PodSandbox, ctr *api.Container) *slog.Logger {
-	return pinning.EventLog(p.log, pod, ctr)
+	return logging.Event(p.log, pod, ctr)
 }
 
 // timed records an event's duration when a metrics recorder is set; the

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
+
 	nrilog "github.com/containerd/nri/pkg/log"
 )
 
@@ -64,4 +66,14 @@ func (n nriLogger) logf(ctx context.Context, level slog.Level, format string, ar
 		return
 	}
 	_ = n.h.Handle(ctx, slog.NewRecord(time.Now(), level, fmt.Sprintf(format, args...), 0))
+}
+
+// Event is a logger for one NRI event, with the pod and container (either
+// may be nil) as attributes; log itself is never changed.
+func Event(log *slog.Logger, pod *api.PodSandbox, ctr *api.Container) *slog.Logger {
+	l := log.With("pod", pod.GetNamespace()+"/"+pod.GetName())
+	if ctr != nil {
+		l = l.With("container", ctr.GetName())
+	}
+	return l
 }

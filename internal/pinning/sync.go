@@ -6,6 +6,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgdelegate/cgdelegate/internal/logging"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
 )
 
@@ -33,7 +34,7 @@ func snapshot(log *slog.Logger, pods []*api.PodSandbox, ctrs []*api.Container) (
 		byID[pod.GetId()] = pod
 		spec, err := podSpec(pod)
 		if err != nil {
-			EventLog(log, pod, nil).Error("synchronize: pod budget ignored", "error", err)
+			logging.Event(log, pod, nil).Error("synchronize: pod budget ignored", "error", err)
 			spec = policy.PodSpec{ID: pod.GetId(), Name: pod.GetNamespace() + "/" + pod.GetName()}
 		}
 		specs = append(specs, spec)
@@ -46,7 +47,7 @@ func snapshot(log *slog.Logger, pods []*api.PodSandbox, ctrs []*api.Container) (
 			continue // a stopped container holds no CPUs
 		}
 		pod := byID[ctr.GetPodSandboxId()]
-		l := EventLog(log, pod, ctr)
+		l := logging.Event(log, pod, ctr)
 		st := policy.ContainerState{Stamp: ctr.GetAnnotations()[policy.StampAnnotation]}
 		spec, err := containerSpec(pod, ctr)
 		if err != nil {
@@ -70,14 +71,4 @@ func parseSet(l *slog.Logger, what, s string) cpuset.CPUSet {
 		return cpuset.New()
 	}
 	return set
-}
-
-// EventLog is a logger for one event, with the pod and container (either
-// may be nil); log itself is never changed.
-func EventLog(log *slog.Logger, pod *api.PodSandbox, ctr *api.Container) *slog.Logger {
-	l := log.With("pod", pod.GetNamespace()+"/"+pod.GetName())
-	if ctr != nil {
-		l = l.With("container", ctr.GetName())
-	}
-	return l
 }

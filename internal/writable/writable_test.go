@@ -45,9 +45,12 @@ func ctr(opts ...ctrOpt) *api.Container {
 	return c
 }
 
-func runtimeWritable(c *api.Container) { c.Mounts[1].Options = []string{"nosuid", "noexec", "nodev", "relatime", "rw"} }
-func privileged(c *api.Container)      { c.Mounts[0].Options = []string{"nosuid", "noexec", "nodev", "rw"} }
-func noCgroupNS(c *api.Container)      { c.Linux.Namespaces = nil }
+func runtimeWritable(c *api.Container) {
+	c.Mounts[1].Options = []string{"nosuid", "noexec", "nodev", "relatime", "rw"}
+}
+
+func privileged(c *api.Container) { c.Mounts[0].Options = []string{"nosuid", "noexec", "nodev", "rw"} }
+func noCgroupNS(c *api.Container) { c.Linux.Namespaces = nil }
 func sharedCgroupNS(c *api.Container) {
 	c.Linux.Namespaces = []*api.LinuxNamespace{{Type: "cgroup", Path: "/proc/1/ns/cgroup"}}
 }
@@ -83,24 +86,24 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "nothing asked", ctr: ctr(), host: host(safe, nil), want: Unchanged},
 		{name: "nothing asked, unsafe host is not looked at", ctr: ctr(), host: host(noNsdel, errors.New("must not be called")), want: Unchanged},
-		{name: "annotated writable", ann: writable, ctr: ctr(), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{250, 50}, hook: true},
-		{name: "writable adds a cgroup namespace", ann: writable, ctr: ctr(noCgroupNS), host: host(safe, nil), want: Writable, addNS: true, bounds: cgroupfs.Bounds{250, 50}, hook: true},
-		{name: "writable keeps a hooks.d hook", ann: writable, ctr: ctr(withHook), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{250, 50}},
+		{name: "annotated writable", ann: writable, ctr: ctr(), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{Descendants: 250, Depth: 50}, hook: true},
+		{name: "writable adds a cgroup namespace", ann: writable, ctr: ctr(noCgroupNS), host: host(safe, nil), want: Writable, addNS: true, bounds: cgroupfs.Bounds{Descendants: 250, Depth: 50}, hook: true},
+		{name: "writable keeps a hooks.d hook", ann: writable, ctr: ctr(withHook), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{Descendants: 250, Depth: 50}},
 		{
 			name: "annotations lower the bounds", ann: map[string]string{w: "Writable", annotations.MaxDescendants.Name: "100", annotations.MaxDepth.Name: "5"},
-			ctr: ctr(), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{100, 5}, hook: true,
+			ctr: ctr(), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{Descendants: 100, Depth: 5}, hook: true,
 		},
 		{
 			name: "annotations never raise the bounds", ann: map[string]string{w: "Writable", annotations.MaxDescendants.Name: "100000"},
-			ctr: ctr(), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{250, 50}, hook: true,
+			ctr: ctr(), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{Descendants: 250, Depth: 50}, hook: true,
 		},
 		{name: "annotated read-only on a runtime-writable mount", ann: map[string]string{w: "ReadOnly"}, ctr: ctr(runtimeWritable), host: host(safe, nil), want: ReadOnly},
 		{name: "annotated read-only on a read-only mount", ann: map[string]string{w: "false"}, ctr: ctr(), host: host(safe, nil), want: Unchanged},
 		{name: "privileged is left alone", ann: writable, ctr: ctr(privileged), host: host(noNsdel, nil), want: Privileged},
-		{name: "guard enforce, safe host", ctr: ctr(runtimeWritable), host: host(safe, nil), want: Guarded, bounds: cgroupfs.Bounds{250, 50}, hook: true},
+		{name: "guard enforce, safe host", ctr: ctr(runtimeWritable), host: host(safe, nil), want: Guarded, bounds: cgroupfs.Bounds{Descendants: 250, Depth: 50}, hook: true},
 		{name: "guard enforce, unsafe host", ctr: ctr(runtimeWritable), host: host(noNsdel, nil), wantErr: []string{"the runtime", "nsdelegate"}, errIs: hostcheck.ErrNoNsdelegate},
 		{name: "guard warn, unsafe host", guard: config.GuardWarn, ctr: ctr(runtimeWritable), host: host(noNsdel, nil), want: Unchanged, warning: "nsdelegate"},
-		{name: "guard warn, safe host", guard: config.GuardWarn, ctr: ctr(runtimeWritable), host: host(safe, nil), want: Guarded, bounds: cgroupfs.Bounds{250, 50}, hook: true},
+		{name: "guard warn, safe host", guard: config.GuardWarn, ctr: ctr(runtimeWritable), host: host(safe, nil), want: Guarded, bounds: cgroupfs.Bounds{Descendants: 250, Depth: 50}, hook: true},
 		{name: "guard off", guard: config.GuardOff, ctr: ctr(runtimeWritable), host: host(noNsdel, nil), want: Unchanged},
 		{name: "no nsdelegate", ann: writable, ctr: ctr(), host: host(noNsdel, nil), wantErr: []string{"annotation " + w, "remount"}, errIs: hostcheck.ErrNoNsdelegate},
 		{name: "cgroup v1", ann: writable, ctr: ctr(), host: host(v1, nil), wantErr: []string{"cgroup v2"}, errIs: hostcheck.ErrCgroupV1},
