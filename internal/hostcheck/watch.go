@@ -136,9 +136,9 @@ func (w *tableWatcher) readAll(buf *bytes.Buffer) error {
 	}
 	if w.procfs {
 		// Consume any pending notification: it is older than this read.
-		if _, err := w.changed(nil, 0); err != nil {
-			return err
-		}
+		// Best effort: after a failed poll the next changed fails too, and
+		// the Checker re-reads.
+		_, _ = w.changed(nil, 0)
 	}
 	w.read = true
 	buf.Reset()
