@@ -2,7 +2,6 @@ package inproc
 
 import (
 	"context"
-	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"log/slog"
 	"maps"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
