@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/cgdelegate/cgdelegate/hooks"
-	"github.com/cgdelegate/cgdelegate/hooks/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
+	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/opencontainers/cgroups"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -38,7 +38,7 @@ func TestRun(t *testing.T) {
 	pidDir := func(h *fakehost.Host) string { return filepath.Join(h.Proc, strconv.Itoa(fakehost.PID)) }
 	tests := []struct {
 		name    string
-		setup   func(h *fakehost.Host, o *hooks.Options, state *string)
+		setup   func(h *fakehost.Host, o *hooks.Options, state *string) error
 		wantErr error
 		// wantMsg are substrings the error must contain.
 		wantMsg []string
@@ -46,186 +46,208 @@ func TestRun(t *testing.T) {
 		{name: "success"},
 		{
 			name: "no nsdelegate",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
-				h.WriteMountinfo(h.CgroupV2Line("rw,memory_recursiveprot"))
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				return h.Remount(fakehost.NoNsdelegate)
 			},
 			wantErr: hostcheck.ErrNoNsdelegate,
 			wantMsg: []string{`options "rw,memory_recursiveprot"`, "remount with nsdelegate"},
 		},
 		{
 			name:    "cgroup v1",
-			setup:   func(h *fakehost.Host, _ *hooks.Options, _ *string) { h.WriteMountinfo(h.CgroupV1Lines()) },
+			setup:   func(h *fakehost.Host, _ *hooks.Options, _ *string) error { return h.Remount(fakehost.CgroupV1) },
 			wantErr: hostcheck.ErrCgroupV1,
 			wantMsg: []string{"tmpfs", "systemd.unified_cgroup_hierarchy=1"},
 		},
 		{
 			name:    "no cgroup mount",
-			setup:   func(h *fakehost.Host, _ *hooks.Options, _ *string) { h.WriteMountinfo("") },
+			setup:   func(h *fakehost.Host, _ *hooks.Options, _ *string) error { return h.Remount(fakehost.NoCgroupMount) },
 			wantErr: hostcheck.ErrNoCgroupMount,
 		},
 		{
-			name:    "mountinfo missing",
-			setup:   func(h *fakehost.Host, o *hooks.Options, _ *string) { o.MountinfoPath = filepath.Join(h.Root, "nope") },
+			name: "mountinfo missing",
+			setup: func(h *fakehost.Host, o *hooks.Options, _ *string) error {
+				o.MountinfoPath = filepath.Join(h.Dir, "nope")
+				return nil
+			},
 			wantErr: fs.ErrNotExist,
 			wantMsg: []string{"--mountinfo"},
 		},
 		{
 			name: "same cgroupns",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
-				h.SetCgroupNS(fakehost.HostCgroupNS, fakehost.HostCgroupNS)
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				return h.SetCgroupNS(fakehost.HostCgroupNS, fakehost.HostCgroupNS)
 			},
 			wantErr: hooks.ErrSameCgroupNS,
 			wantMsg: []string{fakehost.HostCgroupNS, "private cgroup namespace"},
 		},
 		{
 			name: "nsdelegate is checked before cgroupns",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
-				h.SetCgroupNS(fakehost.HostCgroupNS, fakehost.HostCgroupNS)
-				h.WriteMountinfo(h.CgroupV2Line("rw"))
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				if err := h.SetCgroupNS(fakehost.HostCgroupNS, fakehost.HostCgroupNS); err != nil {
+					return err
+				}
+				return h.Remount(fakehost.NoNsdelegate)
 			},
 			wantErr: hostcheck.ErrNoNsdelegate,
 		},
 		{
 			name: "missing /proc/<pid>",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
-				if err := os.RemoveAll(pidDir(h)); err != nil {
-					t.Fatal(err)
-				}
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				return os.RemoveAll(pidDir(h))
 			},
 			wantErr: hooks.ErrNoProcess,
 			wantMsg: []string{"pid 4242", "exited"},
 		},
 		{
 			name: "no cgroup v2 entry for the container",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
-				h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "4:memory:/kubepods/pod1/ctr1\n")
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				return h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "4:memory:/kubepods/pod1/ctr1\n")
 			},
 			wantErr: cgroupfs.ErrNotFound,
 		},
 		{
 			name: "container cgroup directly below the root",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
-				h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "0::/ctr1\n")
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				return h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "0::/ctr1\n")
 			},
 			wantErr: hooks.ErrContainerCgroup,
 			wantMsg: []string{"--pod-cgroup"},
 		},
 		{
 			name: "relative container cgroup",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
-				h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "0::/../kubepods/pod1/ctr1\n")
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				return h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "0::/../kubepods/pod1/ctr1\n")
 			},
 			wantErr: hooks.ErrContainerCgroup,
 		},
 		{
-			name:    "bounds missing (max)",
-			setup:   func(h *fakehost.Host, _ *hooks.Options, _ *string) { h.SetBounds("max", "max") },
+			name: "bounds missing (max)",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				return h.SetPodBounds(fakehost.PodCgroup, "max", "max")
+			},
 			wantErr: cgroupfs.ErrBoundsMissing,
 			wantMsg: []string{"cgroup.max.descendants=max", "want at most cgroup.max.descendants=250 cgroup.max.depth=50", "plugin"},
 		},
 		{
-			name:    "descendants too loose",
-			setup:   func(h *fakehost.Host, _ *hooks.Options, _ *string) { h.SetBounds("1000", "50") },
+			name: "descendants too loose",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				return h.SetPodBounds(fakehost.PodCgroup, "1000", "50")
+			},
 			wantErr: cgroupfs.ErrBoundsMissing,
 		},
 		{
-			name:    "depth too loose",
-			setup:   func(h *fakehost.Host, _ *hooks.Options, _ *string) { h.SetBounds("250", "51") },
+			name: "depth too loose",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				return h.SetPodBounds(fakehost.PodCgroup, "250", "51")
+			},
 			wantErr: cgroupfs.ErrBoundsMissing,
 		},
 		{
-			name:  "tighter bounds are fine",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) { h.SetBounds("10", "2") },
+			name: "tighter bounds are fine",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				return h.SetPodBounds(fakehost.PodCgroup, "10", "2")
+			},
 		},
 		{
 			name: "bounds looser than a lowered limit",
-			setup: func(_ *fakehost.Host, o *hooks.Options, _ *string) {
+			setup: func(_ *fakehost.Host, o *hooks.Options, _ *string) error {
 				o.Limit = cgroupfs.Bounds{Descendants: 100, Depth: 50}
+				return nil
 			},
 			wantErr: cgroupfs.ErrBoundsMissing,
 		},
 		{
 			name: "bound files absent",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
-				if err := os.Remove(h.Path(fakehost.PodCgroup + "/cgroup.max.depth")); err != nil {
-					t.Fatal(err)
-				}
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				return os.Remove(h.Path(fakehost.PodCgroup + "/cgroup.max.depth"))
 			},
 			wantErr: cgroupfs.ErrBoundsMissing,
 		},
 		{
 			name: "explicit pod cgroup",
-			setup: func(_ *fakehost.Host, o *hooks.Options, _ *string) {
+			setup: func(_ *fakehost.Host, o *hooks.Options, _ *string) error {
 				o.PodCgroup = "/kubepods/burstable"
 				o.Limit = cgroupfs.Bounds{Descendants: 250, Depth: 50}
+				return nil
 			},
 			// kubepods/burstable has no bound files in the fake tree.
 			wantErr: cgroupfs.ErrBoundsMissing,
 		},
 		{
-			name:    "explicit pod cgroup not above the container",
-			setup:   func(_ *fakehost.Host, o *hooks.Options, _ *string) { o.PodCgroup = "/kubepods/besteffort/pod2" },
+			name: "explicit pod cgroup not above the container",
+			setup: func(_ *fakehost.Host, o *hooks.Options, _ *string) error {
+				o.PodCgroup = "/kubepods/besteffort/pod2"
+				return nil
+			},
 			wantErr: hooks.ErrOutsidePod,
 		},
 		{
-			name:    "bad state JSON",
-			setup:   func(_ *fakehost.Host, _ *hooks.Options, state *string) { *state = `{"id": "ctr1", "pid": ` },
+			name: "bad state JSON",
+			setup: func(_ *fakehost.Host, _ *hooks.Options, state *string) error {
+				*state = `{"id": "ctr1", "pid": `
+				return nil
+			},
 			wantErr: hooks.ErrBadState,
 			wantMsg: []string{"OCI hook"},
 		},
 		{
 			name: "state without pid",
-			setup: func(h *fakehost.Host, _ *hooks.Options, state *string) {
+			setup: func(h *fakehost.Host, _ *hooks.Options, state *string) error {
 				*state = `{"id":"ctr1","bundle":"` + h.Bundle + `"}`
+				return nil
 			},
 			wantErr: hooks.ErrBadState,
 		},
 		{
 			name: "state with relative bundle",
-			setup: func(_ *fakehost.Host, _ *hooks.Options, state *string) {
+			setup: func(_ *fakehost.Host, _ *hooks.Options, state *string) error {
 				*state = `{"id":"ctr1","pid":4242,"bundle":"bundle"}`
+				return nil
 			},
 			wantErr: hooks.ErrBadState,
 		},
 		{
 			name: "config.json missing",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
-				if err := os.Remove(filepath.Join(h.Bundle, "config.json")); err != nil {
-					t.Fatal(err)
-				}
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				return os.Remove(filepath.Join(h.Bundle, "config.json"))
 			},
 			wantErr: hooks.ErrBundleConfig,
 		},
 		{
 			name: "config.json garbage",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
-				h.WriteFile(filepath.Join(h.Bundle, "config.json"), "{")
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				return h.WriteFile(filepath.Join(h.Bundle, "config.json"), "{")
 			},
 			wantErr: hooks.ErrBundleConfig,
 		},
 		{
 			name: "userns without a root mapping",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) {
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
 				s := fakehost.UserNSSpec(100000, 100000)
 				s.Linux.UIDMappings[0].ContainerID = 1
-				h.WriteSpec(s)
+				return h.WriteSpec(s)
 			},
 			wantErr: hooks.ErrUnmappedRoot,
 		},
 		{
-			name:    "bad options",
-			setup:   func(_ *fakehost.Host, o *hooks.Options, _ *string) { o.ProcRoot = "proc"; o.Limit.Depth = 0 },
+			name: "bad options",
+			setup: func(_ *fakehost.Host, o *hooks.Options, _ *string) error {
+				o.ProcRoot, o.Limit.Depth = "proc", 0
+				return nil
+			},
 			wantErr: hooks.ErrBadOptions,
 			wantMsg: []string{"proc:", "max-depth"},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := fakehost.New(t)
+			h := fakehost.New(t, fakehost.WithContainer())
 			o := optionsFor(h)
 			state := h.State()
 			if tc.setup != nil {
-				tc.setup(h, &o, &state)
+				if err := tc.setup(h, &o, &state); err != nil {
+					t.Fatal(err)
+				}
 			}
 			err := hooks.Run(context.Background(), o, strings.NewReader(state))
 			if tc.wantErr == nil {
@@ -247,7 +269,7 @@ func TestRun(t *testing.T) {
 }
 
 func TestRunCanceled(t *testing.T) {
-	h := fakehost.New(t)
+	h := fakehost.New(t, fakehost.WithContainer())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := hooks.Run(ctx, optionsFor(h), strings.NewReader(h.State())); !errors.Is(err, context.Canceled) {
@@ -257,11 +279,14 @@ func TestRunCanceled(t *testing.T) {
 
 // A systemd-driver pod cgroup given as a slice name is expanded.
 func TestRunSystemdPodCgroup(t *testing.T) {
-	h := fakehost.New(t)
+	h := fakehost.New(t, fakehost.WithContainer())
 	pod := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice"
-	h.WriteFile(filepath.Join(h.Proc, strconv.Itoa(fakehost.PID), "cgroup"), "0::"+pod+"/cri-containerd-ctr1.scope\n")
-	h.WriteFile(h.Path(pod+"/cgroup.max.descendants"), "250\n")
-	h.WriteFile(h.Path(pod+"/cgroup.max.depth"), "50\n")
+	if err := errors.Join(
+		h.WriteFile(filepath.Join(h.Proc, strconv.Itoa(fakehost.PID), "cgroup"), "0::"+pod+"/cri-containerd-ctr1.scope\n"),
+		h.SetPodBounds(pod, "250", "50"),
+	); err != nil {
+		t.Fatal(err)
+	}
 	for _, podFlag := range []string{"", "kubepods-burstable-pod1.slice", pod} {
 		t.Run("pod-cgroup="+podFlag, func(t *testing.T) {
 			o := optionsFor(h)
@@ -287,7 +312,7 @@ func TestRunDelegation(t *testing.T) {
 	delegated := []string{"", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"}
 	tests := []struct {
 		name  string
-		setup func(h *fakehost.Host)
+		setup func(h *fakehost.Host) error
 		// wantUID/wantGID own the owned files afterwards (0:0: not
 		// chowned); kept files, and the pod cgroup, are never chowned.
 		wantUID, wantGID int
@@ -299,36 +324,40 @@ func TestRunDelegation(t *testing.T) {
 		},
 		{
 			name:    "userns root maps to 100000:100001",
-			setup:   func(h *fakehost.Host) { h.WriteSpec(fakehost.UserNSSpec(100000, 100001)) },
+			setup:   func(h *fakehost.Host) error { return h.WriteSpec(fakehost.UserNSSpec(100000, 100001)) },
 			wantUID: 100000, wantGID: 100001,
 			owned: delegated, kept: []string{"memory.max"},
 		},
 		{
 			name: "userns with the kernel's delegate list",
-			setup: func(h *fakehost.Host) {
-				h.WriteSpec(fakehost.UserNSSpec(65536, 65536))
-				h.WriteFile(filepath.Join(h.Sysfs, "kernel", "cgroup", "delegate"), "cgroup.procs\ncgroup.threads\ncgroup.subtree_control\nmemory.reclaim\n")
-				h.WriteFile(h.Path(fakehost.Cgroup+"/memory.reclaim"), "")
+			setup: func(h *fakehost.Host) error {
+				return errors.Join(
+					h.WriteSpec(fakehost.UserNSSpec(65536, 65536)),
+					h.WriteDelegate("cgroup.procs", "cgroup.threads", "cgroup.subtree_control", "memory.reclaim"),
+					h.WriteFile(h.Path(fakehost.Cgroup+"/memory.reclaim"), ""),
+				)
 			},
 			wantUID: 65536, wantGID: 65536,
 			owned: append([]string{"memory.reclaim"}, delegated...), kept: []string{"memory.max"},
 		},
 		{
 			name: "userns joined by path: maps from /proc/<pid>",
-			setup: func(h *fakehost.Host) {
-				h.WriteSpec(&specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{
-					{Type: specs.UserNamespace, Path: "/proc/1000/ns/user"}, {Type: specs.CgroupNamespace},
-				}}})
+			setup: func(h *fakehost.Host) error {
 				dir := filepath.Join(h.Proc, strconv.Itoa(fakehost.PID))
-				h.WriteFile(filepath.Join(dir, "uid_map"), "         0     200000      65536\n")
-				h.WriteFile(filepath.Join(dir, "gid_map"), "         0     200000      65536\n")
+				return errors.Join(
+					h.WriteSpec(&specs.Spec{Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{
+						{Type: specs.UserNamespace, Path: "/proc/1000/ns/user"}, {Type: specs.CgroupNamespace},
+					}}}),
+					h.WriteFile(filepath.Join(dir, "uid_map"), "         0     200000      65536\n"),
+					h.WriteFile(filepath.Join(dir, "gid_map"), "         0     200000      65536\n"),
+				)
 			},
 			wantUID: 200000, wantGID: 200000,
 			owned: delegated,
 		},
 		{
 			name:  "userns with root mapped to host root: no chown",
-			setup: func(h *fakehost.Host) { h.WriteSpec(fakehost.UserNSSpec(0, 0)) },
+			setup: func(h *fakehost.Host) error { return h.WriteSpec(fakehost.UserNSSpec(0, 0)) },
 			owned: delegated,
 		},
 	}
@@ -337,9 +366,11 @@ func TestRunDelegation(t *testing.T) {
 			if os.Geteuid() != 0 && tc.wantUID != 0 {
 				t.Skip("the chown needs root: only root can hand temp files to another UID")
 			}
-			h := fakehost.New(t)
+			h := fakehost.New(t, fakehost.WithContainer())
 			if tc.setup != nil {
-				tc.setup(h)
+				if err := tc.setup(h); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if err := hooks.Run(context.Background(), optionsFor(h), strings.NewReader(h.State())); err != nil {
 				t.Fatalf("Run: %v", err)

@@ -3,8 +3,6 @@ package nri
 import (
 	"context"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,22 +10,12 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 )
 
 func testConfig(t *testing.T) config.Config {
 	t.Helper()
-	dir := t.TempDir()
-	root := filepath.Join(dir, "cgroup")
-	table := "24 1 0:23 / " + root + " rw,relatime - cgroup2 cgroup2 rw,nsdelegate\n"
-	if err := os.WriteFile(filepath.Join(dir, "mountinfo"), []byte(table), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := config.Default()
-	c.CgroupRoot = root
-	c.MountinfoPath = filepath.Join(dir, "mountinfo")
-	c.FeatureFile = filepath.Join(dir, "feature")
-	c.StatusFile = filepath.Join(dir, "status.json")
-	return c
+	return fakehost.New(t).Config()
 }
 
 func TestConfigureBlob(t *testing.T) {

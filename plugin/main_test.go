@@ -11,28 +11,24 @@ import (
 	"time"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/version"
 )
 
-// statusHost writes a mount table and a config pointing at it.
+// statusHost builds a host and a config pointing at it.
 func statusHost(t *testing.T, nsdelegate bool, publish bool) string {
 	t.Helper()
-	dir := t.TempDir()
-	opts := "rw"
+	mounts := fakehost.NoNsdelegate
 	if nsdelegate {
-		opts = "rw,nsdelegate"
+		mounts = fakehost.Nsdelegate
 	}
-	root := filepath.Join(dir, "cgroup")
-	table := "24 1 0:23 / " + root + " rw,relatime - cgroup2 cgroup2 " + opts + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "mountinfo"), []byte(table), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	statusFile := filepath.Join(dir, "status.json")
-	cfg := "cgroupRoot: " + root + "\nmountinfoPath: " + filepath.Join(dir, "mountinfo") + "\nstatusFile: " + statusFile + "\n"
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+	h := fakehost.New(t, fakehost.WithMounts(mounts))
+	statusFile := h.StatusFile
+	cfg := "cgroupRoot: " + h.CgroupRoot + "\nmountinfoPath: " + h.Mountinfo + "\nstatusFile: " + statusFile + "\n"
+	cfgPath := filepath.Join(h.Dir, "config.yaml")
+	if err := h.WriteFile(cfgPath, cfg); err != nil {
 		t.Fatal(err)
 	}
 	if publish {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
+	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
@@ -30,7 +31,7 @@ func (f fixedPlugin) CreateContainer(context.Context, *api.PodSandbox, *api.Cont
 	return proto.Clone(f.adj).(*api.ContainerAdjustment), nil, nil
 }
 
-func newFixedPlugin(h *FakeHost) (any, error) {
+func newFixedPlugin(h *fakehost.Host) (any, error) {
 	p, err := nri.New(h.Config(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, err
@@ -57,20 +58,17 @@ func newFixedPlugin(h *FakeHost) (any, error) {
 func BenchmarkCreateContainer(b *testing.B) {
 	cases := []struct {
 		name   string
-		plugin func(*FakeHost) (any, error)
+		plugin func(*fakehost.Host) (any, error)
 		ann    map[string]string
 	}{
-		{"noop", func(*FakeHost) (any, error) { return noopPlugin{}, nil }, nil},
+		{"noop", func(*fakehost.Host) (any, error) { return noopPlugin{}, nil }, nil},
 		{"fixed-writable-adjustment", newFixedPlugin, map[string]string{annotations.WritableCgroups.Name: "true"}},
 		{"cgdelegate-default", newPlugin, nil},
 		{"cgdelegate-writable", newPlugin, map[string]string{annotations.WritableCgroups.Name: "true"}},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			host, err := NewFakeHost(b.TempDir(), true)
-			if err != nil {
-				b.Fatal(err)
-			}
+			host := fakehost.New(b)
 			if err := host.AddPodCgroup(cgroupfsParent); err != nil {
 				b.Fatal(err)
 			}
@@ -108,7 +106,7 @@ func BenchmarkCreateContainer(b *testing.B) {
 	}
 }
 
-func newPlugin(h *FakeHost) (any, error) {
+func newPlugin(h *fakehost.Host) (any, error) {
 	return nri.New(h.Config(), slog.New(slog.DiscardHandler))
 }
 
@@ -120,10 +118,7 @@ func BenchmarkHandler(b *testing.B) {
 		ann  map[string]string
 	}{{"default", nil}, {"writable", map[string]string{annotations.WritableCgroups.Name: "true"}}} {
 		b.Run(tc.name, func(b *testing.B) {
-			host, err := NewFakeHost(b.TempDir(), true)
-			if err != nil {
-				b.Fatal(err)
-			}
+			host := fakehost.New(b)
 			if err := host.AddPodCgroup(cgroupfsParent); err != nil {
 				b.Fatal(err)
 			}

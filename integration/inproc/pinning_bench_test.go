@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
@@ -22,10 +23,7 @@ const benchSharedContainers = 50
 // and a pod with an 8-CPU budget and 50 shared containers.
 func pinningBenchPod(b *testing.B) (config.Config, *api.PodSandbox, []*api.Container) {
 	b.Helper()
-	host, err := NewFakeHost(b.TempDir(), true)
-	if err != nil {
-		b.Fatal(err)
-	}
+	host := fakehost.New(b)
 	if err := host.InstallSysfs(topologyTree); err != nil {
 		b.Fatal(err)
 	}

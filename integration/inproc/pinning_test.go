@@ -16,6 +16,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
@@ -33,7 +34,7 @@ const (
 // ttrpc, and a model of what the runtime keeps for every container.
 type pinEnv struct {
 	t    *testing.T
-	host *FakeHost
+	host *fakehost.Host
 	cfg  config.Config
 	rt   *Runtime
 	p    *nri.Plugin
@@ -43,10 +44,7 @@ type pinEnv struct {
 
 func setupPinning(t *testing.T, mutate func(*config.Config)) *pinEnv {
 	t.Helper()
-	host, err := NewFakeHost(t.TempDir(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	host := fakehost.New(t)
 	if err := host.InstallSysfs(topologyTree); err != nil {
 		t.Fatal(err)
 	}
@@ -742,7 +740,7 @@ func TestPinningWritableRefusalHoldsNoCPUs(t *testing.T) {
 	pod := WithPodResources(Pod("w", "p1", cgroupfsParent, writable("")), 2000, 2000, gi)
 	e.mustRunPod(pod)
 
-	if err := e.host.SetNsdelegate(false); err != nil {
+	if err := e.host.Remount(fakehost.NoNsdelegate); err != nil {
 		t.Fatal(err)
 	}
 	_, err := e.create(pod, Container(pod, "refused", WithGuaranteedCPUs(1, gi)))
@@ -754,7 +752,7 @@ func TestPinningWritableRefusalHoldsNoCPUs(t *testing.T) {
 		t.Fatalf("refused container holds cpus: %+v", st.Pods)
 	}
 
-	if err := e.host.SetNsdelegate(true); err != nil {
+	if err := e.host.Remount(fakehost.Nsdelegate); err != nil {
 		t.Fatal(err)
 	}
 	resp := e.mustCreate(pod, Container(pod, "ok", WithGuaranteedCPUs(1, gi)))

@@ -1,23 +1,9 @@
 package inproc
 
-import (
-	"fmt"
-	"os"
-
-	"github.com/containerd/nri/pkg/api"
-)
+import "github.com/containerd/nri/pkg/api"
 
 // cfsPeriod is the CFS period the kubelet writes, in µs.
 const cfsPeriod = 100000
-
-// InstallSysfs copies a sysfs tree, such as a CPU topology tree from
-// internal/topology/testdata, into the fake host's /sys.
-func (h *FakeHost) InstallSysfs(src string) error {
-	if err := os.CopyFS(h.Sysfs, os.DirFS(src)); err != nil {
-		return fmt.Errorf("install sysfs tree %q: %w", src, err)
-	}
-	return nil
-}
 
 // LinuxResources builds resources the way the kubelet converts a CPU
 // request and limit (millicores, 0 for unset) and a memory limit (bytes,

@@ -14,6 +14,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/feature"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
@@ -24,7 +25,7 @@ const (
 )
 
 type env struct {
-	host *FakeHost
+	host *fakehost.Host
 	rt   *Runtime
 	p    *nri.Plugin
 	adv  *advert.Advertiser
@@ -33,10 +34,11 @@ type env struct {
 // setup starts a runtime side and connects the real plugin to it over ttrpc.
 func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config)) *env {
 	t.Helper()
-	host, err := NewFakeHost(t.TempDir(), nsdelegate)
-	if err != nil {
-		t.Fatal(err)
+	mounts := fakehost.NoNsdelegate
+	if nsdelegate {
+		mounts = fakehost.Nsdelegate
 	}
+	host := fakehost.New(t, fakehost.WithMounts(mounts))
 	for _, parent := range []string{cgroupfsParent, systemdParent} {
 		if err := host.AddPodCgroup(parent); err != nil {
 			t.Fatal(err)
@@ -239,7 +241,7 @@ func TestRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := setup(t, tc.nsdel, nil)
 			if tc.v1 {
-				if err := e.host.SetCgroupV1(); err != nil {
+				if err := e.host.Remount(fakehost.CgroupV1); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -268,7 +270,7 @@ func TestNsdelegateDroppedAfterStart(t *testing.T) {
 	if _, err := e.create(t, pod, Container(pod, "first")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.host.SetNsdelegate(false); err != nil {
+	if err := e.host.Remount(fakehost.NoNsdelegate); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.create(t, pod, Container(pod, "second")); err == nil || !strings.Contains(err.Error(), "nsdelegate") {
@@ -341,7 +343,7 @@ func TestFeatureFileFollowsHost(t *testing.T) {
 	if got := read(); got != feature.Content(true) {
 		t.Fatalf("after Configure: %q", got)
 	}
-	if err := e.host.SetNsdelegate(false); err != nil {
+	if err := e.host.Remount(fakehost.NoNsdelegate); err != nil {
 		t.Fatal(err)
 	}
 	e.adv.Refresh()

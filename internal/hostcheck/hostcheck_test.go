@@ -137,7 +137,7 @@ func TestCheckerProcfsCaches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.pollOK {
+	if c.w == nil || !c.w.procfs {
 		t.Fatal("procfs mount table should use poll-based change detection")
 	}
 	second, err := c.Check()
@@ -188,6 +188,41 @@ func TestWatchCallsPeriodically(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("Watch did not call fn")
 		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch returned %v, want context.Canceled", err)
+	}
+}
+
+// A rewritten plain table is reported long before the interval.
+func TestWatchSeesPlainFileChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(path, []byte(mountsV2Nsdelegate), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := make(chan struct{}, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(ctx, path, time.Hour, func() { calls <- struct{}{} })
+	}()
+	// Watch may open the table after any one write: keep rewriting it.
+	tables := []string{mountsV2Plain, mountsV2Nsdelegate}
+	deadline := time.After(5 * time.Second)
+	for i := 0; ; i++ {
+		if err := os.WriteFile(path, []byte(tables[i%2]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-calls:
+		case <-time.After(100 * time.Millisecond):
+			continue
+		case <-deadline:
+			t.Fatal("Watch did not report the rewritten table")
+		}
+		break
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -281,5 +316,39 @@ func TestCheckerNeverCachesUnsafe(t *testing.T) {
 	c.MaxAge = 0
 	if st, _ := c.Check(); !errors.Is(st.Err(), ErrNoNsdelegate) {
 		t.Fatalf("past MaxAge the table must be re-read, got %v", st.Err())
+	}
+}
+
+// BenchmarkCheck measures the hot path of Check, the one every container
+// creation takes: a safe verdict served from the cache after asking the
+// kernel (procfs) or the file system (plain file) whether the table changed.
+func BenchmarkCheck(b *testing.B) {
+	plain := filepath.Join(b.TempDir(), "mountinfo")
+	if err := os.WriteFile(plain, []byte(mountsV2Nsdelegate), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name, path, root string
+	}{
+		{"plain", plain, "/sys/fs/cgroup"},
+		// No build machine has cgroup2 with nsdelegate: take the real
+		// procfs table and poll(2), and pretend its verdict was safe.
+		{"procfs", "/proc/self/mountinfo", "/"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := NewChecker(bc.path, bc.root)
+			defer c.Close()
+			if _, err := c.Check(); err != nil {
+				b.Skip(err)
+			}
+			c.last = Status{CgroupRoot: bc.root, Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}
+			c.MaxAge = time.Hour
+			for b.Loop() {
+				st, err := c.Check()
+				if err != nil || st.Err() != nil {
+					b.Fatal(err, st.Err())
+				}
+			}
+		})
 	}
 }

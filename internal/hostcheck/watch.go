@@ -1,30 +1,167 @@
 package hostcheck
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
+// tableWatcher keeps a mount table open and tells whether it changed. It is
+// the one change detector behind both Checker and Watch.
+//
+// On procfs (/proc/<pid>/mountinfo) the kernel raises POLLPRI|POLLERR on the
+// open file once per mount, umount or remount in that mount namespace, and
+// the poll(2) that sees it consumes it. Any other file (fixtures, copies) is
+// compared by inode, size and modification time with the version last
+// seen, so a rewrite or a rename over the path counts as a change.
+type tableWatcher struct {
+	path   string
+	f      *os.File
+	fd     int32
+	procfs bool
+	// stamp is the version of a plain file last opened or reported.
+	stamp fileStamp
+	// read is set once the open file has been read: the next read must
+	// rewind (procfs) or reopen (plain files).
+	read bool
+}
+
+// fileStamp identifies one version of a regular file; the zero value
+// stands for a missing file.
+type fileStamp struct {
+	ino, size uint64
+	mtime     unix.Timespec
+}
+
+func stampOf(st *unix.Stat_t) fileStamp {
+	return fileStamp{ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim}
+}
+
+// openTable opens the mount table at path.
+func openTable(path string) (*tableWatcher, error) {
+	w := &tableWatcher{path: path}
+	if err := w.open(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// open (re)opens the table and finds out how to watch it.
+func (w *tableWatcher) open() error {
+	_ = w.Close()
+	f, err := os.Open(w.path)
+	if err != nil {
+		return fmt.Errorf("open mount table %q: %w", w.path, err)
+	}
+	w.f, w.fd, w.read = f, int32(f.Fd()), false
+	var sfs unix.Statfs_t
+	w.procfs = unix.Fstatfs(int(w.fd), &sfs) == nil && sfs.Type == unix.PROC_SUPER_MAGIC
+	if !w.procfs {
+		// Stamp the opened file, not the path: a file renamed over the
+		// path after the open must still be seen as a change.
+		var st unix.Stat_t
+		if unix.Fstat(int(w.fd), &st) == nil {
+			w.stamp = stampOf(&st)
+		}
+	}
+	return nil
+}
+
+// Close releases the table.
+func (w *tableWatcher) Close() error {
+	if w.f == nil {
+		return nil
+	}
+	err := w.f.Close()
+	w.f = nil
+	return err
+}
+
+// changed reports whether the table changed since it was opened or last
+// reported as changed, waiting up to timeout for a change (0: do not wait)
+// or until done is closed.
+func (w *tableWatcher) changed(done <-chan struct{}, timeout time.Duration) (bool, error) {
+	if w.procfs {
+		fds := []unix.PollFd{{Fd: w.fd, Events: unix.POLLPRI}}
+		for {
+			n, err := unix.Poll(fds, int(timeout/time.Millisecond))
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				return true, fmt.Errorf("poll mount table %q: %w", w.path, err)
+			}
+			return n > 0 && fds[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0, nil
+		}
+	}
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		select {
+		case <-done:
+			t.Stop()
+			return false, nil
+		case <-t.C:
+		}
+	}
+	var st unix.Stat_t
+	now := fileStamp{}
+	if unix.Stat(w.path, &st) == nil {
+		now = stampOf(&st)
+	}
+	if now == w.stamp {
+		return false, nil
+	}
+	w.stamp = now
+	return true, nil
+}
+
+// readAll reads the current table into buf, replacing its contents. A
+// change that happens during the read is reported by the next changed.
+func (w *tableWatcher) readAll(buf *bytes.Buffer) error {
+	if w.read {
+		if w.procfs {
+			if _, err := w.f.Seek(0, io.SeekStart); err != nil {
+				return fmt.Errorf("rewind mount table %q: %w", w.path, err)
+			}
+		} else if err := w.open(); err != nil {
+			// A plain file may have been replaced by rename.
+			return err
+		}
+	}
+	if w.procfs {
+		// Consume any pending notification: it is older than this read.
+		// Best effort: after a failed poll the next changed fails too, and
+		// the Checker re-reads.
+		_, _ = w.changed(nil, 0)
+	}
+	w.read = true
+	buf.Reset()
+	if _, err := buf.ReadFrom(w.f); err != nil {
+		return fmt.Errorf("read mount table %q: %w", w.path, err)
+	}
+	return nil
+}
+
 // Watch calls fn whenever the mount table at mountinfoPath changes, as
-// procfs reports through poll(2), and in any case at least every interval.
-// It returns ctx.Err() when ctx is done, or an error if the table can not
-// be opened.
+// procfs reports through poll(2) (or, for a plain file, as its inode, size
+// or modification time show), and in any case at least every interval. It
+// returns ctx.Err() when ctx is done, or an error if the table can not be
+// opened or polled.
 func Watch(ctx context.Context, mountinfoPath string, interval time.Duration, fn func()) error {
 	if interval <= 0 {
 		return fmt.Errorf("watch %q: interval %v must be positive", mountinfoPath, interval)
 	}
-	f, err := os.Open(mountinfoPath)
+	w, err := openTable(mountinfoPath)
 	if err != nil {
-		return fmt.Errorf("watch mount table %q: %w", mountinfoPath, err)
+		return fmt.Errorf("watch: %w", err)
 	}
-	defer f.Close()
-	var sfs unix.Statfs_t
-	pollable := unix.Fstatfs(int(f.Fd()), &sfs) == nil && sfs.Type == unix.PROC_SUPER_MAGIC
+	defer w.Close()
 
 	// Wake up at least this often to notice ctx.
 	step := min(interval, 250*time.Millisecond)
@@ -33,22 +170,11 @@ func Watch(ctx context.Context, mountinfoPath string, interval time.Duration, fn
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		changed := false
-		if pollable {
-			fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}}
-			n, err := unix.Poll(fds, int(step/time.Millisecond))
-			if err != nil && !errors.Is(err, unix.EINTR) {
-				return fmt.Errorf("poll mount table %q: %w", mountinfoPath, err)
-			}
-			changed = n > 0 && fds[0].Revents&(unix.POLLPRI|unix.POLLERR) != 0
-		} else {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(step):
-			}
+		changed, err := w.changed(ctx.Done(), step)
+		if err != nil {
+			return fmt.Errorf("watch: %w", err)
 		}
-		if changed || time.Since(last) >= interval {
+		if ctx.Err() == nil && (changed || time.Since(last) >= interval) {
 			last = time.Now()
 			fn()
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/opencontainers/cgroups"
 
-	"github.com/cgdelegate/cgdelegate/hooks/internal/fakehost"
+	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/version"
 )
 
@@ -54,112 +54,118 @@ func checkOutput(t *testing.T, code int, stderr string, wantCode int, want strin
 
 type mainCase struct {
 	name     string
-	setup    func(h *fakehost.Host) (args []string, state string)
+	setup    func(h *fakehost.Host) (args []string, state string, err error)
 	wantCode int
 	want     string
 }
 
+// prepare builds a host with the hook's container and applies the setup.
+func (tc mainCase) prepare(t *testing.T) (args []string, state string) {
+	t.Helper()
+	args, state, err := tc.setup(fakehost.New(t, fakehost.WithContainer()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return args, state
+}
+
 func mainCases() []mainCase {
-	writeConfig := func(h *fakehost.Host, yaml string) string {
-		p := filepath.Join(h.Root, "config.yaml")
-		h.WriteFile(p, yaml)
-		return p
+	writeConfig := func(h *fakehost.Host, yaml string) (string, error) {
+		p := filepath.Join(h.Dir, "config.yaml")
+		return p, h.WriteFile(p, yaml)
 	}
 	return []mainCase{
 		{
 			name:  "success",
-			setup: func(h *fakehost.Host) ([]string, string) { return h.Args(), h.State() },
+			setup: func(h *fakehost.Host) ([]string, string, error) { return h.Args(), h.State(), nil },
 		},
 		{
 			name: "no nsdelegate",
-			setup: func(h *fakehost.Host) ([]string, string) {
-				h.WriteMountinfo(h.CgroupV2Line("rw"))
-				return h.Args(), h.State()
+			setup: func(h *fakehost.Host) ([]string, string, error) {
+				return h.Args(), h.State(), h.Remount(fakehost.NoNsdelegate)
 			},
 			wantCode: 1, want: "host cgroup2 mount lacks nsdelegate",
 		},
 		{
 			name: "same cgroupns",
-			setup: func(h *fakehost.Host) ([]string, string) {
-				h.SetCgroupNS(fakehost.HostCgroupNS, fakehost.HostCgroupNS)
-				return h.Args(), h.State()
+			setup: func(h *fakehost.Host) ([]string, string, error) {
+				return h.Args(), h.State(), h.SetCgroupNS(fakehost.HostCgroupNS, fakehost.HostCgroupNS)
 			},
 			wantCode: 1, want: "container shares the host cgroup namespace",
 		},
 		{
 			name: "bounds missing",
-			setup: func(h *fakehost.Host) ([]string, string) {
-				h.SetBounds("max", "max")
-				return h.Args(), h.State()
+			setup: func(h *fakehost.Host) ([]string, string, error) {
+				return h.Args(), h.State(), h.SetPodBounds(fakehost.PodCgroup, "max", "max")
 			},
 			wantCode: 1, want: "pod cgroup bounds not in place",
 		},
 		{
 			name:     "bad state JSON",
-			setup:    func(h *fakehost.Host) ([]string, string) { return h.Args(), "not json" },
+			setup:    func(h *fakehost.Host) ([]string, string, error) { return h.Args(), "not json", nil },
 			wantCode: 1, want: "invalid OCI state on stdin",
 		},
 		{
 			name:     "unknown flag",
-			setup:    func(h *fakehost.Host) ([]string, string) { return []string{"--bogus"}, h.State() },
+			setup:    func(h *fakehost.Host) ([]string, string, error) { return []string{"--bogus"}, h.State(), nil },
 			wantCode: 1, want: "flag provided but not defined: -bogus",
 		},
 		{
 			name:     "extra argument",
-			setup:    func(h *fakehost.Host) ([]string, string) { return append(h.Args(), "prestart"), h.State() },
+			setup:    func(h *fakehost.Host) ([]string, string, error) { return append(h.Args(), "prestart"), h.State(), nil },
 			wantCode: 1, want: "unexpected arguments",
 		},
 		{
 			name: "config lowers the limit below the pod bounds",
-			setup: func(h *fakehost.Host) ([]string, string) {
-				cfg := writeConfig(h, "maxDescendants: 100\n")
-				return append(h.Args(), "--config", cfg), h.State()
+			setup: func(h *fakehost.Host) ([]string, string, error) {
+				cfg, err := writeConfig(h, "maxDescendants: 100\n")
+				return append(h.Args(), "--config", cfg), h.State(), err
 			},
 			wantCode: 1, want: "want at most cgroup.max.descendants=100",
 		},
 		{
 			name: "flags win over config",
-			setup: func(h *fakehost.Host) ([]string, string) {
-				cfg := writeConfig(h, "maxDescendants: 100\nprocRoot: /nonexistent\n")
-				return append([]string{"--config", cfg, "--max-descendants", "250"}, h.Args()...), h.State()
+			setup: func(h *fakehost.Host) ([]string, string, error) {
+				cfg, err := writeConfig(h, "maxDescendants: 100\nprocRoot: /nonexistent\n")
+				return append([]string{"--config", cfg, "--max-descendants", "250"}, h.Args()...), h.State(), err
 			},
 		},
 		{
 			name: "config paths are used",
-			setup: func(h *fakehost.Host) ([]string, string) {
-				cfg := writeConfig(h, "cgroupRoot: "+h.CgroupRoot+"\nmountinfoPath: "+h.Mountinfo+
+			setup: func(h *fakehost.Host) ([]string, string, error) {
+				cfg, err := writeConfig(h, "cgroupRoot: "+h.CgroupRoot+"\nmountinfoPath: "+h.Mountinfo+
 					"\nprocRoot: "+h.Proc+"\nsysfsRoot: "+h.Sysfs+"\n")
-				return []string{"--config", cfg}, h.State()
+				return []string{"--config", cfg}, h.State(), err
 			},
 		},
 		{
 			name: "invalid config is one line",
-			setup: func(h *fakehost.Host) ([]string, string) {
-				cfg := writeConfig(h, "maxDescendants: -1\nmaxDepth: -1\n")
-				return []string{"--config", cfg}, h.State()
+			setup: func(h *fakehost.Host) ([]string, string, error) {
+				cfg, err := writeConfig(h, "maxDescendants: -1\nmaxDepth: -1\n")
+				return []string{"--config", cfg}, h.State(), err
 			},
 			wantCode: 1, want: "maxDescendants: -1 must be at least 1; maxDepth: -1",
 		},
 		{
 			name: "config zero is not the default",
-			setup: func(h *fakehost.Host) ([]string, string) {
-				cfg := writeConfig(h, "maxDepth: 0\n")
-				return []string{"--config", cfg}, h.State()
+			setup: func(h *fakehost.Host) ([]string, string, error) {
+				cfg, err := writeConfig(h, "maxDepth: 0\n")
+				return []string{"--config", cfg}, h.State(), err
 			},
 			wantCode: 1, want: "maxDepth: 0 must be at least 1",
 		},
 		{
 			name: "config type error names key and value",
-			setup: func(h *fakehost.Host) ([]string, string) {
-				cfg := writeConfig(h, "maxDescendants: lots\nguard: no\n")
-				return []string{"--config", cfg}, h.State()
+			setup: func(h *fakehost.Host) ([]string, string, error) {
+				cfg, err := writeConfig(h, "maxDescendants: lots\nguard: no\n")
+				return []string{"--config", cfg}, h.State(), err
 			},
 			wantCode: 1, want: `maxDescendants: "lots" is not a whole number; guard: "no" is not one of enforce, warn, off`,
 		},
 		{
 			name: "missing config",
-			setup: func(h *fakehost.Host) ([]string, string) {
-				return []string{"--config", filepath.Join(h.Root, "nope.yaml")}, h.State()
+			setup: func(h *fakehost.Host) ([]string, string, error) {
+				return []string{"--config", filepath.Join(h.Dir, "nope.yaml")}, h.State(), nil
 			},
 			wantCode: 1, want: "open config",
 		},
@@ -169,7 +175,7 @@ func mainCases() []mainCase {
 func TestRealMain(t *testing.T) {
 	for _, tc := range mainCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			args, state := tc.setup(fakehost.New(t))
+			args, state := tc.prepare(t)
 			var stderr bytes.Buffer
 			code := realMain(args, strings.NewReader(state), io.Discard, &stderr)
 			t.Logf("exit %d, stderr: %s", code, stderr.String())
@@ -246,7 +252,7 @@ func execHook(t *testing.T, args []string, stdin string) (code int, stdout, stde
 func TestExecMain(t *testing.T) {
 	for _, tc := range mainCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			args, state := tc.setup(fakehost.New(t))
+			args, state := tc.prepare(t)
 			code, stdout, stderr := execHook(t, args, state)
 			if stdout != "" {
 				t.Errorf("stdout %q, want nothing", stdout)

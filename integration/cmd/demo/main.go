@@ -21,6 +21,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/integration/inproc"
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
+	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
@@ -37,7 +38,7 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	host, err := inproc.NewFakeHost(dir, true)
+	host, err := fakehost.NewInDir(dir)
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func run(ctx context.Context, out io.Writer) error {
 
 	say("")
 	say("now nsdelegate disappears (someone remounts the host cgroup2 without it)...")
-	if err := host.SetNsdelegate(false); err != nil {
+	if err := host.Remount(fakehost.NoNsdelegate); err != nil {
 		return err
 	}
 	ctr := inproc.Container(pod, "builder")
@@ -126,7 +127,7 @@ func describe(say func(string, ...any), ctr *api.Container, adj *api.ContainerAd
 	}
 }
 
-func podFile(h *inproc.FakeHost, parent, file string) string {
+func podFile(h *fakehost.Host, parent, file string) string {
 	v, err := h.ReadPodFile(parent, file)
 	if err != nil {
 		return "(" + err.Error() + ")"

@@ -1,11 +1,12 @@
 package inspect
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // Mount is one /proc/<pid>/mountinfo entry, reduced to what the scenarios
@@ -31,58 +32,30 @@ func (m Mount) String() string {
 		strings.Join(m.Options, ","), strings.Join(m.SuperOpts, ","))
 }
 
-// unescape undoes mountinfo's octal escapes (\040 for space, ...).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			var v int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // ParseMountinfo reads mountinfo entries from r, in order.
 func ParseMountinfo(r io.Reader) ([]Mount, error) {
 	var out []Mount
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			return nil, fmt.Errorf("mountinfo: no separator in %q", line)
-		}
-		f := strings.Fields(pre)
-		g := strings.Fields(post)
-		if len(f) < 6 || len(g) < 2 {
-			return nil, fmt.Errorf("mountinfo: short line %q", line)
-		}
-		m := Mount{
-			Root: unescape(f[3]), Point: unescape(f[4]), Options: strings.Split(f[5], ","),
-			FSType: g[0], Source: unescape(g[1]),
-		}
-		if len(g) > 2 {
-			m.SuperOpts = strings.Split(g[2], ",")
-		}
-		out = append(out, m)
-	}
-	if err := sc.Err(); err != nil {
+	// The filter converts each entry and skips it, so that the parser's own
+	// list stays empty.
+	_, err := mountinfo.GetMountsFromReader(r, func(i *mountinfo.Info) (skip, stop bool) {
+		out = append(out, fromInfo(i))
+		return true, false
+	})
+	if err != nil {
 		return nil, fmt.Errorf("mountinfo: %w", err)
 	}
 	return out, nil
+}
+
+func fromInfo(i *mountinfo.Info) Mount {
+	m := Mount{
+		Root: i.Root, Point: i.Mountpoint, Options: strings.Split(i.Options, ","),
+		FSType: i.FSType, Source: i.Source,
+	}
+	if i.VFSOptions != "" {
+		m.SuperOpts = strings.Split(i.VFSOptions, ",")
+	}
+	return m
 }
 
 // TopMount returns the last (visible, top-most) mount at point.
