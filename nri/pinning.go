@@ -8,6 +8,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
+	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
 // pinningEvents are the events the CPU policy needs besides CreateContainer
@@ -31,24 +32,26 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	return nil
 }
 
-// pinContainer places a container and records its cpuset, memory nodes,
-// quota and stamp in *adj (made if nil). It returns the updates for the
-// other containers whose pool shrank. On error nothing changed.
-func (p *Plugin) pinContainer(pod *api.PodSandbox, ctr *api.Container, adj **api.ContainerAdjustment) ([]*api.ContainerUpdate, error) {
+// adjust turns the plan into the container's adjustment and, when pinning
+// is on, places the container and adds its cpuset, memory nodes, quota and
+// stamp. It returns the updates for the other containers whose pool shrank.
+// On error nothing changed.
+func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.Plan) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	pn := p.pin.Load()
 	if !pn.Active() {
-		return nil, nil
+		return plan.Adjustment(), nil, nil
 	}
 	a, upd, err := pn.AddContainer(pod, ctr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if *adj == nil {
-		*adj = &api.ContainerAdjustment{}
+	adj := plan.NewAdjustment() // the plan's own may be shared
+	if adj == nil {
+		adj = &api.ContainerAdjustment{}
 	}
-	pinning.Adjust(*adj, a)
+	pinning.Adjust(adj, a)
 	p.eventLog(pod, ctr).Info("cpus assigned", "pool", a.Pool, "cpus", a.CPUs.String(), "mems", a.Mems.String(), "updates", len(upd))
-	return pinning.Updates(upd), nil
+	return adj, pinning.Updates(upd), nil
 }
 
 // StopContainer returns a stopped container's CPUs to its pool and widens

@@ -44,11 +44,18 @@ type host struct {
 	bounds  *cgroupfs.PodBounds
 }
 
-func (p *Plugin) newHost(cfg config.Config) *host {
+// newHost builds the host for cfg. The mount-table checker of old is kept
+// when it looks at the same table and root, so a running WatchHost goes on
+// feeding it.
+func (p *Plugin) newHost(cfg config.Config, old *host) *host {
 	fs := cgroupfs.New(cfg.CgroupRoot, cfg.SysfsRoot)
+	checker := hostcheck.NewChecker(cfg.MountinfoPath, cfg.CgroupRoot)
+	if old != nil && old.cfg.MountinfoPath == cfg.MountinfoPath && old.cfg.CgroupRoot == cfg.CgroupRoot {
+		checker = old.checker
+	}
 	return &host{
 		cfg:     cfg,
-		checker: hostcheck.NewChecker(cfg.MountinfoPath, cfg.CgroupRoot),
+		checker: checker,
 		decider: writable.New(cfg, p.opts.admission...),
 		fs:      fs,
 		bounds:  cgroupfs.NewPodBounds(fs),
@@ -66,6 +73,8 @@ type Plugin struct {
 	pin     atomic.Pointer[pinning.Pinner]
 	send    *pinning.Sender
 	runtime atomic.Pointer[runtimeInfo]
+	// stopWatch ends the WatchHost round of a replaced checker.
+	stopWatch atomic.Pointer[context.CancelFunc]
 }
 
 // runtimeInfo is what Configure said about the runtime.
@@ -84,7 +93,7 @@ func New(base config.Config, log *slog.Logger, opts ...Option) (*Plugin, error) 
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Plugin{log: log, base: base, opts: newOptions(opts)}
-	p.h.Store(p.newHost(base))
+	p.h.Store(p.newHost(base, nil))
 	p.pin.Store(pinning.New(base, log))
 	p.send = pinning.NewSender(log, p.opts.metrics, p.pin.Load)
 	return p, nil
@@ -102,6 +111,29 @@ func (p *Plugin) Config() config.Config { return p.h.Load().cfg }
 
 // HostStatus is the mount-table verdict now.
 func (p *Plugin) HostStatus() (hostcheck.Status, error) { return p.h.Load().checker.Check() }
+
+// WatchHost watches the host mount table in the background until ctx is
+// done, so the safety check on every CreateContainer costs no system call
+// (hostcheck.Checker.Run); it follows the checker a Configure puts in
+// place. Without it every CreateContainer asks the kernel.
+func (p *Plugin) WatchHost(ctx context.Context) error {
+	for {
+		c := p.h.Load().checker
+		round, stop := context.WithCancel(ctx)
+		p.stopWatch.Store(&stop)
+		var err error
+		if p.h.Load().checker == c { // not replaced meanwhile
+			err = c.Run(round)
+		}
+		stop()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+}
 
 // Runtime is the runtime seen in Configure; nil before it.
 func (p *Plugin) Runtime() *status.Runtime {
@@ -130,8 +162,15 @@ func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (ap
 	if err != nil {
 		return 0, fmt.Errorf("configure from %s %s: %w", runtime, version, err)
 	}
-	old := p.h.Swap(p.newHost(cfg))
-	_ = old.checker.Close()
+	old := p.h.Load()
+	h := p.newHost(cfg, old)
+	p.h.Store(h)
+	if h.checker != old.checker {
+		_ = old.checker.Close()
+		if stop := p.stopWatch.Load(); stop != nil {
+			(*stop)()
+		}
+	}
 	if pinning.ConfigChanged(old.cfg, cfg) {
 		// Synchronize follows Configure and fills the new policy.
 		p.pin.Store(pinning.New(cfg, p.log))
@@ -162,13 +201,12 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	}
 	defer p.timed("CreateContainer")()
 	h := p.h.Load()
-	plan, err := h.decider.Decide(writable.Input{Pod: pod, Ctr: ctr, Host: h.checker.Check})
+	plan, err := h.decider.Decide(writable.Input{Pod: pod, Ctr: ctr, Host: h.checker})
 	if err == nil && plan.Delegates() {
 		err = p.ensureBounds(h, pod, &plan)
 	}
 	if err == nil {
-		adj = plan.Adjustment()
-		upd, err = p.pinContainer(pod, ctr, &adj)
+		adj, upd, err = p.adjust(pod, ctr, &plan)
 	}
 	if err != nil {
 		p.opts.metrics.Container("refused", err)
@@ -201,7 +239,7 @@ func (p *Plugin) logPlan(pod *api.PodSandbox, ctr *api.Container, plan *writable
 	case plan.Outcome == writable.ReadOnly:
 		p.eventLog(pod, ctr).Info("runtime made cgroups writable; made read-only as annotated", "annotation", plan.Request.Source)
 	case plan.Delegates() && p.log.Enabled(context.Background(), slog.LevelInfo):
-		p.eventLog(pod, ctr).Info("cgroups made writable", "reason", plan.Reason, "podCgroup", plan.PodCgroup,
+		p.eventLog(pod, ctr).Info("cgroups made writable", "reason", plan.Reason(), "podCgroup", plan.PodCgroup,
 			"bounds", plan.Bounds.String(), "addedCgroupNS", plan.Spec.AddCgroupNS)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 )
@@ -53,7 +54,11 @@ type MountState struct {
 func Inspect(mounts []*api.Mount) MountState {
 	var st MountState
 	for _, m := range mounts {
-		switch path.Clean(m.GetDestination()) {
+		d := m.GetDestination()
+		if !strings.Contains(d, "sys") {
+			continue // cleaned, it can be neither /sys nor /sys/fs/cgroup
+		}
+		switch path.Clean(d) {
 		case CgroupMountPoint:
 			st.Mount = m
 		case "/sys":
@@ -84,12 +89,18 @@ func isBind(m *api.Mount) bool {
 // it after entering the container's cgroup namespace, so the container sees
 // its own cgroup as the root.
 func WritableMount() *api.Mount {
-	return &api.Mount{
-		Destination: CgroupMountPoint,
-		Type:        "cgroup2",
-		Source:      "cgroup",
-		Options:     slices.Clone(cgroupMountOptions),
-	}
+	m := &api.Mount{}
+	SetWritableMount(m)
+	m.Options = slices.Clone(m.Options)
+	return m
+}
+
+// SetWritableMount makes m the WritableMount without allocating: its
+// Options are shared with every other mount set this way, so m must be
+// read-only afterwards (as an adjustment handed to NRI is).
+func SetWritableMount(m *api.Mount) {
+	m.Destination, m.Type, m.Source = CgroupMountPoint, "cgroup2", "cgroup"
+	m.Options = cgroupMountOptions[:len(cgroupMountOptions):len(cgroupMountOptions)]
 }
 
 // ReadOnlyMount returns old with rw replaced by ro, for a container that
@@ -142,33 +153,31 @@ func InspectCgroupNS(ctr *api.Container) CgroupNS {
 	return ns
 }
 
-// Plan is the set of changes that make one container's cgroups writable.
+// Plan is the set of changes that make one container's cgroups writable:
+// the WritableMount replaces (or adds) the mount at /sys/fs/cgroup.
 type Plan struct {
-	// Mount replaces (or adds) the mount at /sys/fs/cgroup.
-	Mount *api.Mount
 	// RemoveOld is set when an existing mount at /sys/fs/cgroup must go.
 	RemoveOld bool
 	// AddCgroupNS is set when the spec lacks a cgroup namespace.
 	AddCgroupNS bool
 }
 
-// PlanWritable computes the spec changes for a writable container. It
-// refuses a container that joins someone else's cgroup namespace, since a
-// cgroup2 mount there would expose that namespace's root, and one whose
-// /sys/fs/cgroup is a bind of a host cgroup tree.
-func PlanWritable(ctr *api.Container) (Plan, error) {
+// PlanWritable computes the spec changes for a writable container whose
+// mounts Inspect described as st. It refuses a container that joins someone
+// else's cgroup namespace, since a cgroup2 mount there would expose that
+// namespace's root, and one whose /sys/fs/cgroup is a bind of a host cgroup
+// tree.
+func PlanWritable(ctr *api.Container, st MountState) (Plan, error) {
 	ns := InspectCgroupNS(ctr)
 	if ns.Present && !ns.Private() {
 		return Plan{}, fmt.Errorf("%w: %s; drop the shared namespace or do not request writable cgroups",
 			ErrNoPrivateCgroupNS, ns.Describe())
 	}
-	st := Inspect(ctr.GetMounts())
 	if st.Mount != nil && st.Bind {
 		return Plan{}, fmt.Errorf("%w: source %q; remove that volume or do not request writable cgroups",
 			ErrHostCgroupBind, st.Mount.GetSource())
 	}
 	return Plan{
-		Mount:       WritableMount(),
 		RemoveOld:   st.Mount != nil,
 		AddCgroupNS: !ns.Present,
 	}, nil
@@ -179,7 +188,7 @@ func (p Plan) Apply(adj *api.ContainerAdjustment) {
 	if p.RemoveOld {
 		adj.RemoveMount(CgroupMountPoint)
 	}
-	adj.AddMount(p.Mount)
+	adj.AddMount(WritableMount())
 	if p.AddCgroupNS {
 		adj.AddOrReplaceNamespace(&api.LinuxNamespace{Type: "cgroup"})
 	}

@@ -94,7 +94,7 @@ func TestPlanWritable(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := PlanWritable(tc.c)
+			p, err := PlanWritable(tc.c, Inspect(tc.c.GetMounts()))
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.wantInErr) {
 					t.Fatalf("err = %v, want %v naming %s", err, tc.wantErr, tc.wantInErr)
@@ -107,7 +107,7 @@ func TestPlanWritable(t *testing.T) {
 			if p.RemoveOld != tc.wantRemoveOld || p.AddCgroupNS != tc.wantAddNS {
 				t.Fatalf("plan remove=%v addns=%v, want %v %v", p.RemoveOld, p.AddCgroupNS, tc.wantRemoveOld, tc.wantAddNS)
 			}
-			m := p.Mount
+			m := WritableMount()
 			if m.Destination != "/sys/fs/cgroup" || m.Type != "cgroup2" || !slices.Equal(m.Options, []string{"nosuid", "noexec", "nodev", "relatime", "rw"}) {
 				t.Fatalf("mount = %+v", m)
 			}
@@ -116,6 +116,14 @@ func TestPlanWritable(t *testing.T) {
 			p.Apply(adj)
 			if len(adj.Mounts) != 1+boolInt(tc.wantRemoveOld) {
 				t.Fatalf("adjustment mounts = %v", adj.Mounts)
+			}
+			if got := adj.Mounts[len(adj.Mounts)-1]; got.Destination != m.Destination || got.Type != m.Type || !slices.Equal(got.Options, m.Options) {
+				t.Fatalf("adjustment mount = %+v, want %+v", got, m)
+			}
+			var shared api.Mount
+			SetWritableMount(&shared)
+			if shared.Destination != m.Destination || shared.Type != m.Type || shared.Source != m.Source || !slices.Equal(shared.Options, m.Options) || cap(shared.Options) != len(shared.Options) {
+				t.Fatalf("SetWritableMount = %+v, want %+v with a full slice", &shared, m)
 			}
 			hasNS := adj.GetLinux().GetNamespaces() != nil
 			if hasNS != tc.wantAddNS {

@@ -74,6 +74,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go func() {
+		if err := p.WatchHost(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("mount table watch stopped; every container start re-reads the mount table", "error", err)
+		}
+	}()
+	go func() {
 		if err := adv.Watch(ctx, 10*time.Second); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("mount table watch stopped; the node advertisement is refreshed only on events", "error", err)
 		}

@@ -117,10 +117,8 @@ func PodPath(cgroupParent string) (string, error) {
 	if p == "" {
 		return "", fmt.Errorf("%w: empty cgroup parent", ErrBadPath)
 	}
-	for _, part := range strings.Split(p, "/") {
-		if part == ".." {
-			return "", fmt.Errorf("%w: cgroup parent %q contains \"..\"", ErrBadPath, cgroupParent)
-		}
+	if p == ".." || strings.HasPrefix(p, "../") || strings.HasSuffix(p, "/..") || strings.Contains(p, "/../") {
+		return "", fmt.Errorf("%w: cgroup parent %q contains \"..\"", ErrBadPath, cgroupParent)
 	}
 	if !strings.Contains(p, "/") && strings.HasSuffix(p, ".slice") {
 		expanded, err := systemd.ExpandSlice(p)
@@ -128,6 +126,9 @@ func PodPath(cgroupParent string) (string, error) {
 			return "", fmt.Errorf("%w: systemd slice %q: %w", ErrBadPath, cgroupParent, err)
 		}
 		return expanded, nil
+	}
+	if strings.HasPrefix(p, "/") {
+		return path.Clean(p), nil // no allocation when p is clean already
 	}
 	return path.Clean("/" + p), nil
 }

@@ -47,6 +47,11 @@ func TestPodPath(t *testing.T) {
 		{"kubepods/besteffort/pod1", "/kubepods/besteffort/pod1", nil},
 		{"", "", ErrBadPath},
 		{"/kubepods/../../etc", "", ErrBadPath},
+		{"..", "", ErrBadPath},
+		{"../kubepods", "", ErrBadPath},
+		{"/kubepods/..", "", ErrBadPath},
+		{"/kubepods/pod..1/x", "/kubepods/pod..1/x", nil},
+		{"//kubepods//pod1", "/kubepods/pod1", nil},
 		{"kubepods--bad.slice", "", ErrBadPath},
 	}
 	for _, tc := range tests {

@@ -1,6 +1,9 @@
 package cgroupfs
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // podBoundsMax caps the memo; past it the memo starts over, so a node that
 // never sends RemovePodSandbox can not grow it without bound.
@@ -12,9 +15,17 @@ const podBoundsMax = 4096
 // at every container start, and Forget drops a removed pod.
 type PodBounds struct {
 	fs *FS
+	// last is the entry used last: a pod's containers start one after
+	// another, so most lookups end here without a lock.
+	last atomic.Pointer[podBoundsEntry]
 
 	mu sync.Mutex
 	m  map[podBoundsKey]Bounds
+}
+
+type podBoundsEntry struct {
+	key podBoundsKey
+	got Bounds
 }
 
 type podBoundsKey struct {
@@ -29,10 +40,14 @@ func NewPodBounds(fs *FS) *PodBounds { return &PodBounds{fs: fs} }
 // unless this PodBounds already did, and returns the bounds in force.
 func (p *PodBounds) Ensure(rel string, want Bounds) (Bounds, error) {
 	k := podBoundsKey{rel, want}
+	if last := p.last.Load(); last != nil && last.key == k {
+		return last.got, nil
+	}
 	p.mu.Lock()
 	got, ok := p.m[k]
 	p.mu.Unlock()
 	if ok {
+		p.last.Store(&podBoundsEntry{k, got})
 		return got, nil
 	}
 	got, err := p.fs.ApplyBounds(rel, want)
@@ -45,6 +60,7 @@ func (p *PodBounds) Ensure(rel string, want Bounds) (Bounds, error) {
 		p.m = make(map[podBoundsKey]Bounds)
 	}
 	p.m[k] = got
+	p.last.Store(&podBoundsEntry{k, got})
 	return got, nil
 }
 
@@ -52,6 +68,9 @@ func (p *PodBounds) Ensure(rel string, want Bounds) (Bounds, error) {
 func (p *PodBounds) Forget(rel string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if last := p.last.Load(); last != nil && last.key.rel == rel {
+		p.last.Store(nil)
+	}
 	for k := range p.m {
 		if k.rel == rel {
 			delete(p.m, k)

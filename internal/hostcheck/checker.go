@@ -2,8 +2,10 @@ package hostcheck
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +20,11 @@ import (
 // As a safety net against a missed notification, an unsafe verdict is
 // never served from the cache (a refusal costs one re-read, and a restored
 // nsdelegate is seen at once), and no verdict is older than MaxAge.
+//
+// While Run watches the table in the background, Check asks no system call
+// at all: a safe verdict is served from memory until the watcher sees a
+// change (it wakes on the kernel's notification) or MaxAge passes. This is
+// the long-running plugin's mode; without Run every Check asks the kernel.
 type Checker struct {
 	path string
 	root string
@@ -31,6 +38,19 @@ type Checker struct {
 	last   Status
 	readAt time.Time
 	buf    bytes.Buffer
+
+	// gen counts the changes the background watcher saw (and its starts);
+	// watching is the number of Run calls in progress; safe is the last
+	// safe verdict with the gen it was read under.
+	gen      atomic.Uint64
+	watching atomic.Int32
+	safe     atomic.Pointer[verdict]
+}
+
+// verdict is a safe Status read while the watcher's count was gen.
+type verdict struct {
+	gen uint64
+	st  Status
 }
 
 // DefaultMaxAge is the Checker's default MaxAge.
@@ -51,6 +71,12 @@ func (c *Checker) CgroupRoot() string { return c.root }
 // Check returns the current status and its safety verdict (Status.Err). The
 // first error is about reading the table; the verdict is in Status.Err.
 func (c *Checker) Check() (Status, error) {
+	gen := c.gen.Load()
+	if c.watching.Load() > 0 {
+		if v := c.safe.Load(); v != nil && v.gen == gen {
+			return v.st, nil
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.w != nil && c.last.Err() == nil && time.Since(c.readAt) < c.MaxAge {
@@ -64,7 +90,28 @@ func (c *Checker) Check() (Status, error) {
 		return st, err
 	}
 	c.last, c.readAt = st, time.Now()
+	if st.Err() == nil {
+		c.safe.Store(&verdict{gen: gen, st: st})
+	}
 	return st, nil
+}
+
+// Run watches the mount table in the background until ctx is done, so that
+// Check can answer from memory (see Checker). It returns ctx.Err(), or an
+// error if the table can not be opened or polled; Check then asks the
+// kernel again on every call.
+func (c *Checker) Run(ctx context.Context) error {
+	w, err := openTable(c.path)
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	defer w.Close()
+	// A verdict read before the watch began may predate a change the
+	// watcher will never report.
+	c.gen.Add(1)
+	c.watching.Add(1)
+	defer c.watching.Add(-1)
+	return w.loop(ctx, c.MaxAge, func() { c.gen.Add(1) })
 }
 
 // Close releases the mount table file.

@@ -162,7 +162,11 @@ func Watch(ctx context.Context, mountinfoPath string, interval time.Duration, fn
 		return fmt.Errorf("watch: %w", err)
 	}
 	defer w.Close()
+	return w.loop(ctx, interval, fn)
+}
 
+// loop is Watch on an open table.
+func (w *tableWatcher) loop(ctx context.Context, interval time.Duration, fn func()) error {
 	// Wake up at least this often to notice ctx.
 	step := min(interval, 250*time.Millisecond)
 	last := time.Now()

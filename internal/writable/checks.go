@@ -17,10 +17,15 @@ type Candidate struct {
 	Input
 	Config *config.Config
 	Plan   *Plan
+	// Mounts describes the container's /sys and /sys/fs/cgroup.
+	Mounts ocispec.MountState
+
+	decider *Decider
+	pod     *podPart
 }
 
 // Check is one rule. It returns an error that refuses the container, naming
-// the cause and the fix.
+// the cause and the fix. It must not keep the Candidate after it returns.
 type Check func(*Candidate) error
 
 // builtin are the safety rules, in order: the host first (cgroup v2 with
@@ -29,12 +34,12 @@ var builtin = []Check{hostSafe, privateNamespace, podBounds, podCgroup}
 
 // hostSafe: the cgroup root is cgroup2 with nsdelegate.
 func hostSafe(c *Candidate) error {
-	st, err := c.Host()
+	st, err := c.Host.Check()
 	if err != nil {
-		return fmt.Errorf("writable cgroups requested by %s, but the host check failed: %w", c.Plan.Reason, err)
+		return fmt.Errorf("writable cgroups requested by %s, but the host check failed: %w", c.Plan.Reason(), err)
 	}
 	if err := st.Err(); err != nil {
-		return fmt.Errorf("writable cgroups requested by %s are unsafe on this node: %w", c.Plan.Reason, err)
+		return fmt.Errorf("writable cgroups requested by %s are unsafe on this node: %w", c.Plan.Reason(), err)
 	}
 	return nil
 }
@@ -42,9 +47,9 @@ func hostSafe(c *Candidate) error {
 // privateNamespace: the container gets (or has) a private cgroup namespace
 // and no host cgroup tree bound over /sys/fs/cgroup.
 func privateNamespace(c *Candidate) error {
-	spec, err := ocispec.PlanWritable(c.Ctr)
+	spec, err := ocispec.PlanWritable(c.Ctr, c.Mounts)
 	if err != nil {
-		return fmt.Errorf("writable cgroups requested by %s: %w", c.Plan.Reason, err)
+		return fmt.Errorf("writable cgroups requested by %s: %w", c.Plan.Reason(), err)
 	}
 	c.Plan.Spec = spec
 	return nil
@@ -61,12 +66,14 @@ func podBounds(c *Candidate) error {
 	return nil
 }
 
-// podCgroup: the pod cgroup the bounds go on is known.
+// podCgroup: the pod cgroup the bounds go on is known. The hook that
+// re-checks them at every start comes with it.
 func podCgroup(c *Candidate) error {
-	rel, err := cgroupfs.PodPath(c.Pod.GetLinux().GetCgroupParent())
+	parent := c.Pod.GetLinux().GetCgroupParent()
+	part, err := c.decider.pod(parent, c.Plan.Bounds)
 	if err != nil {
 		return fmt.Errorf("writable cgroups need pod bounds, but the pod cgroup is unknown: %w", err)
 	}
-	c.Plan.PodCgroup = rel
+	c.Plan.PodCgroup, c.Plan.Hook, c.pod = part.rel, part.hook, part
 	return nil
 }

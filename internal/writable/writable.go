@@ -3,6 +3,8 @@ package writable
 import (
 	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -46,26 +48,33 @@ func (o Outcome) String() string {
 	return "unchanged"
 }
 
-// HostVerdict returns the mount-table verdict: the parsed status, or the
-// error reading it. It is called only when a check needs it, so a
-// container that asks for nothing costs no host check.
-type HostVerdict func() (hostcheck.Status, error)
+// Host gives the mount-table verdict: the parsed status, or the error
+// reading it. It is asked only when a check needs it, so a container that
+// asks for nothing costs no host check. *hostcheck.Checker is one.
+type Host interface {
+	Check() (hostcheck.Status, error)
+}
+
+// HostFunc adapts a function to Host.
+type HostFunc func() (hostcheck.Status, error)
+
+// Check implements Host.
+func (f HostFunc) Check() (hostcheck.Status, error) { return f() }
 
 // Input is one container to decide on.
 type Input struct {
 	Pod  *api.PodSandbox
 	Ctr  *api.Container
-	Host HostVerdict
+	Host Host
 }
 
-// Plan is the decision for one container.
+// Plan is the decision for one container. Its Hook and the adjustment it
+// returns are shared between the plans of one pod: treat them as
+// read-only.
 type Plan struct {
 	Outcome Outcome
 	// Request is what the annotations asked for.
 	Request optin.Request
-	// Reason says who asked for writable cgroups: "annotation <key>" or the
-	// runtime. Empty unless Writable or Guarded (or a guard Warning).
-	Reason string
 	// Warning is the refusal guard: warn let through (Outcome Unchanged).
 	Warning error
 	// ReadOnlyMount replaces /sys/fs/cgroup when Outcome is ReadOnly.
@@ -79,6 +88,25 @@ type Plan struct {
 	// Hook is the createRuntime hook to add; nil when the container
 	// already runs it (a hooks.d definition).
 	Hook *api.Hook
+
+	// shared is the pod's read-only adjustment of this shape.
+	shared *api.ContainerAdjustment
+}
+
+// runtimeReason names the runtime as the one that asked for writable
+// cgroups (guard).
+const runtimeReason = "the runtime (a read-write /sys/fs/cgroup in the spec)"
+
+// Reason says who asked for writable cgroups: "annotation <key>", or the
+// runtime for a guarded container. Empty when nobody did.
+func (p *Plan) Reason() string {
+	switch {
+	case p.Request.Mode == optin.Writable:
+		return "annotation " + p.Request.Source
+	case p.Outcome == Guarded || p.Warning != nil:
+		return runtimeReason
+	}
+	return ""
 }
 
 // Delegates reports whether the plan makes the container's cgroups
@@ -86,8 +114,18 @@ type Plan struct {
 func (p *Plan) Delegates() bool { return p.Outcome == Writable || p.Outcome == Guarded }
 
 // Adjustment translates the plan into an NRI adjustment: nil when nothing
-// changes.
+// changes. A writable container's adjustment is shared by every container
+// of its pod with the same spec shape (NRI only marshals it): never modify
+// it; use NewAdjustment to add to it.
 func (p *Plan) Adjustment() *api.ContainerAdjustment {
+	if p.shared != nil {
+		return p.shared
+	}
+	return p.NewAdjustment()
+}
+
+// NewAdjustment is Adjustment in a new object the caller may add to.
+func (p *Plan) NewAdjustment() *api.ContainerAdjustment {
 	switch p.Outcome {
 	case ReadOnly:
 		adj := &api.ContainerAdjustment{}
@@ -95,20 +133,53 @@ func (p *Plan) Adjustment() *api.ContainerAdjustment {
 		adj.AddMount(p.ReadOnlyMount)
 		return adj
 	case Writable, Guarded:
-		adj := &api.ContainerAdjustment{}
-		p.Spec.Apply(adj)
-		if p.Hook != nil {
-			adj.AddHooks(&api.Hooks{CreateRuntime: []*api.Hook{p.Hook}})
-		}
-		return adj
+		return p.writableAdjustment()
 	}
 	return nil
 }
+
+// writableAdj holds every piece of a writable container's adjustment, so
+// that building it, on every writable container's start, is one allocation.
+type writableAdj struct {
+	adj    api.ContainerAdjustment
+	mounts [2]*api.Mount
+	marker api.Mount
+	mount  api.Mount
+	hooks  api.Hooks
+	hook   [1]*api.Hook
+}
+
+func (p *Plan) writableAdjustment() *api.ContainerAdjustment {
+	w := &writableAdj{}
+	n := 0
+	if p.Spec.RemoveOld {
+		w.marker.Destination = removedCgroupMount
+		w.mounts[n] = &w.marker
+		n++
+	}
+	ocispec.SetWritableMount(&w.mount)
+	w.mounts[n] = &w.mount
+	w.adj.Mounts = w.mounts[: n+1 : n+1]
+	if p.Spec.AddCgroupNS {
+		w.adj.AddOrReplaceNamespace(&api.LinuxNamespace{Type: "cgroup"})
+	}
+	if p.Hook != nil {
+		w.hook[0] = p.Hook
+		w.hooks.CreateRuntime = w.hook[:]
+		w.adj.Hooks = &w.hooks
+	}
+	return &w.adj
+}
+
+// removedCgroupMount is NRI's removal marker for the mount at
+// /sys/fs/cgroup.
+var removedCgroupMount = api.MarkForRemoval(ocispec.CgroupMountPoint)
 
 // Decider decides for one config. Build a new one when the config changes.
 type Decider struct {
 	cfg    config.Config
 	checks []Check
+	pods   podMemo
 }
 
 // New returns a Decider for cfg. extra checks (an opt-in policy) run
@@ -133,15 +204,15 @@ func (d *Decider) Decide(in Input) (Plan, error) {
 	case mnt.PrivilegedLike:
 		plan.Outcome = Privileged
 	case req.Mode == optin.Writable:
-		plan.Outcome, plan.Reason = Writable, "annotation "+req.Source
-		err = d.run(in, &plan)
+		plan.Outcome = Writable
+		err = d.run(in, mnt, &plan)
 	case req.Mode == optin.ReadOnly && runtimeWritable:
 		plan.Outcome, plan.ReadOnlyMount = ReadOnly, ocispec.ReadOnlyMount(mnt.Mount)
 	case req.Mode == optin.Unset && runtimeWritable && d.cfg.Guard != config.GuardOff:
-		plan.Outcome, plan.Reason = Guarded, "the runtime (a read-write /sys/fs/cgroup in the spec)"
-		err = d.run(in, &plan)
+		plan.Outcome = Guarded
+		err = d.run(in, mnt, &plan)
 		if err != nil && d.cfg.Guard == config.GuardWarn {
-			return Plan{Request: req, Reason: plan.Reason, Warning: err}, nil
+			return Plan{Request: req, Warning: err}, nil
 		}
 	}
 	if err != nil {
@@ -150,18 +221,124 @@ func (d *Decider) Decide(in Input) (Plan, error) {
 	return plan, nil
 }
 
-// run runs every check in order; the first error refuses the container.
-func (d *Decider) run(in Input, plan *Plan) error {
-	c := &Candidate{Input: in, Config: &d.cfg, Plan: plan}
+// run runs every check in order on a copy of *plan; the first error
+// refuses the container, else the copy becomes the plan.
+func (d *Decider) run(in Input, mnt ocispec.MountState, plan *Plan) error {
+	c := candidates.Get().(*candidate)
+	c.Candidate = Candidate{Input: in, Config: &d.cfg, Mounts: mnt, decider: d}
+	c.plan = *plan
+	c.Plan = &c.plan
+	err := d.check(c)
+	*plan = c.plan
+	*c = candidate{}
+	candidates.Put(c)
+	return err
+}
+
+func (d *Decider) check(c *candidate) error {
 	for _, check := range d.checks {
-		if err := check(c); err != nil {
+		if err := check(&c.Candidate); err != nil {
 			return err
 		}
 	}
-	if !ocispec.HasHook(in.Ctr, d.cfg.HookPath) {
-		plan.Hook = ocispec.Hook(d.cfg.HookPath, HookArgs(d.cfg.CgroupRoot, plan.PodCgroup, plan.Bounds), d.cfg.HookTimeout)
+	if ocispec.HasHook(c.Ctr, d.cfg.HookPath) {
+		c.plan.Hook = nil
 	}
+	c.plan.shared = c.pod.adjustment(&c.plan)
 	return nil
+}
+
+// candidate is a Candidate with the plan it fills in. They are recycled:
+// every container start that asks for writable cgroups needs one, and a
+// Check must not keep the *Candidate it is given.
+type candidate struct {
+	Candidate
+	plan Plan
+}
+
+var candidates = sync.Pool{New: func() any { return new(candidate) }}
+
+// podMemo remembers what is the same for every container of a pod: its
+// cgroup path and hook, by cgroup parent and bounds. It is a cache of a
+// pure function, bounded so that it can not grow without limit.
+type podMemo struct {
+	// last is the pod asked for last: a pod's containers are created one
+	// after another, so most lookups end here without a lock.
+	last atomic.Pointer[podPart]
+
+	mu sync.Mutex
+	m  map[podKey]*podPart
+}
+
+type podKey struct {
+	parent string
+	bounds cgroupfs.Bounds
+}
+
+type podPart struct {
+	key  podKey
+	rel  string
+	hook *api.Hook
+	// adjs are the pod's writable adjustments, by shape (see shape), built
+	// the first time a container needs one.
+	adjs [8]atomic.Pointer[api.ContainerAdjustment]
+}
+
+// shape indexes the writable adjustments a pod's containers can need.
+func shape(p *Plan) int {
+	i := 0
+	if p.Spec.RemoveOld {
+		i |= 1
+	}
+	if p.Spec.AddCgroupNS {
+		i |= 2
+	}
+	if p.Hook != nil {
+		i |= 4
+	}
+	return i
+}
+
+// adjustment returns the pod's adjustment for the plan's shape. Two
+// containers racing to build it may both do so; one of the two is kept.
+func (part *podPart) adjustment(p *Plan) *api.ContainerAdjustment {
+	slot := &part.adjs[shape(p)]
+	if adj := slot.Load(); adj != nil {
+		return adj
+	}
+	slot.CompareAndSwap(nil, p.writableAdjustment())
+	return slot.Load()
+}
+
+// podMemoMax caps the memo; past it the memo starts over.
+const podMemoMax = 4096
+
+// pod returns the pod cgroup path and hook for a cgroup parent and bounds.
+func (d *Decider) pod(parent string, b cgroupfs.Bounds) (*podPart, error) {
+	k := podKey{parent, b}
+	if last := d.pods.last.Load(); last != nil && last.key == k {
+		return last, nil
+	}
+	d.pods.mu.Lock()
+	part, ok := d.pods.m[k]
+	d.pods.mu.Unlock()
+	if ok {
+		d.pods.last.Store(part)
+		return part, nil
+	}
+	rel, err := cgroupfs.PodPath(parent)
+	if err != nil {
+		return nil, err
+	}
+	part = &podPart{key: k, rel: rel, hook: ocispec.Hook(d.cfg.HookPath, HookArgs(d.cfg.CgroupRoot, rel, b), d.cfg.HookTimeout)}
+	d.pods.mu.Lock()
+	defer d.pods.mu.Unlock()
+	if d.pods.m == nil || len(d.pods.m) >= podMemoMax {
+		d.pods.m = make(map[podKey]*podPart)
+	}
+	d.pods.m[k] = part
+	d.pods.last.Store(part)
+	return part, nil
 }
 
 // HookArgs tell the hook what to verify at every start.

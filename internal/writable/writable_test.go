@@ -63,8 +63,8 @@ func withHook(c *api.Container) {
 	c.Hooks = &api.Hooks{CreateRuntime: []*api.Hook{{Path: config.DefaultHookPath}}}
 }
 
-func host(st hostcheck.Status, err error) HostVerdict {
-	return func() (hostcheck.Status, error) { return st, err }
+func host(st hostcheck.Status, err error) Host {
+	return HostFunc(func() (hostcheck.Status, error) { return st, err })
 }
 
 func TestDecide(t *testing.T) {
@@ -75,7 +75,7 @@ func TestDecide(t *testing.T) {
 		guard   config.GuardMode
 		ann     map[string]string
 		ctr     *api.Container
-		host    HostVerdict
+		host    Host
 		want    Outcome
 		addNS   bool
 		bounds  cgroupfs.Bounds
@@ -169,7 +169,7 @@ func TestAdmissionCheck(t *testing.T) {
 	errPolicy := errors.New("namespace \"ns\" is not allowed")
 	var seen []string
 	deny := func(c *Candidate) error {
-		seen = append(seen, c.Plan.Reason)
+		seen = append(seen, c.Plan.Reason())
 		return errPolicy
 	}
 	d := New(config.Default(), deny)
