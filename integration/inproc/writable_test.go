@@ -3,6 +3,7 @@ package inproc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -396,5 +397,37 @@ func TestBoundsCacheForgetsRemovedPods(t *testing.T) {
 	}
 	if got, _ := e.host.ReadPodFile(cgroupfsParent, "cgroup.max.descendants"); got != "250" {
 		t.Fatalf("after RemovePodSandbox the pod was not bounded again: %q", got)
+	}
+}
+
+// Containers of one pod created at the same time share one read-only
+// adjustment inside the plugin; every one of them must still reach the
+// runtime whole (run with -race: the shared message is only marshalled).
+func TestConcurrentWritableContainers(t *testing.T) {
+	e := setup(t, true, nil)
+	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	if err := e.rt.RunPod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			ctr := Container(pod, fmt.Sprintf("c%d", i))
+			resp, err := e.rt.CreateContainer(context.Background(), pod, ctr)
+			switch {
+			case err != nil:
+				errs <- err
+			case cgroupMount(resp.GetAdjust().GetMounts()) == nil || len(resp.GetAdjust().GetHooks().GetCreateRuntime()) != 1:
+				errs <- fmt.Errorf("container %s: adjustment %v", ctr.GetName(), resp.GetAdjust())
+			default:
+				errs <- nil
+			}
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -228,3 +228,58 @@ func TestAdjustment(t *testing.T) {
 		t.Error("an unchanged plan must give no adjustment")
 	}
 }
+
+// The containers of one pod share their read-only adjustment; a caller
+// that adds to it (CPU pinning) gets its own.
+func TestSharedAdjustment(t *testing.T) {
+	d := New(config.Default())
+	ann := map[string]string{annotations.WritableCgroups.Name: "true"}
+	decide := func(p *api.PodSandbox, c *api.Container) *Plan {
+		t.Helper()
+		plan, err := d.Decide(Input{Pod: p, Ctr: c, Host: host(safe, nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &plan
+	}
+	a, b := decide(pod(ann), ctr()), decide(pod(ann), ctr())
+	if a.Adjustment() != b.Adjustment() {
+		t.Error("two containers of one pod with the same spec shape must share the adjustment")
+	}
+	if c := decide(pod(ann), ctr(noCgroupNS)); c.Adjustment() == a.Adjustment() || len(c.Adjustment().GetLinux().GetNamespaces()) != 1 {
+		t.Error("a container of another shape needs its own adjustment")
+	}
+	other := pod(ann)
+	other.Linux.CgroupParent = "/kubepods/burstable/pod2"
+	if o := decide(other, ctr()); o.Adjustment() == a.Adjustment() || !strings.Contains(strings.Join(o.Hook.Args, " "), "pod2") {
+		t.Error("another pod needs its own adjustment and hook")
+	}
+	// Back to the first pod after another: still the same adjustment.
+	if again := decide(pod(ann), ctr()); again.Adjustment() != a.Adjustment() {
+		t.Error("the first pod's adjustment was not remembered")
+	}
+	own := a.NewAdjustment()
+	if own == a.Adjustment() {
+		t.Fatal("NewAdjustment must not return the shared adjustment")
+	}
+	own.SetLinuxCPUSetCPUs("0-1")
+	if a.Adjustment().GetLinux().GetResources() != nil {
+		t.Fatal("adding to a NewAdjustment changed the shared one")
+	}
+}
+
+// The pod memo starts over past its cap instead of growing.
+func TestPodMemoBounded(t *testing.T) {
+	d := New(config.Default())
+	for i := range podMemoMax + 10 {
+		if _, err := d.pod("/kubepods/pod"+strconv.Itoa(i), cgroupfs.Bounds{Descendants: 1, Depth: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(d.pods.m); n > podMemoMax {
+		t.Fatalf("memo holds %d pods, cap %d", n, podMemoMax)
+	}
+	if _, err := d.pod("/kubepods/../etc", cgroupfs.Bounds{}); err == nil {
+		t.Fatal("a bad cgroup parent must be refused, not remembered")
+	}
+}
