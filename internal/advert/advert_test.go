@@ -1,0 +1,139 @@
+package advert
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/feature"
+	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/status"
+)
+
+// source is a Source whose answers the test sets.
+type source struct {
+	mu      sync.Mutex
+	cfg     config.Config
+	st      hostcheck.Status
+	err     error
+	runtime *status.Runtime
+	pinning *status.Pinning
+}
+
+func (s *source) Config() config.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg
+}
+
+func (s *source) HostStatus() (hostcheck.Status, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st, s.err
+}
+func (s *source) Runtime() *status.Runtime { return s.runtime }
+func (s *source) Pinning() *status.Pinning { return s.pinning }
+
+var safe = hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}
+
+func newSource(t *testing.T) *source {
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.FeatureFile = filepath.Join(dir, "features.d", "cgdelegate")
+	cfg.StatusFile = filepath.Join(dir, "status.json")
+	cfg.MountinfoPath = filepath.Join(dir, "mountinfo")
+	return &source{cfg: cfg, st: safe, runtime: &status.Runtime{Name: "containerd", Version: "2.4.2"}}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestRefresh(t *testing.T) {
+	src := newSource(t)
+	src.pinning = &status.Pinning{Active: false, Reason: "kubelet static"}
+	a := New(src, nil)
+	a.Refresh()
+	if got := readFile(t, src.cfg.FeatureFile); got != feature.Content(true) {
+		t.Fatalf("feature file %q, want supported", got)
+	}
+	pub, err := status.ReadPublished(src.cfg.StatusFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pub.Supported || pub.Runtime == nil || pub.Runtime.Name != "containerd" || pub.PluginPID != os.Getpid() ||
+		pub.UpdatedAt.IsZero() || pub.Pinning == nil || pub.Pinning.Reason != "kubelet static" {
+		t.Fatalf("published status %+v", pub)
+	}
+
+	// The host loses nsdelegate: the next refresh says so.
+	src.mu.Lock()
+	src.st.NsDelegate = false
+	src.mu.Unlock()
+	a.Refresh()
+	if got := readFile(t, src.cfg.FeatureFile); got != feature.Content(false) {
+		t.Fatalf("feature file %q, want unsupported", got)
+	}
+	if r := a.Report(); r.Supported || len(r.Problems) == 0 || !strings.Contains(strings.Join(r.Problems, " "), "nsdelegate") {
+		t.Fatalf("report %+v, want a problem naming nsdelegate", r)
+	}
+
+	// A new config moves the files: the new paths are written.
+	src.mu.Lock()
+	src.st.NsDelegate = true
+	src.cfg.FeatureFile = filepath.Join(t.TempDir(), "moved")
+	src.cfg.StatusFile = config.Disabled
+	src.mu.Unlock()
+	a.Refresh()
+	if got := readFile(t, src.cfg.FeatureFile); got != feature.Content(true) {
+		t.Fatalf("moved feature file %q", got)
+	}
+}
+
+func TestReportHostError(t *testing.T) {
+	src := newSource(t)
+	src.err = errors.New("open mount table: denied")
+	if r := New(src, nil).Report(); r.Supported || !strings.Contains(strings.Join(r.Problems, " "), "denied") {
+		t.Fatalf("report %+v, want unsupported naming the read error", r)
+	}
+}
+
+func TestWatchRefreshesOnChange(t *testing.T) {
+	src := newSource(t)
+	if err := os.WriteFile(src.cfg.MountinfoPath, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := New(src, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Watch(ctx, time.Hour) }()
+	time.Sleep(50 * time.Millisecond)
+	if err := os.WriteFile(src.cfg.MountinfoPath, []byte("a changed table\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(src.cfg.FeatureFile); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a mount table change did not refresh the advertisement")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch = %v, want context.Canceled", err)
+	}
+}

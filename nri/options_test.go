@@ -1,0 +1,125 @@
+package nri
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
+	"github.com/cgdelegate/cgdelegate/internal/fakehost"
+	"github.com/cgdelegate/cgdelegate/internal/quirks"
+	"github.com/cgdelegate/cgdelegate/internal/writable"
+)
+
+// recorder is a metrics.Recorder that remembers what it was told.
+type recorder struct {
+	mu         sync.Mutex
+	containers []string
+	events     []string
+}
+
+func (r *recorder) Container(outcome string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		outcome += ": " + err.Error()
+	}
+	r.containers = append(r.containers, outcome)
+}
+
+func (r *recorder) Event(name string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d > 0 {
+		r.events = append(r.events, name)
+	}
+}
+
+func (r *recorder) Updates(int, int) {}
+
+func testPod(t *testing.T, h *fakehost.Host, ann map[string]string) *api.PodSandbox {
+	t.Helper()
+	const parent = "/kubepods/burstable/pod1"
+	if err := h.AddPodCgroup(parent); err != nil {
+		t.Fatal(err)
+	}
+	return &api.PodSandbox{Id: "p1", Name: "web", Namespace: "team-a", Annotations: ann, Linux: &api.LinuxPodSandbox{CgroupParent: parent}}
+}
+
+func testContainer() *api.Container {
+	return &api.Container{Id: "c1", Name: "app", Linux: &api.LinuxContainer{Namespaces: []*api.LinuxNamespace{{Type: "cgroup"}}}}
+}
+
+func TestOptions(t *testing.T) {
+	h := fakehost.New(t)
+	rec := &recorder{}
+	errPolicy := errors.New(`namespace "team-a" is not allowed`)
+	var configured int
+	p, err := New(h.Config(), nil,
+		WithMetrics(rec),
+		WithAdmission(func(c *writable.Candidate) error {
+			if c.Pod.GetNamespace() == "team-a" && c.Ctr.GetName() == "denied" {
+				return errPolicy
+			}
+			return nil
+		}),
+		WithConfigured(func() { configured++ }),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := p.Configure(ctx, "", "cri-o", "1.34"); err != nil {
+		t.Fatal(err)
+	}
+	if configured != 1 {
+		t.Errorf("WithConfigured hook ran %d times, want 1", configured)
+	}
+	if q := p.Quirks(); q.Kind != quirks.CRIO || !q.CopiesPodAnnotations {
+		t.Errorf("quirks after Configure from cri-o: %+v", q)
+	}
+
+	pod := testPod(t, h, map[string]string{annotations.WritableCgroups.Name: "true"})
+	if _, _, err := p.CreateContainer(ctx, pod, testContainer()); err != nil {
+		t.Fatal(err)
+	}
+	denied := testContainer()
+	denied.Name = "denied"
+	_, _, err = p.CreateContainer(ctx, pod, denied)
+	if !errors.Is(err, errPolicy) || !errors.Is(err, ErrRefused) {
+		t.Fatalf("admission refusal: %v", err)
+	}
+	plain := testPod(t, h, nil)
+	if _, _, err := p.CreateContainer(ctx, plain, testContainer()); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	want := []string{"writable", "refused: " + errPolicy.Error(), "unchanged"}
+	if strings.Join(rec.containers, "|") != strings.Join(want, "|") {
+		t.Errorf("recorded containers %q, want %q", rec.containers, want)
+	}
+	if len(rec.events) != 3 || rec.events[0] != "CreateContainer" {
+		t.Errorf("recorded events %q, want 3 timed CreateContainer", rec.events)
+	}
+}
+
+// Without WithMetrics nothing is timed: the clock is not read on the
+// container path.
+func TestNoMetricsNoClock(t *testing.T) {
+	p, err := New(fakehost.New(t).Config(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.opts.timed {
+		t.Fatal("a plugin without a recorder times its events")
+	}
+	if q := p.Quirks(); q.Kind != quirks.Unknown {
+		t.Fatalf("quirks before Configure: %+v", q)
+	}
+}
