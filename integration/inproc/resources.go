@@ -2,6 +2,7 @@ package inproc
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/containerd/nri/pkg/api"
@@ -10,11 +11,11 @@ import (
 // cfsPeriod is the CFS period the kubelet writes, in µs.
 const cfsPeriod = 100000
 
-// InstallSysfs copies a sysfs tree, such as a CPU topology tree from
-// internal/topology/testdata, into the fake host's /sys.
-func (h *FakeHost) InstallSysfs(src string) error {
-	if err := os.CopyFS(h.Sysfs, os.DirFS(src)); err != nil {
-		return fmt.Errorf("install sysfs tree %q: %w", src, err)
+// InstallSysfs copies a sysfs tree, such as a CPU topology from
+// internal/topology/topotest, into the fake host's /sys.
+func (h *FakeHost) InstallSysfs(tree fs.FS) error {
+	if err := os.CopyFS(h.Sysfs, tree); err != nil {
+		return fmt.Errorf("install sysfs tree: %w", err)
 	}
 	return nil
 }
