@@ -47,6 +47,27 @@ func TestDiscoverCaptures(t *testing.T) {
 				Isolated: cpuset.New(),
 			},
 		},
+		{
+			// The VM of the pinning scenarios (integration/vm variant
+			// ctd24-numa-smp4): qemu TCG, -cpu max -smp 4 -m 2048, two NUMA
+			// nodes of two CPUs and 1 GiB each, Debian's 6.12 kernel. No
+			// SMT, no cpu_capacity; SLIT distance 20 between the nodes.
+			file: "qemu-smp4-2node.tar.gz",
+			want: &Topology{
+				CPUs: map[int]CPUInfo{
+					0: {ID: 0, Core: 0, Package: 0, Die: 0, NUMANode: 0, Cluster: 65535},
+					1: {ID: 1, Core: 1, Package: 0, Die: 0, NUMANode: 0, Cluster: 65535},
+					2: {ID: 2, Core: 2, Package: 0, Die: 0, NUMANode: 1, Cluster: 65535},
+					3: {ID: 3, Core: 3, Package: 0, Die: 0, NUMANode: 1, Cluster: 65535},
+				},
+				NUMANodes: map[int]NUMANode{
+					0: {ID: 0, CPUs: cpuset.New(0, 1), MemoryBytes: 1030452 << 10, Distances: map[int]int{0: 10, 1: 20}},
+					1: {ID: 1, CPUs: cpuset.New(2, 3), MemoryBytes: 991052 << 10, Distances: map[int]int{0: 20, 1: 10}},
+				},
+				Offline:  cpuset.New(),
+				Isolated: cpuset.New(),
+			},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {

@@ -17,6 +17,13 @@
 #   devices/system/node/nodeN/{cpulist,distance,meminfo}
 # Keep this list in step with internal/topology/discover.go.
 #
+# qemu-smp4-2node.tar.gz came from a qemu boot with the arguments of the
+# integration/vm harness (-smp 4, two -numa nodes, -m 2048), the cached
+# Debian kernel and an initramfs of busybox-static, this script and an
+# /init that mounts sysfs and runs
+#   echo CAPTURE-BEGIN; sh /capture.sh /sys - | base64; echo CAPTURE-END
+# then powers off; the archive is the base64 between the markers.
+#
 # POSIX sh; needs only cat, mkdir, mktemp, rm and a tar that knows -z
 # (GNU tar or busybox). Files go through cat into a staging directory
 # first: sysfs reports every file as 4096 bytes, which tar would pad.
