@@ -18,12 +18,13 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/topology/topotest"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
 // topologyTree is a 2-socket, 2-NUMA, 16-CPU machine with hyperthreads:
 // node 0 holds CPUs 0-3,8-11, node 1 holds 4-7,12-15; siblings are n, n+8.
-const topologyTree = "../../internal/topology/testdata/dual-socket-ht"
+var topologyTree = topotest.DualSocketHT().Tree().FS()
 
 const (
 	gi = int64(1) << 30
