@@ -831,3 +831,44 @@ func TestPinningRestartKeepsUnstampedSlices(t *testing.T) {
 	}
 	checkQuotaOff("after the last restart")
 }
+
+// TestPinningPodLevelContainerWithoutResources is the pod: spec
+// resources cpu 2, memory 256Mi; g Guaranteed with cpu 1, memory 64Mi; s
+// with no resources of its own. The values are exactly what the kubelet
+// sends (internal/podres documents them): s has the pod's quota, shares
+// converted from the pod's limit and the pod's memory limit. g gets one
+// exclusive CPU, s the rest of the bubble; nothing is refused.
+func TestPinningPodLevelContainerWithoutResources(t *testing.T) {
+	e := setupPinning(t, nil)
+	pod := WithPodResources(Pod("podlevel", "p1", cgroupfsParent, nil), 2000, 2000, 256*mi)
+	e.mustRunPod(pod)
+	guaranteedPod := func(c *api.Container) { c.Linux.OomScoreAdj = api.Int(-997) }
+
+	g := Container(pod, "g", WithGuaranteedCPUs(1, 64*mi), guaranteedPod)
+	slice := mustSet(t, adjCPU(e.mustCreate(pod, g)).GetCpus())
+
+	s := Container(pod, "s", func(c *api.Container) {
+		c.Linux.Resources = &api.LinuxResources{
+			Cpu:    &api.LinuxCPU{Shares: api.UInt64(2048), Quota: api.Int64(200000), Period: api.UInt64(100000)},
+			Memory: &api.LinuxMemory{Limit: api.Int64(268435456)},
+		}
+	}, guaranteedPod)
+	resp, err := e.create(pod, s)
+	if err != nil {
+		t.Fatalf("creating s: %v", err)
+	}
+	gst, sst := e.node.stamp(t, g.Id), e.node.stamp(t, s.Id)
+	if gst.Pool != policy.PoolExclusive || slice.Size() != 1 || gst.Bubble.Size() != 2 {
+		t.Errorf("g stamp %+v cpus %s; want one exclusive cpu in a 2-cpu bubble", gst, slice)
+	}
+	if sst.Pool != policy.PoolPodShared {
+		t.Errorf("s pool = %s, want %s", sst.Pool, policy.PoolPodShared)
+	}
+	if got, want := adjCPU(resp).GetCpus(), gst.Bubble.Difference(slice).String(); got != want {
+		t.Errorf("s cpus = %q, want bubble - slice = %q", got, want)
+	}
+	if q := adjCPU(resp).GetQuota(); q != nil {
+		t.Errorf("s quota changed to %v; it keeps the pod's", q)
+	}
+	e.node.checkExclusive(t)
+}

@@ -65,3 +65,43 @@ func TestUpdates(t *testing.T) {
 		t.Error("no assignments must give no updates")
 	}
 }
+
+// TestContainerSpecPodLimits: the exact CRI values the kubelet sends for a
+// container without resources in a pod with spec.resources cpu 2, memory
+// 256Mi (see internal/podres) give a spec without a CPU request that is not
+// exclusive, so the policy puts it in the pod shared pool.
+func TestContainerSpecPodLimits(t *testing.T) {
+	vals := func(shares uint64, quota, mem int64) *api.LinuxResources {
+		return &api.LinuxResources{
+			Cpu:    &api.LinuxCPU{Shares: api.UInt64(shares), Quota: api.Int64(quota), Period: api.UInt64(100000)},
+			Memory: &api.LinuxMemory{Limit: api.Int64(mem)},
+		}
+	}
+	pod := &api.PodSandbox{Id: "p", Linux: &api.LinuxPodSandbox{PodResources: vals(2048, 200000, 256<<20)}}
+	ctr := func(name string, r *api.LinuxResources) *api.Container {
+		return &api.Container{Id: name, PodSandboxId: "p", Name: name, Linux: &api.LinuxContainer{Resources: r, OomScoreAdj: api.Int(-997)}}
+	}
+	tests := []struct {
+		name      string
+		r         *api.LinuxResources
+		podLimits bool
+		request   int64
+		exclusive int
+	}{
+		{"no resources of its own", vals(2048, 200000, 256<<20), true, 0, 0},
+		{"guaranteed 1 cpu", vals(1024, 100000, 64<<20), false, 1000, 1},
+		{"request 500m", vals(512, 200000, 256<<20), false, 500, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, err := containerSpec(pod, ctr("c", tc.r))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := spec.Resources
+			if res.PodLimits != tc.podLimits || res.CPURequest != tc.request || res.ExclusiveCPUs() != tc.exclusive {
+				t.Errorf("resources %+v; want podLimits=%v request=%dm exclusive=%d", res, tc.podLimits, tc.request, tc.exclusive)
+			}
+		})
+	}
+}
