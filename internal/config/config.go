@@ -94,8 +94,14 @@ type Config struct {
 	CPUPinning bool `json:"cpuPinning,omitempty"`
 	// TopologyScope is pod (default) or container.
 	TopologyScope TopologyScope `json:"topologyScope,omitempty"`
-	// ReservedCPUs is a Linux cpuset list (e.g. "0,1") never handed out.
+	// ReservedCPUs is a Linux cpuset list (e.g. "0,1"), the kubelet's
+	// reservedSystemCPUs: never in a pod bubble or an exclusive slice.
 	ReservedCPUs string `json:"reservedCPUs,omitempty"`
+	// StrictCPUReservation keeps ReservedCPUs out of the node shared pool
+	// too, like the kubelet's strict-cpu-reservation policy option. The
+	// default (false) is the kubelet's: reserved CPUs stay in the node
+	// shared pool, where pods without a CPU budget run.
+	StrictCPUReservation bool `json:"strictCPUReservation,omitempty"`
 	// KubeletCPUManagerState is the kubelet cpu_manager_state file. When it
 	// names the static policy, cgdelegate refuses to pin CPUs.
 	KubeletCPUManagerState string `json:"kubeletCPUManagerState,omitempty"`

@@ -17,7 +17,8 @@ func TestDefault(t *testing.T) {
 	}
 	if c.CgroupRoot != "/sys/fs/cgroup" || c.MountinfoPath != "/proc/1/mountinfo" || c.HookPath != "/usr/local/bin/cgdelegate-hook" ||
 		c.Guard != GuardEnforce || c.MaxDescendants != 250 || c.MaxDepth != 50 ||
-		c.FeatureFilePath() != "/etc/kubernetes/node-feature-discovery/features.d/cgdelegate" || c.TopologyScope != ScopePod {
+		c.FeatureFilePath() != "/etc/kubernetes/node-feature-discovery/features.d/cgdelegate" || c.TopologyScope != ScopePod ||
+		c.StrictCPUReservation {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
 }
@@ -56,6 +57,7 @@ func TestParse(t *testing.T) {
 		{name: "json numbers and booleans", in: `{"maxDepth": 5, "cpuPinning": true}`, check: func(c Config) bool { return c.MaxDepth == 5 && c.CPUPinning }},
 		{name: "reserved", in: "reservedCPUs: 0-1,4\n", check: func(c Config) bool { return c.Reserved().Size() == 3 }},
 		{name: "reserved single CPU", in: "reservedCPUs: 0\n", check: func(c Config) bool { return c.ReservedCPUs == "0" }},
+		{name: "strict reservation", in: "reservedCPUs: 0\nstrictCPUReservation: true\n", check: func(c Config) bool { return c.StrictCPUReservation }},
 		{name: "reserved explicitly none", in: "reservedCPUs: \"\"\n", check: func(c Config) bool { return c.Reserved().Size() == 0 }},
 
 		{name: "unknown field", in: "guardmode: warn\n", wantErr: []string{"guardmode: unknown key"}},
@@ -122,8 +124,8 @@ func TestEveryKeyDecodes(t *testing.T) {
 	want := Config{
 		CgroupRoot: "/a", MountinfoPath: "/b", ProcRoot: "/c", SysfsRoot: "/d", HookPath: "/e",
 		HookTimeout: 3, Guard: GuardWarn, MaxDescendants: 4, MaxDepth: 5, FeatureFile: Disabled, StatusFile: "/f",
-		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", KubeletCPUManagerState: "/g",
-		AllowKubeletStaticCPUManager: true,
+		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", StrictCPUReservation: true,
+		KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true,
 	}
 	v := reflect.ValueOf(want)
 	for i := range v.NumField() {

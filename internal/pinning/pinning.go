@@ -56,7 +56,9 @@ func New(cfg config.Config, log *slog.Logger) *Pinner {
 	if err != nil {
 		return inactive(fmt.Sprintf("cannot discover the CPU topology under %s: %v", cfg.SysfsRoot, err))
 	}
-	pol, err := policy.New(topo, policy.Options{Scope: cfg.TopologyScope, Reserved: cfg.Reserved()})
+	pol, err := policy.New(topo, policy.Options{
+		Scope: cfg.TopologyScope, Reserved: cfg.Reserved(), StrictReservation: cfg.StrictCPUReservation,
+	})
 	if err != nil {
 		return inactive(fmt.Sprintf("cannot build the CPU policy: %v", err))
 	}
@@ -69,7 +71,8 @@ func New(cfg config.Config, log *slog.Logger) *Pinner {
 // config changes from a to b.
 func ConfigChanged(a, b config.Config) bool {
 	return a.CPUPinning != b.CPUPinning || a.TopologyScope != b.TopologyScope ||
-		a.ReservedCPUs != b.ReservedCPUs || a.SysfsRoot != b.SysfsRoot ||
+		a.ReservedCPUs != b.ReservedCPUs || a.StrictCPUReservation != b.StrictCPUReservation ||
+		a.SysfsRoot != b.SysfsRoot ||
 		a.KubeletCPUManagerState != b.KubeletCPUManagerState ||
 		a.AllowKubeletStaticCPUManager != b.AllowKubeletStaticCPUManager
 }
