@@ -135,6 +135,29 @@ func (p *Plugin) WatchHost(ctx context.Context) error {
 	}
 }
 
+// RecheckKubeletState reads the kubelet's CPU manager state again if its
+// file changed (one stat otherwise); pinning stops when the kubelet's
+// static policy became active (pinning.Pinner.RecheckKubelet). It reports
+// whether the pinning status changed.
+func (p *Plugin) RecheckKubeletState() bool { return p.pin.Load().RecheckKubelet(p.log) }
+
+// WatchKubeletState calls RecheckKubeletState every interval until ctx is
+// done, and changed (may be nil) after each status change.
+func (p *Plugin) WatchKubeletState(ctx context.Context, every time.Duration, changed func()) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if p.RecheckKubeletState() && changed != nil {
+				changed()
+			}
+		}
+	}
+}
+
 // Runtime is the runtime seen in Configure; nil before it.
 func (p *Plugin) Runtime() *status.Runtime {
 	if ri := p.runtime.Load(); ri != nil {
@@ -171,8 +194,11 @@ func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (ap
 			(*stop)()
 		}
 	}
-	if pinning.ConfigChanged(old.cfg, cfg) {
-		// Synchronize follows Configure and fills the new policy.
+	if pinning.ConfigChanged(old.cfg, cfg) || !p.pin.Load().Active() {
+		// Synchronize follows Configure and fills the new policy. Inactive
+		// pinning holds nothing worth keeping (a suspended state is
+		// stale), so it is built again: it resumes unless the kubelet's
+		// static CPU manager is still active.
 		p.pin.Store(pinning.New(cfg, p.log))
 	}
 	p.runtime.Store(&runtimeInfo{status.Runtime{Name: runtime, Version: version}, quirks.For(runtime)})

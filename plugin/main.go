@@ -32,6 +32,10 @@ import (
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
+// kubeletStateEvery is how often the kubelet's CPU manager state file is
+// looked at (one stat; read only when it changed).
+const kubeletStateEvery = 5 * time.Second
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -77,6 +81,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err := p.WatchHost(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("mount table watch stopped; every container start re-reads the mount table", "error", err)
 		}
+	}()
+	go func() {
+		// The status file shows when pinning stops.
+		_ = p.WatchKubeletState(ctx, kubeletStateEvery, adv.Refresh)
 	}()
 	go func() {
 		if err := adv.Watch(ctx, 10*time.Second); err != nil && !errors.Is(err, context.Canceled) {

@@ -872,3 +872,83 @@ func TestPinningPodLevelContainerWithoutResources(t *testing.T) {
 	}
 	e.node.checkExclusive(t)
 }
+
+// TestPinningKubeletTurnsStatic: the kubelet's CPU manager state is read
+// again when it changes. Turning static while cgdelegate pins stops
+// pinning: the status says why, new containers get no cpuset, stopping a
+// pinned one updates nobody, and existing cpusets stay. Turning back to
+// none does not resume the stale state; a restart rebuilds it from
+// Synchronize and pins again.
+func TestPinningKubeletTurnsStatic(t *testing.T) {
+	var statePath string
+	writeState := func(policyName string) {
+		t.Helper()
+		tmp := statePath + ".tmp"
+		if err := os.WriteFile(tmp, []byte(`{"policyName":"`+policyName+`","defaultCpuSet":"0-15","checksum":1}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, statePath); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := setupPinning(t, func(c *config.Config) {
+		statePath = c.KubeletCPUManagerState
+		writeState("none")
+	})
+	if e.p.RecheckKubeletState() {
+		t.Fatal("an unchanged state file changed the pinning status")
+	}
+	pod := budgetPod("budget", "p1", 4)
+	e.mustRunPod(pod)
+	g := Container(pod, "g", WithGuaranteedCPUs(1, gi))
+	e.mustCreate(pod, g)
+	s := Container(pod, "s", WithResources(500, 2000, 512*mi))
+	e.mustCreate(pod, s)
+	sCPUs := e.node.cpus(t, s.Id)
+
+	writeState("static")
+	if !e.p.RecheckKubeletState() {
+		t.Fatal("turning static did not change the pinning status")
+	}
+	if e.p.RecheckKubeletState() {
+		t.Error("a second look at an unchanged file changed the status again")
+	}
+	st := e.p.Pinning()
+	if st.Active || !strings.Contains(st.Reason, "became active") || !strings.Contains(st.Reason, "left as they are") {
+		t.Fatalf("status %+v, want inactive with the reason", st)
+	}
+	if st.Allocations == nil {
+		t.Error("a suspended status lost its last allocation table")
+	}
+	late := Container(pod, "late", WithGuaranteedCPUs(1, gi))
+	if got := adjCPU(e.mustCreate(pod, late)).GetCpus(); got != "" {
+		t.Errorf("container created while suspended got cpus %q", got)
+	}
+	if upd := e.stopRemove(pod, g); len(upd) != 0 {
+		t.Errorf("stopping a pinned container while suspended sent updates %v", upd)
+	}
+	if got := e.node.cpus(t, s.Id); !got.Equals(sCPUs) {
+		t.Errorf("shared container moved from %s to %s while suspended", sCPUs, got)
+	}
+
+	writeState("none")
+	if !e.p.RecheckKubeletState() {
+		t.Fatal("turning back to none did not change the status reason")
+	}
+	if st := e.p.Pinning(); st.Active || !strings.Contains(st.Reason, "until cgdelegate restarts") {
+		t.Fatalf("status %+v, want still inactive until a restart", st)
+	}
+
+	// Restart: Synchronize rebuilds the state and repairs the cpusets.
+	e.stub.Stop()
+	e.connect()
+	if st := e.p.Pinning(); !st.Active {
+		t.Fatalf("after a restart status %+v, want active", st)
+	}
+	// late has no stamp (created while suspended); the rebuild gives it
+	// the slice g left, apart from the shared container.
+	lateCPUs, sharedCPUs := e.node.cpus(t, late.Id), e.node.cpus(t, s.Id)
+	if lateCPUs.Size() != 1 || !lateCPUs.Intersection(sharedCPUs).IsEmpty() {
+		t.Errorf("after the restart late runs on %s and s on %s; want one exclusive cpu apart from s", lateCPUs, sharedCPUs)
+	}
+}
