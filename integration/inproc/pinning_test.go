@@ -952,3 +952,47 @@ func TestPinningKubeletTurnsStatic(t *testing.T) {
 		t.Errorf("after the restart late runs on %s and s on %s; want one exclusive cpu apart from s", lateCPUs, sharedCPUs)
 	}
 }
+
+// TestPinningNodeSharedKeepsMemory: a bubble that fills one NUMA node
+// narrows the node-shared containers' CPUs to the other node but never
+// their memory nodes; reservedCPUs stay in the node shared pool unless
+// strictCPUReservation.
+func TestPinningNodeSharedKeepsMemory(t *testing.T) {
+	tests := []struct {
+		name     string
+		strict   bool
+		wantNode string // node-shared cpus before the bubble
+	}{
+		{"reserved cpus shared", false, "0-15"},
+		{"strict reservation", true, "1-15"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setupPinning(t, func(c *config.Config) {
+				c.ReservedCPUs = "0"
+				c.StrictCPUReservation = tc.strict
+			})
+			plain := Pod("plain", "p0", cgroupfsParent, nil)
+			e.mustRunPod(plain)
+			c := Container(plain, "app")
+			cpu := adjCPU(e.mustCreate(plain, c))
+			if cpu.GetCpus() != tc.wantNode || cpu.GetMems() != "0-1" {
+				t.Fatalf("node shared cpus %q mems %q, want %q and 0-1", cpu.GetCpus(), cpu.GetMems(), tc.wantNode)
+			}
+
+			pod := budgetPod("budget", "p1", 7)
+			e.mustRunPod(pod)
+			e.applyAsync()
+			got := e.node.ctrs[c.Id].GetLinux().GetResources().GetCpu()
+			cpus := mustSet(t, got.GetCpus())
+			free := cpus.Difference(cpuset.New(0)) // the unreserved ones
+			if numaOf(free).Size() != 1 || got.GetMems() != "0-1" {
+				t.Errorf("after a one-node bubble: node shared cpus %s (unreserved on nodes %s) mems %q; want one node's cpus and mems 0-1",
+					cpus, numaOf(free), got.GetMems())
+			}
+			if cpus.Contains(0) == tc.strict {
+				t.Errorf("node shared cpus %s: reserved cpu 0 shared = %v, want %v", cpus, cpus.Contains(0), !tc.strict)
+			}
+		})
+	}
+}
