@@ -12,6 +12,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/topology/topotest"
 )
 
 func TestLifecycleAnnotation(t *testing.T) {
@@ -115,7 +116,7 @@ func TestContainerSpecPodLimits(t *testing.T) {
 // read again, allowKubeletStaticCPUManager ignores the file.
 func TestRecheckKubelet(t *testing.T) {
 	host := fakehost.New(t)
-	if err := host.InstallSysfs("../topology/testdata/dual-socket-ht"); err != nil {
+	if err := host.InstallSysfs(topotest.DualSocketHT().Tree().FS()); err != nil {
 		t.Fatal(err)
 	}
 	write := func(path, data string) {
