@@ -76,7 +76,13 @@ func (v Variant) Validate() error {
 // isToken reports whether s is a non-empty word that survives the kernel
 // command line and a comma-separated list.
 func isToken(s string) bool {
-	return s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '_' || r == '-')
-	}) < 0
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool { return !tokenRune(r) })
+}
+
+func tokenRune(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', r == '.', r == '_', r == '-':
+		return true
+	}
+	return false
 }
