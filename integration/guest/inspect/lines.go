@@ -2,20 +2,6 @@ package inspect
 
 import "strings"
 
-// KernelParams returns the key=value parameters of a kernel command line
-// whose key starts with prefix (e.g. "cgd."), with the prefix removed. A bare
-// parameter maps to "".
-func KernelParams(cmdline, prefix string) map[string]string {
-	out := map[string]string{}
-	for _, f := range strings.Fields(cmdline) {
-		k, v, _ := strings.Cut(f, "=")
-		if name, ok := strings.CutPrefix(k, prefix); ok && name != "" {
-			out[name] = v
-		}
-	}
-	return out
-}
-
 // CgroupPath returns the cgroup v2 path from /proc/<pid>/cgroup content
 // (the "0::" line), or "" if there is none.
 func CgroupPath(procCgroup string) string {
