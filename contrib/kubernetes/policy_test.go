@@ -272,6 +272,8 @@ func TestPolicyAdmission(t *testing.T) {
 		noReq  = `must also carry the annotation required-plugins.noderesource.dev: ["cgdelegate"]`
 		badReq = "does not list cgdelegate"
 		noNS   = "allows only in a user namespace: set spec.hostUsers: false"
+
+		tolerate = "tolerate-missing-plugins.cgdelegate.io"
 	)
 	allowed := map[string]string{nsLabel: "allowed"}
 	tr, fa := true, false
@@ -335,6 +337,16 @@ func TestPolicyAdmission(t *testing.T) {
 		{name: "required-plugins prefix name", labels: allowed, ann: ann(w, "true", requiredPlugins, `["cgdelegate-x"]`), hostUsers: &fa, wantBase: []string{badReq}},
 		{name: "required-plugins name inside a quoted element", labels: allowed, ann: ann(w, "true", requiredPlugins, `["a, cgdelegate"]`), hostUsers: &fa, wantBase: []string{badReq}},
 		{name: "required-plugins name inside a later quoted element", labels: allowed, ann: ann(w, "true", requiredPlugins, `[a, "b, cgdelegate, c"]`), hostUsers: &fa, wantBase: []string{badReq}},
+		{
+			name: "tolerates missing plugins", labels: allowed, ann: ann(w, "true", requiredPlugins, us, tolerate, "true"), hostUsers: &fa,
+			wantBase: []string{"annotation " + tolerate + " would let the pod start"},
+		},
+		{
+			name: "tolerates missing plugins, container scope, even false", labels: allowed,
+			ann: ann(w, "true", requiredPlugins, us, tolerate+"/container.app", "false"), hostUsers: &fa,
+			wantBase: []string{"annotation " + tolerate + "/container.app would let"},
+		},
+		{name: "tolerating pod that does not ask", ann: ann(tolerate, "true")},
 		{
 			name: "everything wrong", ann: ann(annotations.CRIOWritableLegacy.Name, "true"),
 			wantBase: []string{nsNot, noReq}, wantUserns: []string{noNS},
