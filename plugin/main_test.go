@@ -13,6 +13,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/logging"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/version"
 )
@@ -34,7 +35,7 @@ func statusHost(t *testing.T, nsdelegate bool, publish bool) string {
 	if publish {
 		r := status.Evaluate(config.Default(), hostcheck.Status{Mounted: true, Version: 2, NsDelegate: true, FSType: "cgroup2"}, nil)
 		r.Runtime = &status.Runtime{Name: "containerd", Version: "v2.4.2"}
-		r.PluginPID = 1234
+		r.PluginPID = os.Getpid() // alive
 		r.UpdatedAt = time.Now()
 		if err := status.Publish(statusFile, r); err != nil {
 			t.Fatal(err)
@@ -94,6 +95,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"-frobnicate"}, 2, []string{"frobnicate"}},
 		{"status unknown flag", []string{"status", "-x"}, 2, []string{"-x"}},
 		{"bad log level", []string{"-log-level", "loud"}, 2, []string{`-log-level "loud"`}},
+		{"bad log format", []string{"-log-format", "xml"}, 2, []string{`-log-format "xml": want json or text`}},
 		{"bad config reports every problem", []string{"-config", bad}, 1, []string{`guard: \"sometimes\"`, "maxDepth: -1"}},
 		{"status with bad config", []string{"status", "-config", bad}, 2, []string{`guard: "sometimes"`}},
 		{"missing config", []string{"-config", filepath.Join(dir, "absent.yaml")}, 1, []string{"absent.yaml"}},
@@ -125,7 +127,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestHelpAndVersion(t *testing.T) {
-	flagNames := []string{"-config", "-socket", "-idx", "-name", "-log-level", "-version"}
+	flagNames := []string{"-config", "-socket", "-idx", "-name", "-log-level", "-log-format", "-version"}
 	tests := []struct {
 		name       string
 		args       []string
@@ -173,6 +175,8 @@ func TestParseFlags(t *testing.T) {
 			[]string{"-config", "/c.yaml", "-socket", "/s.sock", "-idx", "07", "-name", "cgd", "-log-level", "debug"},
 			flags{config: "/c.yaml", socket: "/s.sock", idx: "07", name: "cgd", level: slog.LevelDebug},
 		},
+		{"json logs", []string{"-log-format", "json"}, flags{level: slog.LevelInfo, format: logging.JSON}},
+		{"text logs", []string{"-log-format=text"}, flags{level: slog.LevelInfo, format: logging.Text}},
 		{"idx 00", []string{"-idx", "00"}, flags{idx: "00", level: slog.LevelInfo}},
 		{"idx 99", []string{"-idx", "99"}, flags{idx: "99", level: slog.LevelInfo}},
 		{"double dashes", []string{"--idx=10", "--name=x"}, flags{idx: "10", name: "x", level: slog.LevelInfo}},
