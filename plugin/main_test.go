@@ -21,6 +21,12 @@ import (
 // statusHost builds a host and a config pointing at it.
 func statusHost(t *testing.T, nsdelegate bool, publish bool) string {
 	t.Helper()
+	return statusHostAt(t, nsdelegate, publish, os.Getpid(), time.Now())
+}
+
+// statusHostAt is statusHost with the publisher's PID and time.
+func statusHostAt(t *testing.T, nsdelegate bool, publish bool, pid int, updated time.Time) string {
+	t.Helper()
 	mounts := fakehost.NoNsdelegate
 	if nsdelegate {
 		mounts = fakehost.Nsdelegate
@@ -35,8 +41,8 @@ func statusHost(t *testing.T, nsdelegate bool, publish bool) string {
 	if publish {
 		r := status.Evaluate(config.Default(), hostcheck.Status{Mounted: true, Version: 2, NsDelegate: true, FSType: "cgroup2"}, nil)
 		r.Runtime = &status.Runtime{Name: "containerd", Version: "v2.4.2"}
-		r.PluginPID = os.Getpid() // alive
-		r.UpdatedAt = time.Now()
+		r.PluginPID = pid
+		r.UpdatedAt = updated
 		if err := status.Publish(statusFile, r); err != nil {
 			t.Fatal(err)
 		}
@@ -73,6 +79,21 @@ func TestStatus(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStatusStale: a status left by a plugin that stopped refreshing it
+// is reported as unsupported, with the reason, exit 1.
+func TestStatusStale(t *testing.T) {
+	var out, errOut bytes.Buffer
+	cfg := statusHostAt(t, true, true, os.Getpid(), time.Now().Add(-4*time.Minute))
+	if code := run([]string{"status", "-config", cfg}, &out, &errOut); code != 1 {
+		t.Fatalf("exit %d, want 1; stdout=%s stderr=%s", code, out.String(), errOut.String())
+	}
+	for _, w := range []string{`"supportsCgroupOptions": false`, "the published status is stale", "(more than 1m30s)"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("status output lacks %s:\n%s", w, out.String())
+		}
 	}
 }
 
