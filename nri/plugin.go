@@ -309,7 +309,7 @@ func (p *Plugin) ensureBounds(h *host, pod *api.PodSandbox, plan *writable.Plan)
 func (p *Plugin) logPlan(pod *api.PodSandbox, ctr *api.Container, plan *writable.Plan) {
 	switch {
 	case plan.Warning != nil:
-		p.eventLog(pod, ctr).Warn("runtime-writable cgroups on an unsafe host; allowed because guard is warn", "error", plan.Warning)
+		p.eventLog(pod, ctr).Warn("runtime-writable cgroups would be refused (unsafe host or opt-in policy); allowed because guard is warn", "error", plan.Warning)
 	case plan.Outcome == writable.Privileged && plan.Request.Mode == optin.Writable:
 		p.eventLog(pod, ctr).Info("privileged container already has read-write cgroups; left alone", "annotation", plan.Request.Source)
 	case plan.Outcome == writable.ReadOnly:
