@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 
 	"k8s.io/utils/cpuset"
@@ -107,6 +108,32 @@ type Config struct {
 	KubeletCPUManagerState string `json:"kubeletCPUManagerState,omitempty"`
 	// AllowKubeletStaticCPUManager overrides that refusal.
 	AllowKubeletStaticCPUManager bool `json:"allowKubeletStaticCPUManager,omitempty"`
+
+	// OptIn is the node's opt-in policy: which pods may have writable
+	// cgroups at all. Empty allows every pod that asks.
+	OptIn OptIn `json:"optIn,omitzero"`
+}
+
+// OptIn says which pods may have writable cgroups, asked for by an
+// annotation or made by the runtime (guard). A pod must pass every rule that
+// is set. The patterns are path.Match globs ("team-*", "ml").
+type OptIn struct {
+	// Namespaces are the pod namespaces allowed, as globs; empty allows
+	// every namespace.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// RuntimeHandlers are the pod's runtime handlers (RuntimeClass handler,
+	// as the runtime reports it in the pod sandbox) allowed, as globs; empty
+	// allows every handler. A pod without a RuntimeClass may be reported
+	// with the empty handler, which only the pattern "" matches.
+	RuntimeHandlers []string `json:"runtimeHandlers,omitempty"`
+	// RequireUserNamespace allows only pods in a user namespace
+	// (hostUsers: false).
+	RequireUserNamespace bool `json:"requireUserNamespace,omitempty"`
+}
+
+// IsZero reports whether o sets no rule.
+func (o OptIn) IsZero() bool {
+	return len(o.Namespaces) == 0 && len(o.RuntimeHandlers) == 0 && !o.RequireUserNamespace
 }
 
 // Default returns the built-in configuration.
@@ -217,7 +244,25 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("reservedCPUs: %q is not a cpuset list: %w", c.ReservedCPUs, err))
 		}
 	}
+	errs = append(errs, patterns("optIn.namespaces", c.OptIn.Namespaces, false)...)
+	errs = append(errs, patterns("optIn.runtimeHandlers", c.OptIn.RuntimeHandlers, true)...)
 	return errors.Join(errs...)
+}
+
+// patterns checks a list of path.Match globs; allowEmpty lets "" stand for
+// the empty value.
+func patterns(field string, list []string, allowEmpty bool) []error {
+	var errs []error
+	for _, p := range list {
+		if p == "" && !allowEmpty {
+			errs = append(errs, fmt.Errorf("%s: %q is not a pattern", field, p))
+			continue
+		}
+		if _, err := path.Match(p, ""); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not a valid pattern: %w", field, p, err))
+		}
+	}
+	return errs
 }
 
 // FeatureFilePath is FeatureFile, or "" when disabled.
