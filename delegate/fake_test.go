@@ -1,0 +1,96 @@
+package delegate
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/cgroups"
+	"golang.org/x/sys/unix"
+)
+
+// fakeTree is a temp dir standing in for a delegated cgroup root, with
+// plain files for the interface files (cgroups.TestMode).
+type fakeTree struct {
+	dir string
+	env map[string]string
+}
+
+func newFakeTree(t testing.TB) *fakeTree {
+	t.Helper()
+	cgroups.TestMode = true
+	f := &fakeTree{dir: t.TempDir(), env: map[string]string{}}
+	f.write(t, "", map[string]string{
+		fileControllers:     "cpuset cpu memory pids",
+		fileSubtreeControl:  "",
+		fileProcs:           "12\n34\n",
+		fileCpusetEffective: "0-3",
+	})
+	return f
+}
+
+func (f *fakeTree) write(t testing.TB, rel string, files map[string]string) {
+	t.Helper()
+	for name, data := range files {
+		path := filepath.Join(f.dir, rel, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (f *fakeTree) read(t testing.TB, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.dir, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// root returns a Root on the tree whose mkdir and rmdir act like cgroupfs:
+// a new cgroup lists what its parent enabled, and a cgroup with children
+// is busy.
+func (f *fakeTree) root() *Root {
+	r := New(Options{CgroupRoot: f.dir, Proc: filepath.Join(f.dir, "proc"), LookupEnv: func(k string) (string, bool) {
+		v, ok := f.env[k]
+		return v, ok
+	}})
+	r.mkdir = fakeMkdir
+	r.remove = fakeRmdir
+	return r
+}
+
+func fakeMkdir(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	on, err := os.ReadFile(filepath.Join(filepath.Dir(dir), fileSubtreeControl))
+	if err != nil {
+		return err
+	}
+	ctrls := strings.ReplaceAll(string(on), "+", "")
+	for name, data := range map[string]string{fileControllers: ctrls, fileSubtreeControl: "", fileProcs: ""} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func fakeRmdir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			return &os.PathError{Op: "rmdir", Path: dir, Err: unix.EBUSY}
+		}
+	}
+	return os.RemoveAll(dir)
+}
