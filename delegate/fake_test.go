@@ -13,14 +13,15 @@ import (
 // fakeTree is a temp dir standing in for a delegated cgroup root, with
 // plain files for the interface files (cgroups.TestMode).
 type fakeTree struct {
-	dir string
-	env map[string]string
+	dir  string
+	proc string
+	env  map[string]string
 }
 
 func newFakeTree(t testing.TB) *fakeTree {
 	t.Helper()
 	cgroups.TestMode = true
-	f := &fakeTree{dir: t.TempDir(), env: map[string]string{}}
+	f := &fakeTree{dir: t.TempDir(), proc: t.TempDir(), env: map[string]string{}}
 	f.write(t, "", map[string]string{
 		fileControllers:     "cpuset cpu memory pids",
 		fileSubtreeControl:  "",
@@ -32,8 +33,13 @@ func newFakeTree(t testing.TB) *fakeTree {
 
 func (f *fakeTree) write(t testing.TB, rel string, files map[string]string) {
 	t.Helper()
+	writeFiles(t, filepath.Join(f.dir, rel), files)
+}
+
+func writeFiles(t testing.TB, dir string, files map[string]string) {
+	t.Helper()
 	for name, data := range files {
-		path := filepath.Join(f.dir, rel, name)
+		path := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -53,10 +59,11 @@ func (f *fakeTree) read(t testing.TB, rel string) string {
 }
 
 // root returns a Root on the tree whose mkdir and rmdir act like cgroupfs:
-// a new cgroup lists what its parent enabled, and a cgroup with children
-// is busy.
+// a new cgroup lists its parent's controllers (TestMode keeps only the
+// last write to cgroup.subtree_control, so that can not be the source),
+// and a cgroup with children is busy.
 func (f *fakeTree) root() *Root {
-	r := New(Options{CgroupRoot: f.dir, Proc: filepath.Join(f.dir, "proc"), LookupEnv: func(k string) (string, bool) {
+	r := New(Options{CgroupRoot: f.dir, Proc: f.proc, LookupEnv: func(k string) (string, bool) {
 		v, ok := f.env[k]
 		return v, ok
 	}})
@@ -69,12 +76,11 @@ func fakeMkdir(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
-	on, err := os.ReadFile(filepath.Join(filepath.Dir(dir), fileSubtreeControl))
+	ctrls, err := os.ReadFile(filepath.Join(filepath.Dir(dir), fileControllers))
 	if err != nil {
 		return err
 	}
-	ctrls := strings.ReplaceAll(string(on), "+", "")
-	for name, data := range map[string]string{fileControllers: ctrls, fileSubtreeControl: "", fileProcs: ""} {
+	for name, data := range map[string]string{fileControllers: string(ctrls), fileSubtreeControl: "", fileProcs: ""} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
 			return err
 		}

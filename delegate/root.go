@@ -214,7 +214,8 @@ func (r *Root) enable(dir string, controllers []string) error {
 			return fmt.Errorf("%w: %q is not in %s (%q); the pod cgroup does not delegate it: drop the limit that needs it, or ask the node admin to enable it above the pod",
 				ErrController, c, filepath.Join(dir, fileControllers), have)
 		}
-		if !slices.Contains(strings.Fields(on), c) {
+		// The kernel lists "cpu"; a fake tree keeps what was written, "+cpu".
+		if !slices.Contains(strings.Fields(strings.ReplaceAll(on, "+", "")), c) {
 			add = append(add, "+"+c)
 		}
 	}

@@ -42,6 +42,7 @@ func Reap(cmd *exec.Cmd, sigs <-chan os.Signal) (int, error) {
 		ws  unix.WaitStatus
 		err error
 	}
+	main := cmd.Process.Pid
 	exits := make(chan exit)
 	go func() {
 		for {
@@ -51,7 +52,7 @@ func Reap(cmd *exec.Cmd, sigs <-chan os.Signal) (int, error) {
 				continue
 			}
 			exits <- exit{pid, ws, err}
-			if err != nil || pid == cmd.Process.Pid {
+			if err != nil || pid == main {
 				return
 			}
 		}
@@ -65,7 +66,7 @@ func Reap(cmd *exec.Cmd, sigs <-chan os.Signal) (int, error) {
 			switch {
 			case e.err != nil:
 				return 0, fmt.Errorf("wait for %s: %w", cmd.Path, e.err)
-			case e.pid == cmd.Process.Pid:
+			case e.pid == main:
 				return status(syscall.WaitStatus(e.ws)), nil
 			}
 		}
