@@ -60,15 +60,5 @@ func fakeCgroupRoot() string {
 			panic(err)
 		}
 	}
-	// A real kernel fills each new cgroup; the fake needs the parent's
-	// list in the intermediate one.
-	if err := os.MkdirAll(filepath.Join(dir, "workers"), 0o755); err != nil {
-		panic(err)
-	}
-	for name, data := range map[string]string{"cgroup.controllers": "cpu memory", "cgroup.subtree_control": ""} {
-		if err := os.WriteFile(filepath.Join(dir, "workers", name), []byte(data), 0o644); err != nil {
-			panic(err)
-		}
-	}
 	return dir
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/opencontainers/cgroups"
-	"golang.org/x/sys/unix"
 )
 
 // fakeTree is a temp dir standing in for a delegated cgroup root, with
@@ -58,45 +57,10 @@ func (f *fakeTree) read(t testing.TB, rel string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// root returns a Root on the tree whose mkdir and rmdir act like cgroupfs:
-// a new cgroup lists its parent's controllers (TestMode keeps only the
-// last write to cgroup.subtree_control, so that can not be the source),
-// and a cgroup with children is busy.
+// root returns a Root on the tree.
 func (f *fakeTree) root() *Root {
-	r := New(Options{CgroupRoot: f.dir, Proc: f.proc, LookupEnv: func(k string) (string, bool) {
+	return New(Options{CgroupRoot: f.dir, Proc: f.proc, LookupEnv: func(k string) (string, bool) {
 		v, ok := f.env[k]
 		return v, ok
 	}})
-	r.mkdir = fakeMkdir
-	r.remove = fakeRmdir
-	return r
-}
-
-func fakeMkdir(dir string) error {
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return err
-	}
-	ctrls, err := os.ReadFile(filepath.Join(filepath.Dir(dir), fileControllers))
-	if err != nil {
-		return err
-	}
-	for name, data := range map[string]string{fileControllers: string(ctrls), fileSubtreeControl: "", fileProcs: ""} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func fakeRmdir(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			return &os.PathError{Op: "rmdir", Path: dir, Err: unix.EBUSY}
-		}
-	}
-	return os.RemoveAll(dir)
 }

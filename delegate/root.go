@@ -57,8 +57,8 @@ type Root struct {
 	dir       string
 	proc      string
 	lookupEnv func(string) (string, bool)
-	// mkdir and remove are the directory operations; tests replace them
-	// (a fake tree holds plain files, which rmdir refuses).
+	// mkdir and remove are the directory operations (testmode.go); tests
+	// replace them to inject errors.
 	mkdir  func(string) error
 	remove func(string) error
 }
@@ -73,8 +73,8 @@ func New(o Options) *Root {
 		dir:       filepath.Clean(o.CgroupRoot),
 		proc:      o.Proc,
 		lookupEnv: lookup,
-		mkdir:     func(dir string) error { return os.Mkdir(dir, 0o755) },
-		remove:    cgroups.RemovePath,
+		mkdir:     mkdirCgroup,
+		remove:    removeCgroup,
 	}
 }
 

@@ -141,7 +141,7 @@ func TestCreateErrors(t *testing.T) {
 				if filepath.Base(dir) == "b" {
 					return &os.PathError{Op: "mkdir", Path: dir, Err: unix.EAGAIN}
 				}
-				return fakeMkdir(dir)
+				return mkdirCgroup(dir)
 			},
 			setup:   func(_ testing.TB, f *fakeTree) { f.env[EnvMaxDescendants], f.env[EnvMaxDepth] = "250", "50" },
 			wantErr: ErrBudget, wantMsg: []string{"pod cgroup bound reached (cgroup.max.descendants=250)", "cgroup.max.depth=50", "/a/b", annotations.MaxDescendants.Name},
@@ -158,7 +158,7 @@ func TestCreateErrors(t *testing.T) {
 		{
 			name: "limit write fails", cgroup: "w", limits: Limits{MemoryBytes: 4096},
 			mkdir: func(dir string) error {
-				if err := fakeMkdir(dir); err != nil {
+				if err := mkdirCgroup(dir); err != nil {
 					return err
 				}
 				return os.Mkdir(filepath.Join(dir, "memory.max"), 0o755) // not writable as a file
