@@ -31,7 +31,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	defer g.Remove()
+	defer func() { _ = g.Remove() }()
 
 	cmd := exec.Command("sh", "-c", "exit 0")
 	if err := g.Start(cmd); err != nil {

@@ -57,7 +57,7 @@ func Reap(cmd *exec.Cmd, sigs <-chan os.Signal) (int, error) {
 			}
 		}
 	}()
-	defer cmd.Process.Release()
+	defer func() { _ = cmd.Process.Release() }()
 	for {
 		select {
 		case s := <-sigs:
