@@ -139,9 +139,10 @@ func (r *Root) Procs() ([]int, error) {
 
 // Prepare makes the root usable for sub-cgroups: it moves every process
 // in the root into leaf (DefaultLeaf when empty), creating it, and then
-// enables controllers in the root's cgroup.subtree_control. With no
-// controllers it enables those of DefaultControllers the root has.
-// Calling it again is harmless.
+// enables controllers in the root's cgroup.subtree_control. nil
+// controllers means those of DefaultControllers the root has; an empty,
+// non-nil list enables none (Create enables what its limits need). Calling
+// it again is harmless.
 func (r *Root) Prepare(leaf string, controllers []string) error {
 	if leaf == "" {
 		leaf = DefaultLeaf
