@@ -79,8 +79,18 @@ func ParseCpuset(s string) (cpuset.CPUSet, error) {
 	return set, nil
 }
 
+// maxExponent bounds a quantity's decimal exponent ("1e3"): comparing one
+// with a huge exponent ("1e222222215") takes the decimal library minutes.
+const maxExponent = 30
+
 func parseQuantity(flag, s, example string) (resource.Quantity, error) {
-	q, err := resource.ParseQuantity(strings.TrimSpace(s))
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, 'e'); i >= 0 {
+		if exp, err := strconv.Atoi(s[i+1:]); err != nil || exp > maxExponent || exp < -maxExponent {
+			return resource.Quantity{}, fmt.Errorf("%w: %s %q: exponent out of range; give a Kubernetes quantity such as %s", ErrBadLimit, flag, s, example)
+		}
+	}
+	q, err := resource.ParseQuantity(s)
 	if err != nil {
 		return q, fmt.Errorf("%w: %s %q: %w; give a Kubernetes quantity such as %s", ErrBadLimit, flag, s, err, example)
 	}
