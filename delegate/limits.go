@@ -85,7 +85,8 @@ const maxExponent = 30
 
 func parseQuantity(flag, s, example string) (resource.Quantity, error) {
 	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, 'e'); i >= 0 {
+	// "e3" and "E3" are exponents; "E" and "Ei" are suffixes.
+	if i := strings.IndexAny(s, "eE"); i >= 0 && s[i+1:] != "" && s[i+1:] != "i" {
 		if exp, err := strconv.Atoi(s[i+1:]); err != nil || exp > maxExponent || exp < -maxExponent {
 			return resource.Quantity{}, fmt.Errorf("%w: %s %q: exponent out of range; give a Kubernetes quantity such as %s", ErrBadLimit, flag, s, example)
 		}
