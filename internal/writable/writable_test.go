@@ -318,3 +318,16 @@ func TestBoundsEnv(t *testing.T) {
 		t.Errorf("boundValue(Unlimited) = %q, want max", got)
 	}
 }
+
+// Building a writable adjustment, env included, is one allocation (a spec
+// that already has a cgroup namespace needs none added).
+func TestWritableAdjustmentAllocs(t *testing.T) {
+	plan, err := New(config.Default()).Decide(Input{Pod: pod(map[string]string{annotations.WritableCgroups.Name: "true"}), Ctr: ctr(), Host: host(safe, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := boundsEnv(plan.Bounds)
+	if n := testing.AllocsPerRun(100, func() { _ = plan.writableAdjustment(env) }); n != 1 {
+		t.Errorf("writableAdjustment allocates %v times, want 1", n)
+	}
+}
