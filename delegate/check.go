@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/moby/sys/mountinfo"
@@ -112,8 +113,12 @@ func (r *Root) budget(note func(string, ...any)) {
 		note("pod budget: cgroup.max.descendants=%s, cgroup.max.depth=%s (counting this container's cgroups failed: %v)", desc, r.env(EnvMaxDepth), err)
 		return
 	}
-	note("pod budget: cgroup.max.descendants=%s, cgroup.max.depth=%s; this container uses %d, and every container of the pod draws on the same budget",
-		desc, r.env(EnvMaxDepth), used)
+	left := "?"
+	if n, err := strconv.Atoi(desc); err == nil {
+		left = strconv.Itoa(max(n-used, 0))
+	}
+	note("pod budget: cgroup.max.descendants=%s, cgroup.max.depth=%s; this container uses %d, so at most %s are left (every container of the pod draws on the same budget)",
+		desc, r.env(EnvMaxDepth), used, left)
 }
 
 // descendants counts the cgroups under the root.

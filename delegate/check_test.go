@@ -24,7 +24,7 @@ func TestCheck(t *testing.T) {
 		{
 			name: "delegated", mountinfo: rootfs + cgroup2RW, cgroup: "0::/\n",
 			env:   map[string]string{EnvMaxDescendants: "250", EnvMaxDepth: "50"},
-			notes: []string{"controllers available: cpuset cpu memory pids", "holds 2 processes", "cgroup.max.descendants=250, cgroup.max.depth=50; this container uses 0"},
+			notes: []string{"controllers available: cpuset cpu memory pids", "holds 2 processes", "cgroup.max.descendants=250, cgroup.max.depth=50; this container uses 0, so at most 250 are left"},
 		},
 		{
 			name: "read-only", mountinfo: rootfs + cgroup2RO, cgroup: "0::/\n",
