@@ -166,6 +166,13 @@ func TestWritableContainer(t *testing.T) {
 					t.Errorf("hook args %q lack %q", args, want)
 				}
 			}
+			env := map[string]string{}
+			for _, kv := range adj.GetEnv() {
+				env[kv.GetKey()] = kv.GetValue()
+			}
+			if env["CGDELEGATE_MAX_DESCENDANTS"] != tc.wantDesc || env["CGDELEGATE_MAX_DEPTH"] != tc.wantDep {
+				t.Errorf("adjustment env = %v, want CGDELEGATE_MAX_DESCENDANTS=%s CGDELEGATE_MAX_DEPTH=%s", env, tc.wantDesc, tc.wantDep)
+			}
 			for file, want := range map[string]string{"cgroup.max.descendants": tc.wantDesc, "cgroup.max.depth": tc.wantDep} {
 				got, err := e.host.ReadPodFile(tc.parent, file)
 				if err != nil || got != want {
