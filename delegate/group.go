@@ -105,8 +105,14 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 		return fmt.Errorf("open cgroup %s: %w", g.dir, err)
 	}
 	defer unix.Close(dirFD)
+	var sfs unix.Statfs_t
+	if unix.Fstatfs(dirFD, &sfs) != nil || sfs.Type != unix.CGROUP2_SUPER_MAGIC {
+		// Not cgroup2 (a test tree): CLONE_INTO_CGROUP can not work.
+		return g.startAndMove(cmd)
+	}
 	// A failed Start can not be retried on the same Cmd; a copy of the
-	// unstarted one can.
+	// unstarted one can, as long as the failed Start closed nothing the
+	// copy needs: only a kernel or seccomp that refuses clone3 gets here.
 	unstarted := *cmd
 	attr := new(syscall.SysProcAttr)
 	if cmd.SysProcAttr != nil {
