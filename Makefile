@@ -8,7 +8,13 @@ LINT      := $(shell $(GO) env GOPATH)/bin/golangci-lint
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/cgdelegate/cgdelegate/internal/version.linked=$(VERSION)
 
-.PHONY: all build install test vet lint unit demo demo-inproc integration bench clean tidy-check
+# The image reference `make image` writes; contrib/kubernetes/daemonset.yaml
+# names the same repository.
+IMAGE_REPO ?= ghcr.io/cgdelegate/cgdelegate
+# Where `make install` puts the config the systemd unit reads.
+CONFDIR   ?= /etc/cgdelegate
+
+.PHONY: all build image install test vet lint unit demo demo-inproc integration bench clean tidy-check
 
 all: build
 
@@ -17,9 +23,19 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/cgdelegate-hook ./hooks/cmd/cgdelegate-hook
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/cgdelegate-init ./cmd/cgdelegate-init
 
+# An OCI image layout archive of the static binaries, written in Go without a
+# container engine: ctr -n k8s.io images import bin/cgdelegate-image.tar, or
+# podman load -i bin/cgdelegate-image.tar.
+image: build
+	$(GO) run ./cmd/mkimage -o $(BINDIR)/cgdelegate-image.tar -repo $(IMAGE_REPO) -version $(VERSION) \
+		$(BINDIR)/cgdelegate $(BINDIR)/cgdelegate-hook $(BINDIR)/cgdelegate-init
+
+# Installs the binaries and, if there is none yet, the default config at the
+# path contrib/systemd/cgdelegate.service reads (an existing one is kept).
 install: build
-	install -d $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(CONFDIR)
 	install -m 0755 $(BINDIR)/cgdelegate $(BINDIR)/cgdelegate-hook $(BINDIR)/cgdelegate-init $(DESTDIR)$(PREFIX)/bin/
+	test -e $(DESTDIR)$(CONFDIR)/config.yaml || install -m 0644 contrib/config.yaml $(DESTDIR)$(CONFDIR)/config.yaml
 
 vet:
 	$(GO) vet ./...

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/cgdelegate/cgdelegate/internal/ociimage"
 )
 
 // Pinned versions of what runs inside the VM.
@@ -289,7 +291,7 @@ func (b *builder) images(busybox, pause string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("busybox --list: %w", err)
 	}
-	base := []layerFile{
+	base := []ociimage.File{
 		{Name: "bin", Mode: 0o755, Dir: true},
 		{Name: "dev", Mode: 0o755, Dir: true},
 		{Name: "etc", Mode: 0o755, Dir: true},
@@ -300,18 +302,18 @@ func (b *builder) images(busybox, pause string) ([]string, error) {
 		{Name: "etc/passwd", Mode: 0o644, Data: []byte(guestPasswd)},
 		{Name: "etc/group", Mode: 0o644, Data: []byte(guestGroup)},
 	}
-	bb := append([]layerFile{}, base...)
-	bb = append(bb, layerFile{Name: "bin/busybox", Mode: 0o755, HostPath: busybox})
+	bb := append([]ociimage.File{}, base...)
+	bb = append(bb, ociimage.File{Name: "bin/busybox", Mode: 0o755, HostPath: busybox})
 	sc := bufio.NewScanner(bytes.NewReader(applets))
 	for sc.Scan() {
 		if a := strings.TrimSpace(sc.Text()); a != "" && a != "busybox" {
-			bb = append(bb, layerFile{Name: "bin/" + a, Linkname: "busybox"})
+			bb = append(bb, ociimage.File{Name: "bin/" + a, Linkname: "busybox"})
 		}
 	}
-	imgs := []ociImage{
+	imgs := []ociimage.Image{
 		{Name: busyboxImage, Files: bb, Cmd: []string{"sh"}},
-		{Name: pauseImage, Files: append(append([]layerFile{}, base...),
-			layerFile{Name: "pause", Mode: 0o755, HostPath: pause}), Entrypoint: []string{"/pause"}},
+		{Name: pauseImage, Files: append(append([]ociimage.File{}, base...),
+			ociimage.File{Name: "pause", Mode: 0o755, HostPath: pause}), Entrypoint: []string{"/pause"}},
 	}
 	var paths []string
 	for i, img := range imgs {
@@ -320,7 +322,7 @@ func (b *builder) images(busybox, pause string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", img.Name, err)
 		}
-		werr := writeOCILayout(f, img)
+		werr := ociimage.WriteLayout(f, img)
 		cerr := f.Close()
 		if err := errors.Join(werr, cerr); err != nil {
 			return nil, fmt.Errorf("image %s: %w", img.Name, err)

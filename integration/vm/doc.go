@@ -7,8 +7,9 @@
 //
 // The harness itself lives in vm_test.go behind the integration_vm build tag;
 // run it with `make integration` after integration/vm/install-deps.sh. The
-// files without a build tag are its pure helpers (initramfs and OCI image
-// writers, console result parsing), unit tested by the ordinary `go test`.
+// files without a build tag are its pure helpers (initramfs writer, console
+// result parsing), unit tested by the ordinary `go test`; the OCI image
+// layouts are written by internal/ociimage.
 //
 // What it builds, and where:
 //   - the Debian 6.12 kernel (apt-get download + dpkg-deb), containerd (each

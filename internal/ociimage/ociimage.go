@@ -1,4 +1,4 @@
-package vm
+package ociimage
 
 import (
 	"archive/tar"
@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// layerFile is one entry of an image layer.
-type layerFile struct {
+// File is one entry of an image layer.
+type File struct {
 	Name     string // path inside the image, without a leading slash
 	Mode     int64  // permission bits
 	Dir      bool
@@ -23,40 +23,45 @@ type layerFile struct {
 	HostPath string // regular file content from the host, if Data is nil
 }
 
-// ociImage describes a single-layer image for linux/amd64.
-type ociImage struct {
+// Image describes a single-layer image for linux/amd64.
+type Image struct {
 	// Name is the full reference containerd records, e.g. cgd.local/busybox:1.
 	Name  string
-	Files []layerFile
+	Files []File
 	// Entrypoint and Cmd for the image config.
 	Entrypoint, Cmd []string
+	// Labels are the image config's labels (org.opencontainers.image.*).
+	Labels map[string]string
 }
 
-type ociDescriptor struct {
+// Descriptor is an OCI content descriptor.
+type Descriptor struct {
 	MediaType   string            `json:"mediaType"`
 	Digest      string            `json:"digest"`
 	Size        int64             `json:"size"`
 	Annotations map[string]string `json:"annotations,omitempty"`
-	Platform    *ociPlatform      `json:"platform,omitempty"`
+	Platform    *Platform         `json:"platform,omitempty"`
 }
 
-type ociPlatform struct {
+// Platform is a descriptor's platform.
+type Platform struct {
 	Architecture string `json:"architecture"`
 	OS           string `json:"os"`
 }
 
+// Media types of the layout's blobs.
 const (
-	mediaIndex    = "application/vnd.oci.image.index.v1+json"
-	mediaManifest = "application/vnd.oci.image.manifest.v1+json"
-	mediaConfig   = "application/vnd.oci.image.config.v1+json"
-	mediaLayer    = "application/vnd.oci.image.layer.v1.tar"
+	MediaIndex    = "application/vnd.oci.image.index.v1+json"
+	MediaManifest = "application/vnd.oci.image.manifest.v1+json"
+	MediaConfig   = "application/vnd.oci.image.config.v1+json"
+	MediaLayer    = "application/vnd.oci.image.layer.v1.tar"
 )
 
 var epoch = time.Unix(0, 0).UTC()
 
 // layerTar renders the files as an uncompressed tar, deterministically.
-func layerTar(files []layerFile) ([]byte, error) {
-	sorted := append([]layerFile(nil), files...)
+func layerTar(files []File) ([]byte, error) {
+	sorted := append([]File(nil), files...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -95,49 +100,54 @@ func layerTar(files []layerFile) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func digestOf(b []byte) string {
+// Digest is the sha256 digest of b, as a descriptor names it.
+func Digest(b []byte) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// writeOCILayout writes img as an OCI image-layout tar to w, in the form that
+// WriteLayout writes img as an OCI image-layout tar to w, in the form that
 // `ctr images import` accepts; the manifest carries the image name in the
 // io.containerd.image.name annotation so no --base-name is needed.
-func writeOCILayout(w io.Writer, img ociImage) error {
+func WriteLayout(w io.Writer, img Image) error {
 	layer, err := layerTar(img.Files)
 	if err != nil {
 		return fmt.Errorf("image %s: %w", img.Name, err)
+	}
+	run := map[string]any{
+		"Entrypoint": img.Entrypoint,
+		"Cmd":        img.Cmd,
+		"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		"WorkingDir": "/",
+	}
+	if len(img.Labels) > 0 {
+		run["Labels"] = img.Labels
 	}
 	config, err := json.Marshal(map[string]any{
 		"architecture": "amd64",
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
-		"config": map[string]any{
-			"Entrypoint": img.Entrypoint,
-			"Cmd":        img.Cmd,
-			"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-			"WorkingDir": "/",
-		},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{digestOf(layer)}},
+		"config":       run,
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{Digest(layer)}},
 	})
 	if err != nil {
 		return fmt.Errorf("image %s: config: %w", img.Name, err)
 	}
 	manifest, err := json.Marshal(map[string]any{
 		"schemaVersion": 2,
-		"mediaType":     mediaManifest,
-		"config":        ociDescriptor{MediaType: mediaConfig, Digest: digestOf(config), Size: int64(len(config))},
-		"layers":        []ociDescriptor{{MediaType: mediaLayer, Digest: digestOf(layer), Size: int64(len(layer))}},
+		"mediaType":     MediaManifest,
+		"config":        Descriptor{MediaType: MediaConfig, Digest: Digest(config), Size: int64(len(config))},
+		"layers":        []Descriptor{{MediaType: MediaLayer, Digest: Digest(layer), Size: int64(len(layer))}},
 	})
 	if err != nil {
 		return fmt.Errorf("image %s: manifest: %w", img.Name, err)
 	}
 	index, err := json.Marshal(map[string]any{
 		"schemaVersion": 2,
-		"mediaType":     mediaIndex,
-		"manifests": []ociDescriptor{{
-			MediaType: mediaManifest, Digest: digestOf(manifest), Size: int64(len(manifest)),
-			Platform: &ociPlatform{Architecture: "amd64", OS: "linux"},
+		"mediaType":     MediaIndex,
+		"manifests": []Descriptor{{
+			MediaType: MediaManifest, Digest: Digest(manifest), Size: int64(len(manifest)),
+			Platform: &Platform{Architecture: "amd64", OS: "linux"},
 			Annotations: map[string]string{
 				"io.containerd.image.name":          img.Name,
 				"org.opencontainers.image.ref.name": img.Name,
@@ -165,7 +175,7 @@ func writeOCILayout(w io.Writer, img ociImage) error {
 	}
 	var entries []entry
 	for _, b := range [][]byte{layer, config, manifest} {
-		entries = append(entries, entry{"blobs/sha256/" + digestOf(b)[len("sha256:"):], b})
+		entries = append(entries, entry{"blobs/sha256/" + Digest(b)[len("sha256:"):], b})
 	}
 	entries = append(entries,
 		entry{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},

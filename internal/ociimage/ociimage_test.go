@@ -1,4 +1,4 @@
-package vm
+package ociimage
 
 import (
 	"archive/tar"
@@ -12,16 +12,16 @@ import (
 
 func TestWriteOCILayout(t *testing.T) {
 	var buf bytes.Buffer
-	img := ociImage{
+	img := Image{
 		Name: "cgd.local/test:1",
-		Files: []layerFile{
+		Files: []File{
 			{Name: "bin", Mode: 0o755, Dir: true},
 			{Name: "bin/sh", Linkname: "busybox"},
 			{Name: "bin/busybox", Mode: 0o755, Data: []byte("ELF")},
 		},
 		Cmd: []string{"sh"},
 	}
-	if err := writeOCILayout(&buf, img); err != nil {
+	if err := WriteLayout(&buf, img); err != nil {
 		t.Fatal(err)
 	}
 	files := map[string][]byte{}
@@ -46,8 +46,8 @@ func TestWriteOCILayout(t *testing.T) {
 		if !ok {
 			t.Fatalf("blob %s missing", d)
 		}
-		if digestOf(b) != d {
-			t.Fatalf("blob %s has digest %s", d, digestOf(b))
+		if Digest(b) != d {
+			t.Fatalf("blob %s has digest %s", d, Digest(b))
 		}
 		return b
 	}
@@ -55,7 +55,7 @@ func TestWriteOCILayout(t *testing.T) {
 		t.Errorf("oci-layout = %q", files["oci-layout"])
 	}
 	var index struct {
-		Manifests []ociDescriptor `json:"manifests"`
+		Manifests []Descriptor `json:"manifests"`
 	}
 	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
 		t.Fatalf("index.json: %v %s", err, files["index.json"])
@@ -64,8 +64,8 @@ func TestWriteOCILayout(t *testing.T) {
 		t.Errorf("image name annotation = %q", got)
 	}
 	var manifest struct {
-		Config ociDescriptor   `json:"config"`
-		Layers []ociDescriptor `json:"layers"`
+		Config Descriptor   `json:"config"`
+		Layers []Descriptor `json:"layers"`
 	}
 	if err := json.Unmarshal(blob(index.Manifests[0].Digest), &manifest); err != nil || len(manifest.Layers) != 1 {
 		t.Fatalf("manifest: %v", err)
