@@ -56,6 +56,9 @@ func defaultPaths() paths {
 const (
 	busyboxImage = "cgd.local/busybox:1"
 	pauseImage   = "cgd.local/pause:1"
+	// containerdDropIn is contrib/containerd/cgdelegate.toml, put there by
+	// integration/vm.
+	containerdDropIn = "/etc/containerd/conf.d/cgdelegate.toml"
 	// writableHandler is a runtime handler with cgroup_writable = true.
 	writableHandler = "runc-writable"
 )
@@ -353,8 +356,15 @@ func containerdConfig(v variant.Variant) string {
         SystemdCgroup = false
 `, name, writable)
 	}
+	// A fail-closed variant imports the shipped drop-in, which containerd
+	// merges over the NRI settings below.
+	imports := ""
+	if v.FailClosed {
+		imports = "imports = ['" + containerdDropIn + "']\n"
+	}
 	return `# Written by the cgdelegate integration suite (variant ` + v.Name + `).
 version = 3
+` + imports + `
 root = '/var/lib/containerd'
 state = '/run/containerd'
 

@@ -24,6 +24,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.UsernsPod:                       usernsPod,
 	variant.PluginMode:                      pluginMode,
 	variant.Restarts:                        restarts,
+	variant.FailClosedPerPod:                failClosedPerPod,
 	variant.NUMATopology:                    numaTopology,
 	variant.PinningPodBudget:                pinningPodBudget,
 	variant.PinningDynamicAdd:               pinningDynamicAdd,

@@ -20,6 +20,7 @@ const (
 	keyPlugin         = "plugin"
 	keyCgroupWritable = "cgroup_writable"
 	keyPinning        = "pinning"
+	keyFailClosed     = "failclosed"
 	keySMP            = "smp"
 	keyNUMA           = "numa"
 	keyScenarios      = "scenarios"
@@ -28,7 +29,7 @@ const (
 // keys are every parameter of a variant, in the order Encode writes them.
 var keys = []string{
 	keyName, keyContainerd, keyNSDelegate, keyPlugin, keyCgroupWritable,
-	keyPinning, keySMP, keyNUMA, keyScenarios,
+	keyPinning, keyFailClosed, keySMP, keyNUMA, keyScenarios,
 }
 
 // Sentinels of ParamError.
@@ -72,6 +73,7 @@ func (v Variant) params() map[string]string {
 		keyPlugin:         string(v.Plugin),
 		keyCgroupWritable: formatBool(v.CgroupWritable),
 		keyPinning:        formatBool(v.Pinning),
+		keyFailClosed:     formatBool(v.FailClosed),
 		keySMP:            strconv.Itoa(v.SMP),
 		keyNUMA:           formatBool(v.NUMA),
 		keyScenarios:      strings.Join(scenarios, ","),
@@ -137,6 +139,7 @@ func Decode(cmdline string) (Variant, error) {
 		Plugin:         Plugin(d.raw[keyPlugin]),
 		CgroupWritable: d.bool(keyCgroupWritable),
 		Pinning:        d.bool(keyPinning),
+		FailClosed:     d.bool(keyFailClosed),
 		SMP:            d.int(keySMP),
 		NUMA:           d.bool(keyNUMA),
 	}

@@ -13,7 +13,7 @@ const kernelNoise = "console=ttyS0 panic=-1 quiet cgdx=1 random.trust_cpu=on"
 
 func TestRoundTrip(t *testing.T) {
 	custom := Variant{
-		Name: "custom_1.x", Containerd: "v9.9.9", Plugin: PluginNone, CgroupWritable: true, SMP: 1,
+		Name: "custom_1.x", Containerd: "v9.9.9", Plugin: PluginNone, CgroupWritable: true, FailClosed: true, SMP: 1,
 		Scenarios: []Scenario{Demo, Harness},
 	}
 	for _, v := range append(Suite(), DemoVariant(), custom) {

@@ -40,6 +40,10 @@ const (
 	// Restarts (S10): containerd and plugin restarts keep running
 	// containers and new ones get mount and bounds.
 	Restarts Scenario = "Restarts"
+	// FailClosedPerPod: with the shipped containerd drop-in and cgdelegate
+	// stopped, a pod that requires cgdelegate is refused with an error
+	// naming it, and a plain pod runs.
+	FailClosedPerPod Scenario = "FailClosedPerPod"
 	// NUMATopology checks the two-node topology the pinning scenarios use.
 	NUMATopology Scenario = "NUMATopology"
 	// PinningPodBudget: a pod budget becomes a bubble of exclusive CPUs.
@@ -58,7 +62,7 @@ var scenarios = []Scenario{
 	Harness,
 	AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
 	RefusedWithoutNSDelegate, GuardCgroupWritable, HookRefusesAfterRemount,
-	UsernsPod, PluginMode, Restarts,
+	UsernsPod, PluginMode, Restarts, FailClosedPerPod,
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
 	Demo,
 }

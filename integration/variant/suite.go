@@ -27,6 +27,13 @@ func Suite() []Variant {
 			Name: "ctd24-no-nsdelegate-cgroup-writable", Containerd: Containerd24, Plugin: PluginExternal, CgroupWritable: true, SMP: 2,
 			Scenarios: []Scenario{GuardCgroupWritable},
 		},
+		// The shipped containerd drop-in, fail closed per pod; the
+		// writable scenario shows the validator lets cgdelegate's own
+		// adjustments through.
+		{
+			Name: "ctd24-failclosed", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, FailClosed: true, SMP: 2,
+			Scenarios: []Scenario{Harness, AnnotatedWritable, FailClosedPerPod},
+		},
 		{Name: "ctd23-nsdelegate-external", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: nsdelegate},
 		{Name: "ctd23-no-nsdelegate", Containerd: Containerd23, Plugin: PluginExternal, SMP: 2, Scenarios: noNSDelegate},
 		// The CPU pinning scenarios (issue 4), on four CPUs in two NUMA nodes.

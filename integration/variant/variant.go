@@ -40,6 +40,10 @@ type Variant struct {
 	CgroupWritable bool
 	// Pinning runs cgdelegate with CPU pinning (cpuPinning: true).
 	Pinning bool
+	// FailClosed has containerd import the shipped drop-in
+	// contrib/containerd/cgdelegate.toml (NRI's default validator, per-pod
+	// required plugins) over the suite's own NRI settings.
+	FailClosed bool
 	// SMP is the number of virtual CPUs.
 	SMP int
 	// NUMA splits CPUs and memory evenly over two NUMA nodes.

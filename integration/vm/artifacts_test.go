@@ -49,6 +49,8 @@ type artifacts struct {
 	// Plugin and Hook are empty when they did not build; PluginErr says why.
 	Plugin, Hook string
 	PluginErr    error
+	// ContainerdDropIn is contrib/containerd/cgdelegate.toml.
+	ContainerdDropIn string
 }
 
 // defaultCacheDir is $CGDELEGATE_CACHE, else ~/.cache/cgdelegate-integration
@@ -363,7 +365,10 @@ func checkHostTools() error {
 // buildAll produces every artifact. Only the plugin and hook may fail
 // without failing the build: the scenarios that need them then fail.
 func (b *builder) buildAll(ctx context.Context, versions []string) (*artifacts, error) {
-	a := &artifacts{Busybox: busyboxPath, Containerd: map[string]string{}}
+	a := &artifacts{
+		Busybox: busyboxPath, Containerd: map[string]string{},
+		ContainerdDropIn: filepath.Join(b.repo, "contrib", "containerd", "cgdelegate.toml"),
+	}
 	if err := checkHostTools(); err != nil {
 		return nil, err
 	}

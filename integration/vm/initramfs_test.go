@@ -85,6 +85,9 @@ func packInitramfs(dst string, a *artifacts, containerdVersion string) (err erro
 		w.HostFile(fmt.Sprintf("cgd/images/%d.tar", i), 0o644, img)
 	}
 	w.HostFile("lib/modules/overlay.ko", 0o644, a.OverlayKO)
+	// The shipped containerd drop-in; the guest imports it in fail-closed
+	// variants.
+	w.HostFile("etc/containerd/conf.d/cgdelegate.toml", 0o644, a.ContainerdDropIn)
 	w.HostFile("opt/cni/bin/nullcni", 0o755, a.NullCNI)
 	w.Symlink("opt/cni/bin/loopback", "nullcni")
 	w.Bytes("etc/cni/net.d/10-null.conflist", 0o644, []byte(nullCNIConfig))
