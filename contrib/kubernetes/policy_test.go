@@ -1,23 +1,17 @@
 package kubernetes_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/ext"
-	"go.yaml.in/yaml/v3"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 )
@@ -40,45 +34,15 @@ type manifest struct {
 // fails the test instead of being dropped.
 func loadManifest(t *testing.T, path string) manifest {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var m manifest
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for {
-		var node yaml.Node
-		if err := dec.Decode(&node); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		doc, err := yaml.Marshal(&node)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		var tm metav1.TypeMeta
-		if err := sigsyaml.Unmarshal(doc, &tm); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if tm.APIVersion != admissionv1.SchemeGroupVersion.String() {
-			t.Fatalf("%s: apiVersion %q, want %s", path, tm.APIVersion, admissionv1.SchemeGroupVersion)
-		}
-		switch tm.Kind {
-		case "ValidatingAdmissionPolicy":
-			var p admissionv1.ValidatingAdmissionPolicy
-			if err := sigsyaml.UnmarshalStrict(doc, &p); err != nil {
-				t.Fatalf("%s: %s: %v", path, tm.Kind, err)
-			}
-			m.policies = append(m.policies, p)
-		case "ValidatingAdmissionPolicyBinding":
-			var b admissionv1.ValidatingAdmissionPolicyBinding
-			if err := sigsyaml.UnmarshalStrict(doc, &b); err != nil {
-				t.Fatalf("%s: %s: %v", path, tm.Kind, err)
-			}
-			m.bindings = append(m.bindings, b)
+	for _, obj := range decodeFile(t, path) {
+		switch o := obj.(type) {
+		case *admissionv1.ValidatingAdmissionPolicy:
+			m.policies = append(m.policies, *o)
+		case *admissionv1.ValidatingAdmissionPolicyBinding:
+			m.bindings = append(m.bindings, *o)
 		default:
-			t.Fatalf("%s: unexpected kind %q", path, tm.Kind)
+			t.Fatalf("%s: unexpected %T", path, obj)
 		}
 	}
 	return m

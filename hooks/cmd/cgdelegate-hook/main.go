@@ -5,6 +5,12 @@
 //
 //	cgdelegate-hook [flags] < state.json
 //	cgdelegate-hook -version
+//	cgdelegate-hook -install-to /host/usr/local/bin/cgdelegate-hook
+//
+// -install-to copies the running binary to a path, atomically (a running
+// hook is never overwritten in place), and exits: the DaemonSet's init
+// container installs the hook on the host with it, from an image that has
+// no shell or install(1).
 //
 // -h prints the flags and exits 0.
 package main
@@ -18,6 +24,7 @@ import (
 	"os"
 
 	"github.com/cgdelegate/cgdelegate/hooks"
+	"github.com/cgdelegate/cgdelegate/internal/atomicfile"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
 	"github.com/cgdelegate/cgdelegate/internal/version"
@@ -38,6 +45,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case err == nil && cmd.version:
 		fmt.Fprintln(stdout, prog, version.String())
 		return 0
+	case err == nil && cmd.installTo != "":
+		err = installSelf(cmd.installTo)
 	case err == nil:
 		err = hooks.Run(context.Background(), opts, stdin)
 	}
@@ -50,8 +59,9 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // cmdFlags are the command's own flags, beside the hook's options.
 type cmdFlags struct {
-	config  string
-	version bool
+	config    string
+	version   bool
+	installTo string
 }
 
 // parseArgs parses the flags over the defaults, or over --config when
@@ -59,7 +69,7 @@ type cmdFlags struct {
 func parseArgs(args []string) (hooks.Options, cmdFlags, error) {
 	opts := hooks.DefaultOptions()
 	cmd, err := parseInto(&opts, args)
-	if err != nil || cmd.config == "" || cmd.version {
+	if err != nil || cmd.config == "" || cmd.version || cmd.installTo != "" {
 		return opts, cmd, err
 	}
 	cfg, err := config.Load(cmd.config)
@@ -77,6 +87,7 @@ func newFlagSet(opts *hooks.Options, cmd *cmdFlags) *flag.FlagSet {
 	opts.RegisterFlags(fs)
 	fs.StringVar(&cmd.config, "config", "", "cgdelegate YAML config for paths and bounds (flags win)")
 	fs.BoolVar(&cmd.version, "version", false, "print the version and exit")
+	fs.StringVar(&cmd.installTo, "install-to", "", "copy this binary to the given path, atomically, and exit")
 	return fs
 }
 
@@ -92,11 +103,33 @@ func parseInto(opts *hooks.Options, args []string) (cmdFlags, error) {
 	return cmd, nil
 }
 
+// installSelf copies the running executable to dst.
+func installSelf(dst string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	return install(self, dst)
+}
+
+// install copies src to dst with mode 0755, through a temporary file and a
+// rename, so a hook the runtime is executing is replaced, never rewritten.
+func install(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	if err := atomicfile.Write(dst, data, 0o755); err != nil {
+		return fmt.Errorf("install %s: %w", dst, err)
+	}
+	return nil
+}
+
 // printUsage prints the usage with the built-in defaults.
 func printUsage(w io.Writer) {
 	def := hooks.DefaultOptions()
 	fs := newFlagSet(&def, new(cmdFlags))
 	fs.SetOutput(w)
-	fmt.Fprintln(w, "usage: "+prog+" [flags] < state.json\n       "+prog+" -version")
+	fmt.Fprintln(w, "usage: "+prog+" [flags] < state.json\n       "+prog+" -version\n       "+prog+" -install-to PATH")
 	fs.PrintDefaults()
 }

@@ -282,3 +282,51 @@ func TestExecHelpVersion(t *testing.T) {
 		})
 	}
 }
+
+// -install-to copies the running binary, executable, replacing what was
+// there, and exits 0; an unwritable target is an error naming it.
+func TestInstallTo(t *testing.T) {
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "bin", "cgdelegate-hook")
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := realMain([]string{"-install-to", dst}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is not a copy of the running binary", dst)
+	}
+	if fi, err := os.Stat(dst); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("mode %v (%v), want 0755", fi.Mode(), err)
+	}
+
+	blocker := filepath.Join(dir, "file")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(blocker, "cgdelegate-hook")
+	stderr.Reset()
+	if code := realMain([]string{"-install-to", bad}, strings.NewReader(""), &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if !strings.Contains(stderr.String(), bad) {
+		t.Errorf("stderr %q does not name %s", stderr.String(), bad)
+	}
+}

@@ -1,0 +1,322 @@
+package kubernetes_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"go.yaml.in/yaml/v3"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/cgdelegate/cgdelegate/internal/config"
+)
+
+const (
+	daemonSetFile = "daemonset.yaml"
+	configMapFile = "configmap.yaml"
+	// defaultConfigFile is the config make install and the ConfigMap ship.
+	defaultConfigFile = "../config.yaml"
+)
+
+// kinds are the objects contrib/kubernetes may hold, by apiVersion/kind.
+var kinds = map[string]func() any{
+	"apps/v1/DaemonSet": func() any { return new(appsv1.DaemonSet) },
+	"v1/ConfigMap":      func() any { return new(corev1.ConfigMap) },
+	"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy": func() any {
+		return new(admissionv1.ValidatingAdmissionPolicy)
+	},
+	"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding": func() any {
+		return new(admissionv1.ValidatingAdmissionPolicyBinding)
+	},
+}
+
+// decodeFile decodes every document of a multi-document YAML file strictly
+// into its k8s.io/api type: an unknown kind or a misspelt field fails the
+// test instead of being dropped.
+func decodeFile(t *testing.T, file string) []any {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []any
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var node yaml.Node
+		if err := dec.Decode(&node); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		doc, err := yaml.Marshal(&node)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		var tm metav1.TypeMeta
+		if err := sigsyaml.Unmarshal(doc, &tm); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		newObj, ok := kinds[tm.APIVersion+"/"+tm.Kind]
+		if !ok {
+			t.Fatalf("%s: unexpected apiVersion %q kind %q", file, tm.APIVersion, tm.Kind)
+		}
+		obj := newObj()
+		if err := sigsyaml.UnmarshalStrict(doc, obj); err != nil {
+			t.Fatalf("%s: %s: %v", file, tm.Kind, err)
+		}
+		objs = append(objs, obj)
+	}
+	if len(objs) == 0 {
+		t.Fatalf("%s: no objects", file)
+	}
+	return objs
+}
+
+// only returns the one object of type T in file.
+func only[T any](t *testing.T, file string) *T {
+	t.Helper()
+	objs := decodeFile(t, file)
+	if len(objs) != 1 {
+		t.Fatalf("%s: %d objects, want one", file, len(objs))
+	}
+	o, ok := objs[0].(*T)
+	if !ok {
+		t.Fatalf("%s: %T, want %T", file, objs[0], new(T))
+	}
+	return o
+}
+
+// Every manifest decodes strictly.
+func TestManifestsDecode(t *testing.T) {
+	files, err := filepath.Glob("*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{daemonSetFile, configMapFile, policyFile, usernsFile} {
+		if !slices.Contains(files, f) {
+			t.Errorf("%s is missing", f)
+		}
+	}
+	for _, f := range files {
+		t.Run(f, func(t *testing.T) { decodeFile(t, f) })
+	}
+}
+
+// The ConfigMap ships contrib/config.yaml, which is the built-in defaults
+// written out.
+func TestConfigMap(t *testing.T) {
+	cm := only[corev1.ConfigMap](t, configMapFile)
+	want, err := os.ReadFile(defaultConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["config.yaml"] != string(want) {
+		t.Errorf("%s: data.config.yaml differs from %s", configMapFile, defaultConfigFile)
+	}
+	cfg, err := config.Parse(bytes.NewReader(want))
+	if err != nil {
+		t.Fatalf("%s: %v", defaultConfigFile, err)
+	}
+	def, err := config.Parse(strings.NewReader(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalConfig(cfg, def) {
+		t.Errorf("%s is not the built-in defaults:\n got %+v\nwant %+v", defaultConfigFile, cfg, def)
+	}
+}
+
+func equalConfig(a, b config.Config) bool {
+	ja, erra := sigsyaml.Marshal(a)
+	jb, errb := sigsyaml.Marshal(b)
+	return erra == nil && errb == nil && bytes.Equal(ja, jb)
+}
+
+// imageRepo is the Makefile's IMAGE_REPO, the repository make image names.
+func imageRepo(t *testing.T) string {
+	t.Helper()
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^IMAGE_REPO\s*\?=\s*(\S+)\s*$`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("Makefile has no IMAGE_REPO ?= line")
+	}
+	return string(m[1])
+}
+
+// mountFor returns the volume behind the container's mount that holds the
+// container path p (the longest mountPath above it), and p's path in that
+// volume.
+func mountFor(spec corev1.PodSpec, c corev1.Container, p string) (corev1.VolumeMount, corev1.Volume, string, bool) {
+	var best corev1.VolumeMount
+	for _, m := range c.VolumeMounts {
+		if (p == m.MountPath || strings.HasPrefix(p, m.MountPath+"/")) && len(m.MountPath) > len(best.MountPath) {
+			best = m
+		}
+	}
+	if best.Name == "" {
+		return corev1.VolumeMount{}, corev1.Volume{}, "", false
+	}
+	i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == best.Name })
+	if i < 0 {
+		return corev1.VolumeMount{}, corev1.Volume{}, "", false
+	}
+	return best, spec.Volumes[i], strings.TrimPrefix(p, best.MountPath), true
+}
+
+// hostPathOf is where the container path p is on the host, if it is on a
+// hostPath volume.
+func hostPathOf(t *testing.T, spec corev1.PodSpec, c corev1.Container, p string) (string, corev1.VolumeMount) {
+	t.Helper()
+	m, v, rest, ok := mountFor(spec, c, p)
+	if !ok || v.HostPath == nil {
+		t.Errorf("container %s: %s is on no hostPath volume", c.Name, p)
+		return "", m
+	}
+	return v.HostPath.Path + rest, m
+}
+
+// The DaemonSet runs the image make image writes, with the config from the
+// ConfigMap, and every host path the plugin reads or writes (config
+// defaults) mounted from the same host path.
+func TestDaemonSet(t *testing.T) {
+	ds := only[appsv1.DaemonSet](t, daemonSetFile)
+	spec := ds.Spec.Template.Spec
+	if spec.PriorityClassName != "system-node-critical" {
+		t.Errorf("priorityClassName %q, want system-node-critical", spec.PriorityClassName)
+	}
+	if !spec.HostPID {
+		t.Error("hostPID is off: the plugin reads the host's /proc/1/mountinfo and publishes its host PID")
+	}
+	if len(ds.Spec.Template.Annotations) != 0 {
+		t.Errorf("the plugin's pod needs no annotations, has %v", ds.Spec.Template.Annotations)
+	}
+	repo := imageRepo(t)
+	all := append(slices.Clone(spec.InitContainers), spec.Containers...)
+	for _, c := range all {
+		if !strings.HasPrefix(c.Image, repo+":") {
+			t.Errorf("container %s: image %q is not from %s (Makefile IMAGE_REPO)", c.Name, c.Image, repo)
+		}
+		if c.ImagePullPolicy != corev1.PullIfNotPresent {
+			t.Errorf("container %s: imagePullPolicy %q, want IfNotPresent (an imported image)", c.Name, c.ImagePullPolicy)
+		}
+		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+			t.Errorf("container %s: want cpu and memory requests and a memory limit, got %+v", c.Name, c.Resources)
+		}
+	}
+	if len(spec.Containers) != 1 || len(spec.InitContainers) != 1 {
+		t.Fatalf("want one init container and one container, got %d and %d", len(spec.InitContainers), len(spec.Containers))
+	}
+	plugin, initC := spec.Containers[0], spec.InitContainers[0]
+
+	// The config file is the ConfigMap's, which must exist.
+	i := slices.Index(plugin.Args, "-config")
+	if i < 0 || i+1 >= len(plugin.Args) {
+		t.Fatalf("args %q have no -config", plugin.Args)
+	}
+	cfgPath := plugin.Args[i+1]
+	if _, v, rest, ok := mountFor(spec, plugin, cfgPath); !ok || v.ConfigMap == nil {
+		t.Errorf("-config %s is not on a ConfigMap volume", cfgPath)
+	} else {
+		cm := only[corev1.ConfigMap](t, configMapFile)
+		if v.ConfigMap.Name != cm.Name || (v.ConfigMap.Optional != nil && *v.ConfigMap.Optional) {
+			t.Errorf("config volume %+v: want the ConfigMap %s, not optional", v.ConfigMap, cm.Name)
+		}
+		if _, ok := cm.Data[path.Base(rest)]; !ok {
+			t.Errorf("-config %s: ConfigMap %s has no key %s", cfgPath, cm.Name, path.Base(rest))
+		}
+	}
+
+	// Host paths, same inside and out, for what the default config
+	// points at.
+	def := config.Default()
+	for _, tc := range []struct {
+		what, path string
+		readOnly   bool
+	}{
+		{"NRI socket", api.DefaultSocketPath, false},
+		{"cgroupRoot", def.CgroupRoot, false},
+		{"featureFile", def.FeatureFile, false},
+		{"statusFile", def.StatusFile, false},
+		{"kubeletCPUManagerState", def.KubeletCPUManagerState, true},
+	} {
+		host, m := hostPathOf(t, spec, plugin, tc.path)
+		if host != "" && host != tc.path {
+			t.Errorf("%s %s is %s on the host", tc.what, tc.path, host)
+		}
+		if m.ReadOnly != tc.readOnly {
+			t.Errorf("%s: mount %s readOnly %v, want %v", tc.what, m.MountPath, m.ReadOnly, tc.readOnly)
+		}
+	}
+
+	// The init container installs the hook where hookPath says.
+	if len(initC.Command) != 3 || initC.Command[1] != "-install-to" || path.Base(initC.Command[0]) != "cgdelegate-hook" {
+		t.Fatalf("init container command %q, want cgdelegate-hook -install-to PATH", initC.Command)
+	}
+	if host, _ := hostPathOf(t, spec, initC, initC.Command[2]); host != "" && host != def.HookPath {
+		t.Errorf("the hook is installed at %s on the host, hookPath is %s", host, def.HookPath)
+	}
+}
+
+// The containerd drop-in enables the default validator and requires no
+// plugin globally: fail closed per pod, never per node.
+func TestContainerdDropIn(t *testing.T) {
+	data, err := os.ReadFile("../containerd/cgdelegate.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var settings []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			settings = append(settings, l)
+		}
+	}
+	i := slices.Index(settings, `[plugins."io.containerd.nri.v1.nri".default_validator]`)
+	if i < 0 || !slices.Contains(settings[i:], "enable = true") {
+		t.Error("the default validator is not enabled")
+	}
+	for _, s := range settings {
+		if strings.HasPrefix(s, "required_plugins") || strings.HasPrefix(s, "tolerate_missing_plugins_annotation") {
+			t.Errorf("%q: the drop-in must not require plugins globally", s)
+		}
+	}
+}
+
+// The systemd unit reads the config where make install puts it.
+func TestSystemdConfigPath(t *testing.T) {
+	unit, err := os.ReadFile("../systemd/cgdelegate.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^CONFDIR\s*\?=\s*(\S+)\s*$`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("Makefile has no CONFDIR ?= line")
+	}
+	installed := string(m[1]) + "/config.yaml"
+	for _, want := range []string{"-config " + installed, "AssertPathExists=" + installed} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("cgdelegate.service lacks %q (make install writes %s)", want, installed)
+		}
+	}
+	if !strings.Contains(string(mk), "contrib/config.yaml $(DESTDIR)$(CONFDIR)/config.yaml") {
+		t.Error("make install does not install contrib/config.yaml as $(CONFDIR)/config.yaml")
+	}
+}
