@@ -65,6 +65,21 @@ func Read(path string) (s State, found bool, err error) {
 	return s, true, nil
 }
 
+// Missing returns a warning when the state file at path does not exist, or
+// "" when it does (or can not be looked at: Conflict reports that). Every
+// kubelet writes the file, whatever its CPU manager policy, so on a node
+// that runs a kubelet a missing file means the kubelet keeps its state
+// elsewhere (--root-dir), or the file's directory is not mounted into
+// cgdelegate's container; cgdelegate can then not see a static CPU manager.
+func Missing(path string) string {
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	return fmt.Sprintf("the kubelet's CPU manager state %s does not exist, so cgdelegate pins CPUs without knowing whether "+
+		"the kubelet's static CPU manager is active: mount the kubelet's directory (read-only) into cgdelegate's container, "+
+		"or set kubeletCPUManagerState to the kubelet's --root-dir", path)
+}
+
 // Conflict returns why the kubelet's CPU manager forbids cgdelegate to pin
 // CPUs, or "" when it does not. The state file at path is read each call.
 // allowStatic (the allowKubeletStaticCPUManager setting) overrides a static

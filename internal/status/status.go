@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/atomicfile"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/kubeletcpu"
 )
 
 // Runtime identifies the container runtime seen in Configure.
@@ -36,6 +38,9 @@ type Report struct {
 	Supported bool `json:"supportsCgroupOptions"`
 	// Problems says why not, one sentence each.
 	Problems []string `json:"problems,omitempty"`
+	// Warnings are what an admin should look at that does not make the node
+	// unsupported, one sentence each.
+	Warnings []string `json:"warnings,omitempty"`
 	// Host is what the mount table says about the cgroup root.
 	Host hostcheck.Status `json:"host"`
 	// Runtime is the runtime the plugin is attached to, if known.
@@ -59,7 +64,9 @@ type Pinning struct {
 	Allocations any `json:"allocations,omitempty"`
 }
 
-// Evaluate turns a host check into a report for cfg.
+// Evaluate turns a host check into a report for cfg. With CPU pinning on
+// (and allowKubeletStaticCPUManager off) a missing kubelet CPU manager state
+// file is a warning.
 func Evaluate(cfg config.Config, host hostcheck.Status, readErr error) Report {
 	r := Report{Host: host, Config: cfg}
 	switch {
@@ -69,6 +76,11 @@ func Evaluate(cfg config.Config, host hostcheck.Status, readErr error) Report {
 		r.Problems = append(r.Problems, host.Err().Error())
 	}
 	r.Supported = len(r.Problems) == 0
+	if cfg.CPUPinning && !cfg.AllowKubeletStaticCPUManager {
+		if w := kubeletcpu.Missing(cfg.KubeletCPUManagerState); w != "" {
+			r.Warnings = append(r.Warnings, w)
+		}
+	}
 	return r
 }
 
@@ -173,6 +185,14 @@ func Live(live Report, pub Report, pubErr error) Report {
 	out.PluginPID = pub.PluginPID
 	out.UpdatedAt = pub.UpdatedAt
 	out.Pinning = pub.Pinning
+	// What the plugin saw from its own mount namespace, e.g. a kubelet
+	// directory not mounted into its container.
+	out.Warnings = slices.Clone(live.Warnings)
+	for _, w := range pub.Warnings {
+		if !slices.Contains(out.Warnings, w) {
+			out.Warnings = append(out.Warnings, w)
+		}
+	}
 	if pub.Runtime == nil {
 		out.Problems = append(out.Problems, "the plugin has not been configured by a runtime yet")
 		out.Supported = false

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,4 +192,54 @@ func TestPIDAlive(t *testing.T) {
 	if pid := cmd.ProcessState.Pid(); PIDAlive(pid) {
 		t.Fatalf("PID %d of an exited, reaped child is alive", pid)
 	}
+}
+
+// With CPU pinning on, a missing kubelet CPU manager state file is a
+// warning that leaves the verdict alone; the warnings the plugin published
+// reach cgdelegate status too.
+func TestKubeletStateWarning(t *testing.T) {
+	dir := t.TempDir()
+	present := filepath.Join(dir, "cpu_manager_state")
+	if err := os.WriteFile(present, []byte(`{"policyName":"none"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	absent := filepath.Join(dir, "absent")
+	tests := []struct {
+		name        string
+		pinning     bool
+		allowStatic bool
+		state       string
+		warn        bool
+	}{
+		{"pinning, file missing", true, false, absent, true},
+		{"pinning, file present", true, false, present, false},
+		{"pinning off", false, false, absent, false},
+		{"static CPU manager allowed", true, true, absent, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.CPUPinning, cfg.AllowKubeletStaticCPUManager, cfg.KubeletCPUManagerState = tc.pinning, tc.allowStatic, tc.state
+			r := Evaluate(cfg, good, nil)
+			if !r.Supported || len(r.Problems) != 0 {
+				t.Errorf("Supported %v, Problems %v: a warning must not change the verdict", r.Supported, r.Problems)
+			}
+			if got := len(r.Warnings) == 1 && strings.Contains(r.Warnings[0], tc.state+" does not exist"); got != tc.warn {
+				t.Errorf("Warnings %q, want a warning naming %s: %v", r.Warnings, tc.state, tc.warn)
+			}
+		})
+	}
+
+	t.Run("published by the plugin", func(t *testing.T) {
+		pub := Report{Runtime: &Runtime{Name: "containerd"}, Warnings: []string{"plugin saw X", "both saw Y"}}
+		live := Evaluate(config.Default(), good, nil)
+		live.Warnings = []string{"both saw Y"}
+		got := Live(live, pub, nil)
+		if want := []string{"both saw Y", "plugin saw X"}; !slices.Equal(got.Warnings, want) {
+			t.Errorf("Warnings %q, want %q", got.Warnings, want)
+		}
+		if !got.Supported {
+			t.Errorf("warnings made the node unsupported: %v", got.Problems)
+		}
+	})
 }
