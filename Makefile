@@ -11,6 +11,9 @@ LDFLAGS   := -X github.com/cgdelegate/cgdelegate/internal/version.linked=$(VERSI
 # The image reference `make image` writes; contrib/kubernetes/daemonset.yaml
 # names the same repository.
 IMAGE_REPO ?= ghcr.io/cgdelegate/cgdelegate
+# The image tag; the version label is always $(VERSION). The DaemonSet names
+# :dev, so `make image IMAGE_TAG=dev` builds what it runs.
+IMAGE_TAG ?= $(VERSION)
 # Where `make install` puts the config the systemd unit reads.
 CONFDIR   ?= /etc/cgdelegate
 
@@ -27,7 +30,7 @@ build:
 # container engine: ctr -n k8s.io images import bin/cgdelegate-image.tar, or
 # podman load -i bin/cgdelegate-image.tar.
 image: build
-	$(GO) run ./cmd/mkimage -o $(BINDIR)/cgdelegate-image.tar -repo $(IMAGE_REPO) -version $(VERSION) \
+	$(GO) run ./cmd/mkimage -o $(BINDIR)/cgdelegate-image.tar -repo $(IMAGE_REPO) -tag $(IMAGE_TAG) -version $(VERSION) \
 		$(BINDIR)/cgdelegate $(BINDIR)/cgdelegate-hook $(BINDIR)/cgdelegate-init
 
 # Installs the binaries and, if there is none yet, the default config at the

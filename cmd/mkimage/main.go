@@ -1,11 +1,12 @@
 // Command mkimage writes the cgdelegate release image as an OCI image
 // layout tar, without a container engine (`make image`):
 //
-//	mkimage -o bin/cgdelegate-image.tar -version v0.1.0 bin/cgdelegate bin/cgdelegate-hook bin/cgdelegate-init
+//	mkimage -o bin/cgdelegate-image.tar -version v0.1.0 [-tag dev] bin/cgdelegate bin/cgdelegate-hook bin/cgdelegate-init
 //
 // The image is scratch-style: the given binaries under /usr/local/bin and
 // nothing else. Its entrypoint is the first binary; it is named
-// <-repo>:<-version> and labelled with the version, source and license.
+// <-repo>:<-tag> (-tag defaults to -version) and labelled with the version,
+// source and license.
 // `ctr -n k8s.io images import` and `podman load` accept the archive.
 package main
 
@@ -40,7 +41,8 @@ func run(args []string, stderr io.Writer) int {
 	out := fs.String("o", "", "output OCI layout tar (required)")
 	spec := spec{}
 	fs.StringVar(&spec.repo, "repo", defaultRepo, "image repository; the reference is <repo>:<version>")
-	fs.StringVar(&spec.version, "version", "", "image version and tag, e.g. git describe (required)")
+	fs.StringVar(&spec.version, "version", "", "image version label, e.g. git describe (required)")
+	fs.StringVar(&spec.tag, "tag", "", "image tag (default: the version)")
 	fs.StringVar(&spec.source, "source", defaultSource, "org.opencontainers.image.source label")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -58,7 +60,7 @@ func run(args []string, stderr io.Writer) int {
 
 // spec is what the image is made of.
 type spec struct {
-	repo, version, source string
+	repo, tag, version, source string
 	// binaries are host paths; the first is the entrypoint.
 	binaries []string
 }
@@ -87,8 +89,12 @@ func (s spec) image() (ociimage.Image, error) {
 	for _, b := range s.binaries {
 		files = append(files, ociimage.File{Name: binDir + "/" + filepath.Base(b), Mode: 0o755, HostPath: b})
 	}
+	tag := s.tag
+	if tag == "" {
+		tag = s.version
+	}
 	return ociimage.Image{
-		Name:       s.repo + ":" + s.version,
+		Name:       s.repo + ":" + tag,
 		Files:      files,
 		Entrypoint: []string{"/" + binDir + "/" + filepath.Base(s.binaries[0])},
 		Labels: map[string]string{

@@ -146,6 +146,21 @@ func TestWrite(t *testing.T) {
 	}
 }
 
+// -tag names the image; the version label stays the version.
+func TestWriteTag(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "cgdelegate")
+	if err := os.WriteFile(bin, []byte("ELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img, err := spec{repo: "r.example/x", tag: "dev", version: "v2", binaries: []string{bin}}.image()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Name != "r.example/x:dev" || img.Labels["org.opencontainers.image.version"] != "v2" {
+		t.Errorf("name %q, version label %q; want r.example/x:dev and v2", img.Name, img.Labels["org.opencontainers.image.version"])
+	}
+}
+
 func TestWriteRefuses(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct {
