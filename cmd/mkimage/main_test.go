@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -183,5 +184,39 @@ func TestWriteRefuses(t *testing.T) {
 				t.Errorf("stderr %q does not say %q", stderr.String(), tc.want)
 			}
 		})
+	}
+}
+
+// skopeo, when installed, reads the archive as an OCI image, verifying
+// every blob's digest as it copies it, and sees the labels.
+func TestSkopeoAccepts(t *testing.T) {
+	skopeo, err := exec.LookPath("skopeo")
+	if err != nil {
+		t.Skip("skopeo not installed (apt-get install skopeo); the archive's structure is checked by TestWrite")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "cgdelegate")
+	if err := os.WriteFile(bin, []byte("ELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(dir, "image.tar")
+	if code := run([]string{"-o", archive, "-version", "v9", bin}, io.Discard); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if out, err := exec.Command(skopeo, "copy", "oci-archive:"+archive, "dir:"+filepath.Join(dir, "copy")).CombinedOutput(); err != nil {
+		t.Fatalf("skopeo copy: %v\n%s", err, out)
+	}
+	out, err := exec.Command(skopeo, "inspect", "oci-archive:"+archive).Output()
+	if err != nil {
+		t.Fatalf("skopeo inspect: %v", err)
+	}
+	var info struct {
+		Labels map[string]string
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		t.Fatal(err)
+	}
+	if got := info.Labels["org.opencontainers.image.version"]; got != "v9" {
+		t.Errorf("skopeo sees version label %q, want v9", got)
 	}
 }

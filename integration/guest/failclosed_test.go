@@ -39,7 +39,8 @@ func failClosedPerPod(t *testing.T, e *guestEnv) {
 
 	pod := e.runPod(ctx, t, cri.PodSpec{Name: "required", Annotations: ann})
 	_, err := pod.CreateContainer(ctx, sleeper("refused", 0))
-	requireErrContains(t, "CreateContainer (requires cgdelegate, cgdelegate stopped)", err, "cgdelegate")
+	// The default validator's words: `required plugin "cgdelegate" not present`.
+	requireErrContains(t, "CreateContainer (requires cgdelegate, cgdelegate stopped)", err, `required plugin "cgdelegate"`)
 	t.Logf("refusal seen by the CRI client: %v", err)
 	if cs := e.podContainers(ctx, t, pod); len(cs) != 0 {
 		t.Errorf("refused container exists anyway: %v", cs)
