@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"k8s.io/utils/cpuset"
 )
@@ -101,6 +103,11 @@ type Config struct {
 	KubeletCPUManagerState string `json:"kubeletCPUManagerState,omitempty"`
 	// AllowKubeletStaticCPUManager overrides that refusal.
 	AllowKubeletStaticCPUManager bool `json:"allowKubeletStaticCPUManager,omitempty"`
+
+	// MetricsAddress is the host:port where the plugin serves Prometheus
+	// metrics at /metrics, e.g. "127.0.0.1:9767"; empty (the default)
+	// serves none. It is read from the config file at start-up.
+	MetricsAddress string `json:"metricsAddress,omitempty"`
 }
 
 // Default returns the built-in configuration.
@@ -211,7 +218,25 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("reservedCPUs: %q is not a cpuset list: %w", c.ReservedCPUs, err))
 		}
 	}
+	if err := validAddress(c.MetricsAddress); err != nil {
+		errs = append(errs, fmt.Errorf("metricsAddress: %q %w", c.MetricsAddress, err))
+	}
 	return errors.Join(errs...)
+}
+
+// validAddress checks a host:port listen address; "" is valid (none).
+func validAddress(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("is not host:port: %w", err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Errorf("has port %q, not a number from 0 to 65535", port)
+	}
+	return nil
 }
 
 // FeatureFilePath is FeatureFile, or "" when disabled.
