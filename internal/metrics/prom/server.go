@@ -38,5 +38,12 @@ func (s *Server) Serve() error {
 	return nil
 }
 
-// Shutdown stops serving, waiting for scrapes under way until ctx is done.
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+// Shutdown stops serving, waiting for scrapes under way until ctx is done,
+// and releases the address, served or not.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if cerr := s.ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) {
+		err = errors.Join(err, cerr)
+	}
+	return err
+}
