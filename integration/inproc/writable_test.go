@@ -32,8 +32,9 @@ type env struct {
 	adv  *advert.Advertiser
 }
 
-// setup starts a runtime side and connects the real plugin to it over ttrpc.
-func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config)) *env {
+// setup starts a runtime side and connects the real plugin, built with
+// opts, to it over ttrpc.
+func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config), opts ...nri.Option) *env {
 	t.Helper()
 	mounts := fakehost.NoNsdelegate
 	if nsdelegate {
@@ -52,7 +53,8 @@ func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config)) *env {
 	// Wired as plugin/main wires it: the advertisement refreshes after
 	// every Configure.
 	var adv *advert.Advertiser
-	p, err := nri.New(cfg, slog.New(slog.DiscardHandler), nri.WithConfigured(func() { adv.Refresh() }))
+	opts = append(opts, nri.WithConfigured(func() { adv.Refresh() }))
+	p, err := nri.New(cfg, slog.New(slog.DiscardHandler), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,9 +32,6 @@ const (
 	UpdateFailed = "failed"
 )
 
-// EventBuckets are the cgdelegate_nri_event_duration_seconds buckets, in
-// seconds: a container start takes microseconds, so they start at 5µs.
-var EventBuckets = []float64{
-	5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6,
-	1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 100e-3, 1,
-}
+// The cgdelegate_nri_event_duration_seconds buckets are in histogram.go
+// (eventBounds): a container start takes microseconds, so they start at
+// 5µs and end at 1s.

@@ -32,9 +32,7 @@ type Recorder struct {
 	containers *prometheus.CounterVec
 	results    [6]prometheus.Counter
 	refusals   map[string]prometheus.Counter
-	events     *prometheus.HistogramVec
-	// known are the Events' histograms, in Events order.
-	known        [5]prometheus.Observer
+	events       *events
 	sent, failed prometheus.Counter
 }
 
@@ -58,14 +56,7 @@ func New(o Options) *Recorder {
 	for _, c := range Causes {
 		r.refusals[c] = refusals.WithLabelValues(c)
 	}
-	r.events = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    EventDuration,
-		Help:    "Time the plugin took to handle an NRI event, by event name.",
-		Buckets: EventBuckets,
-	}, []string{"event"})
-	for i, e := range Events {
-		r.known[i] = r.events.WithLabelValues(e)
-	}
+	r.events = newEvents()
 	updates := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: ContainerUpdatesTotal,
 		Help: "Container updates sent to the runtime after an event (CPU pool changes), by result: sent or failed.",
@@ -131,24 +122,7 @@ func resultIndex(outcome string) int {
 }
 
 // Event implements metrics.Recorder.
-func (r *Recorder) Event(name string, d time.Duration) {
-	var o prometheus.Observer
-	switch name {
-	case "CreateContainer":
-		o = r.known[0]
-	case "RunPodSandbox":
-		o = r.known[1]
-	case "StopContainer":
-		o = r.known[2]
-	case "RemoveContainer":
-		o = r.known[3]
-	case "RemovePodSandbox":
-		o = r.known[4]
-	default:
-		o = r.events.WithLabelValues(name)
-	}
-	o.Observe(d.Seconds())
-}
+func (r *Recorder) Event(name string, d time.Duration) { r.events.get(name).observe(d) }
 
 // Updates implements metrics.Recorder.
 func (r *Recorder) Updates(sent, failed int) {
