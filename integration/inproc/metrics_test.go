@@ -11,14 +11,14 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/status"
-	"github.com/cgdelegate/cgdelegate/internal/writable"
+	wr "github.com/cgdelegate/cgdelegate/internal/writable"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
 // denyNamespace is an admission check (an opt-in policy) refusing one
 // namespace.
-func denyNamespace(ns string) writable.Check {
-	return func(c *writable.Candidate) error {
+func denyNamespace(ns string) wr.Check {
+	return func(c *wr.Candidate) error {
 		if c.Pod.GetNamespace() == ns {
 			return fmt.Errorf("namespace %q may not have writable cgroups", ns)
 		}
