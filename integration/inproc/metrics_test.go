@@ -177,4 +177,3 @@ func histogramCount(t *testing.T, rec *prom.Recorder, event string) uint64 {
 	t.Fatal(errors.New("no " + prom.EventDuration + " for " + event))
 	return 0
 }
-

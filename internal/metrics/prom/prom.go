@@ -29,9 +29,9 @@ type Recorder struct {
 
 	// results are the cgdelegate_containers_total counters, in Results
 	// order; refusals are by cause.
-	containers *prometheus.CounterVec
-	results    [6]prometheus.Counter
-	refusals   map[string]prometheus.Counter
+	containers   *prometheus.CounterVec
+	results      [6]prometheus.Counter
+	refusals     map[string]prometheus.Counter
 	events       *events
 	sent, failed prometheus.Counter
 }
