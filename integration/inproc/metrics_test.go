@@ -1,7 +1,6 @@
 package inproc
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -174,6 +173,54 @@ func histogramCount(t *testing.T, rec *prom.Recorder, event string) uint64 {
 			}
 		}
 	}
-	t.Fatal(errors.New("no " + prom.EventDuration + " for " + event))
+	t.Fatalf("no %s for %s", prom.EventDuration, event)
 	return 0
+}
+
+// With CPU pinning on, the CPU pools, the asynchronous updates and the
+// pinning refusals are exported.
+func TestMetricsPinning(t *testing.T) {
+	var e *pinEnv
+	rec := prom.New(prom.Options{Pinning: func() *status.Pinning { return e.p.Pinning() }})
+	e = setupPinning(t, nil, nri.WithMetrics(rec))
+	plain := Pod("plain", "p0", cgroupfsParent, nil)
+	e.mustRunPod(plain)
+	e.mustCreate(plain, Container(plain, "app"))
+	pod := budgetPod("budget", "p1", 4)
+	e.mustRunPod(pod)
+	e.applyAsync() // the plain container shrinks: one update
+	e.mustCreate(pod, Container(pod, "guaranteed", WithGuaranteedCPUs(1, gi)))
+	if _, err := e.create(pod, Container(pod, "huge", WithGuaranteedCPUs(8, gi))); err == nil {
+		t.Fatal("a container above the pod budget was not refused")
+	}
+	want := `
+# HELP cgdelegate_container_updates_total Container updates sent to the runtime after an event (CPU pool changes), by result: sent or failed.
+# TYPE cgdelegate_container_updates_total counter
+cgdelegate_container_updates_total{result="failed"} 0
+cgdelegate_container_updates_total{result="sent"} 1
+# HELP cgdelegate_cpus CPUs by pool while CPU pinning is active: reserved (never handed out), node_shared (the node shared pool), pod_bubbles (in pod bubbles), exclusive (held by exclusive containers).
+# TYPE cgdelegate_cpus gauge
+cgdelegate_cpus{pool="exclusive"} 1
+cgdelegate_cpus{pool="node_shared"} 12
+cgdelegate_cpus{pool="pod_bubbles"} 4
+cgdelegate_cpus{pool="reserved"} 0
+`
+	if err := testutil.GatherAndCompare(rec.Registry(), strings.NewReader(want), prom.ContainerUpdatesTotal, prom.CPUs); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, label, value string
+		want               float64
+	}{
+		{prom.ContainersTotal, "result", "unchanged", 2},
+		{prom.ContainersTotal, "result", "refused", 1},
+		{prom.RefusalsTotal, "cause", prom.CausePinning, 1},
+	} {
+		if got := counter(t, rec, c.name, c.label, c.value); got != c.want {
+			t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.value, got, c.want)
+		}
+	}
+	if got := histogramCount(t, rec, "RunPodSandbox"); got != 2 {
+		t.Errorf("RunPodSandbox durations observed %d, want 2", got)
+	}
 }
