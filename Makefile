@@ -15,10 +15,11 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/cgdelegate ./plugin
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/cgdelegate-hook ./hooks/cmd/cgdelegate-hook
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/cgdelegate-init ./cmd/cgdelegate-init
 
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(BINDIR)/cgdelegate $(BINDIR)/cgdelegate-hook $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BINDIR)/cgdelegate $(BINDIR)/cgdelegate-hook $(BINDIR)/cgdelegate-init $(DESTDIR)$(PREFIX)/bin/
 
 vet:
 	$(GO) vet ./...

@@ -3,6 +3,7 @@ package nri
 import (
 	"context"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
+	"github.com/cgdelegate/cgdelegate/internal/topology/topotest"
 )
 
 func testConfig(t *testing.T) config.Config {
@@ -87,5 +89,51 @@ func TestCreateContainerNilGuards(t *testing.T) {
 	adj, upd, err := p.CreateContainer(context.Background(), nil, nil)
 	if adj != nil || upd != nil || err != nil {
 		t.Fatalf("nil pod/container: %v %v %v", adj, upd, err)
+	}
+}
+
+// TestConfigureRebuildsSuspendedPinning: pinning stopped because the
+// kubelet's static CPU manager became active resumes only with a rebuilt
+// state: a Configure (followed by Synchronize) builds it again, and it
+// stays inactive while the kubelet is still static.
+func TestConfigureRebuildsSuspendedPinning(t *testing.T) {
+	host := fakehost.New(t)
+	if err := host.InstallSysfs(topotest.DualSocketHT().Tree().FS()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := host.Config()
+	cfg.CPUPinning = true
+	write := func(policyName string) {
+		t.Helper()
+		if err := os.WriteFile(cfg.KubeletCPUManagerState+".tmp", []byte(`{"policyName":"`+policyName+`"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(cfg.KubeletCPUManagerState+".tmp", cfg.KubeletCPUManagerState); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("none")
+	p, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	configure := func() api.EventMask {
+		t.Helper()
+		mask, err := p.Configure(context.Background(), "", "containerd", "v2.4.2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mask
+	}
+	write("static")
+	if !p.RecheckKubeletState() || p.Pinning().Active {
+		t.Fatalf("static: pinning %+v, want suspended", p.Pinning())
+	}
+	if configure(); p.Pinning().Active || !strings.Contains(p.Pinning().Reason, "static CPU manager is active") {
+		t.Fatalf("Configure while static: pinning %+v, want inactive", p.Pinning())
+	}
+	write("none")
+	if mask := configure(); !p.Pinning().Active || !mask.IsSet(api.Event_RUN_POD_SANDBOX) {
+		t.Fatalf("Configure after none: pinning %+v, mask %s; want active", p.Pinning(), mask.PrettyString())
 	}
 }

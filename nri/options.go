@@ -1,6 +1,7 @@
 package nri
 
 import (
+	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/metrics"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
@@ -12,6 +13,7 @@ type options struct {
 	metrics    metrics.Recorder
 	timed      bool
 	admission  []writable.Check
+	policies   []func(config.Config) writable.Check
 	configured func()
 }
 
@@ -40,8 +42,31 @@ func WithAdmission(checks ...writable.Check) Option {
 	return func(o *options) { o.admission = append(o.admission, checks...) }
 }
 
-// WithConfigured calls fn after every successful Configure (the node
-// advertisement refreshes there).
+// WithPolicy adds an admission rule built from the config in force (the
+// node's opt-in policy, optinpolicy.FromConfig): build is called with every
+// config the plugin takes (New, Configure, Reload), so the rule always
+// follows the config. A nil rule means the config sets none. It runs where
+// WithAdmission's rules run, after them.
+func WithPolicy(build func(config.Config) writable.Check) Option {
+	return func(o *options) { o.policies = append(o.policies, build) }
+}
+
+// admissionFor returns the admission rules for cfg.
+func (o *options) admissionFor(cfg config.Config) []writable.Check {
+	if len(o.policies) == 0 {
+		return o.admission
+	}
+	checks := append([]writable.Check(nil), o.admission...)
+	for _, build := range o.policies {
+		if c := build(cfg); c != nil {
+			checks = append(checks, c)
+		}
+	}
+	return checks
+}
+
+// WithConfigured calls fn after every successful Configure or Reload (the
+// node advertisement refreshes there).
 func WithConfigured(fn func()) Option {
 	return func(o *options) { o.configured = fn }
 }

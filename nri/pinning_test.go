@@ -13,19 +13,17 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/topology/topotest"
 )
-
-const dualSocketHT = "../internal/topology/testdata/dual-socket-ht"
 
 func pinConfig(t *testing.T) config.Config {
 	t.Helper()
 	c := testConfig(t)
 	c.CPUPinning = true
-	root, err := filepath.Abs(dualSocketHT)
-	if err != nil {
+	c.SysfsRoot = t.TempDir()
+	if err := topotest.DualSocketHT().Tree().Write(c.SysfsRoot); err != nil {
 		t.Fatal(err)
 	}
-	c.SysfsRoot = root
 	c.KubeletCPUManagerState = filepath.Join(t.TempDir(), "cpu_manager_state")
 	return c
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,7 +57,7 @@ func (p *Plugin) newHost(cfg config.Config, old *host) *host {
 	return &host{
 		cfg:     cfg,
 		checker: checker,
-		decider: writable.New(cfg, p.opts.admission...),
+		decider: writable.New(cfg, p.opts.admissionFor(cfg)...),
 		fs:      fs,
 		bounds:  cgroupfs.NewPodBounds(fs),
 	}
@@ -65,8 +66,13 @@ func (p *Plugin) newHost(cfg config.Config, old *host) *host {
 // Plugin is the cgdelegate NRI plugin.
 type Plugin struct {
 	log  *slog.Logger
-	base config.Config
 	opts options
+
+	// mu orders config changes (Configure, Reload): base is the config
+	// before any blob (the file), blob the last Configure blob.
+	mu   sync.Mutex
+	base config.Config
+	blob string
 
 	h atomic.Pointer[host]
 	// pin is the CPU pinning state; nil when cpuPinning is off.
@@ -135,6 +141,29 @@ func (p *Plugin) WatchHost(ctx context.Context) error {
 	}
 }
 
+// RecheckKubeletState reads the kubelet's CPU manager state again if its
+// file changed (one stat otherwise); pinning stops when the kubelet's
+// static policy became active (pinning.Pinner.RecheckKubelet). It reports
+// whether the pinning status changed.
+func (p *Plugin) RecheckKubeletState() bool { return p.pin.Load().RecheckKubelet(p.log) }
+
+// WatchKubeletState calls RecheckKubeletState every interval until ctx is
+// done, and changed (may be nil) after each status change.
+func (p *Plugin) WatchKubeletState(ctx context.Context, every time.Duration, changed func()) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if p.RecheckKubeletState() && changed != nil {
+				changed()
+			}
+		}
+	}
+}
+
 // Runtime is the runtime seen in Configure; nil before it.
 func (p *Plugin) Runtime() *status.Runtime {
 	if ri := p.runtime.Load(); ri != nil {
@@ -158,24 +187,22 @@ func (p *Plugin) Pinning() *status.Pinning { return p.pin.Load().Status() }
 // Configure merges the runtime's config blob, records the runtime and
 // subscribes to the events cgdelegate needs.
 func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (api.EventMask, error) {
+	p.mu.Lock()
 	cfg, err := config.Merge(p.base, blob)
 	if err != nil {
+		p.mu.Unlock()
 		return 0, fmt.Errorf("configure from %s %s: %w", runtime, version, err)
 	}
-	old := p.h.Load()
-	h := p.newHost(cfg, old)
-	p.h.Store(h)
-	if h.checker != old.checker {
-		_ = old.checker.Close()
-		if stop := p.stopWatch.Load(); stop != nil {
-			(*stop)()
-		}
-	}
-	if pinning.ConfigChanged(old.cfg, cfg) {
-		// Synchronize follows Configure and fills the new policy.
+	p.blob = blob
+	if old := p.apply(cfg); pinning.ConfigChanged(old, cfg) || !p.pin.Load().Active() {
+		// Synchronize follows Configure and fills the new policy. Inactive
+		// pinning holds nothing worth keeping (a suspended state is
+		// stale), so it is built again: it resumes unless the kubelet's
+		// static CPU manager is still active.
 		p.pin.Store(pinning.New(cfg, p.log))
 	}
 	p.runtime.Store(&runtimeInfo{status.Runtime{Name: runtime, Version: version}, quirks.For(runtime)})
+	p.mu.Unlock()
 	p.log.Info("configured", "runtime", runtime, "version", version, "blob", len(blob) > 0)
 	if p.opts.configured != nil {
 		p.opts.configured()
@@ -186,6 +213,55 @@ func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (ap
 		events += "," + pinningEvents
 	}
 	return api.MustParseEventMask(events), nil
+}
+
+// ErrReload is wrapped by a config Reload refuses; the config in force
+// stays.
+var ErrReload = errors.New("config not reloaded")
+
+// Reload takes base as the new config before any blob (a re-read config
+// file): the runtime's last Configure blob is merged over it again, and the
+// result replaces the config in force, as Configure does. A config that
+// does not validate, or that changes the CPU pinning settings (they need
+// the runtime's Synchronize and event subscription, so a restart), is
+// refused and the config in force stays.
+func (p *Plugin) Reload(base config.Config) error {
+	p.mu.Lock()
+	cfg, err := config.Merge(base, p.blob)
+	if err != nil {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: %w", ErrReload, err)
+	}
+	if pinning.ConfigChanged(p.h.Load().cfg, cfg) {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: the CPU pinning settings (cpuPinning, topologyScope, reservedCPUs, strictCPUReservation, "+
+			"sysfsRoot, kubeletCPUManagerState, allowKubeletStaticCPUManager) changed; they take effect when the plugin restarts", ErrReload)
+	}
+	p.base = base
+	p.apply(cfg)
+	withBlob := p.blob != ""
+	p.mu.Unlock()
+	p.log.Info("config reloaded", "runtimeBlobMergedOver", withBlob)
+	if p.opts.configured != nil {
+		p.opts.configured()
+	}
+	return nil
+}
+
+// apply puts cfg in force and returns the config it replaced; the caller
+// holds p.mu. A replaced mount-table checker is closed and its WatchHost
+// round ended.
+func (p *Plugin) apply(cfg config.Config) config.Config {
+	old := p.h.Load()
+	h := p.newHost(cfg, old)
+	p.h.Store(h)
+	if h.checker != old.checker {
+		_ = old.checker.Close()
+		if stop := p.stopWatch.Load(); stop != nil {
+			(*stop)()
+		}
+	}
+	return old.cfg
 }
 
 // CreateContainer decides the container's cgroup mount (writable.Decider),
@@ -233,7 +309,7 @@ func (p *Plugin) ensureBounds(h *host, pod *api.PodSandbox, plan *writable.Plan)
 func (p *Plugin) logPlan(pod *api.PodSandbox, ctr *api.Container, plan *writable.Plan) {
 	switch {
 	case plan.Warning != nil:
-		p.eventLog(pod, ctr).Warn("runtime-writable cgroups on an unsafe host; allowed because guard is warn", "error", plan.Warning)
+		p.eventLog(pod, ctr).Warn("runtime-writable cgroups would be refused (unsafe host or opt-in policy); allowed because guard is warn", "error", plan.Warning)
 	case plan.Outcome == writable.Privileged && plan.Request.Mode == optin.Writable:
 		p.eventLog(pod, ctr).Info("privileged container already has read-write cgroups; left alone", "annotation", plan.Request.Source)
 	case plan.Outcome == writable.ReadOnly:

@@ -35,6 +35,7 @@ flags:
 type flags struct {
 	config, socket, idx, name string
 	level                     slog.Level
+	format                    logging.Format
 	version                   bool
 }
 
@@ -42,22 +43,26 @@ type flags struct {
 // printed to stderr, with the usage when it helps; flag.ErrHelp means -h.
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	var f flags
-	var level string
+	var level, format string
 	fs := newFlagSet("cgdelegate", usage, stderr)
 	fs.StringVar(&f.config, "config", "", "YAML config file (optional; the runtime's Configure blob is merged over it)")
 	fs.StringVar(&f.socket, "socket", "", "NRI socket path (default: "+api.DefaultSocketPath+"; a runtime that starts the plugin passes a connection in $"+api.PluginSocketEnvVar+")")
 	fs.StringVar(&f.idx, "idx", "", "plugin index, two digits (default: $"+api.PluginIdxEnvVar+" or "+defaultIdx+")")
 	fs.StringVar(&f.name, "name", "", "plugin name, without '/' (default: $"+api.PluginNameEnvVar+" or "+defaultName+")")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&format, "log-format", "text", "log format: text or json")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return flags{}, err
 	}
-	var err error
+	var err, errFormat error
 	if f.level, err = logging.ParseLevel(level); err != nil {
 		err = fmt.Errorf("-log-level %q: %w", level, err)
 	}
-	err = errors.Join(err, checkArgs(fs.Args()), checkIdx(f.idx), checkName(f.name))
+	if f.format, errFormat = logging.ParseFormat(format); errFormat != nil {
+		errFormat = fmt.Errorf("-log-format %w", errFormat)
+	}
+	err = errors.Join(err, errFormat, checkArgs(fs.Args()), checkIdx(f.idx), checkName(f.name))
 	if err != nil {
 		logging.ErrorLine(stderr, "cgdelegate", fmt.Errorf("%w (see cgdelegate -h)", err))
 		return flags{}, err

@@ -9,6 +9,12 @@
 // socket, name and index the runtime passes in its environment, and its
 // config from the runtime's Configure call.
 //
+// SIGHUP re-reads the -config file: a valid one replaces the config in
+// force (the runtime's Configure blob still merged over it), an invalid one
+// is logged and the old one stays. On SIGINT, SIGTERM or any other exit the
+// NFD feature file is removed, so the node no longer advertises writable
+// cgroups.
+//
 // Exit codes: 0 on a clean stop, -h or -version; 1 when the plugin can not
 // start or fails; 2 for a command line that can not run.
 package main
@@ -18,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -29,10 +36,15 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
+	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/version"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
+
+// kubeletStateEvery is how often the kubelet's CPU manager state file is
+// looked at (one stat; read only when it changed).
+const kubeletStateEvery = 5 * time.Second
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -50,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "cgdelegate", version.String())
 		return 0
 	}
-	log := logging.New(stderr, f.level)
+	log := logging.New(stderr, f.level, f.format)
 	logging.CaptureLogrus(log)
 	cfg, err := loadConfig(f.config)
 	if err != nil {
@@ -58,13 +70,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	// The node advertisement reads the plugin and refreshes after every
-	// Configure and mount table change; the metrics read both at scrape
-	// time, once serving starts below.
+	// Configure, Reload and mount table change. The opt-in policy is built
+	// from every config that comes into force. The metrics read the plugin
+	// and the advertisement at scrape time, once serving starts below.
 	var (
 		adv *advert.Advertiser
 		p   *nri.Plugin
 	)
-	opts := []nri.Option{nri.WithConfigured(func() { adv.Refresh() })}
+	opts := []nri.Option{nri.WithPolicy(optinpolicy.FromConfig), nri.WithConfigured(func() { adv.Refresh() })}
 	rec, metricsSrv, err := listenMetrics(cfg.MetricsAddress, prom.Options{
 		Supported: func() bool { return adv.Report().Supported },
 		Pinning:   func() *status.Pinning { return p.Pinning() },
@@ -89,13 +102,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	p.SetUpdater(s)
 	adv = advert.New(p, log)
+	defer func() {
+		if err := adv.Withdraw(); err != nil {
+			log.Error("cannot withdraw the node advertisement", "error", err)
+		}
+	}()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go reloadOnHangup(ctx, hup, f.config, p, log)
 	go func() {
 		if err := p.WatchHost(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("mount table watch stopped; every container start re-reads the mount table", "error", err)
 		}
+	}()
+	go func() {
+		// The status file shows when pinning stops.
+		_ = p.WatchKubeletState(ctx, kubeletStateEvery, adv.Refresh)
 	}()
 	go func() {
 		if err := adv.Watch(ctx, 10*time.Second); err != nil && !errors.Is(err, context.Canceled) {
@@ -116,6 +142,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// reloadOnHangup reloads the config file on every signal on hup, until ctx
+// is done.
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, path string, p *nri.Plugin, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			reload(path, p, log)
+		}
+	}
+}
+
+// reload re-reads the config file and puts it in force; an invalid one is
+// logged and the config in force stays.
+func reload(path string, p *nri.Plugin, log *slog.Logger) {
+	if path == "" {
+		log.Info("SIGHUP: no -config file to re-read; the config in force stays")
+		return
+	}
+	cfg, err := config.Load(path)
+	if err == nil {
+		err = p.Reload(cfg)
+	}
+	if err != nil {
+		log.Error("config reload failed; the config in force stays", "config", path, "error", err)
+	}
 }
 
 func loadConfig(path string) (config.Config, error) {

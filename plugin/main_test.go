@@ -14,12 +14,19 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/logging"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/version"
 )
 
 // statusHost builds a host and a config pointing at it.
 func statusHost(t *testing.T, nsdelegate bool, publish bool) string {
+	t.Helper()
+	return statusHostAt(t, nsdelegate, publish, os.Getpid(), time.Now())
+}
+
+// statusHostAt is statusHost with the publisher's PID and time.
+func statusHostAt(t *testing.T, nsdelegate bool, publish bool, pid int, updated time.Time) string {
 	t.Helper()
 	mounts := fakehost.NoNsdelegate
 	if nsdelegate {
@@ -35,8 +42,8 @@ func statusHost(t *testing.T, nsdelegate bool, publish bool) string {
 	if publish {
 		r := status.Evaluate(config.Default(), hostcheck.Status{Mounted: true, Version: 2, NsDelegate: true, FSType: "cgroup2"}, nil)
 		r.Runtime = &status.Runtime{Name: "containerd", Version: "v2.4.2"}
-		r.PluginPID = 1234
-		r.UpdatedAt = time.Now()
+		r.PluginPID = pid
+		r.UpdatedAt = updated
 		if err := status.Publish(statusFile, r); err != nil {
 			t.Fatal(err)
 		}
@@ -76,6 +83,21 @@ func TestStatus(t *testing.T) {
 	}
 }
 
+// TestStatusStale: a status left by a plugin that stopped refreshing it
+// is reported as unsupported, with the reason, exit 1.
+func TestStatusStale(t *testing.T) {
+	var out, errOut bytes.Buffer
+	cfg := statusHostAt(t, true, true, os.Getpid(), time.Now().Add(-4*time.Minute))
+	if code := run([]string{"status", "-config", cfg}, &out, &errOut); code != 1 {
+		t.Fatalf("exit %d, want 1; stdout=%s stderr=%s", code, out.String(), errOut.String())
+	}
+	for _, w := range []string{`"supportsCgroupOptions": false`, "the published status is stale", "(more than 1m30s)"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("status output lacks %s:\n%s", w, out.String())
+		}
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
@@ -95,6 +117,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"-frobnicate"}, 2, []string{"frobnicate"}},
 		{"status unknown flag", []string{"status", "-x"}, 2, []string{"-x"}},
 		{"bad log level", []string{"-log-level", "loud"}, 2, []string{`-log-level "loud"`}},
+		{"bad log format", []string{"-log-format", "xml"}, 2, []string{`-log-format "xml": want json or text`}},
 		{"bad config reports every problem", []string{"-config", bad}, 1, []string{`guard: \"sometimes\"`, "maxDepth: -1"}},
 		{"status with bad config", []string{"status", "-config", bad}, 2, []string{`guard: "sometimes"`}},
 		{"missing config", []string{"-config", filepath.Join(dir, "absent.yaml")}, 1, []string{"absent.yaml"}},
@@ -126,7 +149,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestHelpAndVersion(t *testing.T) {
-	flagNames := []string{"-config", "-socket", "-idx", "-name", "-log-level", "-version"}
+	flagNames := []string{"-config", "-socket", "-idx", "-name", "-log-level", "-log-format", "-version"}
 	tests := []struct {
 		name       string
 		args       []string
@@ -174,6 +197,8 @@ func TestParseFlags(t *testing.T) {
 			[]string{"-config", "/c.yaml", "-socket", "/s.sock", "-idx", "07", "-name", "cgd", "-log-level", "debug"},
 			flags{config: "/c.yaml", socket: "/s.sock", idx: "07", name: "cgd", level: slog.LevelDebug},
 		},
+		{"json logs", []string{"-log-format", "json"}, flags{level: slog.LevelInfo, format: logging.JSON}},
+		{"text logs", []string{"-log-format=text"}, flags{level: slog.LevelInfo, format: logging.Text}},
 		{"idx 00", []string{"-idx", "00"}, flags{idx: "00", level: slog.LevelInfo}},
 		{"idx 99", []string{"-idx", "99"}, flags{idx: "99", level: slog.LevelInfo}},
 		{"double dashes", []string{"--idx=10", "--name=x"}, flags{idx: "10", name: "x", level: slog.LevelInfo}},

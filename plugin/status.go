@@ -2,7 +2,9 @@ package main
 
 import (
 	"io"
+	"time"
 
+	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
 	"github.com/cgdelegate/cgdelegate/internal/status"
@@ -11,11 +13,17 @@ import (
 const statusUsage = `usage: cgdelegate status [flags]
 
 Prints the node's readiness as JSON: the live host checks merged with what
-the running plugin published. Exits 0 when the node supports writable
-cgroups, 1 when it does not, 2 for a command line or config that can not run.
+the running plugin published. A published status whose plugin is not
+running, or older than three refresh periods, is stale: the node is then
+unsupported. Exits 0 when the node supports writable cgroups, 1 when it does
+not, 2 for a command line or config that can not run.
 
 flags:
 `
+
+// staleAfter is the age past which a published status is stale: the
+// plugin rewrites it at least every advert.StatusRefresh.
+const staleAfter = 3 * advert.StatusRefresh
 
 // runStatus prints the live readiness merged with what the running plugin
 // published.
@@ -38,6 +46,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	defer checker.Close()
 	st, readErr := checker.Check()
 	pub, pubErr := status.ReadPublished(cfg.StatusFilePath())
+	if pubErr == nil {
+		pubErr = status.CheckFresh(pub, time.Now(), staleAfter, status.PIDAlive)
+	}
 	r := status.Live(status.Evaluate(cfg, st, readErr), pub, pubErr)
 	if _, err := stdout.Write(r.Marshal()); err != nil {
 		return 2

@@ -14,14 +14,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
-	cgdconfig "github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/status"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/cpuset"
+
+	"github.com/cgdelegate/cgdelegate/integration/cri"
+	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
+	cgdconfig "github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 
 // Console markers of the demo (read by integration/vm's TestDemo): a story
@@ -61,10 +62,9 @@ if err=$( (echo max > memory.max) 2>&1 ); then echo RAISE=ok; else echo "RAISE=$
 echo "OWNAFTER=$(cat memory.max)"
 `
 
-// TestDemo is `make demo`: it tells, from real observations, what cgdelegate
+// demo is `make demo`: it tells, from real observations, what cgdelegate
 // does to a pod on this node. Every step checks what it prints.
-func TestDemo(t *testing.T) {
-	e := begin(t)
+func demo(t *testing.T, e *guestEnv) {
 	e.requirePlugin(t)
 	ctx := scenarioCtx(t)
 	var s story

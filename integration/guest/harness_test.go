@@ -7,16 +7,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cgdelegate/cgdelegate/integration/cri"
 )
 
-// TestHarness checks the proving ground itself, without cgdelegate: the
+// harness checks the proving ground itself, without cgdelegate: the
 // host is pure cgroup v2 as the variant says, containerd answers the CRI,
 // the images are there, and a pod's busybox container runs and can be
 // exec'd into.
-func TestHarness(t *testing.T) {
-	e := begin(t)
+func harness(t *testing.T, e *guestEnv) {
 	ctx := scenarioCtx(t)
 
 	mi, err := os.ReadFile("/proc/self/mountinfo")
@@ -32,8 +32,8 @@ func TestHarness(t *testing.T) {
 	if !strings.Contains(line, " - cgroup2 ") {
 		t.Fatalf("host /sys/fs/cgroup is not cgroup2: %q", line)
 	}
-	if got := strings.Contains(line, "nsdelegate"); got != e.cfg.NSDelegate {
-		t.Errorf("host nsdelegate = %v, variant wants %v: %q", got, e.cfg.NSDelegate, line)
+	if got := strings.Contains(line, "nsdelegate"); got != e.variant.NSDelegate {
+		t.Errorf("host nsdelegate = %v, variant wants %v: %q", got, e.variant.NSDelegate, line)
 	}
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.subtree_control"); err != nil {
 		t.Errorf("no cgroup v2 root: %v", err)
@@ -44,9 +44,9 @@ func TestHarness(t *testing.T) {
 		t.Fatalf("CRI Version: %v", err)
 	}
 	t.Logf("runtime %s %s (CRI %s)", v.GetRuntimeName(), v.GetRuntimeVersion(), v.GetRuntimeApiVersion())
-	if want := strings.TrimPrefix(e.cfg.Containerd, "v"); !strings.HasPrefix(v.GetRuntimeVersion(), want) &&
+	if want := strings.TrimPrefix(e.variant.Containerd, "v"); !strings.HasPrefix(v.GetRuntimeVersion(), want) &&
 		!strings.HasPrefix(v.GetRuntimeVersion(), "v"+want) {
-		t.Errorf("containerd version %q, variant wants %s", v.GetRuntimeVersion(), e.cfg.Containerd)
+		t.Errorf("containerd version %q, variant wants %s", v.GetRuntimeVersion(), e.variant.Containerd)
 	}
 	for _, img := range []string{busyboxImage, pauseImage} {
 		st, err := e.cri.Images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: img}})

@@ -46,8 +46,11 @@ func (e *guestEnv) runPod(ctx context.Context, t *testing.T, spec cri.PodSpec) *
 	return pod
 }
 
+// podName names a pod after the scenario (and subtest) that runs it: t.Name()
+// without the TestScenarios/ runner.
 func podName(t *testing.T, suffix string) string {
-	n := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	_, name, _ := strings.Cut(t.Name(), "/")
+	n := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(name))
 	if suffix != "" {
 		n += "-" + suffix
 	}

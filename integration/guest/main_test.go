@@ -4,7 +4,6 @@ package guest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,39 +16,8 @@ import (
 	"time"
 
 	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
+	"github.com/cgdelegate/cgdelegate/integration/variant"
 )
-
-// config is the boot variant, from cgd.* kernel parameters.
-type config struct {
-	Variant        string
-	NSDelegate     bool
-	Plugin         string // external, preregistered or none
-	CgroupWritable bool
-	// Pinning runs cgdelegate with cpuPinning: true.
-	Pinning    bool
-	Containerd string
-	Tests      []string
-}
-
-func parseConfig(cmdline string) config {
-	p := inspect.KernelParams(cmdline, "cgd.")
-	c := config{
-		Variant:        p["variant"],
-		NSDelegate:     p["nsdelegate"] != "0",
-		Plugin:         p["plugin"],
-		CgroupWritable: p["cgroup_writable"] == "1",
-		Pinning:        p["pinning"] == "1",
-		Containerd:     p["containerd"],
-	}
-	if c.Plugin == "" {
-		c.Plugin = "external"
-	}
-	if t := p["tests"]; t != "" {
-		c.Tests = strings.Split(t, ",")
-	}
-	return c
-}
 
 // paths are the guest file locations the suite uses.
 type paths struct {
@@ -94,7 +62,7 @@ const (
 
 // guestEnv is the live VM state shared by the scenarios.
 type guestEnv struct {
-	cfg        config
+	variant    variant.Variant
 	paths      paths
 	log        *slog.Logger
 	cri        *cri.Client
@@ -116,24 +84,23 @@ func TestMain(m *testing.M) {
 		fmt.Printf("CGD-FATAL cannot read /proc/cmdline: %v\n", err)
 		os.Exit(2)
 	}
+	v, err := variant.Decode(string(cmdline))
+	if err != nil {
+		fmt.Printf("CGD-FATAL boot variant: %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+		os.Exit(2)
+	}
 	e := &guestEnv{
-		cfg:   parseConfig(string(cmdline)),
-		paths: defaultPaths(),
-		log:   slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		variant: v,
+		paths:   defaultPaths(),
+		log:     slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
 	env = e
-	if len(e.cfg.Tests) > 0 {
-		if err := flag.Set("test.run", "^("+strings.Join(e.cfg.Tests, "|")+")$"); err != nil {
-			fmt.Printf("CGD-FATAL test.run: %v\n", err)
-			os.Exit(2)
-		}
-	}
 	start := time.Now()
 	e.setupErr = e.setup()
 	if e.setupErr != nil {
 		e.log.Error("VM setup failed; every scenario will fail", "err", e.setupErr)
 	} else {
-		e.log.Info("VM ready", "took", time.Since(start).Round(100*time.Millisecond), "variant", e.cfg.Variant, "plugin", e.cfg.Plugin, "pluginErr", e.pluginErr)
+		e.log.Info("VM ready", "took", time.Since(start).Round(100*time.Millisecond), "variant", v.Name, "plugin", v.Plugin, "pluginErr", e.pluginErr)
 	}
 	code := m.Run()
 	if code != 0 {
@@ -143,36 +110,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// begin starts a scenario: it arranges for the CGD-RESULT line and fails at
-// once if the VM could not be set up.
-func begin(t *testing.T) *guestEnv {
-	t.Helper()
-	start := time.Now()
-	t.Cleanup(func() {
-		res := "pass"
-		switch {
-		case t.Failed():
-			res = "fail"
-		case t.Skipped():
-			res = "skip"
-		}
-		b, _ := json.Marshal(map[string]any{"test": t.Name(), "result": res, "seconds": time.Since(start).Seconds()})
-		fmt.Printf("CGD-RESULT %s\n", b)
-	})
-	if env == nil {
-		t.Fatal("TestMain did not run: use the guest test binary only inside the VM")
-	}
-	if env.setupErr != nil {
-		t.Fatalf("VM setup failed: %v", env.setupErr)
-	}
-	return env
-}
-
 // requirePlugin fails the scenario when cgdelegate is not running.
 func (e *guestEnv) requirePlugin(t *testing.T) {
 	t.Helper()
-	if e.cfg.Plugin == "none" {
-		t.Fatalf("scenario needs cgdelegate but variant %s runs without it", e.cfg.Variant)
+	if e.variant.Plugin == variant.PluginNone {
+		t.Fatalf("scenario needs cgdelegate but variant %s runs without it", e.variant.Name)
 	}
 	if e.pluginErr != nil {
 		t.Fatalf("cgdelegate is not running: %v", e.pluginErr)
@@ -188,14 +130,14 @@ func (e *guestEnv) setup() error {
 	if err := os.MkdirAll(filepath.Dir(e.paths.ContainerdConfig), 0o755); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
-	if err := os.WriteFile(e.paths.ContainerdConfig, []byte(containerdConfig(e.cfg)), 0o644); err != nil {
+	if err := os.WriteFile(e.paths.ContainerdConfig, []byte(containerdConfig(e.variant)), 0o644); err != nil {
 		return fmt.Errorf("setup: containerd config: %w", err)
 	}
 	e.pluginErr = e.pluginAvailable()
-	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.cfg), 0o644); err != nil {
+	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant), 0o644); err != nil {
 		return fmt.Errorf("setup: plugin config: %w", err)
 	}
-	if e.pluginErr == nil && e.cfg.Plugin == "preregistered" {
+	if e.pluginErr == nil && e.variant.Plugin == variant.PluginPreregistered {
 		if err := e.preinstallPlugin(); err != nil {
 			return err
 		}
@@ -207,14 +149,14 @@ func (e *guestEnv) setup() error {
 	if err := e.importImages(ctx); err != nil {
 		return err
 	}
-	if e.pluginErr == nil && e.cfg.Plugin != "none" {
+	if e.pluginErr == nil && e.variant.Plugin != variant.PluginNone {
 		e.pluginErr = e.startPlugin(ctx, 0)
 	}
 	return nil
 }
 
 func (e *guestEnv) pluginAvailable() error {
-	if e.cfg.Plugin == "none" {
+	if e.variant.Plugin == variant.PluginNone {
 		return errors.New("variant runs without cgdelegate")
 	}
 	if b, err := os.ReadFile(e.paths.PluginBuildError); err == nil {
@@ -241,7 +183,7 @@ func (e *guestEnv) preinstallPlugin() error {
 	if err := os.WriteFile(e.paths.PluginPreinstall, b, 0o755); err != nil {
 		return fmt.Errorf("pre-register plugin: %w", err)
 	}
-	if err := os.WriteFile(e.paths.PluginConfig, []byte(pluginConfigYAML(e.cfg)), 0o644); err != nil {
+	if err := os.WriteFile(e.paths.PluginConfig, []byte(pluginConfigYAML(e.variant)), 0o644); err != nil {
 		return fmt.Errorf("pre-register plugin config: %w", err)
 	}
 	return nil
@@ -251,9 +193,9 @@ func (e *guestEnv) preinstallPlugin() error {
 // the external plugin and the Configure blob of the pre-registered one.
 // There is no kubelet in the VM, so no cpu_manager_state either: pinning is
 // not held back by the kubelet check.
-func pluginConfigYAML(c config) string {
+func pluginConfigYAML(v variant.Variant) string {
 	s := "guard: enforce\n"
-	if c.Pinning {
+	if v.Pinning {
 		s += "cpuPinning: true\n"
 	}
 	return s
@@ -326,7 +268,7 @@ func (e *guestEnv) importImages(ctx context.Context) error {
 // the containerd log after byte offset from.
 func (e *guestEnv) startPlugin(ctx context.Context, from int64) error {
 	want := "connected and synchronized"
-	if e.cfg.Plugin == "preregistered" {
+	if e.variant.Plugin == variant.PluginPreregistered {
 		want = "synchronization success"
 	} else {
 		if e.plugin == nil {
@@ -361,7 +303,7 @@ func (e *guestEnv) restartContainerd(ctx context.Context) error {
 	if err := e.startContainerd(ctx); err != nil {
 		return err
 	}
-	if e.cfg.Plugin == "preregistered" && e.pluginErr == nil {
+	if e.variant.Plugin == variant.PluginPreregistered && e.pluginErr == nil {
 		return e.startPlugin(ctx, from)
 	}
 	return nil
@@ -369,8 +311,8 @@ func (e *guestEnv) restartContainerd(ctx context.Context) error {
 
 // restartPlugin stops and starts the external plugin.
 func (e *guestEnv) restartPlugin(ctx context.Context) error {
-	if e.cfg.Plugin != "external" || e.plugin == nil {
-		return fmt.Errorf("restartPlugin: plugin mode %s", e.cfg.Plugin)
+	if e.variant.Plugin != variant.PluginExternal || e.plugin == nil {
+		return fmt.Errorf("restartPlugin: plugin mode %s", e.variant.Plugin)
 	}
 	if err := e.plugin.Stop(20 * time.Second); err != nil {
 		return err
@@ -400,7 +342,7 @@ func (e *guestEnv) dumpLogs() {
 	}
 }
 
-func containerdConfig(c config) string {
+func containerdConfig(v variant.Variant) string {
 	runtime := func(name string, writable bool) string {
 		return fmt.Sprintf(`
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[1]s]
@@ -411,7 +353,7 @@ func containerdConfig(c config) string {
         SystemdCgroup = false
 `, name, writable)
 	}
-	return `# Written by the cgdelegate integration suite (variant ` + c.Variant + `).
+	return `# Written by the cgdelegate integration suite (variant ` + v.Name + `).
 version = 3
 root = '/var/lib/containerd'
 state = '/run/containerd'
@@ -430,7 +372,7 @@ state = '/run/containerd'
 [plugins.'io.containerd.cri.v1.runtime']
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = 'runc'
-` + runtime("runc", c.CgroupWritable) + runtime(writableHandler, true) + `
+` + runtime("runc", v.CgroupWritable) + runtime(writableHandler, true) + `
 [plugins.'io.containerd.nri.v1.nri']
   disable = false
   socket_path = '/var/run/nri/nri.sock'

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/integration/cri"
 	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
+	"github.com/cgdelegate/cgdelegate/integration/variant"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
 )
 
@@ -48,8 +49,8 @@ const (
 func (e *guestEnv) requirePinning(t *testing.T) {
 	t.Helper()
 	e.requirePlugin(t)
-	if !e.cfg.Pinning {
-		t.Fatalf("variant %s runs cgdelegate without cpuPinning", e.cfg.Variant)
+	if !e.variant.Pinning {
+		t.Fatalf("variant %s runs cgdelegate without cpuPinning", e.variant.Name)
 	}
 }
 
@@ -354,12 +355,11 @@ func byName(views ...cpuView) map[string]cpuView {
 	return m
 }
 
-// TestPinningPodBudget: a pod whose 2-CPU budget comes through CRI
+// pinningPodBudget: a pod whose 2-CPU budget comes through CRI
 // LinuxPodSandboxConfig.Resources gets a bubble on one NUMA node; its
 // Guaranteed 1-CPU container gets an exclusive CPU with the quota off, its
 // Burstable container the other CPU with its quota kept.
-func TestPinningPodBudget(t *testing.T) {
-	e := begin(t)
+func pinningPodBudget(t *testing.T, e *guestEnv) {
 	e.requirePinning(t)
 	ctx := scenarioCtx(t)
 	logFrom := fileSize(e.paths.PluginLog)
@@ -425,18 +425,17 @@ func TestPinningPodBudget(t *testing.T) {
 	t.Logf("node pool after the budget pod was removed: %s", widened)
 }
 
-// TestPinningDynamicAdd: a Guaranteed container added to a running pod
+// pinningDynamicAdd: a Guaranteed container added to a running pod
 // takes its slice from the pod shared pool, shrinking the shared
 // container's set in the same CreateContainer; stopping and removing it
 // widens the set again.
 //
-// The 2-CPU pod of TestPinningPodBudget has no room for a second slice (it
+// The 2-CPU pod of PinningPodBudget has no room for a second slice (it
 // would leave the shared container no CPU): there the add is refused and
 // nothing changes. The shrink and widen are shown in a 3-CPU pod, the
 // largest bubble -smp 4 allows (one CPU stays in the node shared pool);
 // its bubble spans both NUMA nodes.
-func TestPinningDynamicAdd(t *testing.T) {
-	e := begin(t)
+func pinningDynamicAdd(t *testing.T, e *guestEnv) {
 	e.requirePinning(t)
 	ctx := scenarioCtx(t)
 	logFrom := fileSize(e.paths.PluginLog)
@@ -497,17 +496,16 @@ func TestPinningDynamicAdd(t *testing.T) {
 	e.waitStatusPod(ctx, t, pod, byName(vx, widened))
 }
 
-// TestPinningPluginRestartDuringChurn: cgdelegate is killed; containers
+// pinningPluginRestartDuringChurn: cgdelegate is killed; containers
 // are added and removed while it is down (containerd admits them without
-// it, as in TestS06/TestS10); it is started again and rebuilds its state
-// from Synchronize. Afterwards no CPU is in two exclusive containers, the
+// it, as in GuardCgroupWritable and Restarts); it is started again and
+// rebuilds its state from Synchronize. Afterwards no CPU is in two exclusive containers, the
 // Guaranteed container created while it was down has a slice, and a new
 // Guaranteed container gets a slice disjoint from the others.
-func TestPinningPluginRestartDuringChurn(t *testing.T) {
-	e := begin(t)
+func pinningPluginRestartDuringChurn(t *testing.T, e *guestEnv) {
 	e.requirePinning(t)
-	if e.cfg.Plugin != "external" {
-		t.Fatalf("variant %s: this scenario kills the external plugin", e.cfg.Variant)
+	if e.variant.Plugin != variant.PluginExternal {
+		t.Fatalf("variant %s: this scenario kills the external plugin", e.variant.Name)
 	}
 	ctx := scenarioCtx(t)
 	logFrom := fileSize(e.paths.PluginLog)
@@ -592,5 +590,20 @@ func TestPinningPluginRestartDuringChurn(t *testing.T) {
 	}
 	if len(again) != len(views) {
 		t.Errorf("%d running containers after the second restart, want %d", len(again), len(views))
+	}
+}
+
+// numaTopology checks the -smp 4 two-node variant that the pod CPU pinning
+// scenarios build on.
+func numaTopology(t *testing.T, _ *guestEnv) {
+	want := map[string]string{"node0": "0-1", "node1": "2-3"}
+	for node, cpus := range want {
+		b, err := os.ReadFile(filepath.Join("/sys/devices/system/node", node, "cpulist"))
+		if err != nil {
+			t.Fatalf("%s: %v", node, err)
+		}
+		if got := strings.TrimSpace(string(b)); got != cpus {
+			t.Errorf("%s cpulist = %q, want %q", node, got, cpus)
+		}
 	}
 }

@@ -8,22 +8,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
+	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/status"
-	wr "github.com/cgdelegate/cgdelegate/internal/writable"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
-
-// denyNamespace is an admission check (an opt-in policy) refusing one
-// namespace.
-func denyNamespace(ns string) wr.Check {
-	return func(c *wr.Candidate) error {
-		if c.Pod.GetNamespace() == ns {
-			return fmt.Errorf("namespace %q may not have writable cgroups", ns)
-		}
-		return nil
-	}
-}
 
 // metricsEnv connects the plugin with the Prometheus recorder, wired as
 // plugin/main wires it.
@@ -34,7 +23,8 @@ func metricsEnv(t *testing.T, nsdelegate bool) (*env, *prom.Recorder) {
 		Supported: func() bool { return e.adv.Report().Supported },
 		Pinning:   func() *status.Pinning { return e.p.Pinning() },
 	})
-	e = setup(t, nsdelegate, nil, nri.WithMetrics(rec), nri.WithAdmission(denyNamespace("denied")))
+	// The opt-in policy allows writable cgroups in namespace default only.
+	e = setup(t, nsdelegate, func(c *config.Config) { c.OptIn.Namespaces = []string{"default"} }, nri.WithMetrics(rec))
 	return e, rec
 }
 

@@ -18,12 +18,13 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/topology/topotest"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
 // topologyTree is a 2-socket, 2-NUMA, 16-CPU machine with hyperthreads:
 // node 0 holds CPUs 0-3,8-11, node 1 holds 4-7,12-15; siblings are n, n+8.
-const topologyTree = "../../internal/topology/testdata/dual-socket-ht"
+var topologyTree = topotest.DualSocketHT().Tree().FS()
 
 const (
 	gi = int64(1) << 30
@@ -831,4 +832,169 @@ func TestPinningRestartKeepsUnstampedSlices(t *testing.T) {
 		}
 	}
 	checkQuotaOff("after the last restart")
+}
+
+// TestPinningPodLevelContainerWithoutResources is the issue's pod: spec
+// resources cpu 2, memory 256Mi; g Guaranteed with cpu 1, memory 64Mi; s
+// with no resources of its own. The values are exactly what the kubelet
+// sends (internal/podres documents them): s has the pod's quota, shares
+// converted from the pod's limit and the pod's memory limit. g gets one
+// exclusive CPU, s the rest of the bubble; nothing is refused.
+func TestPinningPodLevelContainerWithoutResources(t *testing.T) {
+	e := setupPinning(t, nil)
+	pod := WithPodResources(Pod("podlevel", "p1", cgroupfsParent, nil), 2000, 2000, 256*mi)
+	e.mustRunPod(pod)
+	guaranteedPod := func(c *api.Container) { c.Linux.OomScoreAdj = api.Int(-997) }
+
+	g := Container(pod, "g", WithGuaranteedCPUs(1, 64*mi), guaranteedPod)
+	slice := mustSet(t, adjCPU(e.mustCreate(pod, g)).GetCpus())
+
+	s := Container(pod, "s", func(c *api.Container) {
+		c.Linux.Resources = &api.LinuxResources{
+			Cpu:    &api.LinuxCPU{Shares: api.UInt64(2048), Quota: api.Int64(200000), Period: api.UInt64(100000)},
+			Memory: &api.LinuxMemory{Limit: api.Int64(268435456)},
+		}
+	}, guaranteedPod)
+	resp, err := e.create(pod, s)
+	if err != nil {
+		t.Fatalf("creating s: %v", err)
+	}
+	gst, sst := e.node.stamp(t, g.Id), e.node.stamp(t, s.Id)
+	if gst.Pool != policy.PoolExclusive || slice.Size() != 1 || gst.Bubble.Size() != 2 {
+		t.Errorf("g stamp %+v cpus %s; want one exclusive cpu in a 2-cpu bubble", gst, slice)
+	}
+	if sst.Pool != policy.PoolPodShared {
+		t.Errorf("s pool = %s, want %s", sst.Pool, policy.PoolPodShared)
+	}
+	if got, want := adjCPU(resp).GetCpus(), gst.Bubble.Difference(slice).String(); got != want {
+		t.Errorf("s cpus = %q, want bubble - slice = %q", got, want)
+	}
+	if q := adjCPU(resp).GetQuota(); q != nil {
+		t.Errorf("s quota changed to %v; it keeps the pod's", q)
+	}
+	e.node.checkExclusive(t)
+}
+
+// TestPinningKubeletTurnsStatic: the kubelet's CPU manager state is read
+// again when it changes. Turning static while cgdelegate pins stops
+// pinning: the status says why, new containers get no cpuset, stopping a
+// pinned one updates nobody, and existing cpusets stay. Turning back to
+// none does not resume the stale state; a restart rebuilds it from
+// Synchronize and pins again.
+func TestPinningKubeletTurnsStatic(t *testing.T) {
+	var statePath string
+	writeState := func(policyName string) {
+		t.Helper()
+		tmp := statePath + ".tmp"
+		if err := os.WriteFile(tmp, []byte(`{"policyName":"`+policyName+`","defaultCpuSet":"0-15","checksum":1}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, statePath); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := setupPinning(t, func(c *config.Config) {
+		statePath = c.KubeletCPUManagerState
+		writeState("none")
+	})
+	if e.p.RecheckKubeletState() {
+		t.Fatal("an unchanged state file changed the pinning status")
+	}
+	pod := budgetPod("budget", "p1", 4)
+	e.mustRunPod(pod)
+	g := Container(pod, "g", WithGuaranteedCPUs(1, gi))
+	e.mustCreate(pod, g)
+	s := Container(pod, "s", WithResources(500, 2000, 512*mi))
+	e.mustCreate(pod, s)
+	sCPUs := e.node.cpus(t, s.Id)
+
+	writeState("static")
+	if !e.p.RecheckKubeletState() {
+		t.Fatal("turning static did not change the pinning status")
+	}
+	if e.p.RecheckKubeletState() {
+		t.Error("a second look at an unchanged file changed the status again")
+	}
+	st := e.p.Pinning()
+	if st.Active || !strings.Contains(st.Reason, "became active") || !strings.Contains(st.Reason, "left as they are") {
+		t.Fatalf("status %+v, want inactive with the reason", st)
+	}
+	if st.Allocations == nil {
+		t.Error("a suspended status lost its last allocation table")
+	}
+	late := Container(pod, "late", WithGuaranteedCPUs(1, gi))
+	if got := adjCPU(e.mustCreate(pod, late)).GetCpus(); got != "" {
+		t.Errorf("container created while suspended got cpus %q", got)
+	}
+	if upd := e.stopRemove(pod, g); len(upd) != 0 {
+		t.Errorf("stopping a pinned container while suspended sent updates %v", upd)
+	}
+	if got := e.node.cpus(t, s.Id); !got.Equals(sCPUs) {
+		t.Errorf("shared container moved from %s to %s while suspended", sCPUs, got)
+	}
+
+	writeState("none")
+	if !e.p.RecheckKubeletState() {
+		t.Fatal("turning back to none did not change the status reason")
+	}
+	if st := e.p.Pinning(); st.Active || !strings.Contains(st.Reason, "until cgdelegate restarts") {
+		t.Fatalf("status %+v, want still inactive until a restart", st)
+	}
+
+	// Restart: Synchronize rebuilds the state and repairs the cpusets.
+	e.stub.Stop()
+	e.connect()
+	if st := e.p.Pinning(); !st.Active {
+		t.Fatalf("after a restart status %+v, want active", st)
+	}
+	// late has no stamp (created while suspended); the rebuild gives it
+	// the slice g left, apart from the shared container.
+	lateCPUs, sharedCPUs := e.node.cpus(t, late.Id), e.node.cpus(t, s.Id)
+	if lateCPUs.Size() != 1 || !lateCPUs.Intersection(sharedCPUs).IsEmpty() {
+		t.Errorf("after the restart late runs on %s and s on %s; want one exclusive cpu apart from s", lateCPUs, sharedCPUs)
+	}
+}
+
+// TestPinningNodeSharedKeepsMemory: a bubble that fills one NUMA node
+// narrows the node-shared containers' CPUs to the other node but never
+// their memory nodes; reservedCPUs stay in the node shared pool unless
+// strictCPUReservation.
+func TestPinningNodeSharedKeepsMemory(t *testing.T) {
+	tests := []struct {
+		name     string
+		strict   bool
+		wantNode string // node-shared cpus before the bubble
+	}{
+		{"reserved cpus shared", false, "0-15"},
+		{"strict reservation", true, "1-15"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setupPinning(t, func(c *config.Config) {
+				c.ReservedCPUs = "0"
+				c.StrictCPUReservation = tc.strict
+			})
+			plain := Pod("plain", "p0", cgroupfsParent, nil)
+			e.mustRunPod(plain)
+			c := Container(plain, "app")
+			cpu := adjCPU(e.mustCreate(plain, c))
+			if cpu.GetCpus() != tc.wantNode || cpu.GetMems() != "0-1" {
+				t.Fatalf("node shared cpus %q mems %q, want %q and 0-1", cpu.GetCpus(), cpu.GetMems(), tc.wantNode)
+			}
+
+			pod := budgetPod("budget", "p1", 7)
+			e.mustRunPod(pod)
+			e.applyAsync()
+			got := e.node.ctrs[c.Id].GetLinux().GetResources().GetCpu()
+			cpus := mustSet(t, got.GetCpus())
+			free := cpus.Difference(cpuset.New(0)) // the unreserved ones
+			if numaOf(free).Size() != 1 || got.GetMems() != "0-1" {
+				t.Errorf("after a one-node bubble: node shared cpus %s (unreserved on nodes %s) mems %q; want one node's cpus and mems 0-1",
+					cpus, numaOf(free), got.GetMems())
+			}
+			if cpus.Contains(0) == tc.strict {
+				t.Errorf("node shared cpus %s: reserved cpu 0 shared = %v, want %v", cpus, cpus.Contains(0), !tc.strict)
+			}
+		})
+	}
 }

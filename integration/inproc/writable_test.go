@@ -17,6 +17,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/feature"
+	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
@@ -50,10 +51,10 @@ func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config), opts ...n
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	// Wired as plugin/main wires it: the advertisement refreshes after
-	// every Configure.
+	// Wired as plugin/main wires it: the opt-in policy follows the config,
+	// the advertisement refreshes after every Configure.
 	var adv *advert.Advertiser
-	opts = append(opts, nri.WithConfigured(func() { adv.Refresh() }))
+	opts = append(opts, nri.WithPolicy(optinpolicy.FromConfig), nri.WithConfigured(func() { adv.Refresh() }))
 	p, err := nri.New(cfg, slog.New(slog.DiscardHandler), opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +167,13 @@ func TestWritableContainer(t *testing.T) {
 				if !strings.Contains(args, want) {
 					t.Errorf("hook args %q lack %q", args, want)
 				}
+			}
+			env := map[string]string{}
+			for _, kv := range adj.GetEnv() {
+				env[kv.GetKey()] = kv.GetValue()
+			}
+			if env["CGDELEGATE_MAX_DESCENDANTS"] != tc.wantDesc || env["CGDELEGATE_MAX_DEPTH"] != tc.wantDep {
+				t.Errorf("adjustment env = %v, want CGDELEGATE_MAX_DESCENDANTS=%s CGDELEGATE_MAX_DEPTH=%s", env, tc.wantDesc, tc.wantDep)
 			}
 			for file, want := range map[string]string{"cgroup.max.descendants": tc.wantDesc, "cgroup.max.depth": tc.wantDep} {
 				got, err := e.host.ReadPodFile(tc.parent, file)
@@ -368,6 +376,57 @@ func TestErrorReachesRuntimeAsRefusal(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "cgdelegate refused the container web/app") {
 		t.Fatalf("error %q does not name the pod and container", err)
+	}
+}
+
+// TestOptInPolicy: a pod outside the node's opt-in policy is refused over
+// NRI, asking by annotation or given a writable mount by the runtime, and
+// the runtime gets the rule and the value; a pod inside it is served.
+func TestOptInPolicy(t *testing.T) {
+	tests := []struct {
+		name      string
+		namespace string
+		handler   string
+		ann       map[string]string
+		opts      []ContainerOption
+		wantErr   string
+	}{
+		{name: "namespace allowed", namespace: "team-a", handler: "runc", ann: writable("")},
+		{name: "namespace refused", namespace: "default", handler: "runc", ann: writable(""), wantErr: `namespace "default" is not in optIn.namespaces ["team-*"]`},
+		{name: "KubeRay key refused the same", namespace: "default", handler: "runc", ann: map[string]string{annotations.KubeRayWritable.Name: "true"}, wantErr: `namespace "default" is not in optIn.namespaces ["team-*"]`},
+		{name: "runtime-writable refused the same", namespace: "default", handler: "runc", opts: []ContainerOption{WithRuntimeWritable()}, wantErr: `namespace "default" is not in optIn.namespaces ["team-*"]`},
+		{name: "handler refused", namespace: "team-a", handler: "kata", ann: writable(""), wantErr: `runtime handler "kata" is not in optIn.runtimeHandlers ["runc"]`},
+		{name: "not asking is not judged", namespace: "default", handler: "kata"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setup(t, true, func(c *config.Config) {
+				c.OptIn = config.OptIn{Namespaces: []string{"team-*"}, RuntimeHandlers: []string{"runc"}}
+			})
+			pod := Pod("web", "u1", cgroupfsParent, tc.ann)
+			pod.Namespace, pod.RuntimeHandler = tc.namespace, tc.handler
+			adj, err := e.create(t, pod, Container(pod, "app", tc.opts...))
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if tc.ann != nil && len(adj.GetHooks().GetCreateRuntime()) != 1 {
+					t.Fatalf("allowed pod did not get writable cgroups: %+v", adj)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("container was not refused")
+			}
+			for _, w := range []string{"cgdelegate refused the container web/app", "not allowed by the node's opt-in policy", tc.wantErr} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if got, _ := e.host.ReadPodFile(cgroupfsParent, "cgroup.max.descendants"); got != "max" {
+				t.Errorf("refused container left bounds behind: %q", got)
+			}
+		})
 	}
 }
 

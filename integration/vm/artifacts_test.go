@@ -23,13 +23,6 @@ const (
 	busyboxPath       = "/bin/busybox"
 )
 
-// The containerd lines the suite runs against: the current release and the
-// newest 2.3 LTS the module proxy served when the suite was written.
-const (
-	containerd24 = "v2.4.2"
-	containerd23 = "v2.3.7"
-)
-
 // builder builds and caches the VM's ingredients.
 type builder struct {
 	log      *slog.Logger

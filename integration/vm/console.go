@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/cgdelegate/cgdelegate/integration/variant"
 )
 
 // Console protocol: the guest writes these markers on the serial console,
@@ -11,17 +13,22 @@ import (
 const (
 	// markBoot is printed by the guest /init once stage two runs.
 	markBoot = "CGD-BOOT"
+	// markScenario precedes the identifier of the guest scenario that
+	// starts; its console block ends with its result.
+	markScenario = "CGD-SCENARIO "
 	// markResult precedes one JSON guestResult per guest scenario.
 	markResult = "CGD-RESULT "
+	// markFatal starts a line saying why the guest gave up.
+	markFatal = "CGD-FATAL "
 	// markDone precedes the JSON guestDone written after the guest tests.
 	markDone = "CGD-DONE "
 )
 
-// guestResult is the outcome of one guest scenario (a top-level Go test).
+// guestResult is the outcome of one guest scenario.
 type guestResult struct {
-	Test    string  `json:"test"`
-	Result  string  `json:"result"` // pass, fail or skip
-	Seconds float64 `json:"seconds"`
+	Scenario variant.Scenario `json:"scenario"`
+	Result   string           `json:"result"` // pass, fail or skip
+	Seconds  float64          `json:"seconds"`
 }
 
 // guestDone is the guest test binary's exit status.
@@ -32,23 +39,23 @@ type guestDone struct {
 // consoleReport accumulates what a boot printed.
 type consoleReport struct {
 	Booted  bool
-	Results map[string]guestResult
+	Results map[variant.Scenario]guestResult
 	Done    *guestDone
-	// Output holds the console lines of each top-level guest test, from its
-	// "=== RUN" line on, to show with a failure.
-	Output map[string][]string
-	// Problems lists malformed markers.
+	// Output holds the console lines of each guest scenario, from its
+	// CGD-SCENARIO line to its result, to show with a failure.
+	Output map[variant.Scenario][]string
+	// Problems lists malformed markers and the guest's fatal errors.
 	Problems []string
 	// KernelCrashed is set when the guest kernel oopsed or panicked;
 	// CrashLine is the first such line.
 	KernelCrashed bool
 	CrashLine     string
 
-	current string
+	current variant.Scenario
 }
 
 func newConsoleReport() *consoleReport {
-	return &consoleReport{Results: map[string]guestResult{}, Output: map[string][]string{}}
+	return &consoleReport{Results: map[variant.Scenario]guestResult{}, Output: map[variant.Scenario][]string{}}
 }
 
 // Feed consumes one console line (without its newline).
@@ -60,12 +67,20 @@ func (r *consoleReport) Feed(line string) {
 	if !r.KernelCrashed && (strings.Contains(line, "] Oops: ") || strings.Contains(line, "] Kernel panic - ")) {
 		r.KernelCrashed, r.CrashLine = true, strings.TrimSpace(line)
 	}
+	if i := strings.Index(line, markFatal); i >= 0 {
+		r.Problems = append(r.Problems, "guest: "+line[i:])
+	}
+	if i := strings.Index(line, markScenario); i >= 0 {
+		r.current = variant.Scenario(strings.TrimSpace(line[i+len(markScenario):]))
+	}
+	var ended bool
 	if i := strings.Index(line, markResult); i >= 0 {
 		var res guestResult
-		if err := json.Unmarshal([]byte(line[i+len(markResult):]), &res); err != nil || res.Test == "" {
+		if err := json.Unmarshal([]byte(line[i+len(markResult):]), &res); err != nil || res.Scenario == "" {
 			r.Problems = append(r.Problems, fmt.Sprintf("bad result line %q: %v", line, err))
 		} else {
-			r.Results[res.Test] = res
+			r.Results[res.Scenario] = res
+			ended = res.Scenario == r.current
 		}
 	}
 	if i := strings.Index(line, markDone); i >= 0 {
@@ -76,14 +91,10 @@ func (r *consoleReport) Feed(line string) {
 			r.Done = &d
 		}
 	}
-	if name, ok := strings.CutPrefix(line, "=== RUN   "); ok {
-		top, _, _ := strings.Cut(strings.TrimSpace(name), "/")
-		r.current = top
-	}
 	if r.current != "" {
 		r.Output[r.current] = append(r.Output[r.current], line)
 	}
-	if res, ok := r.Results[r.current]; ok && strings.Contains(line, markResult) && res.Test == r.current {
-		r.current = "" // the test's block ends with its result
+	if ended {
+		r.current = "" // the scenario's block ends with its result
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/cgdelegate/cgdelegate/integration/variant"
 )
 
 func TestConsoleReport(t *testing.T) {
@@ -26,24 +28,37 @@ func TestConsoleReport(t *testing.T) {
 			name: "boot, two results, done",
 			console: `[    0.1] kernel noise
 CGD-BOOT kernel=6.12
-=== RUN   TestA
+=== RUN   TestScenarios
+=== RUN   TestScenarios/A
+CGD-SCENARIO A
     a_test.go:1: hello
-=== RUN   TestA/sub
---- PASS: TestA (0.10s)
-CGD-RESULT {"test":"TestA","result":"pass","seconds":0.1}
-=== RUN   TestB
---- FAIL: TestB (0.20s)
-CGD-RESULT {"test":"TestB","result":"fail","seconds":0.2}
+=== RUN   TestScenarios/A/sub
+--- PASS: TestScenarios/A/sub (0.10s)
+CGD-RESULT {"scenario":"A","result":"pass","seconds":0.1}
+--- PASS: TestScenarios/A (0.10s)
+=== RUN   TestScenarios/B
+CGD-SCENARIO B
+    b_test.go:1: boom
+CGD-RESULT {"scenario":"B","result":"fail","seconds":0.2}
+--- FAIL: TestScenarios/B (0.20s)
 CGD-DONE {"exit":1}`,
 			booted:  true,
-			results: map[string]string{"TestA": "pass", "TestB": "fail"},
+			results: map[string]string{"A": "pass", "B": "fail"},
 			done:    &guestDone{Exit: 1},
-			output:  map[string]int{"TestA": 5, "TestB": 3},
+			output:  map[string]int{"A": 5, "B": 3},
 		},
 		{
 			name:     "kernel noise before a marker, and a broken marker",
-			console:  "[ 3.2] x CGD-RESULT {\"test\":\"TestC\",\"result\":\"pass\"}\nCGD-RESULT {oops\r\n",
-			results:  map[string]string{"TestC": "pass"},
+			console:  "[ 3.2] x CGD-RESULT {\"scenario\":\"C\",\"result\":\"pass\"}\nCGD-RESULT {oops\r\n",
+			results:  map[string]string{"C": "pass"},
+			problems: 1,
+		},
+		{
+			name:     "the guest gives up",
+			console:  "CGD-BOOT kernel=6.12\nCGD-FATAL variant: kernel parameter cgd.smp: missing\nCGD-DONE {\"exit\":2}",
+			booted:   true,
+			results:  map[string]string{},
+			done:     &guestDone{Exit: 2},
 			problems: 1,
 		},
 		{
@@ -64,7 +79,7 @@ CGD-DONE {"exit":1}`,
 			}
 			got := map[string]string{}
 			for k, v := range r.Results {
-				got[k] = v.Result
+				got[string(k)] = v.Result
 			}
 			if !reflect.DeepEqual(got, tc.results) {
 				t.Errorf("results = %v, want %v", got, tc.results)
@@ -79,8 +94,8 @@ CGD-DONE {"exit":1}`,
 				t.Errorf("problems = %q, want %d", r.Problems, tc.problems)
 			}
 			for name, n := range tc.output {
-				if len(r.Output[name]) != n {
-					t.Errorf("output[%s] = %q, want %d lines", name, r.Output[name], n)
+				if out := r.Output[variant.Scenario(name)]; len(out) != n {
+					t.Errorf("output[%s] = %q, want %d lines", name, out, n)
 				}
 			}
 		})

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// The demo's console protocol (integration/guest TestDemo): story lines for
+// The demo's console protocol (the guest's Demo scenario): story lines for
 // a person, and the name of each step whose observations were all made.
 const (
 	markDemo     = "CGD-DEMO "
@@ -13,7 +13,7 @@ const (
 )
 
 // Demo steps the guest must report, in order; demoStepPinning only when the
-// VM runs the pod-level CPU manager.
+// variant pins CPUs.
 var demoSteps = []string{"writable-mount", "delegation", "own-limit", "pod-bounds", "refused", "advertisement"}
 
 const demoStepPinning = "pinning"

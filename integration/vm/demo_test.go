@@ -12,31 +12,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cgdelegate/cgdelegate/integration/variant"
 )
 
-// demoPinning boots the demo VM with -smp 4, two NUMA nodes and
-// cgdelegate's CPU pinning (the variant's Pinning: cgd.pinning=1, the guest
-// starts the plugin with cpuPinning: true), and requires the
-// pinned-cpusets step.
-const demoPinning = true
-
-// demoVariant is the one VM `make demo` boots: containerd 2.4, nsdelegate
-// on, cgdelegate as an external plugin, only the guest TestDemo.
-func demoVariant() variant {
-	v := variant{
-		Name: "demo", Containerd: containerd24, NSDelegate: true, Plugin: "external",
-		Tests: []string{"TestDemo"},
-	}
-	if demoPinning {
-		v.Pinning, v.SMP, v.NUMA = true, 4, true
-	}
-	return v
-}
-
 // TestDemo is `make demo`: it builds (or reuses) the VM artifacts, boots one
-// VM and prints, as a story, what the guest's TestDemo observed. It fails
-// when the build or the boot fails, the guest test fails, or any step of the
-// story was not observed. It runs only with CGD_DEMO=1 (make demo sets it),
+// VM (variant.DemoVariant) and prints, as a story, what the guest's Demo
+// scenario observed. It fails when the build or the boot fails, the
+// scenario fails, or any step of the story was not observed; the pinning
+// step is required when the variant pins CPUs. It runs only with CGD_DEMO=1 (make demo sets it),
 // so that `make integration` does not boot it.
 func TestDemo(t *testing.T) {
 	if os.Getenv("CGD_DEMO") == "" {
@@ -46,7 +30,7 @@ func TestDemo(t *testing.T) {
 	out := os.Stdout
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	v := demoVariant()
+	v := variant.DemoVariant()
 	workDir, err := os.MkdirTemp("", "cgd-demo-")
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +43,7 @@ func TestDemo(t *testing.T) {
 		os.RemoveAll(workDir)
 	})
 
-	shape := fmt.Sprintf("%d CPUs", max(v.SMP, 2))
+	shape := fmt.Sprintf("%d CPUs", v.SMP)
 	if v.NUMA {
 		shape += " on two NUMA nodes"
 	}
@@ -91,14 +75,14 @@ func TestDemo(t *testing.T) {
 	for _, p := range rep.Problems {
 		problems = append(problems, "console: "+p)
 	}
-	switch res, ok := rep.Results["TestDemo"]; {
+	switch res, ok := rep.Results[variant.Demo]; {
 	case !ok:
-		problems = append(problems, "the guest reported no result for TestDemo:\n"+strings.Join(rep.Output["TestDemo"], "\n"))
+		problems = append(problems, "the guest reported no result for the Demo scenario:\n"+strings.Join(rep.Output[variant.Demo], "\n"))
 	case res.Result != "pass":
-		problems = append(problems, fmt.Sprintf("the guest's TestDemo: %s:\n%s", res.Result, strings.Join(rep.Output["TestDemo"], "\n")))
+		problems = append(problems, fmt.Sprintf("the guest's Demo scenario: %s:\n%s", res.Result, strings.Join(rep.Output[variant.Demo], "\n")))
 	}
 	want := demoSteps
-	if demoPinning {
+	if v.Pinning {
 		want = append(want[:len(want):len(want)], demoStepPinning)
 	}
 	if m := tr.Missing(want); len(m) > 0 {
@@ -117,10 +101,14 @@ func TestDemo(t *testing.T) {
 
 // bootDemo boots the demo VM, printing each story line to out as it
 // arrives, again if the emulated guest kernel crashes at boot.
-func bootDemo(log *slog.Logger, arts *artifacts, initrd, workDir string, v variant, out io.Writer) (*demoTranscript, *consoleReport, string, error) {
+func bootDemo(log *slog.Logger, arts *artifacts, initrd, workDir string, v variant.Variant, out io.Writer) (*demoTranscript, *consoleReport, string, error) {
+	cl, err := cmdline(v)
+	if err != nil {
+		return &demoTranscript{}, newConsoleReport(), "", err
+	}
 	spec := bootSpec{
-		Kernel: arts.Kernel, Initramfs: initrd, Cmdline: v.cmdline(),
-		SMP: max(v.SMP, 2), NUMA: v.NUMA, MemoryMiB: 2048, Accel: os.Getenv("CGD_QEMU_ACCEL"),
+		Kernel: arts.Kernel, Initramfs: initrd, Cmdline: cl,
+		SMP: v.SMP, NUMA: v.NUMA, MemoryMiB: 2048, Accel: os.Getenv("CGD_QEMU_ACCEL"),
 		BootTimeout: 3 * time.Minute,
 		Timeout:     12 * time.Minute,
 	}

@@ -14,7 +14,7 @@ func TestDemoTranscript(t *testing.T) {
 		"CGD-DEMO ",
 		"[    3.1] kernel noise CGD-DEMO 1. A pod",
 		"CGD-DEMO-STEP writable-mount",
-		"CGD-RESULT {\"test\":\"TestDemo\",\"result\":\"pass\"}",
+		"CGD-RESULT {\"scenario\":\"Demo\",\"result\":\"pass\"}",
 		"CGD-DEMO-STEP delegation\r",
 	} {
 		if s, ok := d.Feed(l); ok {

@@ -1,7 +1,9 @@
 // Package vm is the host side of the integration suite: it builds a small
 // qemu VM with pure cgroup v2 (with or without nsdelegate), real containerd
-// 2.x with NRI, real runc and cgdelegate, boots it once per variant and
-// reports every guest scenario as its own subtest, variant/scenario.
+// 2.x with NRI, real runc and cgdelegate, boots it once per variant of
+// integration/variant (Suite) and reports every scenario the variant lists
+// as its own subtest, variant/scenario (TestVM/ctd24-nsdelegate-external/PodBounds).
+// The variant reaches the guest as cgd.* kernel parameters (Variant.Encode).
 //
 // The harness itself lives in vm_test.go behind the integration_vm build tag;
 // run it with `make integration` after integration/vm/install-deps.sh. The
@@ -19,16 +21,19 @@
 // Knobs, all optional:
 //
 //	CGD_VARIANTS=ctd24,numa         boot only variants whose name contains one of these
-//	CGD_SCENARIOS=TestS01...,...    run only these guest scenarios
+//	CGD_SCENARIOS=PodBounds,...     run only these scenarios (variant.Scenario
+//	                                identifiers)
 //	CGD_VM_VERBOSE=1                stream the whole serial console into the test log
 //	CGD_KEEP_WORKDIR=1              keep the work dir (initramfs, console logs)
 //	CGD_QEMU_ACCEL=kvm              qemu accelerator (default tcg,thread=multi;
 //	                                nested KVM hangs a stock kernel on our machines)
 //
 // The guest side protocol: /init prints CGD-BOOT, each scenario prints
-// "CGD-RESULT {json}", the guest test binary's exit is "CGD-DONE {json}".
-// A scenario without a result line fails; so does a boot that never
-// finishes.
+// "CGD-SCENARIO <id>" when it starts and "CGD-RESULT {json}" when it ends,
+// the guest test binary's exit is "CGD-DONE {json}", and "CGD-FATAL ..."
+// says why the guest gave up. A scenario without a result line fails; so
+// do a result for a scenario the variant does not list and a boot that
+// never finishes.
 //
 // Do not use this package for anything but the integration suite: it runs
 // go install, apt-get download and qemu-system-x86_64 on the host.

@@ -13,98 +13,28 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cgdelegate/cgdelegate/integration/variant"
 )
 
-// variant is one boot of the VM: a host configuration and the guest
-// scenarios that run in it. Every listed scenario must report a result.
-type variant struct {
-	Name       string
-	Containerd string // containerd24 or containerd23
-	NSDelegate bool   // mount cgroup2 with nsdelegate
-	// Plugin is how cgdelegate runs: "external" (started by the guest suite,
-	// connects to /var/run/nri/nri.sock), "preregistered" (copied to
-	// /opt/nri/plugins, started by containerd) or "none".
-	Plugin string
-	// CgroupWritable sets cgroup_writable = true on containerd's default
-	// runtime (the runc-writable runtime handler always has it).
-	CgroupWritable bool
-	// Pinning turns on cgdelegate's CPU pinning (cpuPinning: true).
-	Pinning bool
-	SMP     int
-	NUMA    bool
-	Tests   []string
-}
+// kernelArgs are the kernel parameters of every boot; the variant's cgd.*
+// parameters follow them.
+const kernelArgs = "console=ttyS0 panic=-1 oops=panic quiet loglevel=3 random.trust_cpu=on"
 
-// Scenarios of issue 3; TestHarness checks the harness itself.
-var (
-	nsdelegateScenarios = []string{
-		"TestHarness",
-		"TestS01AnnotatedWritable",
-		"TestS02UnannotatedReadOnly",
-		"TestS03OwnLimitsProtected",
-		"TestS04CgroupBomb",
-		"TestS07HookRefusesAfterRemount",
-		"TestS08UsernsPod",
-		"TestS09PluginMode",
-		"TestS10Restarts",
+// cmdline is the kernel command line that boots v.
+func cmdline(v variant.Variant) (string, error) {
+	params, err := v.Encode()
+	if err != nil {
+		return "", err
 	}
-	noNSDelegateScenarios = []string{"TestHarness", "TestS05NoNsdelegate", "TestS06GuardCgroupWritable"}
-	// Scenarios of issue 4 (CPU pinning), on -smp 4 with two NUMA nodes.
-	pinningScenarios = []string{
-		"TestHarness",
-		"TestNUMATopology",
-		"TestPinningPodBudget",
-		"TestPinningDynamicAdd",
-		"TestPinningPluginRestartDuringChurn",
-	}
-)
-
-func variants() []variant {
-	return []variant{
-		{Name: "ctd24-nsdelegate-external", Containerd: containerd24, NSDelegate: true, Plugin: "external", Tests: nsdelegateScenarios},
-		{
-			Name: "ctd24-nsdelegate-preregistered", Containerd: containerd24, NSDelegate: true, Plugin: "preregistered",
-			Tests: []string{"TestHarness", "TestS01AnnotatedWritable", "TestS09PluginMode", "TestS10Restarts"},
-		},
-		{Name: "ctd24-no-nsdelegate", Containerd: containerd24, Plugin: "external", Tests: noNSDelegateScenarios},
-		// Every container of the default runtime is writable here, so the
-		// guard refuses them all: only the guard scenario fits.
-		{
-			Name: "ctd24-no-nsdelegate-cgroup-writable", Containerd: containerd24, Plugin: "external", CgroupWritable: true,
-			Tests: []string{"TestS06GuardCgroupWritable"},
-		},
-		{Name: "ctd23-nsdelegate-external", Containerd: containerd23, NSDelegate: true, Plugin: "external", Tests: nsdelegateScenarios},
-		{Name: "ctd23-no-nsdelegate", Containerd: containerd23, Plugin: "external", Tests: noNSDelegateScenarios},
-		{
-			Name: "ctd24-numa-smp4", Containerd: containerd24, NSDelegate: true, Plugin: "external", Pinning: true, SMP: 4, NUMA: true,
-			Tests: pinningScenarios,
-		},
-	}
-}
-
-func (v variant) cmdline() string {
-	b := func(x bool) int {
-		if x {
-			return 1
-		}
-		return 0
-	}
-	return strings.Join([]string{
-		"console=ttyS0", "panic=-1", "oops=panic", "quiet", "loglevel=3", "random.trust_cpu=on",
-		"cgd.variant=" + v.Name,
-		fmt.Sprintf("cgd.nsdelegate=%d", b(v.NSDelegate)),
-		"cgd.plugin=" + v.Plugin,
-		fmt.Sprintf("cgd.cgroup_writable=%d", b(v.CgroupWritable)),
-		fmt.Sprintf("cgd.pinning=%d", b(v.Pinning)),
-		"cgd.containerd=" + v.Containerd,
-		"cgd.tests=" + strings.Join(v.Tests, ","),
-	}, " ")
+	return kernelArgs + " " + params, nil
 }
 
 // selectVariants applies CGD_VARIANTS (comma-separated names or substrings)
-// and CGD_SCENARIOS (comma-separated guest test names) for quick iteration.
-func selectVariants(all []variant) []variant {
-	var out []variant
+// and CGD_SCENARIOS (comma-separated scenario identifiers) for quick
+// iteration.
+func selectVariants(all []variant.Variant) []variant.Variant {
+	var out []variant.Variant
 	filter := os.Getenv("CGD_VARIANTS")
 	for _, v := range all {
 		if filter != "" && !slices.ContainsFunc(strings.Split(filter, ","), func(f string) bool {
@@ -114,8 +44,8 @@ func selectVariants(all []variant) []variant {
 		}
 		if s := os.Getenv("CGD_SCENARIOS"); s != "" {
 			want := strings.Split(s, ",")
-			v.Tests = slices.DeleteFunc(slices.Clone(v.Tests), func(t string) bool { return !slices.Contains(want, t) })
-			if len(v.Tests) == 0 {
+			v.Scenarios = slices.DeleteFunc(slices.Clone(v.Scenarios), func(sc variant.Scenario) bool { return !slices.Contains(want, string(sc)) })
+			if len(v.Scenarios) == 0 {
 				continue
 			}
 		}
@@ -163,7 +93,7 @@ func TestVM(t *testing.T) {
 		os.RemoveAll(workDir)
 	})
 
-	vs := selectVariants(variants())
+	vs := selectVariants(variant.Suite())
 	if len(vs) == 0 {
 		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
 	}
@@ -205,22 +135,19 @@ func TestVM(t *testing.T) {
 // crashes (see runVariant).
 const maxBootAttempts = 3
 
-func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir string, v variant) {
-	smp := v.SMP
-	if smp == 0 {
-		smp = 2
+func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir string, v variant.Variant) {
+	cl, err := cmdline(v)
+	if err != nil {
+		t.Fatal(err)
 	}
 	spec := bootSpec{
-		Kernel: arts.Kernel, Initramfs: initrd, Cmdline: v.cmdline(),
-		SMP: smp, NUMA: v.NUMA, MemoryMiB: 2048, Accel: os.Getenv("CGD_QEMU_ACCEL"),
+		Kernel: arts.Kernel, Initramfs: initrd, Cmdline: cl,
+		SMP: v.SMP, NUMA: v.NUMA, MemoryMiB: 2048, Accel: os.Getenv("CGD_QEMU_ACCEL"),
 		BootTimeout: 3 * time.Minute,
 		Timeout:     15 * time.Minute,
 	}
 	verbose := os.Getenv("CGD_VM_VERBOSE") != ""
-	var (
-		rep *consoleReport
-		err error
-	)
+	var rep *consoleReport
 	for attempt := 1; ; attempt++ {
 		spec.LogPath = filepath.Join(workDir, fmt.Sprintf("console-%s-%d.log", v.Name, attempt))
 		rep, err = boot(context.Background(), log.With("variant", v.Name, "attempt", attempt), spec, func(line string) {
@@ -247,13 +174,13 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 	if rep.Done != nil && rep.Done.Exit != 0 {
 		t.Logf("guest test binary exited %d", rep.Done.Exit)
 	}
-	for _, name := range v.Tests {
-		t.Run(name, func(t *testing.T) {
-			res, ok := rep.Results[name]
-			out := strings.Join(rep.Output[name], "\n")
+	for _, sc := range v.Scenarios {
+		t.Run(string(sc), func(t *testing.T) {
+			res, ok := rep.Results[sc]
+			out := strings.Join(rep.Output[sc], "\n")
 			switch {
 			case !ok:
-				t.Fatalf("no result from the guest for %s (console log %s)\n%s", name, spec.LogPath, out)
+				t.Fatalf("no result from the guest for %s (console log %s)\n%s", sc, spec.LogPath, out)
 			case res.Result == "pass":
 				t.Logf("passed in the guest in %.1fs", res.Seconds)
 			default:
@@ -261,9 +188,9 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 			}
 		})
 	}
-	for name := range rep.Results {
-		if !slices.Contains(v.Tests, name) {
-			t.Errorf("guest reported unexpected scenario %s", name)
+	for sc := range rep.Results {
+		if !slices.Contains(v.Scenarios, sc) {
+			t.Errorf("guest reported unexpected scenario %s", sc)
 		}
 	}
 }

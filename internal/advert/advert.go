@@ -3,13 +3,15 @@
 // `cgdelegate status` reads, both built from one readiness report.
 //
 // Use it from the plugin binary: New over the running plugin (a Source),
-// Refresh after Configure, and Watch for the process lifetime. It reads the
+// Refresh after Configure, Watch for the process lifetime, and Withdraw
+// when the plugin stops. It reads the
 // plugin's state through Source and never changes it; it writes only the two
 // files.
 package advert
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -42,10 +44,13 @@ type Advertiser struct {
 	src Source
 	log *slog.Logger
 
-	mu      sync.Mutex
-	feature *feature.File
-	pub     *status.Publisher
-	pubPath string
+	// mu serializes Refresh and Withdraw, so no refresh writes after a
+	// withdrawal.
+	mu        sync.Mutex
+	feature   *feature.File
+	pub       *status.Publisher
+	pubPath   string
+	withdrawn bool
 }
 
 // New returns an Advertiser over src. A nil log discards.
@@ -69,9 +74,15 @@ func (a *Advertiser) Report() status.Report {
 }
 
 // Refresh re-runs the host checks, updates the feature file and publishes
-// the status file. The paths follow the config in force.
+// the status file. The paths follow the config in force. After Withdraw it
+// does nothing.
 func (a *Advertiser) Refresh() {
 	r := a.Report()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.withdrawn {
+		return
+	}
 	f, pub := a.files(r.Config)
 	if wrote, err := f.Set(r.Supported); err != nil {
 		a.log.Error("cannot update the feature file", "path", f.Path(), "error", err)
@@ -83,10 +94,30 @@ func (a *Advertiser) Refresh() {
 	}
 }
 
-// files returns the writers for cfg's paths, new ones when a path changed.
-func (a *Advertiser) files(cfg config.Config) (*feature.File, *status.Publisher) {
+// Withdraw removes the feature file, so that a node whose plugin has
+// stopped does not advertise writable cgroups, and stops every later
+// Refresh. The status file stays: `cgdelegate status` sees that its
+// publisher is gone. Call it when the plugin exits.
+func (a *Advertiser) Withdraw() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.withdrawn = true
+	f := a.feature
+	if path := a.src.Config().FeatureFilePath(); f == nil || f.Path() != path {
+		f = feature.New(path)
+	}
+	if err := f.Remove(); err != nil {
+		return fmt.Errorf("withdraw the node advertisement: %w", err)
+	}
+	if f.Path() != "" {
+		a.log.Info("node advertisement withdrawn", "path", f.Path())
+	}
+	return nil
+}
+
+// files returns the writers for cfg's paths, new ones when a path changed.
+// The caller holds a.mu.
+func (a *Advertiser) files(cfg config.Config) (*feature.File, *status.Publisher) {
 	if a.feature == nil || a.feature.Path() != cfg.FeatureFilePath() {
 		a.feature = feature.New(cfg.FeatureFilePath())
 	}

@@ -137,3 +137,51 @@ func TestWatchRefreshesOnChange(t *testing.T) {
 		t.Fatalf("Watch = %v, want context.Canceled", err)
 	}
 }
+
+func TestWithdraw(t *testing.T) {
+	tests := []struct {
+		name    string
+		refresh bool
+		stale   bool
+	}{
+		{name: "after a refresh", refresh: true},
+		{name: "a file left by an earlier run", stale: true},
+		{name: "no file", refresh: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := newSource(t)
+			a := New(src, nil)
+			if tc.refresh {
+				a.Refresh()
+			}
+			if tc.stale {
+				if err := os.MkdirAll(filepath.Dir(src.cfg.FeatureFile), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(src.cfg.FeatureFile, []byte(feature.Content(true)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Withdraw(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(src.cfg.FeatureFile); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("feature file after Withdraw: %v, want it gone", err)
+			}
+			// A refresh racing the shutdown does not bring it back.
+			a.Refresh()
+			if _, err := os.Stat(src.cfg.FeatureFile); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("feature file after a late Refresh: %v, want it gone", err)
+			}
+		})
+	}
+}
+
+func TestWithdrawDisabled(t *testing.T) {
+	src := newSource(t)
+	src.cfg.FeatureFile = config.Disabled
+	if err := New(src, nil).Withdraw(); err != nil {
+		t.Fatal(err)
+	}
+}

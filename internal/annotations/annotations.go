@@ -78,6 +78,14 @@ var (
 		Name: "io.kubernetes.cri-o.cgroup2-mount-hierarchy-rw", Scope: Pod, Owner: "CRI-O",
 		Values: "same as writable-cgroups.noderesource.dev",
 	}
+	// KubeRayWritable is the opt-in key of the third-party NRI plugin
+	// (pmengelbert/nri-writable-cgroups) that KubeRay's writable-cgroups
+	// guide installs; accepted so that its users can switch without
+	// touching their manifests. That plugin acts on "true" only.
+	KubeRayWritable = Key{
+		Name: "writable-cgroups.nri.io/enable", Scope: Pod, Owner: "the NRI plugin of KubeRay's writable-cgroups guide",
+		Values: "`true`, `false`",
+	}
 	// MaxDescendants and MaxDepth lower the pod cgroup bounds below the
 	// node caps.
 	MaxDescendants = Key{
@@ -109,7 +117,7 @@ var (
 // All returns every registered key, in the order the README lists them.
 func All() []Key {
 	return []Key{
-		WritableCgroups, CRIOWritable, CRIOWritableLegacy,
+		WritableCgroups, CRIOWritable, CRIOWritableLegacy, KubeRayWritable,
 		MaxDescendants, MaxDepth,
 		PodResources, ContainerResources, Lifecycle,
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 
@@ -96,18 +97,50 @@ type Config struct {
 	CPUPinning bool `json:"cpuPinning,omitempty"`
 	// TopologyScope is pod (default) or container.
 	TopologyScope TopologyScope `json:"topologyScope,omitempty"`
-	// ReservedCPUs is a Linux cpuset list (e.g. "0,1") never handed out.
+	// ReservedCPUs is a Linux cpuset list (e.g. "0,1"), the kubelet's
+	// reservedSystemCPUs: never in a pod bubble or an exclusive slice.
 	ReservedCPUs string `json:"reservedCPUs,omitempty"`
+	// StrictCPUReservation keeps ReservedCPUs out of the node shared pool
+	// too, like the kubelet's strict-cpu-reservation policy option. The
+	// default (false) is the kubelet's: reserved CPUs stay in the node
+	// shared pool, where pods without a CPU budget run.
+	StrictCPUReservation bool `json:"strictCPUReservation,omitempty"`
 	// KubeletCPUManagerState is the kubelet cpu_manager_state file. When it
 	// names the static policy, cgdelegate refuses to pin CPUs.
 	KubeletCPUManagerState string `json:"kubeletCPUManagerState,omitempty"`
 	// AllowKubeletStaticCPUManager overrides that refusal.
 	AllowKubeletStaticCPUManager bool `json:"allowKubeletStaticCPUManager,omitempty"`
 
+	// OptIn is the node's opt-in policy: which pods may have writable
+	// cgroups at all. Empty allows every pod that asks.
+	OptIn OptIn `json:"optIn,omitzero"`
+
 	// MetricsAddress is the host:port where the plugin serves Prometheus
 	// metrics at /metrics, e.g. "127.0.0.1:9767"; empty (the default)
 	// serves none. It is read from the config file at start-up.
 	MetricsAddress string `json:"metricsAddress,omitempty"`
+}
+
+// OptIn says which pods may have writable cgroups, asked for by an
+// annotation or made by the runtime (guard). A pod must pass every rule that
+// is set. The patterns are path.Match globs ("team-*", "ml").
+type OptIn struct {
+	// Namespaces are the pod namespaces allowed, as globs; empty allows
+	// every namespace.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// RuntimeHandlers are the pod's runtime handlers (RuntimeClass handler,
+	// as the runtime reports it in the pod sandbox) allowed, as globs; empty
+	// allows every handler. A pod without a RuntimeClass may be reported
+	// with the empty handler, which only the pattern "" matches.
+	RuntimeHandlers []string `json:"runtimeHandlers,omitempty"`
+	// RequireUserNamespace allows only pods in a user namespace
+	// (hostUsers: false).
+	RequireUserNamespace bool `json:"requireUserNamespace,omitempty"`
+}
+
+// IsZero reports whether o sets no rule.
+func (o OptIn) IsZero() bool {
+	return len(o.Namespaces) == 0 && len(o.RuntimeHandlers) == 0 && !o.RequireUserNamespace
 }
 
 // Default returns the built-in configuration.
@@ -218,10 +251,28 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("reservedCPUs: %q is not a cpuset list: %w", c.ReservedCPUs, err))
 		}
 	}
+	errs = append(errs, patterns("optIn.namespaces", c.OptIn.Namespaces, false)...)
+	errs = append(errs, patterns("optIn.runtimeHandlers", c.OptIn.RuntimeHandlers, true)...)
 	if err := validAddress(c.MetricsAddress); err != nil {
 		errs = append(errs, fmt.Errorf("metricsAddress: %q %w", c.MetricsAddress, err))
 	}
 	return errors.Join(errs...)
+}
+
+// patterns checks a list of path.Match globs; allowEmpty lets "" stand for
+// the empty value.
+func patterns(field string, list []string, allowEmpty bool) []error {
+	var errs []error
+	for _, p := range list {
+		if p == "" && !allowEmpty {
+			errs = append(errs, fmt.Errorf("%s: %q is not a pattern", field, p))
+			continue
+		}
+		if _, err := path.Match(p, ""); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not a valid pattern: %w", field, p, err))
+		}
+	}
+	return errs
 }
 
 // validAddress checks a host:port listen address; "" is valid (none).

@@ -17,7 +17,8 @@ func TestDefault(t *testing.T) {
 	}
 	if c.CgroupRoot != "/sys/fs/cgroup" || c.MountinfoPath != "/proc/1/mountinfo" || c.HookPath != "/usr/local/bin/cgdelegate-hook" ||
 		c.Guard != GuardEnforce || c.MaxDescendants != 250 || c.MaxDepth != 50 ||
-		c.FeatureFilePath() != "/etc/kubernetes/node-feature-discovery/features.d/cgdelegate" || c.TopologyScope != ScopePod {
+		c.FeatureFilePath() != "/etc/kubernetes/node-feature-discovery/features.d/cgdelegate" || c.TopologyScope != ScopePod ||
+		c.StrictCPUReservation {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
 }
@@ -42,8 +43,8 @@ func TestParse(t *testing.T) {
 		check   func(Config) bool
 		wantErr []string
 	}{
-		{name: "empty", in: "", check: func(c Config) bool { return c == Default() }},
-		{name: "comments only", in: "# nothing set\n", check: func(c Config) bool { return c == Default() }},
+		{name: "empty", in: "", check: func(c Config) bool { return reflect.DeepEqual(c, Default()) }},
+		{name: "comments only", in: "# nothing set\n", check: func(c Config) bool { return reflect.DeepEqual(c, Default()) }},
 		{name: "guard warn", in: "guard: warn\n", check: func(c Config) bool { return c.Guard == GuardWarn }},
 		{name: "guard off", in: "guard: off\n", check: func(c Config) bool { return c.Guard == GuardOff }},
 		{name: "guard quoted off", in: "guard: \"off\"\n", check: func(c Config) bool { return c.Guard == GuardOff }},
@@ -56,6 +57,12 @@ func TestParse(t *testing.T) {
 		{name: "json numbers and booleans", in: `{"maxDepth": 5, "cpuPinning": true}`, check: func(c Config) bool { return c.MaxDepth == 5 && c.CPUPinning }},
 		{name: "reserved", in: "reservedCPUs: 0-1,4\n", check: func(c Config) bool { return c.Reserved().Size() == 3 }},
 		{name: "reserved single CPU", in: "reservedCPUs: 0\n", check: func(c Config) bool { return c.ReservedCPUs == "0" }},
+		{name: "strict reservation", in: "reservedCPUs: 0\nstrictCPUReservation: true\n", check: func(c Config) bool { return c.StrictCPUReservation }},
+		{name: "optIn", in: "optIn:\n  namespaces: [\"team-*\", ml]\n  runtimeHandlers: [runc]\n  requireUserNamespace: true\n", check: func(c Config) bool {
+			return reflect.DeepEqual(c.OptIn, OptIn{Namespaces: []string{"team-*", "ml"}, RuntimeHandlers: []string{"runc"}, RequireUserNamespace: true})
+		}},
+		{name: "optIn empty lists allow all", in: "optIn:\n  namespaces: []\n", check: func(c Config) bool { return c.OptIn.IsZero() }},
+		{name: "optIn default handler", in: "optIn: {runtimeHandlers: [\"\", runc]}\n", check: func(c Config) bool { return len(c.OptIn.RuntimeHandlers) == 2 }},
 		{name: "reserved explicitly none", in: "reservedCPUs: \"\"\n", check: func(c Config) bool { return c.Reserved().Size() == 0 }},
 		{name: "metrics address", in: "metricsAddress: 127.0.0.1:9767\n", check: func(c Config) bool { return c.MetricsAddress == "127.0.0.1:9767" }},
 		{name: "metrics on every address", in: "metricsAddress: \":9767\"\n", check: func(c Config) bool { return c.MetricsAddress == ":9767" }},
@@ -86,6 +93,16 @@ func TestParse(t *testing.T) {
 		{name: "cpuPinning yes", in: "cpuPinning: yes\n", wantErr: []string{`cpuPinning: "yes" is not true or false`}},
 		{name: "cpuPinning number", in: "cpuPinning: 1\n", wantErr: []string{`cpuPinning: "1" is not true or false`}},
 		{name: "allowKubelet quoted", in: "allowKubeletStaticCPUManager: \"true\"\n", wantErr: []string{`allowKubeletStaticCPUManager: "true" is not true or false`}},
+		{name: "optIn bad namespace pattern", in: "optIn:\n  namespaces: [\"team-[\"]\n", wantErr: []string{`optIn.namespaces: "team-[" is not a valid pattern`}},
+		{name: "optIn bad handler pattern", in: "optIn:\n  runtimeHandlers: [\"run[\"]\n", wantErr: []string{`optIn.runtimeHandlers: "run[" is not a valid pattern`}},
+		{name: "optIn empty namespace", in: "optIn:\n  namespaces: [\"\"]\n", wantErr: []string{`optIn.namespaces: "" is not a pattern`}},
+		{name: "optIn namespaces not a list", in: "optIn:\n  namespaces: team-a\n", wantErr: []string{`optIn.namespaces: "team-a" is not a list of strings`}},
+		{name: "optIn namespaces null", in: "optIn:\n  namespaces:\n", wantErr: []string{`optIn.namespaces: "" is not a list of strings`}},
+		{name: "optIn list of lists", in: "optIn:\n  namespaces: [[a]]\n", wantErr: []string{"optIn.namespaces[0]: a list is not a string"}},
+		{name: "optIn unknown key", in: "optIn:\n  namespace: [a]\n", wantErr: []string{"optIn.namespace: unknown key"}},
+		{name: "optIn set twice", in: "optIn:\n  namespaces: [a]\n  namespaces: [b]\n", wantErr: []string{"optIn.namespaces: set twice (lines 2 and 3)"}},
+		{name: "optIn requireUserNamespace yes", in: "optIn:\n  requireUserNamespace: yes\n", wantErr: []string{`optIn.requireUserNamespace: "yes" is not true or false`}},
+		{name: "optIn not a mapping", in: "optIn: [a]\n", wantErr: []string{"optIn: a list is not a mapping"}},
 		{name: "empty path", in: "cgroupRoot: \"\"\n", wantErr: []string{`cgroupRoot: "" is not an absolute path`}},
 		{name: "empty feature file", in: "featureFile:\n", wantErr: []string{`featureFile: "" is not an absolute path`}},
 		{
@@ -130,8 +147,9 @@ func TestEveryKeyDecodes(t *testing.T) {
 	want := Config{
 		CgroupRoot: "/a", MountinfoPath: "/b", ProcRoot: "/c", SysfsRoot: "/d", HookPath: "/e",
 		HookTimeout: 3, Guard: GuardWarn, MaxDescendants: 4, MaxDepth: 5, FeatureFile: Disabled, StatusFile: "/f",
-		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", KubeletCPUManagerState: "/g",
-		AllowKubeletStaticCPUManager: true, MetricsAddress: "127.0.0.1:9767",
+		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", StrictCPUReservation: true,
+		KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true, MetricsAddress: "127.0.0.1:9767",
+		OptIn: OptIn{Namespaces: []string{"team-*"}, RuntimeHandlers: []string{"runc"}, RequireUserNamespace: true},
 	}
 	v := reflect.ValueOf(want)
 	for i := range v.NumField() {
@@ -147,7 +165,7 @@ func TestEveryKeyDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)
 	}
 }
@@ -155,6 +173,7 @@ func TestEveryKeyDecodes(t *testing.T) {
 func TestMerge(t *testing.T) {
 	base := Default()
 	base.MaxDepth = 20
+	base.OptIn.Namespaces = []string{"team-*"}
 	tests := []struct {
 		name    string
 		blob    string
@@ -162,7 +181,7 @@ func TestMerge(t *testing.T) {
 		wantErr []string
 	}{
 		{name: "guard off keeps base values", blob: "guard: off\n", check: func(c Config) bool { return c.Guard == GuardOff && c.MaxDepth == 20 }},
-		{name: "empty blob", blob: "  ", check: func(c Config) bool { return c == base }},
+		{name: "empty blob", blob: "  ", check: func(c Config) bool { return reflect.DeepEqual(c, base) }},
 		{name: "blob overrides", blob: "maxDepth: 3\n", check: func(c Config) bool { return c.MaxDepth == 3 && c.Guard == GuardEnforce }},
 		{name: "negative", blob: "maxDepth: -5\n", wantErr: []string{"maxDepth: -5"}},
 		{name: "maxDepth zero is not base", blob: "maxDepth: 0\n", wantErr: []string{"maxDepth: 0 must be at least 1"}},
@@ -171,6 +190,11 @@ func TestMerge(t *testing.T) {
 		{name: "guard no", blob: "guard: no\n", wantErr: []string{`guard: "no" is not one of enforce, warn, off`}},
 		{name: "type error", blob: "maxDepth: abc\n", wantErr: []string{`maxDepth: "abc" is not a whole number`}},
 		{name: "empty path is not base", blob: "hookPath: \"\"\n", wantErr: []string{`hookPath: "" is not an absolute path`}},
+		{name: "optIn merges key by key", blob: "optIn: {requireUserNamespace: true}\n", check: func(c Config) bool {
+			return c.OptIn.RequireUserNamespace && reflect.DeepEqual(c.OptIn.Namespaces, []string{"team-*"})
+		}},
+		{name: "optIn list replaces", blob: "optIn: {namespaces: [ml]}\n", check: func(c Config) bool { return reflect.DeepEqual(c.OptIn.Namespaces, []string{"ml"}) }},
+		{name: "optIn empty list allows all", blob: "optIn: {namespaces: []}\n", check: func(c Config) bool { return len(c.OptIn.Namespaces) == 0 }},
 		{name: "unknown key", blob: "maxDepht: 3\n", wantErr: []string{"maxDepht: unknown key"}},
 		{name: "not yaml", blob: "guard: [\n", wantErr: []string{"decode NRI config blob"}},
 	}

@@ -46,21 +46,27 @@ func parseMapping(data []byte) (*yaml.Node, error) {
 // decodeOver sets the field of every key in the mapping m on a copy of
 // base; an absent key keeps base's value. Scalars are taken as written:
 // strings verbatim, whole numbers and booleans only when YAML 1.2 reads them
-// so. Every unknown, repeated or mistyped key is reported; such a key leaves
-// its field as it was in base.
+// so; a list replaces the base list whole; a nested mapping (optIn) is
+// merged key by key. Every unknown, repeated or mistyped key is reported;
+// such a key leaves its field as it was in base.
 func decodeOver(base Config, m *yaml.Node) (Config, error) {
 	c := base
 	if m == nil {
 		return c, nil
 	}
-	v := reflect.ValueOf(&c).Elem()
+	return c, decodeStruct(reflect.ValueOf(&c).Elem(), "", m)
+}
+
+// decodeStruct sets the fields of the struct v from the mapping m; prefix
+// is the path of v's keys in errors ("optIn.").
+func decodeStruct(v reflect.Value, prefix string, m *yaml.Node) error {
 	index := fieldIndex(v.Type())
 	seen := make(map[string]int)
 	var errs []error
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, val := resolve(m.Content[i]), resolve(m.Content[i+1])
-		key := k.Value
-		idx, known := index[key]
+		key := prefix + k.Value
+		idx, known := index[k.Value]
 		switch line, dup := seen[key]; {
 		case !known:
 			errs = append(errs, fmt.Errorf("%s: unknown key (line %d)", key, k.Line))
@@ -73,7 +79,7 @@ func decodeOver(base Config, m *yaml.Node) (Config, error) {
 			}
 		}
 	}
-	return c, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // fieldIndex maps every YAML key (the field's json tag name) to the field's
@@ -87,7 +93,8 @@ func fieldIndex(t reflect.Type) map[string]int {
 	return index
 }
 
-// setField stores the scalar n in f, a string, int or bool field.
+// setField stores n in f: a string, int or bool field from a scalar, a
+// string list from a sequence of scalars, a struct from a mapping.
 func setField(f reflect.Value, key string, n *yaml.Node) error {
 	isScalar := n.Kind == yaml.ScalarNode
 	switch f.Kind() {
@@ -108,6 +115,29 @@ func setField(f reflect.Value, key string, n *yaml.Node) error {
 			return fmt.Errorf("%s: %s is not true or false", key, describe(n))
 		}
 		f.SetBool(b)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode || f.Type().Elem().Kind() != reflect.String {
+			return fmt.Errorf("%s: %s is not a list of strings", key, describe(n))
+		}
+		list := make([]string, 0, len(n.Content))
+		var errs []error
+		for i, item := range n.Content {
+			item = resolve(item)
+			if item.Kind != yaml.ScalarNode {
+				errs = append(errs, fmt.Errorf("%s[%d]: %s is not a string", key, i, describe(item)))
+				continue
+			}
+			list = append(list, item.Value)
+		}
+		if len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+		f.Set(reflect.ValueOf(list))
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return fmt.Errorf("%s: %s is not a mapping", key, describe(n))
+		}
+		return decodeStruct(f, key+".", n)
 	default:
 		panic(fmt.Sprintf("config: field %s has unsupported kind %s", key, f.Kind()))
 	}

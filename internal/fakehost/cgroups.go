@@ -2,6 +2,7 @@ package fakehost
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,10 +55,10 @@ func (h *Host) WriteDelegate(files ...string) error {
 }
 
 // InstallSysfs copies a sysfs tree, such as a CPU topology tree from
-// internal/topology/testdata, into the host's /sys.
-func (h *Host) InstallSysfs(src string) error {
-	if err := os.CopyFS(h.Sysfs, os.DirFS(src)); err != nil {
-		return fmt.Errorf("install sysfs tree %q: %w", src, err)
+// internal/topology/topotest, into the host's /sys.
+func (h *Host) InstallSysfs(tree fs.FS) error {
+	if err := os.CopyFS(h.Sysfs, tree); err != nil {
+		return fmt.Errorf("install sysfs tree: %w", err)
 	}
 	return nil
 }

@@ -5,7 +5,8 @@
 // Use it before pinning CPUs: when the kubelet's static policy is active, it
 // and cgdelegate would both write cpusets and fight over them. It only reads
 // the policy name; it does not interpret the kubelet's assignments. A missing
-// file means the kubelet runs no CPU manager checkpoint at all.
+// file means the kubelet runs no CPU manager checkpoint at all. Watcher
+// tells, for one stat, whether the file changed and must be read again.
 package kubeletcpu
 
 import (

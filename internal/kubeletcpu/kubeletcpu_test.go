@@ -82,3 +82,46 @@ func TestConflictMessage(t *testing.T) {
 		t.Errorf("malformed state file: reason %q", reason)
 	}
 }
+
+func TestWatcher(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cpu_manager_state")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path+".tmp", []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := NewWatcher(path)
+	steps := []struct {
+		name string
+		do   func()
+		want bool
+	}{
+		{"missing, unchanged", func() {}, false},
+		{"created", func() { write(`{"policyName":"none"}`) }, true},
+		{"unchanged", func() {}, false},
+		{"replaced by rename", func() { write(`{"policyName":"static"}`) }, true},
+		{"rewritten in place", func() {
+			if err := os.WriteFile(path, []byte(`{"policyName":"none"}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"forgotten", w.Forget, true},
+		{"removed", func() {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"still missing", func() {}, false},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := w.Changed(); got != s.want {
+			t.Fatalf("%s: Changed = %v, want %v", s.name, got, s.want)
+		}
+	}
+}

@@ -1,5 +1,5 @@
 // Package logging builds the one log format of cgdelegate's binaries: slog
-// text lines on stderr. It also routes the libraries' own logging into it:
+// lines on stderr, text or JSON. It also routes the libraries' own logging into it:
 // the NRI stub's (a Logger for stub.WithLogger) and logrus's standard
 // logger (used by ttrpc through containerd/log), so an operator reads one
 // format, one level.

@@ -23,10 +23,42 @@ func ParseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// New returns the logger the binaries write with: slog text lines on w,
-// at level and above.
-func New(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+// Format is how log records are written.
+type Format int
+
+const (
+	// Text is slog's key=value lines, the default.
+	Text Format = iota
+	// JSON is one JSON object per line.
+	JSON
+)
+
+func (f Format) String() string {
+	if f == JSON {
+		return "json"
+	}
+	return "text"
+}
+
+// ParseFormat reads a format name: json or text.
+func ParseFormat(s string) (Format, error) {
+	switch s {
+	case "text":
+		return Text, nil
+	case "json":
+		return JSON, nil
+	}
+	return Text, fmt.Errorf("%q: want json or text", s)
+}
+
+// New returns the logger the binaries write with: slog lines on w, in
+// format, at level and above.
+func New(w io.Writer, level slog.Level, format Format) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == JSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // ErrorLine writes err as one line, "prog: message", to w: the multi-line

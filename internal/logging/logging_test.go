@@ -52,7 +52,7 @@ func TestErrorLine(t *testing.T) {
 func logged(t *testing.T, level slog.Level, emit func(l *slog.Logger)) string {
 	t.Helper()
 	var b bytes.Buffer
-	emit(New(&b, level))
+	emit(New(&b, level, Text))
 	return b.String()
 }
 
@@ -63,6 +63,39 @@ func TestNew(t *testing.T) {
 	})
 	if strings.Contains(out, "hidden") || !strings.Contains(out, "level=INFO msg=shown k=v") {
 		t.Fatalf("unexpected output:\n%s", out)
+	}
+}
+
+func TestFormat(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    string
+		wantErr bool
+	}{
+		{in: "text", want: "level=INFO msg=shown k=v"},
+		{in: "json", want: `"level":"INFO","msg":"shown","k":"v"}`},
+		{in: "JSON", wantErr: true},
+		{in: "logfmt", wantErr: true},
+		{in: "", wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			f, err := ParseFormat(tc.in)
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), `"`+tc.in+`": want json or text`) {
+					t.Fatalf("ParseFormat(%q) error = %v, want one naming the value and the choices", tc.in, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			New(&b, slog.LevelInfo, f).Info("shown", "k", "v")
+			if !strings.Contains(b.String(), tc.want) || strings.Count(b.String(), "\n") != 1 {
+				t.Fatalf("%s output %q, want one line with %q", tc.in, b.String(), tc.want)
+			}
+		})
 	}
 }
 

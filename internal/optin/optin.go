@@ -63,14 +63,32 @@ func ParseMode(key, value string) (CgroupMountMode, error) {
 	return Unset, fmt.Errorf("%w: %s=%q: want Writable, true, ReadOnly or false", ErrBadAnnotation, key, value)
 }
 
+// parseKubeRay parses the KubeRay guide plugin's key, which knows only
+// true and false.
+func parseKubeRay(key, value string) (CgroupMountMode, error) {
+	switch strings.TrimSpace(value) {
+	case "true":
+		return Writable, nil
+	case "false":
+		return ReadOnly, nil
+	}
+	return Unset, fmt.Errorf("%w: %s=%q: want true or false", ErrBadAnnotation, key, value)
+}
+
 // Resolve returns the container's request from its pod's and its own
-// annotations. Our key, scoped, is looked at first; CRI-O's keys after it.
+// annotations. Our key, scoped, is looked at first; CRI-O's keys after it,
+// then the KubeRay guide plugin's.
 func Resolve(pod *api.PodSandbox, ctr *api.Container) (Request, error) {
-	f, ok := annotations.ForContainer(pod, ctr, annotations.WritableCgroups, annotations.CRIOWritable, annotations.CRIOWritableLegacy)
+	f, ok := annotations.ForContainer(pod, ctr, annotations.WritableCgroups, annotations.CRIOWritable, annotations.CRIOWritableLegacy,
+		annotations.KubeRayWritable)
 	if !ok {
 		return Request{Mode: Unset}, nil
 	}
-	m, err := ParseMode(f.Key, f.Value)
+	parse := ParseMode
+	if f.Key == annotations.KubeRayWritable.Name {
+		parse = parseKubeRay
+	}
+	m, err := parse(f.Key, f.Value)
 	if err != nil {
 		return Request{}, err
 	}

@@ -14,6 +14,7 @@ var (
 	Key               = annotations.WritableCgroups.Name
 	CRIOKey           = annotations.CRIOWritable.Name
 	CRIOLegacyKey     = annotations.CRIOWritableLegacy.Name
+	KubeRayKey        = annotations.KubeRayWritable.Name
 	MaxDescendantsKey = annotations.MaxDescendants
 )
 
@@ -46,6 +47,13 @@ func TestResolve(t *testing.T) {
 		{name: "CRI-O key", pod: map[string]string{CRIOKey: "true"}, want: Writable, wantSource: CRIOKey},
 		{name: "CRI-O legacy key", pod: map[string]string{CRIOLegacyKey: "true"}, want: Writable, wantSource: CRIOLegacyKey},
 		{name: "our key beats CRI-O's", pod: map[string]string{Key: "false", CRIOKey: "true"}, want: ReadOnly, wantSource: Key},
+		{name: "KubeRay key true", pod: map[string]string{KubeRayKey: "true"}, want: Writable, wantSource: KubeRayKey},
+		{name: "KubeRay key false", pod: map[string]string{KubeRayKey: "false"}, want: ReadOnly, wantSource: KubeRayKey},
+		{name: "KubeRay key on the container", ctr: map[string]string{KubeRayKey: "true"}, want: Writable, wantSource: KubeRayKey},
+		{name: "CRI-O's key beats KubeRay's", pod: map[string]string{CRIOKey: "false", KubeRayKey: "true"}, want: ReadOnly, wantSource: CRIOKey},
+		{name: "our key beats KubeRay's", pod: map[string]string{Key + "/pod": "false", KubeRayKey: "true"}, want: ReadOnly, wantSource: Key + "/pod"},
+		{name: "bad KubeRay value Writable", pod: map[string]string{KubeRayKey: "Writable"}, wantErr: KubeRayKey + `="Writable": want true or false`},
+		{name: "bad KubeRay value yes", pod: map[string]string{KubeRayKey: "yes"}, wantErr: KubeRayKey + `="yes"`},
 		{name: "container annotation", ctr: map[string]string{Key: "true"}, want: Writable, wantSource: Key},
 		{name: "whitespace tolerated", pod: map[string]string{Key: " true "}, want: Writable, wantSource: Key},
 		{name: "bad: yes", pod: map[string]string{Key: "yes"}, wantErr: Key + `="yes"`},

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -33,6 +35,19 @@ type Pinner struct {
 	// reason says why pinning is inactive; "" when active.
 	reason string
 	policy *policy.Policy
+	// kubelet watches the kubelet's CPU manager state while pinning is
+	// active (nil when allowKubeletStaticCPUManager is set).
+	kubelet *kubeletWatch
+	// suspended says why pinning stopped after it started; nil while it
+	// runs. A suspended Pinner never resumes: its state is stale.
+	suspended atomic.Pointer[string]
+}
+
+// kubeletWatch is the kubelet state file and its watcher.
+type kubeletWatch struct {
+	mu   sync.Mutex
+	path string
+	w    *kubeletcpu.Watcher
 }
 
 // New builds the policy for cfg, or a Pinner that says why it can not pin;
@@ -46,6 +61,11 @@ func New(cfg config.Config, log *slog.Logger) *Pinner {
 		log.Error("CPU pinning is INACTIVE", "reason", reason)
 		return &Pinner{reason: reason}
 	}
+	// Look at the file before reading it, so a write after the read shows.
+	var kw *kubeletWatch
+	if !cfg.AllowKubeletStaticCPUManager {
+		kw = &kubeletWatch{path: cfg.KubeletCPUManagerState, w: kubeletcpu.NewWatcher(cfg.KubeletCPUManagerState)}
+	}
 	if reason := kubeletcpu.Conflict(cfg.KubeletCPUManagerState, cfg.AllowKubeletStaticCPUManager); reason != "" {
 		return inactive(reason)
 	}
@@ -56,36 +76,97 @@ func New(cfg config.Config, log *slog.Logger) *Pinner {
 	if err != nil {
 		return inactive(fmt.Sprintf("cannot discover the CPU topology under %s: %v", cfg.SysfsRoot, err))
 	}
-	pol, err := policy.New(topo, policy.Options{Scope: cfg.TopologyScope, Reserved: cfg.Reserved()})
+	pol, err := policy.New(topo, policy.Options{
+		Scope: cfg.TopologyScope, Reserved: cfg.Reserved(), StrictReservation: cfg.StrictCPUReservation,
+	})
 	if err != nil {
 		return inactive(fmt.Sprintf("cannot build the CPU policy: %v", err))
 	}
 	snap := pol.Snapshot()
 	log.Info("CPU pinning active", "scope", snap.Scope, "usableCPUs", snap.UsableCPUs, "reservedCPUs", snap.ReservedCPUs)
-	return &Pinner{policy: pol}
+	return &Pinner{policy: pol, kubelet: kw}
 }
 
 // ConfigChanged reports whether the pinning state must be rebuilt when the
 // config changes from a to b.
 func ConfigChanged(a, b config.Config) bool {
 	return a.CPUPinning != b.CPUPinning || a.TopologyScope != b.TopologyScope ||
-		a.ReservedCPUs != b.ReservedCPUs || a.SysfsRoot != b.SysfsRoot ||
+		a.ReservedCPUs != b.ReservedCPUs || a.StrictCPUReservation != b.StrictCPUReservation ||
+		a.SysfsRoot != b.SysfsRoot ||
 		a.KubeletCPUManagerState != b.KubeletCPUManagerState ||
 		a.AllowKubeletStaticCPUManager != b.AllowKubeletStaticCPUManager
 }
 
 // Active reports whether CPUs are pinned.
-func (p *Pinner) Active() bool { return p != nil && p.policy != nil }
+func (p *Pinner) Active() bool { return p != nil && p.policy != nil && p.suspended.Load() == nil }
 
-// Status is the pinning part of the readiness report; nil when off.
+// Suspended reports whether pinning stopped after it started (see
+// RecheckKubelet). Such a Pinner must be rebuilt, from a new Synchronize.
+func (p *Pinner) Suspended() bool { return p != nil && p.suspended.Load() != nil }
+
+// Status is the pinning part of the readiness report; nil when off. A
+// suspended Pinner shows its last allocation table, which no longer
+// changes.
 func (p *Pinner) Status() *status.Pinning {
-	if p == nil {
+	switch {
+	case p == nil:
 		return nil
-	}
-	if !p.Active() {
+	case p.Suspended():
+		return &status.Pinning{Active: false, Reason: *p.suspended.Load(), Allocations: p.policy.Snapshot()}
+	case !p.Active():
 		return &status.Pinning{Active: false, Reason: p.reason}
 	}
 	return &status.Pinning{Active: true, Allocations: p.policy.Snapshot()}
+}
+
+// RecheckKubelet reads the kubelet's CPU manager state again when its file
+// changed since the last look (one stat otherwise), and reports whether the
+// pinning status changed.
+//
+// When the kubelet's static policy becomes active while pinning runs,
+// pinning stops: events no longer place or move any container, and the
+// cpusets and memory nodes already set stay as they are (the kubelet's
+// static policy rewrites them as it sees fit). When the file later stops
+// naming the static policy, pinning does not resume by itself: the state
+// missed every event in between, so only a rebuild from a new Synchronize
+// (cgdelegate restarting, or the runtime reconnecting it) can trust it
+// again; the status reason says so. An unreadable file changes nothing and
+// is read again next time.
+func (p *Pinner) RecheckKubelet(log *slog.Logger) bool {
+	if p == nil || p.policy == nil || p.kubelet == nil {
+		return false
+	}
+	kw := p.kubelet
+	kw.mu.Lock()
+	defer kw.mu.Unlock()
+	if !kw.w.Changed() {
+		return false
+	}
+	st, found, err := kubeletcpu.Read(kw.path)
+	if err != nil {
+		kw.w.Forget()
+		log.Warn("cannot re-read the kubelet's CPU manager state; pinning goes on as it was", "error", err)
+		return false
+	}
+	static := found && st.Static()
+	var reason string
+	switch {
+	case static:
+		reason = fmt.Sprintf("the kubelet's static CPU manager became active (policyName %q in %s) while cgdelegate pinned CPUs: "+
+			"pinning stopped, the cpusets already set are left as they are and no longer updated; "+
+			"set the kubelet's cpuManagerPolicy to none and restart cgdelegate to resume", st.PolicyName, kw.path)
+	case p.Suspended():
+		reason = fmt.Sprintf("the kubelet's static CPU manager was active while cgdelegate pinned CPUs, and %s no longer names it: "+
+			"pinning stays stopped until cgdelegate restarts and rebuilds its state from the runtime", kw.path)
+	default:
+		return false
+	}
+	if old := p.suspended.Load(); old != nil && *old == reason {
+		return false
+	}
+	p.suspended.Store(&reason)
+	log.Error("CPU pinning is INACTIVE", "reason", reason)
+	return true
 }
 
 // Assignment is the current assignment of a container.

@@ -2,12 +2,17 @@ package pinning
 
 import (
 	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/topology/topotest"
 )
 
 func TestLifecycleAnnotation(t *testing.T) {
@@ -63,5 +68,116 @@ func TestUpdates(t *testing.T) {
 	}
 	if Updates(nil) != nil {
 		t.Error("no assignments must give no updates")
+	}
+}
+
+// TestContainerSpecPodLimits: the exact CRI values the kubelet sends for a
+// container without resources in a pod with spec.resources cpu 2, memory
+// 256Mi (see internal/podres) give a spec without a CPU request that is not
+// exclusive, so the policy puts it in the pod shared pool.
+func TestContainerSpecPodLimits(t *testing.T) {
+	vals := func(shares uint64, quota, mem int64) *api.LinuxResources {
+		return &api.LinuxResources{
+			Cpu:    &api.LinuxCPU{Shares: api.UInt64(shares), Quota: api.Int64(quota), Period: api.UInt64(100000)},
+			Memory: &api.LinuxMemory{Limit: api.Int64(mem)},
+		}
+	}
+	pod := &api.PodSandbox{Id: "p", Linux: &api.LinuxPodSandbox{PodResources: vals(2048, 200000, 256<<20)}}
+	ctr := func(name string, r *api.LinuxResources) *api.Container {
+		return &api.Container{Id: name, PodSandboxId: "p", Name: name, Linux: &api.LinuxContainer{Resources: r, OomScoreAdj: api.Int(-997)}}
+	}
+	tests := []struct {
+		name      string
+		r         *api.LinuxResources
+		podLimits bool
+		request   int64
+		exclusive int
+	}{
+		{"no resources of its own", vals(2048, 200000, 256<<20), true, 0, 0},
+		{"guaranteed 1 cpu", vals(1024, 100000, 64<<20), false, 1000, 1},
+		{"request 500m", vals(512, 200000, 256<<20), false, 500, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, err := containerSpec(pod, ctr("c", tc.r))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := spec.Resources
+			if res.PodLimits != tc.podLimits || res.CPURequest != tc.request || res.ExclusiveCPUs() != tc.exclusive {
+				t.Errorf("resources %+v; want podLimits=%v request=%dm exclusive=%d", res, tc.podLimits, tc.request, tc.exclusive)
+			}
+		})
+	}
+}
+
+// TestRecheckKubelet: the kubelet state is read again only when its file
+// changed; static stops pinning, an unreadable file changes nothing and is
+// read again, allowKubeletStaticCPUManager ignores the file.
+func TestRecheckKubelet(t *testing.T) {
+	host := fakehost.New(t)
+	if err := host.InstallSysfs(topotest.DualSocketHT().Tree().FS()); err != nil {
+		t.Fatal(err)
+	}
+	write := func(path, data string) {
+		t.Helper()
+		if err := os.WriteFile(path+".tmp", []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const (
+		none   = `{"policyName":"none"}`
+		static = `{"policyName":"static","defaultCpuSet":"0-15"}`
+	)
+	// step is one content of the file ("" removes it), whether the status
+	// changes and whether pinning is active after it.
+	type step struct {
+		data    string
+		changed bool
+		active  bool
+	}
+	tests := []struct {
+		name  string
+		allow bool
+		steps []step
+	}{
+		{name: "static stops, none keeps it stopped", steps: []step{{none, false, true}, {static, true, false}, {static, false, false}, {none, true, false}, {static, true, false}}},
+		{name: "unreadable changes nothing", steps: []step{{`{"policyName":`, false, true}, {`{"policyName":`, false, true}, {"", false, true}, {static, true, false}}},
+		{name: "allowed static is ignored", allow: true, steps: []step{{static, false, true}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := host.Config()
+			cfg.CPUPinning = true
+			cfg.AllowKubeletStaticCPUManager = tc.allow
+			cfg.KubeletCPUManagerState = filepath.Join(t.TempDir(), "cpu_manager_state")
+			write(cfg.KubeletCPUManagerState, none)
+			log := slog.New(slog.DiscardHandler)
+			p := New(cfg, log)
+			if !p.Active() {
+				t.Fatalf("not active: %+v", p.Status())
+			}
+			for i, s := range tc.steps {
+				if s.data == "" {
+					if err := os.Remove(cfg.KubeletCPUManagerState); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					write(cfg.KubeletCPUManagerState, s.data)
+				}
+				if got := p.RecheckKubelet(log); got != s.changed {
+					t.Fatalf("step %d: changed = %v, want %v", i, got, s.changed)
+				}
+				if p.Active() != s.active || p.Suspended() == s.active {
+					t.Fatalf("step %d: active = %v suspended = %v, want active %v", i, p.Active(), p.Suspended(), s.active)
+				}
+			}
+		})
+	}
+	if (*Pinner)(nil).RecheckKubelet(slog.New(slog.DiscardHandler)) {
+		t.Error("a nil Pinner changed")
 	}
 }

@@ -23,6 +23,46 @@
 //   - Memory limit: Memory.Limit in bytes; <= 0 means no limit. The memory
 //     request never reaches the runtime, so only the annotation can state it.
 //
+// # Containers without resources in pods with pod-level resources
+//
+// With pod-level resources (KEP-2837) a container may state no CPU or
+// memory of its own; the pod's limits bound it. The kubelet (feature gate
+// PodLevelResources,
+// pkg/kubelet/kuberuntime/kuberuntime_container_linux.go:
+// generateLinuxContainerResources, getCPULimit, getMemoryLimit and
+// calculateLinuxResources) then sends for it:
+//
+//   - cpu limit: the pod's CPU limit, so quota = the pod's quota and period
+//     = the pod's period (100000 by default);
+//   - cpu shares: with no CPU request and a limit, the request defaults to
+//     the limit, so shares = the pod's CPU limit converted to shares (not
+//     the floor of 2);
+//   - memory limit: the pod's memory limit (none when the pod has none);
+//   - oom_score_adj: from the pod's QoS class (pkg/kubelet/qos/policy.go,
+//     GetContainerOOMScoreAdjust), -997 in a Guaranteed pod.
+//
+// The pod's own values (kuberuntime_sandbox_linux.go,
+// calculateSandboxResources) carry the same quota and period and memory
+// limit. For the pod spec.resources requests = limits = {cpu: 2, memory:
+// 256Mi} that is shares 2048, quota 200000, period 100000, memory limit
+// 268435456 on both the pod and such a container.
+//
+// Read naively, these values are a request of the pod's whole CPU budget,
+// and any other container's request makes the sum exceed the pod budget.
+// So PodLimitsOnly recognises them: the pod has a CPU quota > 0, and the
+// container has the same quota and period, shares equal to the pod's CPU
+// limit converted to shares, and the same memory limit as the pod (both
+// none counts as the same). Such a container has CPU request 0 (its CPU
+// limit stays the pod's), is Burstable, never exclusive, runs in its pod's
+// shared pool and adds nothing to the pod's container request sum;
+// Container.PodLimits says so.
+//
+// The values are ambiguous: a container that itself states cpu = memory =
+// the pod's limits sends the same ones and is read the same way (it would
+// otherwise take the whole bubble as an exclusive slice, leaving nothing
+// for any other container). State its CPU with the resources annotation
+// below to have it read as its own; an annotated CPU amount always is.
+//
 // # QoS and exclusive eligibility
 //
 // A container is Guaranteed when its CPU request equals its CPU limit (both

@@ -47,6 +47,10 @@ type Container struct {
 	Budget
 	// QoS is the container's class from its values.
 	QoS QoSClass `json:"qos"`
+	// PodLimits says the container has no CPU resources of its own: its
+	// CPU values are the pod's limits (PodLimitsOnly), so its CPU request
+	// is 0 and it runs in its pod's shared pool.
+	PodLimits bool `json:"podLimits,omitempty"`
 }
 
 // NewContainer classifies b.

@@ -19,7 +19,7 @@ func PodBudget(pod *api.PodSandbox) (Budget, error) {
 		return Budget{}, fmt.Errorf("pod resources: %w", err)
 	}
 	if f, ok := annotations.ForPod(pod, annotations.PodResources); ok {
-		if b, err = applyAnnotation(b, r, f.Key, f.Value); err != nil {
+		if b, _, err = applyAnnotation(b, r, f.Key, f.Value); err != nil {
 			return Budget{}, err
 		}
 	}
@@ -32,22 +32,31 @@ func PodBudget(pod *api.PodSandbox) (Budget, error) {
 // ContainerResources is a container's budget and QoS class: its
 // Linux.Resources with the resources.cgdelegate.io/container.<name>
 // annotation (looked up on the pod, then on the container) applied, and
-// cross-checked against its oom_score_adj.
+// cross-checked against its oom_score_adj. A container whose CPU values
+// are the pod's limits (see PodLimitsOnly) has no CPU request of its own.
 func ContainerResources(pod *api.PodSandbox, ctr *api.Container) (Container, error) {
 	r := ctr.GetLinux().GetResources()
 	b, err := FromLinuxResources(r)
 	if err != nil {
 		return Container{}, fmt.Errorf("container %q resources: %w", ctr.GetName(), err)
 	}
+	podLimits := PodLimitsOnly(pod.GetLinux().GetPodResources(), r)
 	if f, ok := annotations.ForContainer(pod, ctr, annotations.ContainerResources); ok {
-		if b, err = applyAnnotation(b, r, f.Key, f.Value); err != nil {
+		var a Annotation
+		if b, a, err = applyAnnotation(b, r, f.Key, f.Value); err != nil {
 			return Container{}, fmt.Errorf("container %q: %w", ctr.GetName(), err)
 		}
+		// An annotated CPU amount is the container's own.
+		podLimits = podLimits && a.CPU == nil
+	}
+	if podLimits {
+		b.CPURequest = 0
 	}
 	if err := b.Validate(); err != nil {
 		return Container{}, fmt.Errorf("container %q: %w", ctr.GetName(), err)
 	}
 	c := NewContainer(b)
+	c.PodLimits = podLimits
 	if adj := ctr.GetLinux().GetOomScoreAdj(); adj != nil {
 		if err := CheckOOMScoreAdj(c.QoS, b, adj.GetValue()); err != nil {
 			return Container{}, fmt.Errorf("container %q: %w", ctr.GetName(), err)
@@ -56,13 +65,31 @@ func ContainerResources(pod *api.PodSandbox, ctr *api.Container) (Container, err
 	return c, nil
 }
 
+// PodLimitsOnly reports whether container resources c are what the kubelet
+// sends for a container with no CPU resources of its own in a pod whose
+// pod-level resources pod have a CPU limit: the pod's CFS quota and period,
+// cpu shares converted from the pod's CPU limit, and the pod's memory limit
+// (or none when the pod has none). See the package documentation.
+func PodLimitsOnly(pod, c *api.LinuxResources) bool {
+	quota := pod.GetCpu().GetQuota().GetValue()
+	if quota <= 0 {
+		return false
+	}
+	period := periodOrDefault(pod.GetCpu().GetPeriod().GetValue())
+	cpu := c.GetCpu()
+	return cpu.GetQuota().GetValue() == quota &&
+		periodOrDefault(cpu.GetPeriod().GetValue()) == period &&
+		cpu.GetShares().GetValue() == SharesFromMilliCPU(MilliCPUFromQuota(quota, period)) &&
+		max(c.GetMemory().GetLimit().GetValue(), 0) == max(pod.GetMemory().GetLimit().GetValue(), 0)
+}
+
 // applyAnnotation parses the annotation and lays it over the converted
 // budget b. Where r also carries a value, the annotated value must convert
-// back to it exactly.
-func applyAnnotation(b Budget, r *api.LinuxResources, key, value string) (Budget, error) {
+// back to it exactly. It returns the parsed annotation too.
+func applyAnnotation(b Budget, r *api.LinuxResources, key, value string) (Budget, Annotation, error) {
 	a, err := ParseAnnotation(key, value)
 	if err != nil {
-		return Budget{}, err
+		return Budget{}, Annotation{}, err
 	}
 	var errs []error
 	conflict := func(what, annotated, runtime string) {
@@ -101,10 +128,10 @@ func applyAnnotation(b Budget, r *api.LinuxResources, key, value string) (Budget
 		b.MemoryRequest, b.MemoryLimit = a.Memory.Request, a.Memory.Limit
 	}
 	if err := errors.Join(errs...); err != nil {
-		return Budget{}, err
+		return Budget{}, Annotation{}, err
 	}
 	b.Annotated = true
-	return b, nil
+	return b, a, nil
 }
 
 func periodOrDefault(p uint64) uint64 {

@@ -13,8 +13,11 @@
 // # Pools
 //
 // The usable CPUs are the topology's online CPUs minus the isolated ones
-// (isolcpus=) minus the reserved set; reserved and isolated CPUs are never
-// assigned to anyone. From the usable CPUs:
+// (isolcpus=) minus the reserved set. Isolated CPUs are never assigned to
+// anyone. Reserved CPUs (the kubelet's reservedSystemCPUs) never go to a
+// bubble or an exclusive slice; like the kubelet, they stay in the node
+// shared pool unless Options.StrictReservation (the kubelet's
+// strict-cpu-reservation) keeps them out of it too. From the usable CPUs:
 //
 //   - a pod bubble is a NUMA-aligned set of whole CPUs held by one pod
 //     (pod scope, pods with a CPU budget): ceil(pod CPU limit, or request
@@ -23,15 +26,21 @@
 //     CPUs, carved from its pod's bubble (pod scope) or from the node pool
 //     (container scope);
 //   - a pod shared pool is a bubble minus its slices, shared by the pod's
-//     other containers;
+//     other containers (a container without resources of its own in a pod
+//     with pod-level resources among them, see internal/podres);
 //   - the node shared pool is everything usable that is in no bubble and no
-//     node-level slice. Pods without a CPU budget (and, in container scope,
-//     every non-exclusive container) run there.
+//     node-level slice, plus the reserved CPUs unless strict. Pods without
+//     a CPU budget (and, in container scope, every non-exclusive container)
+//     run there.
 //
-// Bubbles and node-level slices always leave at least one CPU in the node
-// shared pool, so a pod without a budget can always start.
+// Bubbles and node-level slices always leave at least one usable CPU in the
+// node shared pool, so a pod without a budget can always start.
 //
-// cpuset.mems is the set of NUMA nodes of the CPUs a container runs on.
+// cpuset.mems of a pinned container (an exclusive slice, a pod shared pool)
+// is the set of NUMA nodes of its CPUs. A node-shared container keeps every
+// memory node (topology.MemoryNodes), however narrow its CPUs get: the
+// kubelet never narrows the memory of its shared pool, and narrowing it
+// would migrate the pages of pods whose memory lives on another node.
 // Exclusive containers run without a CFS quota (Assignment.QuotaDisabled,
 // quota -1); shared ones keep theirs.
 //

@@ -19,8 +19,13 @@ type Options struct {
 	// Scope is config.ScopePod (the default when empty) or
 	// config.ScopeContainer.
 	Scope config.TopologyScope
-	// Reserved CPUs are never assigned.
+	// Reserved CPUs never go to a bubble or an exclusive slice. They are
+	// in the node shared pool unless StrictReservation is set.
 	Reserved cpuset.CPUSet
+	// StrictReservation keeps the reserved CPUs out of the node shared pool
+	// too, as the kubelet's strict-cpu-reservation option does. The default
+	// (false) is the kubelet's: reserved CPUs are shared.
+	StrictReservation bool
 }
 
 // takeFunc picks n CPUs out of available by topology.
@@ -32,7 +37,13 @@ type Policy struct {
 	topo     *topology.Topology
 	scope    config.TopologyScope
 	reserved cpuset.CPUSet
+	strict   bool
 	usable   cpuset.CPUSet
+	// sharedReserved are the reserved CPUs in the node shared pool: the
+	// online, non-isolated ones, none with StrictReservation.
+	sharedReserved cpuset.CPUSet
+	// memNodes is every NUMA node with memory: the node-shared mems.
+	memNodes cpuset.CPUSet
 	// take is a cpualloc.Allocator's Take; tests replace it.
 	take takeFunc
 
@@ -60,7 +71,14 @@ func New(t *topology.Topology, o Options) (*Policy, error) {
 	}
 	reserved := o.Reserved.Clone()
 	usable := t.AllCPUs().Difference(t.Isolated).Difference(reserved)
-	p := &Policy{topo: t, scope: o.Scope, reserved: reserved, usable: usable, take: a.Take, st: newState()}
+	sharedReserved := cpuset.New()
+	if !o.StrictReservation {
+		sharedReserved = reserved.Intersection(t.AllCPUs().Difference(t.Isolated))
+	}
+	p := &Policy{
+		topo: t, scope: o.Scope, reserved: reserved, strict: o.StrictReservation, usable: usable,
+		sharedReserved: sharedReserved, memNodes: t.MemoryNodes(), take: a.Take, st: newState(),
+	}
 	p.v = newView(p.usable, p.st)
 	return p, nil
 }
@@ -92,19 +110,19 @@ func (p *Policy) updates(podID string, podChanged, nodeChanged bool, skip string
 		return nil
 	}
 	slices.Sort(ids)
-	var podCPUs, podMems, nodeMems cpuset.CPUSet
+	var podCPUs, podMems, nodeCPUs cpuset.CPUSet
 	if podChanged {
 		podCPUs = p.v.pod[podID]
 		podMems = p.topo.MemsOf(podCPUs)
 	}
 	if nodeChanged {
-		nodeMems = p.topo.MemsOf(p.v.node)
+		nodeCPUs = p.nodeCPUs(p.v)
 	}
 	out := make([]Assignment, len(ids))
 	for i, id := range ids {
 		c := p.st.ctrs[id]
 		a := Assignment{
-			ContainerID: id, PodID: c.spec.PodID, Pool: c.pool, CPUs: p.v.node, Mems: nodeMems,
+			ContainerID: id, PodID: c.spec.PodID, Pool: c.pool, CPUs: nodeCPUs, Mems: p.memNodes,
 			Bubble: p.st.pods[c.spec.PodID].bubble,
 		}
 		if c.pool == PoolPodShared {
@@ -297,7 +315,7 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 		cs.pool, cs.slice = PoolExclusive, slice
 		freeNode = freeNode.Difference(slice)
 	default:
-		if freeNode.IsEmpty() {
+		if freeNode.IsEmpty() && p.sharedReserved.IsEmpty() {
 			return Assignment{}, nil, fmt.Errorf("%w: container %q: the node shared pool is empty", ErrInsufficient, spec.Name)
 		}
 	}
@@ -316,7 +334,7 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 		p.v.node = freeNode
 	}
 	updates := p.updates(spec.PodID, podChanged, nodeChanged, spec.ID)
-	return assign(p.topo, p.st, p.v, cs), updates, nil
+	return p.assign(p.st, p.v, cs), updates, nil
 }
 
 // RemoveContainer forgets a stopped or removed container. Its slice
@@ -349,12 +367,12 @@ func (p *Policy) Assignment(id string) (Assignment, bool) {
 	if !ok {
 		return Assignment{}, false
 	}
-	return assign(p.topo, p.st, p.v, c), true
+	return p.assign(p.st, p.v, c), true
 }
 
 // Assignments returns every container's current assignment, sorted by id.
 func (p *Policy) Assignments() []Assignment {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return allAssignments(p.topo, p.st, p.v)
+	return p.allAssignments(p.st, p.v)
 }

@@ -26,8 +26,8 @@ func TestNew(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", topo: topo, usable: "0-14"},
-		{name: "reserved", topo: topo, o: Options{Reserved: set("0,8")}, usable: "1-7,9-14"},
-		{name: "reserved offline cpu ignored", topo: topo, o: Options{Reserved: set("0,99")}, usable: "1-14"},
+		{name: "reserved", topo: topo, o: Options{StrictReservation: true, Reserved: set("0,8")}, usable: "1-7,9-14"},
+		{name: "reserved offline cpu ignored", topo: topo, o: Options{StrictReservation: true, Reserved: set("0,99")}, usable: "1-14"},
 		{name: "container scope", topo: topo, o: Options{Scope: config.ScopeContainer}, usable: "0-14"},
 		{name: "nil topology", wantErr: "nil topology"},
 		{name: "bad scope", topo: topo, o: Options{Scope: "node"}, wantErr: `topology scope "node"`},
@@ -82,7 +82,7 @@ func TestAddPod(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := mustNew(t, dualHT(), Options{Scope: tc.scope, Reserved: set(tc.reserved)})
+			p := mustNew(t, dualHT(), Options{Scope: tc.scope, StrictReservation: true, Reserved: set(tc.reserved)})
 			before := p.Snapshot()
 			_, err := p.AddPod(PodSpec{ID: "p", Budget: tc.budget})
 			if tc.sentinel != nil {
@@ -126,7 +126,7 @@ func TestAddPodErrors(t *testing.T) {
 }
 
 func TestNodeSharedWithoutBudget(t *testing.T) {
-	p := mustNew(t, dualHT(), Options{Reserved: set("0")})
+	p := mustNew(t, dualHT(), Options{StrictReservation: true, Reserved: set("0")})
 	mustAddPod(t, p, "nb", podres.Budget{})
 	for _, c := range []ContainerSpec{ctr("g", "nb", guaranteed(2000)), ctr("b", "nb", burstable(500)), ctr("e", "nb", bestEffort())} {
 		a, u := mustAdd(t, p, c)
@@ -285,7 +285,7 @@ func TestBudgetBoundsContainers(t *testing.T) {
 }
 
 func TestContainerScope(t *testing.T) {
-	p := mustNew(t, dualHT(), Options{Scope: config.ScopeContainer, Reserved: set("0")})
+	p := mustNew(t, dualHT(), Options{Scope: config.ScopeContainer, StrictReservation: true, Reserved: set("0")})
 	mustAddPod(t, p, "nb", podres.Budget{})
 	mustAddPod(t, p, "p", budget(4000))
 	sh, _ := mustAdd(t, p, ctr("sh", "nb", burstable(100)))
@@ -426,7 +426,7 @@ func TestRemoveUnknown(t *testing.T) {
 }
 
 func TestSnapshotJSON(t *testing.T) {
-	p := mustNew(t, dualHT(), Options{Reserved: set("0")})
+	p := mustNew(t, dualHT(), Options{StrictReservation: true, Reserved: set("0")})
 	mustAddPod(t, p, "p", budget(2000))
 	mustAdd(t, p, ctr("a", "p", guaranteed(1000)))
 	mustAdd(t, p, ctr("s", "p", bestEffort()))

@@ -19,16 +19,21 @@ import (
 // checkInvariants checks the allocation rules on the whole state:
 //   - exclusive slices are pairwise disjoint;
 //   - no CPU is in two bubbles, and node-level slices stay out of bubbles;
-//   - reserved and isolated CPUs are never assigned;
+//   - reserved and isolated CPUs are never in a bubble or a slice, and no
+//     pinned (exclusive or pod-shared) container runs on them;
+//   - node-shared containers run on the node pool plus, without
+//     StrictReservation, the online non-isolated reserved CPUs;
 //   - in a pod with a bubble, every container's cpuset is inside it;
 //   - every shared container has a non-empty pool;
-//   - mems are the NUMA nodes of the cpus;
+//   - pinned containers' mems are the NUMA nodes of their cpus;
+//     node-shared containers' mems are every memory node;
 //   - the node pool is the usable CPUs minus bubbles and node-level slices.
 func checkInvariants(t testing.TB, p *Policy) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	forbidden := p.reserved.Union(p.topo.Isolated)
+	nodeShared := reservedShared(p)
 	seenBubble := cpuset.New()
 	for id, ps := range p.st.pods {
 		if !ps.bubble.Intersection(seenBubble).IsEmpty() {
@@ -86,15 +91,24 @@ func checkInvariants(t testing.TB, p *Policy) {
 		if !ok {
 			t.Fatalf("container %s of missing pod %s", id, c.spec.PodID)
 		}
-		a := assign(p.topo, p.st, v, c)
+		a := p.assign(p.st, v, c)
 		if a.CPUs.IsEmpty() {
 			t.Fatalf("container %s (%s) has no cpus", id, c.pool)
 		}
-		if !a.CPUs.Intersection(forbidden).IsEmpty() {
-			t.Fatalf("container %s runs on reserved/isolated cpus %s", id, a.CPUs.Intersection(forbidden))
-		}
-		if !a.Mems.Equals(p.topo.MemsOf(a.CPUs)) {
-			t.Fatalf("container %s mems %s for cpus %s", id, a.Mems, a.CPUs)
+		if c.pool == PoolNodeShared {
+			if want := v.node.Union(nodeShared); !a.CPUs.Equals(want) {
+				t.Fatalf("node-shared container %s cpus %s, want %s (strict reservation %v)", id, a.CPUs, want, p.sharedReserved.IsEmpty())
+			}
+			if want := p.topo.MemoryNodes(); !a.Mems.Equals(want) {
+				t.Fatalf("node-shared container %s mems %s, want every memory node %s", id, a.Mems, want)
+			}
+		} else {
+			if !a.CPUs.Intersection(forbidden).IsEmpty() {
+				t.Fatalf("container %s runs on reserved/isolated cpus %s", id, a.CPUs.Intersection(forbidden))
+			}
+			if !a.Mems.Equals(p.topo.MemsOf(a.CPUs)) {
+				t.Fatalf("container %s mems %s for cpus %s", id, a.Mems, a.CPUs)
+			}
 		}
 		if !ps.bubble.IsEmpty() && !a.CPUs.IsSubsetOf(ps.bubble) {
 			t.Fatalf("container %s cpus %s outside pod %s bubble %s", id, a.CPUs, c.spec.PodID, ps.bubble)
@@ -124,6 +138,16 @@ func checkInvariants(t testing.TB, p *Policy) {
 	}
 }
 
+// reservedShared is what the reserved CPUs add to the node shared pool,
+// derived from the options rather than from the policy's cache: the online
+// non-isolated reserved CPUs, or none with StrictReservation.
+func reservedShared(p *Policy) cpuset.CPUSet {
+	if p.strict {
+		return cpuset.New()
+	}
+	return p.reserved.Intersection(p.topo.AllCPUs()).Difference(p.topo.Isolated)
+}
+
 // randomTopo builds a random literal topology of up to 2x4x6x2 = 96 CPUs,
 // with a random reserved set and sometimes isolated CPUs.
 func randomTopo(rng *rand.Rand) (*topology.Topology, cpuset.CPUSet) {
@@ -135,6 +159,10 @@ func randomTopo(rng *rand.Rand) (*topology.Topology, cpuset.CPUSet) {
 	}
 	if rng.IntN(5) == 0 {
 		topo.Isolated = cpuset.New(all[len(all)-1])
+	}
+	if rng.IntN(3) == 0 { // a memory-only node
+		id := len(topo.NUMANodes)
+		topo.NUMANodes[id] = topology.NUMANode{ID: id, CPUs: cpuset.New(), MemoryBytes: 8 << 30}
 	}
 	return topo, cpuset.New(reserved...)
 }
@@ -193,7 +221,8 @@ func TestPropertyRandomOps(t *testing.T) {
 			if seed%4 == 3 {
 				scope = config.ScopeContainer
 			}
-			p := mustNew(t, topo, Options{Scope: scope, Reserved: reserved})
+			strict := seed%3 == 1 // both reservation modes, in both scopes
+			p := mustNew(t, topo, Options{Scope: scope, Reserved: reserved, StrictReservation: strict})
 			initial := p.Snapshot()
 			r := newFakeRuntime()
 			next := 0

@@ -427,7 +427,7 @@ func (r *rebuild) placeShared() *view {
 			r.note("pod %s: %v (after rebuild)", pid, ErrNoSharedCPUs)
 		}
 	}
-	if v.node.IsEmpty() {
+	if r.p.nodeCPUs(v).IsEmpty() {
 		for _, id := range r.ctrIDs {
 			if r.st.ctrs[id].pool == PoolNodeShared {
 				r.note("the node shared pool is empty but container %s needs it", id)
@@ -443,7 +443,7 @@ func (r *rebuild) placeShared() *view {
 func (r *rebuild) diff(v *view) {
 	for _, id := range r.ctrIDs {
 		c := r.st.ctrs[id]
-		a := assign(r.p.topo, r.st, v, c)
+		a := r.p.assign(r.st, v, c)
 		cur := r.current[id]
 		if s := r.stamps[id]; s != nil && s.Pool == PoolExclusive && c.pool == PoolExclusive &&
 			s.CPUs.Equals(c.slice) && !cur.CPUs.IsEmpty() && !cur.CPUs.Equals(c.slice) {

@@ -125,7 +125,7 @@ func (r *fakeRuntime) snapshot() ([]PodSpec, []ContainerState) {
 }
 
 func buildSample(t *testing.T, scope config.TopologyScope) (*Policy, *fakeRuntime) {
-	p := mustNew(t, dualHT(), Options{Scope: scope, Reserved: set("0")})
+	p := mustNew(t, dualHT(), Options{Scope: scope, StrictReservation: true, Reserved: set("0")})
 	r := newFakeRuntime()
 	r.addPod(t, p, PodSpec{ID: "nb"})
 	r.addCtr(t, p, ctr("nb-1", "nb", bestEffort()))
@@ -143,7 +143,7 @@ func TestRebuildRoundTrip(t *testing.T) {
 		t.Run(string(scope), func(t *testing.T) {
 			p, r := buildSample(t, scope)
 			want := p.Snapshot()
-			q := mustNew(t, dualHT(), Options{Scope: scope, Reserved: set("0")})
+			q := mustNew(t, dualHT(), Options{Scope: scope, StrictReservation: true, Reserved: set("0")})
 			pods, ctrs := r.snapshot()
 			res := q.Rebuild(pods, ctrs)
 			if len(res.Conflicts) != 0 || len(res.Updates) != 0 {
@@ -276,7 +276,7 @@ func TestRebuildRepairs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, r := buildSample(t, config.ScopePod)
 			tc.mutate(r)
-			q := mustNew(t, dualHT(), Options{Reserved: set("0")})
+			q := mustNew(t, dualHT(), Options{StrictReservation: true, Reserved: set("0")})
 			pods, ctrs := r.snapshot()
 			res := q.Rebuild(pods, ctrs)
 			joined := strings.Join(res.Conflicts, "\n")
@@ -309,7 +309,7 @@ func firstN(s cpuset.CPUSet, n int) cpuset.CPUSet { return cpuset.New(s.List()[:
 func TestRebuildDegraded(t *testing.T) {
 	// Two 6-cpu pods cannot both fit in 15 usable cpus with one kept: with no
 	// stamps, the second (by id) runs in the node shared pool.
-	p := mustNew(t, dualHT(), Options{Reserved: set("0")})
+	p := mustNew(t, dualHT(), Options{StrictReservation: true, Reserved: set("0")})
 	res := p.Rebuild(
 		[]PodSpec{{ID: "a", Budget: budget(8000)}, {ID: "b", Budget: budget(7000)}},
 		[]ContainerState{

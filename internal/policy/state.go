@@ -5,8 +5,6 @@ import (
 	"slices"
 
 	"k8s.io/utils/cpuset"
-
-	"github.com/cgdelegate/cgdelegate/internal/topology"
 )
 
 // podState is one pod.
@@ -136,27 +134,35 @@ func newView(usable cpuset.CPUSet, s *state) *view {
 	return v
 }
 
-// cpusOf returns the CPUs container c runs on under v.
-func (v *view) cpusOf(c ctrState) cpuset.CPUSet {
-	switch c.pool {
-	case PoolExclusive:
-		return c.slice
-	case PoolPodShared:
-		return v.pod[c.spec.PodID]
-	default:
+// nodeCPUs is the node shared pool under v: the free usable CPUs and the
+// shared reserved ones.
+func (p *Policy) nodeCPUs(v *view) cpuset.CPUSet {
+	if p.sharedReserved.IsEmpty() {
 		return v.node
 	}
+	return v.node.Union(p.sharedReserved)
 }
 
-// assign builds the Assignment of c under v.
-func assign(t *topology.Topology, s *state, v *view, c ctrState) Assignment {
-	cpus := v.cpusOf(c)
-	return Assignment{
+// assign builds the Assignment of c in s under v. Pinned containers (an
+// exclusive slice, a pod shared pool) get the NUMA nodes of their CPUs as
+// mems; node-shared ones every memory node, as the kubelet never narrows
+// the memory of its shared pool.
+func (p *Policy) assign(s *state, v *view, c ctrState) Assignment {
+	a := Assignment{
 		ContainerID: c.spec.ID,
 		PodID:       c.spec.PodID,
 		Pool:        c.pool,
-		CPUs:        cpus,
-		Mems:        t.MemsOf(cpus),
 		Bubble:      s.pods[c.spec.PodID].bubble,
 	}
+	switch c.pool {
+	case PoolExclusive:
+		a.CPUs = c.slice
+	case PoolPodShared:
+		a.CPUs = v.pod[c.spec.PodID]
+	default:
+		a.CPUs, a.Mems = p.nodeCPUs(v), p.memNodes
+		return a
+	}
+	a.Mems = p.topo.MemsOf(a.CPUs)
+	return a
 }

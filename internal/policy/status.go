@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"maps"
 	"slices"
-
-	"github.com/cgdelegate/cgdelegate/internal/topology"
 )
 
 // Status is the allocation table for `cgdelegate status`. Sets are Linux
@@ -50,8 +48,8 @@ func (p *Policy) Snapshot() Status {
 		Scope:          string(p.scope),
 		UsableCPUs:     p.usable.String(),
 		ReservedCPUs:   p.reserved.String(),
-		NodeSharedPool: p.v.node.String(),
-		NodeSharedMems: p.topo.MemsOf(p.v.node).String(),
+		NodeSharedPool: p.nodeCPUs(p.v).String(),
+		NodeSharedMems: p.memNodes.String(),
 		Pods:           []PodStatus{},
 	}
 	for _, id := range slices.Sorted(maps.Keys(p.st.pods)) {
@@ -65,7 +63,7 @@ func (p *Policy) Snapshot() Status {
 		}
 		for _, cid := range p.st.podContainers(id) {
 			c := p.st.ctrs[cid]
-			a := assign(p.topo, p.st, p.v, c)
+			a := p.assign(p.st, p.v, c)
 			st.Containers = append(st.Containers, ContainerStatus{
 				ID: cid, Name: c.spec.Name, Lifecycle: string(c.spec.Lifecycle), Pool: c.pool,
 				CPUs: a.CPUs.String(), Mems: a.Mems.String(),
@@ -77,10 +75,10 @@ func (p *Policy) Snapshot() Status {
 }
 
 // allAssignments returns every container's assignment, sorted by id.
-func allAssignments(t *topology.Topology, s *state, v *view) []Assignment {
+func (p *Policy) allAssignments(s *state, v *view) []Assignment {
 	out := make([]Assignment, 0, len(s.ctrs))
 	for _, c := range s.ctrs {
-		out = append(out, assign(t, s, v, c))
+		out = append(out, p.assign(s, v, c))
 	}
 	slices.SortFunc(out, func(a, b Assignment) int { return cmp.Compare(a.ContainerID, b.ContainerID) })
 	return out

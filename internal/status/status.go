@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cgdelegate/cgdelegate/internal/atomicfile"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
@@ -124,6 +126,37 @@ func ReadPublished(path string) (Report, error) {
 		return Report{}, fmt.Errorf("status %q: %w", path, err)
 	}
 	return r, nil
+}
+
+// ErrStale means the published report can not be trusted: its plugin is
+// gone, or it has not been refreshed for too long.
+var ErrStale = errors.New("the published status is stale")
+
+// CheckFresh returns an error wrapping ErrStale when pub is older than
+// maxAge at now, or when alive says its publisher (PluginPID) is not
+// running; nil when it is fresh.
+func CheckFresh(pub Report, now time.Time, maxAge time.Duration, alive func(pid int) bool) error {
+	switch {
+	case pub.PluginPID <= 0:
+		return fmt.Errorf("%w: it names no plugin PID", ErrStale)
+	case !alive(pub.PluginPID):
+		return fmt.Errorf("%w: the plugin that published it (PID %d) is not running", ErrStale, pub.PluginPID)
+	case pub.UpdatedAt.IsZero():
+		return fmt.Errorf("%w: it has no updatedAt", ErrStale)
+	}
+	if age := now.Sub(pub.UpdatedAt); age > maxAge {
+		return fmt.Errorf("%w: last updated at %s, %s ago (more than %s): the plugin (PID %d) has stopped refreshing it",
+			ErrStale, pub.UpdatedAt.UTC().Format(time.RFC3339), age.Round(time.Second), maxAge, pub.PluginPID)
+	}
+	return nil
+}
+
+// PIDAlive reports whether a process with pid exists in the caller's PID
+// namespace (signal 0). The DaemonSet runs the plugin with hostPID, so a
+// status command on the host or in the plugin's pod sees the same PIDs.
+func PIDAlive(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
 }
 
 // Live combines a fresh host check (live) with what a running plugin

@@ -2,6 +2,8 @@ package status
 
 import (
 	"errors"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -131,5 +133,62 @@ func TestPublisherSkipsUnchanged(t *testing.T) {
 	}
 	if wrote, err := NewPublisher("", time.Hour).Publish(r); wrote || err != nil {
 		t.Fatalf("disabled publisher: %v %v", wrote, err)
+	}
+}
+
+func TestCheckFresh(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	const maxAge = 90 * time.Second
+	alive := func(pid int) bool { return pid == 42 }
+	tests := []struct {
+		name    string
+		pid     int
+		updated time.Time
+		wantErr []string
+	}{
+		{name: "fresh", pid: 42, updated: now.Add(-10 * time.Second)},
+		{name: "just within", pid: 42, updated: now.Add(-maxAge)},
+		{name: "too old", pid: 42, updated: now.Add(-5 * time.Minute), wantErr: []string{"last updated at 2026-11-23T09:55:00Z, 5m0s ago (more than 1m30s)", "PID 42"}},
+		{name: "plugin gone", pid: 7, updated: now, wantErr: []string{"the plugin that published it (PID 7) is not running"}},
+		{name: "gone and old: the PID is named", pid: 7, updated: now.Add(-time.Hour), wantErr: []string{"PID 7) is not running"}},
+		{name: "no PID", updated: now, wantErr: []string{"names no plugin PID"}},
+		{name: "no time", pid: 42, wantErr: []string{"has no updatedAt"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckFresh(Report{PluginPID: tc.pid, UpdatedAt: tc.updated}, now, maxAge, alive)
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatalf("CheckFresh = %v, want fresh", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrStale) {
+				t.Fatalf("CheckFresh = %v, want ErrStale", err)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			// A stale report makes the node unsupported, naming why.
+			r := Live(Evaluate(config.Default(), good, nil), Report{}, err)
+			if r.Supported || len(r.Problems) == 0 || !strings.Contains(r.Problems[len(r.Problems)-1], "stale") {
+				t.Fatalf("Live with a stale report = %+v", r)
+			}
+		})
+	}
+}
+
+func TestPIDAlive(t *testing.T) {
+	if !PIDAlive(os.Getpid()) {
+		t.Fatal("this process is not alive")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("cannot run true: %v", err)
+	}
+	if pid := cmd.ProcessState.Pid(); PIDAlive(pid) {
+		t.Fatalf("PID %d of an exited, reaped child is alive", pid)
 	}
 }

@@ -24,7 +24,7 @@ const (
 const maxFileSize = 1 << 20
 
 // Discover reads the topology from the sysfs tree mounted at sysfsRoot
-// ("/sys" on a host, a testdata directory in tests).
+// ("/sys" on a host, a temporary directory in tests).
 //
 // Required: devices/system/cpu/online (or, failing that, the cpuN
 // directories), and for each online CPU its topology/physical_package_id and

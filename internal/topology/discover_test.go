@@ -11,11 +11,15 @@ import (
 	"testing"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cgdelegate/cgdelegate/internal/topology/topotest"
 )
 
-func TestDiscoverTestdata(t *testing.T) {
-	// Hand-written expectations anchor the generated trees to what the
-	// real machines look like; the full model is compared as well.
+// TestDiscoverMachines discovers the synthetic trees of topotest. Each tree
+// is written there as literal sysfs content; the models it must yield are
+// built here independently (from a Spec, or by hand), and the hand-written
+// expectations below pin the facts that matter most.
+func TestDiscoverMachines(t *testing.T) {
 	type expect struct {
 		cpus, offline, isolated string
 		nodes                   map[int]string
@@ -24,61 +28,93 @@ func TestDiscoverTestdata(t *testing.T) {
 		distance                [3]int // from, to, distance
 		packages                []int
 	}
-	cases := map[string]expect{
-		"dual-socket-ht": {
-			cpus: "0-15", nodes: map[int]string{0: "0-3,8-11", 1: "4-7,12-15"},
-			mem:      map[int]uint64{0: 16 * gib, 1: 16 * gib},
-			siblings: map[int]string{0: "0,8", 12: "4,12"},
-			distance: [3]int{0, 1, 21}, packages: []int{0, 1},
+	cases := []struct {
+		name    string
+		machine topotest.Machine
+		want    *Topology
+		expect
+	}{
+		{
+			name:    "dual-socket-ht",
+			machine: topotest.DualSocketHT(),
+			want:    mustSpec(t, Spec{Packages: 2, NodesPerPackage: 1, CoresPerNode: 4, ThreadsPerCore: 2, MemoryPerNode: 16 * gib, RemoteDistance: 21}),
+			expect: expect{
+				cpus: "0-15", nodes: map[int]string{0: "0-3,8-11", 1: "4-7,12-15"},
+				mem:      map[int]uint64{0: 16 * gib, 1: 16 * gib},
+				siblings: map[int]string{0: "0,8", 12: "4,12"},
+				distance: [3]int{0, 1, 21}, packages: []int{0, 1},
+			},
 		},
-		"nps4": {
-			cpus: "0-31", nodes: map[int]string{0: "0-3,16-19", 1: "4-7,20-23", 2: "8-11,24-27", 3: "12-15,28-31"},
-			mem:      map[int]uint64{3: 8 * gib},
-			siblings: map[int]string{5: "5,21"},
-			distance: [3]int{1, 3, 12}, packages: []int{0},
+		{
+			name:    "nps4",
+			machine: topotest.NPS4(),
+			want:    mustSpec(t, Spec{Packages: 1, NodesPerPackage: 4, CoresPerNode: 4, ThreadsPerCore: 2, MemoryPerNode: 8 * gib}),
+			expect: expect{
+				cpus: "0-31", nodes: map[int]string{0: "0-3,16-19", 1: "4-7,20-23", 2: "8-11,24-27", 3: "12-15,28-31"},
+				mem:      map[int]uint64{3: 8 * gib},
+				siblings: map[int]string{5: "5,21"},
+				distance: [3]int{1, 3, 12}, packages: []int{0},
+			},
 		},
-		"epyc-256": {
-			cpus: "0-255", nodes: map[int]string{0: "0-15,128-143", 7: "112-127,240-255"},
-			mem:      map[int]uint64{7: 64 * gib},
-			siblings: map[int]string{255: "127,255"},
-			distance: [3]int{0, 4, 32}, packages: []int{0, 1},
+		{
+			name:    "epyc-256",
+			machine: topotest.EPYC256(),
+			want:    mustSpec(t, Spec{Packages: 2, NodesPerPackage: 4, CoresPerNode: 16, ThreadsPerCore: 2, MemoryPerNode: 64 * gib}),
+			expect: expect{
+				cpus: "0-255", nodes: map[int]string{0: "0-15,128-143", 7: "112-127,240-255"},
+				mem:      map[int]uint64{7: 64 * gib},
+				siblings: map[int]string{255: "127,255"},
+				distance: [3]int{0, 4, 32}, packages: []int{0, 1},
+			},
 		},
-		"offline": {
-			cpus: "0-2,4-5,7-13,15", offline: "3,6,14", isolated: "2,10",
-			nodes:    map[int]string{0: "0-2,8-11", 1: "4-5,7,12-13,15"},
-			siblings: map[int]string{11: "11", 2: "2,10", 7: "7,15"},
-			distance: [3]int{0, 1, 11}, packages: []int{0},
+		{
+			name:    "offline",
+			machine: topotest.Offline(),
+			want:    offlineTopology(t),
+			expect: expect{
+				cpus: "0-2,4-5,7-13,15", offline: "3,6,14", isolated: "2,10",
+				nodes:    map[int]string{0: "0-2,8-11", 1: "4-5,7,12-13,15"},
+				siblings: map[int]string{11: "11", 2: "2,10", 7: "7,15"},
+				distance: [3]int{0, 1, 11}, packages: []int{0},
+			},
 		},
-		"hybrid": {
-			cpus: "0-23", nodes: map[int]string{0: "0-23"},
-			mem:      map[int]uint64{0: 0},
-			siblings: map[int]string{0: "0-1", 15: "14-15", 16: "16", 23: "23"},
-			distance: [3]int{0, 0, 10}, packages: []int{0},
+		{
+			name:    "hybrid",
+			machine: topotest.Hybrid(),
+			want:    hybridTopology(),
+			expect: expect{
+				cpus: "0-23", nodes: map[int]string{0: "0-23"},
+				mem:      map[int]uint64{0: 0},
+				siblings: map[int]string{0: "0-1", 15: "14-15", 16: "16", 23: "23"},
+				distance: [3]int{0, 0, 10}, packages: []int{0},
+			},
 		},
-		"no-numa": {
-			cpus: "0-3", nodes: map[int]string{0: "0-3"},
-			siblings: map[int]string{3: "1,3"},
-			distance: [3]int{0, 0, 10}, packages: []int{0},
+		{
+			name:    "no-numa",
+			machine: topotest.NoNUMA(),
+			want:    mustSpec(t, Spec{Packages: 1, NodesPerPackage: 1, CoresPerNode: 2, ThreadsPerCore: 2}),
+			expect: expect{
+				cpus: "0-3", nodes: map[int]string{0: "0-3"},
+				siblings: map[int]string{3: "1,3"},
+				distance: [3]int{0, 0, 10}, packages: []int{0},
+			},
 		},
 	}
-	for _, tree := range testTrees(t) {
-		t.Run(tree.name, func(t *testing.T) {
-			exp, ok := cases[tree.name]
-			if !ok {
-				t.Fatalf("no expectations for tree %s", tree.name)
-			}
-			got, err := Discover(filepath.Join("testdata", tree.name))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DiscoverFS(tc.machine.Tree().FS())
 			if err != nil {
-				t.Fatalf("Discover: %v", err)
+				t.Fatalf("DiscoverFS: %v", err)
 			}
-			if !reflect.DeepEqual(got, tree.want) {
-				for id := range maps.Keys(tree.want.CPUs) {
-					if got.CPUs[id] != tree.want.CPUs[id] {
-						t.Errorf("cpu %d: got %+v, want %+v", id, got.CPUs[id], tree.want.CPUs[id])
+			if !reflect.DeepEqual(got, tc.want) {
+				for id := range maps.Keys(tc.want.CPUs) {
+					if got.CPUs[id] != tc.want.CPUs[id] {
+						t.Errorf("cpu %d: got %+v, want %+v", id, got.CPUs[id], tc.want.CPUs[id])
 					}
 				}
-				t.Fatalf("Discover model differs:\n got %+v\nwant %+v", got, tree.want)
+				t.Fatalf("Discover model differs:\n got %+v\nwant %+v", got, tc.want)
 			}
+			exp := tc.expect
 			checkSet(t, "AllCPUs", got.AllCPUs(), exp.cpus)
 			checkSet(t, "Offline", got.Offline, exp.offline)
 			checkSet(t, "Isolated", got.Isolated, exp.isolated)
@@ -106,6 +142,64 @@ func TestDiscoverTestdata(t *testing.T) {
 			checkInvariants(t, got)
 		})
 	}
+}
+
+func mustSpec(t testing.TB, s Spec) *Topology {
+	t.Helper()
+	topo, err := FromSpec(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+const gib = uint64(1) << 30
+
+// offlineTopology is a 2-node, 8-core SMT2 machine with cpu3, cpu6 and
+// cpu14 offline: core 6 is gone entirely, core 3 keeps only cpu11 (which
+// becomes its core id, the lowest online sibling). cpu2 and cpu10 are
+// isolated.
+func offlineTopology(t testing.TB) *Topology {
+	topo := mustSpec(t, Spec{Packages: 1, NodesPerPackage: 2, CoresPerNode: 4, ThreadsPerCore: 2, MemoryPerNode: 4 * gib, LocalDistance: 11})
+	off := cpuset.New(3, 6, 14)
+	for _, cpu := range off.List() {
+		n := topo.CPUs[cpu].NUMANode
+		delete(topo.CPUs, cpu)
+		node := topo.NUMANodes[n]
+		node.CPUs = node.CPUs.Difference(cpuset.New(cpu))
+		topo.NUMANodes[n] = node
+	}
+	info := topo.CPUs[11]
+	info.Core = 11
+	topo.CPUs[11] = info
+	topo.Offline = off
+	topo.Isolated = cpuset.New(2, 10)
+	return topo
+}
+
+// hybridTopology is an Alder Lake-like part: 8 P-cores with SMT (cpu0-15,
+// siblings are adjacent ids) and 8 E-cores without SMT (cpu16-23) in two
+// clusters of four. One socket, one node.
+func hybridTopology() *Topology {
+	topo := &Topology{
+		CPUs:     map[int]CPUInfo{},
+		Offline:  cpuset.New(),
+		Isolated: cpuset.New(),
+	}
+	for cpu := range 24 {
+		info := CPUInfo{ID: cpu, Capacity: 1024}
+		if cpu < 16 {
+			info.Core = cpu &^ 1
+			info.Cluster = cpu / 2 * 8
+		} else {
+			info.Core = cpu
+			info.Cluster = 64 + (cpu-16)/4*8
+			info.Capacity = 589
+		}
+		topo.CPUs[cpu] = info
+	}
+	topo.NUMANodes = map[int]NUMANode{0: {ID: 0, CPUs: topo.AllCPUs(), Distances: map[int]int{0: 10}}}
+	return topo
 }
 
 // checkInvariants holds for any discovered topology: Core is the lowest
@@ -154,8 +248,31 @@ func TestDiscoverMissingRoot(t *testing.T) {
 	}
 }
 
+// smallTwoSocket is the well-formed base tree of the error and quirk
+// tests: two sockets with one node and two SMT2 cores each (cpu n and n+4
+// are siblings), 1 GiB per node, every optional file but cluster_id.
+func smallTwoSocket() topotest.Tree {
+	return topotest.Machine{
+		Cores: []topotest.Core{
+			{CPUs: []int{0, 4}, Package: 0, CoreID: 0},
+			{CPUs: []int{1, 5}, Package: 0, CoreID: 1},
+			{CPUs: []int{2, 6}, Package: 1, CoreID: 0},
+			{CPUs: []int{3, 7}, Package: 1, CoreID: 1},
+		},
+		Nodes: []topotest.Node{
+			{ID: 0, CPUs: "0-1,4-5", Distance: "10 32", MemTotalKiB: 1 << 20},
+			{ID: 1, CPUs: "2-3,6-7", Distance: "32 10", MemTotalKiB: 1 << 20},
+		},
+		SiblingFiles: []string{topotest.CoreCPUsList, topotest.ThreadSiblingsList},
+		DieID:        true,
+		PerCPUOnline: true,
+		IsolatedFile: true,
+		NodeOnline:   true,
+	}.Tree()
+}
+
 func TestDiscoverBadFiles(t *testing.T) {
-	base := writeSysfs(mustSpec(t, Spec{Packages: 2, NodesPerPackage: 1, CoresPerNode: 2, ThreadsPerCore: 2, MemoryPerNode: gib}), fullOpts)
+	base := smallTwoSocket()
 	cpu := func(n int, f string) string { return fmt.Sprintf("%s/cpu%d/%s", cpuDir, n, f) }
 	node := func(n int, f string) string { return fmt.Sprintf("%s/node%d/%s", nodeDir, n, f) }
 	const drop = "\x00drop"
@@ -207,7 +324,7 @@ func TestDiscoverBadFiles(t *testing.T) {
 					files[name] = data
 				}
 			}
-			topo, err := DiscoverFS(mapFS(files))
+			topo, err := DiscoverFS(files.FS())
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("DiscoverFS = %+v, %v; want %v", topo, err, tc.wantErr)
 			}
@@ -247,7 +364,7 @@ func dropPrefix(files map[string]string, prefix string) map[string]string {
 // well-formed two-node tree.
 func TestDiscoverQuirks(t *testing.T) {
 	want := mustSpec(t, Spec{Packages: 2, NodesPerPackage: 1, CoresPerNode: 2, ThreadsPerCore: 2, MemoryPerNode: gib})
-	base := writeSysfs(want, fullOpts)
+	base := smallTwoSocket()
 	t.Run("only core_id, no sibling lists", func(t *testing.T) {
 		files := maps.Clone(base)
 		for name := range files {
@@ -255,7 +372,7 @@ func TestDiscoverQuirks(t *testing.T) {
 				delete(files, name)
 			}
 		}
-		got, err := DiscoverFS(mapFS(files))
+		got, err := DiscoverFS(files.FS())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +387,7 @@ func TestDiscoverQuirks(t *testing.T) {
 				files[name] = "-1\n"
 			}
 		}
-		got, err := DiscoverFS(mapFS(files))
+		got, err := DiscoverFS(files.FS())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,7 +398,7 @@ func TestDiscoverQuirks(t *testing.T) {
 	t.Run("node dirs without node/online", func(t *testing.T) {
 		files := maps.Clone(base)
 		delete(files, nodeDir+"/online")
-		got, err := DiscoverFS(mapFS(files))
+		got, err := DiscoverFS(files.FS())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,7 +413,7 @@ func TestDiscoverQuirks(t *testing.T) {
 		files[nodeDir+"/node1/distance"] = "21 10 30\n"
 		files[nodeDir+"/node2/cpulist"] = "\n"
 		files[nodeDir+"/node2/distance"] = "30 30 10\n"
-		got, err := DiscoverFS(mapFS(files))
+		got, err := DiscoverFS(files.FS())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -316,7 +433,7 @@ func TestDiscoverQuirks(t *testing.T) {
 				delete(files, name)
 			}
 		}
-		got, err := DiscoverFS(mapFS(files))
+		got, err := DiscoverFS(files.FS())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,9 +8,11 @@
 //     query methods. It does no I/O and is safe for concurrent readers once
 //     built. Tests build it as struct literals or with [FromSpec].
 //   - Discovery ([Discover], [DiscoverFS]) reads a sysfs tree whose root is
-//     passed in, so tests run against the trees under testdata/ and never
-//     against the host. Parse helpers ([ParseCPUList], [ParseDistances],
-//     [ParseMemTotal]) take a string or an io.Reader, never a path.
+//     passed in, so tests run against synthetic trees (package topotest)
+//     and real captures (testdata/*.tar.gz, made by testdata/capture.sh),
+//     never against the host. Parse helpers ([ParseCPUList],
+//     [ParseDistances], [ParseMemTotal]) take a string or an io.Reader,
+//     never a path.
 //
 // Use this package to answer "which CPUs are where". Do not use it to decide
 // which CPUs a workload gets: that is internal/cpualloc, which takes a

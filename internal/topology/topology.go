@@ -115,6 +115,23 @@ func (t *Topology) PackageIDs() []int {
 	return ids
 }
 
+// MemoryNodes returns the NUMA nodes with memory (MemoryBytes > 0): the
+// nodes a task may allocate from, the widest cpuset.mems. When no node
+// reports its memory, every node counts.
+func (t *Topology) MemoryNodes() cpuset.CPUSet {
+	var ids, all []int
+	for id, n := range t.NUMANodes {
+		all = append(all, id)
+		if n.MemoryBytes > 0 {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return cpuset.New(all...)
+	}
+	return cpuset.New(ids...)
+}
+
 // NUMANodesOf returns the sorted ids of the nodes that hold at least one of
 // cpus. CPUs that are not online are ignored.
 func (t *Topology) NUMANodesOf(cpus cpuset.CPUSet) []int {

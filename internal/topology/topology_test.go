@@ -145,3 +145,34 @@ func TestFromSpec(t *testing.T) {
 		}
 	}
 }
+
+func TestMemoryNodes(t *testing.T) {
+	node := func(id int, cpus string, mem uint64) NUMANode {
+		set, err := cpuset.Parse(cpus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return NUMANode{ID: id, CPUs: set, MemoryBytes: mem}
+	}
+	tests := []struct {
+		name  string
+		nodes []NUMANode
+		want  string
+	}{
+		{"every node has memory", []NUMANode{node(0, "0-3", 1<<30), node(1, "4-7", 1<<30)}, "0-1"},
+		{"memory-only node", []NUMANode{node(0, "0-3", 1<<30), node(1, "", 1<<30)}, "0-1"},
+		{"memoryless cpu node", []NUMANode{node(0, "0-3", 1<<30), node(1, "4-7", 0)}, "0"},
+		{"memory unknown everywhere", []NUMANode{node(0, "0-3", 0), node(1, "4-7", 0)}, "0-1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			topo := &Topology{NUMANodes: map[int]NUMANode{}}
+			for _, n := range tc.nodes {
+				topo.NUMANodes[n.ID] = n
+			}
+			if got := topo.MemoryNodes().String(); got != tc.want {
+				t.Errorf("MemoryNodes = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

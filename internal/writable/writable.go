@@ -132,9 +132,30 @@ func (p *Plan) NewAdjustment() *api.ContainerAdjustment {
 		adj.AddMount(p.ReadOnlyMount)
 		return adj
 	case Writable, Guarded:
-		return p.writableAdjustment()
+		return p.writableAdjustment(boundsEnv(p.Bounds))
 	}
 	return nil
+}
+
+// Env vars a writable container gets, so that cgdelegate-init check (and
+// any program inside) knows the pod's cgroup budget. The container cannot
+// read them from the pod cgroup: it sits above its cgroup namespace root.
+// github.com/cgdelegate/cgdelegate/delegate reads them.
+const (
+	EnvMaxDescendants = "CGDELEGATE_MAX_DESCENDANTS"
+	EnvMaxDepth       = "CGDELEGATE_MAX_DEPTH"
+)
+
+// boundsEnv returns the values of EnvMaxDescendants and EnvMaxDepth.
+func boundsEnv(b cgroupfs.Bounds) [2]string {
+	return [2]string{boundValue(b.Descendants), boundValue(b.Depth)}
+}
+
+func boundValue(n int) string {
+	if n == cgroupfs.Unlimited {
+		return "max"
+	}
+	return strconv.Itoa(n)
 }
 
 // writableAdj holds every piece of a writable container's adjustment, so
@@ -146,10 +167,17 @@ type writableAdj struct {
 	mount  api.Mount
 	hooks  api.Hooks
 	hook   [1]*api.Hook
+	env    [2]*api.KeyValue
+	kv     [2]api.KeyValue
 }
 
-func (p *Plan) writableAdjustment() *api.ContainerAdjustment {
+// writableAdjustment builds the adjustment; env are the values of
+// EnvMaxDescendants and EnvMaxDepth (boundsEnv).
+func (p *Plan) writableAdjustment(env [2]string) *api.ContainerAdjustment {
 	w := &writableAdj{}
+	w.kv = [2]api.KeyValue{{Key: EnvMaxDescendants, Value: env[0]}, {Key: EnvMaxDepth, Value: env[1]}}
+	w.env = [2]*api.KeyValue{&w.kv[0], &w.kv[1]}
+	w.adj.Env = w.env[:]
 	n := 0
 	if p.Spec.RemoveOld {
 		w.marker.Destination = removedCgroupMount
@@ -284,6 +312,8 @@ type podPart struct {
 	key  podKey
 	rel  string
 	hook *api.Hook
+	// env is boundsEnv(key.bounds), formatted once per pod.
+	env [2]string
 	// adjs are the pod's writable adjustments, by shape (see shape), built
 	// the first time a container needs one.
 	adjs [8]atomic.Pointer[api.ContainerAdjustment]
@@ -311,7 +341,7 @@ func (part *podPart) adjustment(p *Plan) *api.ContainerAdjustment {
 	if adj := slot.Load(); adj != nil {
 		return adj
 	}
-	slot.CompareAndSwap(nil, p.writableAdjustment())
+	slot.CompareAndSwap(nil, p.writableAdjustment(part.env))
 	return slot.Load()
 }
 
@@ -335,7 +365,7 @@ func (d *Decider) pod(parent string, b cgroupfs.Bounds) (*podPart, error) {
 	if err != nil {
 		return nil, err
 	}
-	part = &podPart{key: k, rel: rel, hook: ocispec.Hook(d.cfg.HookPath, HookArgs(d.cfg.CgroupRoot, rel, b), d.cfg.HookTimeout)}
+	part = &podPart{key: k, rel: rel, hook: ocispec.Hook(d.cfg.HookPath, HookArgs(d.cfg.CgroupRoot, rel, b), d.cfg.HookTimeout), env: boundsEnv(b)}
 	d.pods.mu.Lock()
 	defer d.pods.mu.Unlock()
 	if d.pods.m == nil || len(d.pods.m) >= podMemoMax {

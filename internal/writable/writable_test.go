@@ -321,3 +321,51 @@ func TestPodMemoBounded(t *testing.T) {
 		t.Fatal("a bad cgroup parent must be refused, not remembered")
 	}
 }
+
+// A writable container's adjustment carries its pod's bounds as env vars,
+// the shared one and a NewAdjustment alike.
+func TestBoundsEnv(t *testing.T) {
+	w := annotations.WritableCgroups.Name
+	tests := []struct {
+		name            string
+		ann             map[string]string
+		wantDesc, wantD string
+	}{
+		{"node caps", map[string]string{w: "true"}, strconv.Itoa(config.Default().MaxDescendants), strconv.Itoa(config.Default().MaxDepth)},
+		{"lowered by annotations", map[string]string{w: "true", annotations.MaxDescendants.Name: "100", annotations.MaxDepth.Name: "5"}, "100", "5"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := New(config.Default()).Decide(Input{Pod: pod(tc.ann), Ctr: ctr(), Host: host(safe, nil)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, adj := range []*api.ContainerAdjustment{plan.Adjustment(), plan.NewAdjustment()} {
+				got := map[string]string{}
+				for _, kv := range adj.GetEnv() {
+					got[kv.GetKey()] = kv.GetValue()
+				}
+				want := map[string]string{EnvMaxDescendants: tc.wantDesc, EnvMaxDepth: tc.wantD}
+				if len(got) != 2 || got[EnvMaxDescendants] != want[EnvMaxDescendants] || got[EnvMaxDepth] != want[EnvMaxDepth] {
+					t.Errorf("adjustment env = %v, want %v", got, want)
+				}
+			}
+		})
+	}
+	if got := boundValue(cgroupfs.Unlimited); got != "max" {
+		t.Errorf("boundValue(Unlimited) = %q, want max", got)
+	}
+}
+
+// Building a writable adjustment, env included, is one allocation (a spec
+// that already has a cgroup namespace needs none added).
+func TestWritableAdjustmentAllocs(t *testing.T) {
+	plan, err := New(config.Default()).Decide(Input{Pod: pod(map[string]string{annotations.WritableCgroups.Name: "true"}), Ctr: ctr(), Host: host(safe, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := boundsEnv(plan.Bounds)
+	if n := testing.AllocsPerRun(100, func() { _ = plan.writableAdjustment(env) }); n != 1 {
+		t.Errorf("writableAdjustment allocates %v times, want 1", n)
+	}
+}

@@ -65,10 +65,6 @@ func TestHelpers(t *testing.T) {
 		got  any
 		want any
 	}{
-		{
-			"kernel params", KernelParams("console=ttyS0 cgd.plugin=external cgd.nsdelegate=0 cgd.flag quiet", "cgd."),
-			map[string]string{"plugin": "external", "nsdelegate": "0", "flag": ""},
-		},
 		{"cgroup path", CgroupPath("0::/kubepods/pod1/abc\n"), "/kubepods/pod1/abc"},
 		{"cgroup path in a namespace", CgroupPath("0::/\n"), "/"},
 		{"no v2 line", CgroupPath("1:name=systemd:/\n"), ""},

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/optin"
+	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/podres"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
@@ -14,7 +15,8 @@ import (
 
 // Refusal causes, the cause label of cgdelegate_refusals_total.
 const (
-	// CausePolicy: an admission check (the opt-in policy) refused.
+	// CausePolicy: an admission check (the node's opt-in policy,
+	// optinpolicy) refused.
 	CausePolicy = "policy"
 	// CauseBadAnnotation: an annotation cgdelegate reads is malformed
 	// (cgroup mode, pod bounds, resources, lifecycle).
@@ -46,7 +48,7 @@ var causes = []struct {
 	cause     string
 	sentinels []error
 }{
-	{CausePolicy, []error{writable.ErrNotAdmitted}},
+	{CausePolicy, []error{writable.ErrNotAdmitted, optinpolicy.ErrNotAllowed}},
 	{CauseBadAnnotation, []error{optin.ErrBadAnnotation, podres.ErrAnnotation, pinning.ErrLifecycle}},
 	{CauseCgroupV1, []error{hostcheck.ErrCgroupV1, hostcheck.ErrNoCgroupMount}},
 	{CauseNoNsdelegate, []error{hostcheck.ErrNoNsdelegate}},

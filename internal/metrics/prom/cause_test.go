@@ -9,6 +9,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/optin"
+	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/podres"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
@@ -25,6 +26,7 @@ func TestCause(t *testing.T) {
 		want string
 	}{
 		{"admission", wrap(errors.Join(writable.ErrNotAdmitted, errors.New("namespace not allowed"))), CausePolicy},
+		{"opt-in policy", fmt.Errorf("%w: namespace %q", optinpolicy.ErrNotAllowed, "ns"), CausePolicy},
 		{"admission reading a bad annotation", errors.Join(writable.ErrNotAdmitted, optin.ErrBadAnnotation), CausePolicy},
 		{"cgroup mode annotation", wrap(optin.ErrBadAnnotation), CauseBadAnnotation},
 		{"resources annotation", fmt.Errorf("pod budget: %w", podres.ErrAnnotation), CauseBadAnnotation},

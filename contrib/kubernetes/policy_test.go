@@ -1,0 +1,444 @@
+package kubernetes_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/ext"
+	"go.yaml.in/yaml/v3"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
+)
+
+const (
+	policyFile = "writable-cgroups-policy.yaml"
+	usernsFile = "writable-cgroups-userns-policy.yaml"
+
+	nsLabel         = "cgdelegate.io/writable-cgroups"
+	requiredPlugins = "required-plugins.noderesource.dev"
+)
+
+// manifest is one file's admission objects.
+type manifest struct {
+	policies []admissionv1.ValidatingAdmissionPolicy
+	bindings []admissionv1.ValidatingAdmissionPolicyBinding
+}
+
+// loadManifest decodes every document of path strictly: a misspelt field
+// fails the test instead of being dropped.
+func loadManifest(t *testing.T, path string) manifest {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m manifest
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var node yaml.Node
+		if err := dec.Decode(&node); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		doc, err := yaml.Marshal(&node)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		var tm metav1.TypeMeta
+		if err := sigsyaml.Unmarshal(doc, &tm); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if tm.APIVersion != admissionv1.SchemeGroupVersion.String() {
+			t.Fatalf("%s: apiVersion %q, want %s", path, tm.APIVersion, admissionv1.SchemeGroupVersion)
+		}
+		switch tm.Kind {
+		case "ValidatingAdmissionPolicy":
+			var p admissionv1.ValidatingAdmissionPolicy
+			if err := sigsyaml.UnmarshalStrict(doc, &p); err != nil {
+				t.Fatalf("%s: %s: %v", path, tm.Kind, err)
+			}
+			m.policies = append(m.policies, p)
+		case "ValidatingAdmissionPolicyBinding":
+			var b admissionv1.ValidatingAdmissionPolicyBinding
+			if err := sigsyaml.UnmarshalStrict(doc, &b); err != nil {
+				t.Fatalf("%s: %s: %v", path, tm.Kind, err)
+			}
+			m.bindings = append(m.bindings, b)
+		default:
+			t.Fatalf("%s: unexpected kind %q", path, tm.Kind)
+		}
+	}
+	return m
+}
+
+// celEnv declares what the API server gives validation and message
+// expressions, plus the cel-go strings extension Kubernetes enables (join).
+// Match conditions get neither namespaceObject nor variables.
+func celEnv(t *testing.T, matchCondition bool) *cel.Env {
+	t.Helper()
+	opts := []cel.EnvOption{
+		cel.Variable("object", cel.DynType),
+		cel.Variable("oldObject", cel.DynType),
+		cel.Variable("request", cel.DynType),
+		cel.Variable("params", cel.DynType),
+		ext.Strings(),
+	}
+	if !matchCondition {
+		opts = append(opts,
+			cel.Variable("namespaceObject", cel.DynType),
+			cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)),
+		)
+	}
+	env, err := cel.NewEnv(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func compile(t *testing.T, env *cel.Env, what, expr string) cel.Program {
+	t.Helper()
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		t.Fatalf("%s: %v", what, iss.Err())
+	}
+	prg, err := env.Program(ast)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return prg
+}
+
+type variable struct {
+	name string
+	prg  cel.Program
+}
+
+type validation struct {
+	expr, message cel.Program
+}
+
+// policy is a ValidatingAdmissionPolicy with every expression compiled.
+type policy struct {
+	name        string
+	matches     []cel.Program
+	variables   []variable
+	validations []validation
+}
+
+func compilePolicy(t *testing.T, p admissionv1.ValidatingAdmissionPolicy) policy {
+	t.Helper()
+	env, matchEnv := celEnv(t, false), celEnv(t, true)
+	c := policy{name: p.Name}
+	for _, m := range p.Spec.MatchConditions {
+		c.matches = append(c.matches, compile(t, matchEnv, p.Name+" matchCondition "+m.Name, m.Expression))
+	}
+	for _, v := range p.Spec.Variables {
+		c.variables = append(c.variables, variable{v.Name, compile(t, env, p.Name+" variable "+v.Name, v.Expression)})
+	}
+	for i, v := range p.Spec.Validations {
+		what := fmt.Sprintf("%s validation %d", p.Name, i)
+		if v.Message == "" || v.MessageExpression == "" {
+			t.Fatalf("%s: wants both message and messageExpression", what)
+		}
+		c.validations = append(c.validations, validation{
+			expr:    compile(t, env, what, v.Expression),
+			message: compile(t, env, what+" messageExpression", v.MessageExpression),
+		})
+	}
+	return c
+}
+
+// admit evaluates the policy the way the API server does for a CREATE and
+// returns the messages of the failed validations (none: admitted).
+// Variables are evaluated eagerly, so one that fails on some pod fails the
+// test even where the API server would not have needed it.
+func (p policy) admit(pod, ns map[string]any) ([]string, error) {
+	act := map[string]any{
+		"object": pod, "oldObject": nil, "params": nil,
+		"request": map[string]any{"operation": "CREATE"},
+	}
+	for _, m := range p.matches {
+		out, _, err := m.Eval(act)
+		if err != nil {
+			return nil, fmt.Errorf("matchCondition: %w", err)
+		}
+		if out.Value() != true {
+			return nil, nil
+		}
+	}
+	vars := map[string]any{}
+	act["namespaceObject"], act["variables"] = ns, vars
+	for _, v := range p.variables {
+		out, _, err := v.prg.Eval(act)
+		if err != nil {
+			return nil, fmt.Errorf("variable %s: %w", v.name, err)
+		}
+		vars[v.name] = out
+	}
+	var denied []string
+	for i, v := range p.validations {
+		out, _, err := v.expr.Eval(act)
+		if err != nil {
+			return nil, fmt.Errorf("validation %d: %w", i, err)
+		}
+		if out.Value() == true {
+			continue
+		}
+		msg, _, err := v.message.Eval(act)
+		if err != nil {
+			return nil, fmt.Errorf("validation %d messageExpression: %w", i, err)
+		}
+		s, ok := msg.Value().(string)
+		if !ok {
+			return nil, fmt.Errorf("validation %d messageExpression: %T, want string", i, msg.Value())
+		}
+		denied = append(denied, s)
+	}
+	return denied, nil
+}
+
+// asMap turns a typed object into what the API server hands CEL: its JSON.
+func asMap(t *testing.T, obj any) map[string]any {
+	t.Helper()
+	data, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func pod(t *testing.T, ann map[string]string, hostUsers *bool) map[string]any {
+	t.Helper()
+	return asMap(t, corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "team", Annotations: ann},
+		Spec: corev1.PodSpec{
+			HostUsers:  hostUsers,
+			Containers: []corev1.Container{{Name: "app", Image: "busybox"}},
+		},
+	})
+}
+
+func namespace(t *testing.T, labels map[string]string) map[string]any {
+	t.Helper()
+	return asMap(t, corev1.Namespace{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: "team", Labels: labels},
+	})
+}
+
+// policies loads and compiles the base policy and the user-namespace one.
+func policies(t *testing.T) (base, userns policy) {
+	t.Helper()
+	b, u := loadManifest(t, policyFile), loadManifest(t, usernsFile)
+	if len(b.policies) != 1 || len(u.policies) != 1 {
+		t.Fatalf("want one policy per file, got %d and %d", len(b.policies), len(u.policies))
+	}
+	return compilePolicy(t, b.policies[0]), compilePolicy(t, u.policies[0])
+}
+
+func ann(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+func TestPolicyAdmission(t *testing.T) {
+	base, userns := policies(t)
+	const (
+		w      = "writable-cgroups.noderesource.dev"
+		us     = `["cgdelegate"]`
+		nsNot  = "is not labelled cgdelegate.io/writable-cgroups=allowed"
+		noReq  = `must also carry the annotation required-plugins.noderesource.dev: ["cgdelegate"]`
+		badReq = "does not list cgdelegate"
+		noNS   = "allows only in a user namespace: set spec.hostUsers: false"
+
+		tolerate = "tolerate-missing-plugins.cgdelegate.io"
+	)
+	allowed := map[string]string{nsLabel: "allowed"}
+	tr, fa := true, false
+	tests := []struct {
+		name      string
+		labels    map[string]string
+		ann       map[string]string
+		hostUsers *bool
+		// wantBase and wantUserns hold one substring per denial, in
+		// order; none means admitted.
+		wantBase, wantUserns []string
+	}{
+		// Pods that do not ask are always admitted.
+		{name: "no annotations"},
+		{name: "unrelated annotations", ann: ann("example.com/x", "true", requiredPlugins, `["other"]`)},
+		{name: "ReadOnly", ann: ann(w, "ReadOnly")},
+		{name: "false, pod scope", ann: ann(w+"/pod", "false")},
+		{name: "false, container scope, spaces", ann: ann(w+"/container.app", " false ")},
+		{name: "CRI-O false", ann: ann(annotations.CRIOWritable.Name, "false")},
+		{name: "nri.io false", ann: ann("writable-cgroups.nri.io/enable", "false")},
+		{name: "lookalike key", ann: ann(w+"x", "true", w+"/podx", "true", "x."+w, "true")},
+
+		// Pods that ask, where everything is in place.
+		{name: "allowed", labels: allowed, ann: ann(w, "true", requiredPlugins, us), hostUsers: &fa},
+		{name: "allowed, Writable, pod-scoped required-plugins", labels: allowed, ann: ann(w+"/pod", "Writable", requiredPlugins+"/pod", us), hostUsers: &fa},
+		{name: "allowed, other plugins too", labels: allowed, ann: ann(w, "true", requiredPlugins, `[other, "cgdelegate", b.c-d_e]`), hostUsers: &fa},
+		{name: "allowed, unquoted, spaces", labels: allowed, ann: ann(w, "true", requiredPlugins, ` [ cgdelegate ] `), hostUsers: &fa},
+		{
+			name: "allowed, container-scoped required-plugins listing us", labels: allowed,
+			ann: ann(w, "true", requiredPlugins, us, requiredPlugins+"/container.app", `["x", "cgdelegate"]`), hostUsers: &fa,
+		},
+		{name: "host users: only the user-namespace policy denies", labels: allowed, ann: ann(w, "true", requiredPlugins, us), wantUserns: []string{noNS}},
+		{name: "hostUsers true", labels: allowed, ann: ann(w, "true", requiredPlugins, us), hostUsers: &tr, wantUserns: []string{noNS}},
+
+		// Pods that ask, denied.
+		{name: "namespace not labelled", ann: ann(w, "true", requiredPlugins, us), hostUsers: &fa, wantBase: []string{"annotation " + w + " asks for a writable cgroup, but namespace team " + nsNot}},
+		{name: "namespace label other value", labels: map[string]string{nsLabel: "yes"}, ann: ann(w, "true", requiredPlugins, us), hostUsers: &fa, wantBase: []string{nsNot}},
+		{name: "namespace other labels", labels: map[string]string{"team": "a"}, ann: ann(w, "true", requiredPlugins, us), hostUsers: &fa, wantBase: []string{nsNot}},
+		{
+			name: "container-scoped opt-in", ann: ann(w, "false", w+"/container.app", "true", requiredPlugins, us), hostUsers: &fa,
+			wantBase: []string{"annotation " + w + "/container.app asks for a writable cgroup, but namespace team " + nsNot},
+		},
+		{name: "nri.io opt-in", ann: ann("writable-cgroups.nri.io/enable", "true", requiredPlugins, us), hostUsers: &fa, wantBase: []string{"annotation writable-cgroups.nri.io/enable asks for a writable cgroup, but namespace team " + nsNot}},
+		{name: "a bad value counts as asking", ann: ann(w, "yes", requiredPlugins, us), hostUsers: &fa, wantBase: []string{nsNot}},
+		{name: "required-plugins missing", labels: allowed, ann: ann(w, "true"), hostUsers: &fa, wantBase: []string{noReq}},
+		{
+			name: "only container-scoped required-plugins", labels: allowed, ann: ann(w, "true", requiredPlugins+"/container.app", us), hostUsers: &fa,
+			wantBase: []string{noReq},
+		},
+		{
+			name: "required-plugins without us", labels: allowed, ann: ann(w, "true", requiredPlugins, `["other"]`), hostUsers: &fa,
+			wantBase: []string{"annotation " + requiredPlugins + " " + badReq},
+		},
+		{
+			name: "container-scoped required-plugins overrides without us", labels: allowed,
+			ann: ann(w, "true", requiredPlugins+"/pod", us, requiredPlugins+"/container.app", `["other"]`), hostUsers: &fa,
+			wantBase: []string{"annotation " + requiredPlugins + "/container.app " + badReq},
+		},
+		{name: "required-plugins empty list", labels: allowed, ann: ann(w, "true", requiredPlugins, `[]`), hostUsers: &fa, wantBase: []string{badReq}},
+		{name: "required-plugins not a list", labels: allowed, ann: ann(w, "true", requiredPlugins, `cgdelegate`), hostUsers: &fa, wantBase: []string{badReq}},
+		{name: "required-plugins prefix name", labels: allowed, ann: ann(w, "true", requiredPlugins, `["cgdelegate-x"]`), hostUsers: &fa, wantBase: []string{badReq}},
+		{name: "required-plugins name inside a quoted element", labels: allowed, ann: ann(w, "true", requiredPlugins, `["a, cgdelegate"]`), hostUsers: &fa, wantBase: []string{badReq}},
+		{name: "required-plugins name inside a later quoted element", labels: allowed, ann: ann(w, "true", requiredPlugins, `[a, "b, cgdelegate, c"]`), hostUsers: &fa, wantBase: []string{badReq}},
+		{
+			name: "tolerates missing plugins", labels: allowed, ann: ann(w, "true", requiredPlugins, us, tolerate, "true"), hostUsers: &fa,
+			wantBase: []string{"annotation " + tolerate + " would let the pod start"},
+		},
+		{
+			name: "tolerates missing plugins, container scope, even false", labels: allowed,
+			ann: ann(w, "true", requiredPlugins, us, tolerate+"/container.app", "false"), hostUsers: &fa,
+			wantBase: []string{"annotation " + tolerate + "/container.app would let"},
+		},
+		{name: "tolerating pod that does not ask", ann: ann(tolerate, "true")},
+		{
+			name: "everything wrong", ann: ann(annotations.CRIOWritableLegacy.Name, "true"),
+			wantBase: []string{nsNot, noReq}, wantUserns: []string{noNS},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ns := pod(t, tc.ann, tc.hostUsers), namespace(t, tc.labels)
+			for _, c := range []struct {
+				p    policy
+				want []string
+			}{{base, tc.wantBase}, {userns, tc.wantUserns}} {
+				got, err := c.p.admit(p, ns)
+				if err != nil {
+					t.Fatalf("%s: %v", c.p.name, err)
+				}
+				if len(got) != len(c.want) {
+					t.Fatalf("%s: denials %q, want %d matching %q", c.p.name, got, len(c.want), c.want)
+				}
+				for i := range got {
+					if !strings.Contains(got[i], c.want[i]) {
+						t.Errorf("%s: denial %q does not name %q", c.p.name, got[i], c.want[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// Every form of every writable opt-in key in the annotation registry is
+// gated, and its disabling values are not.
+func TestPolicyCoversRegistry(t *testing.T) {
+	base, _ := policies(t)
+	unlabelled := namespace(t, nil)
+	for _, k := range []annotations.Key{annotations.WritableCgroups, annotations.CRIOWritable, annotations.CRIOWritableLegacy} {
+		for _, form := range k.Forms() {
+			key := strings.ReplaceAll(form, "<name>", "app")
+			for _, v := range []string{"true", "Writable", "false", "ReadOnly"} {
+				t.Run(key+"="+v, func(t *testing.T) {
+					got, err := base.admit(pod(t, ann(key, v, requiredPlugins, `["cgdelegate"]`), nil), unlabelled)
+					if err != nil {
+						t.Fatal(err)
+					}
+					asks := v == "true" || v == "Writable"
+					if asks && (len(got) != 1 || !strings.Contains(got[0], "annotation "+key+" asks")) {
+						t.Fatalf("denials %q, want one naming %s", got, key)
+					}
+					if !asks && len(got) != 0 {
+						t.Fatalf("denials %q, want none", got)
+					}
+				})
+			}
+		}
+	}
+}
+
+// The manifests have the shape the policy relies on: each policy bound
+// with Deny, failing closed, on pod CREATE, and both policies agree on
+// what asking for a writable cgroup means.
+func TestPolicyManifests(t *testing.T) {
+	var optIn []string
+	for _, file := range []string{policyFile, usernsFile} {
+		m := loadManifest(t, file)
+		for _, p := range m.policies {
+			s := p.Spec
+			if s.FailurePolicy == nil || *s.FailurePolicy != admissionv1.Fail {
+				t.Errorf("%s: policy %s: failurePolicy must be Fail", file, p.Name)
+			}
+			if s.ParamKind != nil {
+				t.Errorf("%s: policy %s: unexpected paramKind", file, p.Name)
+			}
+			rules := s.MatchConstraints.ResourceRules
+			if len(rules) != 1 || !slices.Equal(rules[0].Resources, []string{"pods"}) ||
+				!slices.Equal(rules[0].Operations, []admissionv1.OperationType{admissionv1.Create}) {
+				t.Errorf("%s: policy %s: want one rule, pods on CREATE; got %+v", file, p.Name, rules)
+			}
+			i := slices.IndexFunc(s.Variables, func(v admissionv1.Variable) bool { return v.Name == "optInKeys" })
+			if i < 0 {
+				t.Fatalf("%s: policy %s has no optInKeys variable", file, p.Name)
+			}
+			optIn = append(optIn, s.Variables[i].Expression)
+			bound := slices.ContainsFunc(m.bindings, func(b admissionv1.ValidatingAdmissionPolicyBinding) bool {
+				return b.Spec.PolicyName == p.Name &&
+					slices.Equal(b.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) &&
+					b.Spec.ParamRef == nil && b.Spec.MatchResources == nil
+			})
+			if !bound {
+				t.Errorf("%s: policy %s has no binding with validationActions [Deny] for all namespaces", file, p.Name)
+			}
+		}
+	}
+	if len(optIn) != 2 || optIn[0] != optIn[1] {
+		t.Errorf("the optInKeys variables of %s and %s differ", policyFile, usernsFile)
+	}
+}

@@ -1,0 +1,77 @@
+//go:build integration_guest
+
+package guest
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cgdelegate/cgdelegate/integration/variant"
+)
+
+// scenarios maps every scenario identifier to the function that runs it.
+var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
+	variant.Harness:                         harness,
+	variant.AnnotatedWritable:               annotatedWritable,
+	variant.UnannotatedReadOnly:             unannotatedReadOnly,
+	variant.OwnLimitsProtected:              ownLimitsProtected,
+	variant.PodBounds:                       podBounds,
+	variant.RefusedWithoutNSDelegate:        refusedWithoutNSDelegate,
+	variant.GuardCgroupWritable:             guardCgroupWritable,
+	variant.HookRefusesAfterRemount:         hookRefusesAfterRemount,
+	variant.UsernsPod:                       usernsPod,
+	variant.PluginMode:                      pluginMode,
+	variant.Restarts:                        restarts,
+	variant.NUMATopology:                    numaTopology,
+	variant.PinningPodBudget:                pinningPodBudget,
+	variant.PinningDynamicAdd:               pinningDynamicAdd,
+	variant.PinningPluginRestartDuringChurn: pinningPluginRestartDuringChurn,
+	variant.Demo:                            demo,
+}
+
+// Console markers of a scenario, read by integration/vm: its identifier
+// when it starts, and its JSON result when it ends.
+const (
+	markScenario = "CGD-SCENARIO "
+	markResult   = "CGD-RESULT "
+)
+
+// TestScenarios runs the boot variant's scenarios in order, each as the
+// subtest named by its identifier.
+func TestScenarios(t *testing.T) {
+	if env == nil {
+		t.Fatal("TestMain did not run: use the guest test binary only inside the VM")
+	}
+	for _, id := range env.variant.Scenarios {
+		t.Run(string(id), func(t *testing.T) { env.run(t, id) })
+	}
+}
+
+// run runs one scenario between its start and result lines. A scenario
+// fails at once when the guest has no function for it or the VM could not
+// be set up.
+func (e *guestEnv) run(t *testing.T, id variant.Scenario) {
+	start := time.Now()
+	fmt.Printf("%s%s\n", markScenario, id)
+	t.Cleanup(func() {
+		res := "pass"
+		switch {
+		case t.Failed():
+			res = "fail"
+		case t.Skipped():
+			res = "skip"
+		}
+		b, _ := json.Marshal(map[string]any{"scenario": id, "result": res, "seconds": time.Since(start).Seconds()})
+		fmt.Printf("%s%s\n", markResult, b)
+	})
+	fn, ok := scenarios[id]
+	if !ok {
+		t.Fatalf("the guest has no function for scenario %s", id)
+	}
+	if e.setupErr != nil {
+		t.Fatalf("VM setup failed: %v", e.setupErr)
+	}
+	fn(t, e)
+}

@@ -1,0 +1,70 @@
+package variant
+
+import "slices"
+
+// Scenario names one guest scenario. The guest runs it as a subtest of that
+// name and reports its result under it; the host expects one result for
+// every scenario of a variant and fails the scenario when there is none.
+type Scenario string
+
+// The scenarios. Those of issue 3 were numbered S01 to S10; each says its
+// number.
+const (
+	// Harness checks the VM itself, without cgdelegate.
+	Harness Scenario = "Harness"
+	// AnnotatedWritable (S01): an annotated container gets a writable
+	// cgroup namespace root and can delegate below it.
+	AnnotatedWritable Scenario = "AnnotatedWritable"
+	// UnannotatedReadOnly (S02): without the annotation the mount stays
+	// read-only.
+	UnannotatedReadOnly Scenario = "UnannotatedReadOnly"
+	// OwnLimitsProtected (S03): a writable container cannot raise its own
+	// limits or reach its parent.
+	OwnLimitsProtected Scenario = "OwnLimitsProtected"
+	// PodBounds (S04, was CgroupBomb): child cgroups stop at the pod's
+	// max.descendants and max.depth.
+	PodBounds Scenario = "PodBounds"
+	// RefusedWithoutNSDelegate (S05, was NoNsdelegate): without nsdelegate
+	// an annotated container is refused, plain pods still run.
+	RefusedWithoutNSDelegate Scenario = "RefusedWithoutNSDelegate"
+	// GuardCgroupWritable (S06): the guard refuses containerd's
+	// cgroup_writable containers on a host without nsdelegate.
+	GuardCgroupWritable Scenario = "GuardCgroupWritable"
+	// HookRefusesAfterRemount (S07): the OCI hook refuses the start when
+	// nsdelegate was dropped after admission.
+	HookRefusesAfterRemount Scenario = "HookRefusesAfterRemount"
+	// UsernsPod (S08): delegation works in a user-namespaced pod.
+	UsernsPod Scenario = "UsernsPod"
+	// PluginMode (S09): the plugin runs, and works, in the variant's mode.
+	PluginMode Scenario = "PluginMode"
+	// Restarts (S10): containerd and plugin restarts keep running
+	// containers and new ones get mount and bounds.
+	Restarts Scenario = "Restarts"
+	// NUMATopology checks the two-node topology the pinning scenarios use.
+	NUMATopology Scenario = "NUMATopology"
+	// PinningPodBudget: a pod budget becomes a bubble of exclusive CPUs.
+	PinningPodBudget Scenario = "PinningPodBudget"
+	// PinningDynamicAdd: a container added to a running pod is pinned.
+	PinningDynamicAdd Scenario = "PinningDynamicAdd"
+	// PinningPluginRestartDuringChurn: the plugin is killed during churn
+	// and rebuilds its state.
+	PinningPluginRestartDuringChurn Scenario = "PinningPluginRestartDuringChurn"
+	// Demo is `make demo`: the story of what cgdelegate does to a pod.
+	Demo Scenario = "Demo"
+)
+
+// scenarios lists every Scenario constant.
+var scenarios = []Scenario{
+	Harness,
+	AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
+	RefusedWithoutNSDelegate, GuardCgroupWritable, HookRefusesAfterRemount,
+	UsernsPod, PluginMode, Restarts,
+	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
+	Demo,
+}
+
+// AllScenarios returns every scenario the guest implements.
+func AllScenarios() []Scenario { return slices.Clone(scenarios) }
+
+// Known reports whether s is one of the scenario constants.
+func (s Scenario) Known() bool { return slices.Contains(scenarios, s) }

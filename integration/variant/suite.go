@@ -1,0 +1,49 @@
+package variant
+
+// The containerd releases the suite runs against: the current release and
+// the newest 2.3 LTS the module proxy served when the suite was written.
+const (
+	Containerd24 = "v2.4.2"
+	Containerd23 = "v2.3.7"
+)
+
+// Suite returns the variants `make integration` boots, in order.
+func Suite() []Variant {
+	nsdelegate := []Scenario{
+		Harness, AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
+		HookRefusesAfterRemount, UsernsPod, PluginMode, Restarts,
+	}
+	noNSDelegate := []Scenario{Harness, RefusedWithoutNSDelegate, GuardCgroupWritable}
+	return []Variant{
+		{Name: "ctd24-nsdelegate-external", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: nsdelegate},
+		{
+			Name: "ctd24-nsdelegate-preregistered", Containerd: Containerd24, NSDelegate: true, Plugin: PluginPreregistered, SMP: 2,
+			Scenarios: []Scenario{Harness, AnnotatedWritable, PluginMode, Restarts},
+		},
+		{Name: "ctd24-no-nsdelegate", Containerd: Containerd24, Plugin: PluginExternal, SMP: 2, Scenarios: noNSDelegate},
+		// Every container of the default runtime is writable here, so the
+		// guard refuses them all: only the guard scenario fits.
+		{
+			Name: "ctd24-no-nsdelegate-cgroup-writable", Containerd: Containerd24, Plugin: PluginExternal, CgroupWritable: true, SMP: 2,
+			Scenarios: []Scenario{GuardCgroupWritable},
+		},
+		{Name: "ctd23-nsdelegate-external", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: nsdelegate},
+		{Name: "ctd23-no-nsdelegate", Containerd: Containerd23, Plugin: PluginExternal, SMP: 2, Scenarios: noNSDelegate},
+		// The CPU pinning scenarios (issue 4), on four CPUs in two NUMA nodes.
+		{
+			Name: "ctd24-numa-smp4", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
+			Scenarios: []Scenario{Harness, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology},
+		},
+	}
+}
+
+// DemoVariant is the one VM `make demo` boots: containerd 2.4, nsdelegate,
+// cgdelegate as an external plugin with CPU pinning on four CPUs in two
+// NUMA nodes, and only the Demo scenario.
+func DemoVariant() Variant {
+	return Variant{
+		Name: "demo", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal,
+		Pinning: true, SMP: 4, NUMA: true,
+		Scenarios: []Scenario{Demo},
+	}
+}

@@ -1,0 +1,55 @@
+package variant
+
+import (
+	"slices"
+	"testing"
+)
+
+// maxVariantParams keeps the encoded variant well inside the x86 kernel's
+// 2048-byte command line, next to the host's own parameters.
+const maxVariantParams = 1024
+
+func TestSuite(t *testing.T) {
+	all := append(Suite(), DemoVariant())
+	names := map[string]bool{}
+	expected := map[Scenario]bool{}
+	for _, v := range all {
+		if names[v.Name] {
+			t.Errorf("variant name %s used twice", v.Name)
+		}
+		names[v.Name] = true
+		enc, err := v.Encode()
+		if err != nil {
+			t.Errorf("%s: %v", v.Name, err)
+			continue
+		}
+		if len(enc) > maxVariantParams {
+			t.Errorf("%s: %d bytes of kernel parameters, want at most %d", v.Name, len(enc), maxVariantParams)
+		}
+		for _, s := range v.Scenarios {
+			expected[s] = true
+		}
+	}
+	// A scenario no variant expects would never run.
+	for _, s := range AllScenarios() {
+		if !expected[s] {
+			t.Errorf("no variant runs scenario %s", s)
+		}
+	}
+}
+
+func TestScenarioKnown(t *testing.T) {
+	for _, s := range AllScenarios() {
+		if !s.Known() || !isToken(string(s)) {
+			t.Errorf("scenario %q: known %v, token %v", s, s.Known(), isToken(string(s)))
+		}
+	}
+	if n := len(AllScenarios()); n != len(slices.Compact(slices.Sorted(slices.Values(AllScenarios())))) {
+		t.Errorf("AllScenarios lists a scenario twice")
+	}
+	for _, s := range []Scenario{"", "TestHarness", "harness"} {
+		if s.Known() {
+			t.Errorf("Scenario(%q).Known() = true", s)
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package variant
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Plugin is how cgdelegate runs in the VM.
+type Plugin string
+
+const (
+	// PluginExternal: the guest suite starts cgdelegate, which connects to
+	// containerd's NRI socket.
+	PluginExternal Plugin = "external"
+	// PluginPreregistered: cgdelegate is copied to /opt/nri/plugins and
+	// containerd starts it.
+	PluginPreregistered Plugin = "preregistered"
+	// PluginNone: containerd runs without cgdelegate.
+	PluginNone Plugin = "none"
+)
+
+func (p Plugin) valid() bool {
+	return p == PluginExternal || p == PluginPreregistered || p == PluginNone
+}
+
+// Variant is one boot of the VM: a host configuration and the guest
+// scenarios that run in it.
+type Variant struct {
+	// Name names the boot in test names and logs.
+	Name string
+	// Containerd is the containerd release the VM runs (Containerd24 ...).
+	Containerd string
+	// NSDelegate mounts the host's cgroup2 with nsdelegate.
+	NSDelegate bool
+	// Plugin is how cgdelegate runs.
+	Plugin Plugin
+	// CgroupWritable sets cgroup_writable = true on containerd's default
+	// runtime (the runc-writable runtime handler always has it).
+	CgroupWritable bool
+	// Pinning runs cgdelegate with CPU pinning (cpuPinning: true).
+	Pinning bool
+	// SMP is the number of virtual CPUs.
+	SMP int
+	// NUMA splits CPUs and memory evenly over two NUMA nodes.
+	NUMA bool
+	// Scenarios run in this order; each must report a result.
+	Scenarios []Scenario
+}
+
+// Validate reports every problem of the variant, each as a *ParamError
+// naming the kernel parameter that carries the field.
+func (v Variant) Validate() error {
+	p := v.params()
+	var errs []error
+	check := func(key string, ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, invalid(key, p[key], fmt.Sprintf(format, args...)))
+		}
+	}
+	check(keyName, isToken(v.Name), "want letters, digits, '.', '_' or '-'")
+	check(keyContainerd, isToken(v.Containerd), "want a release such as %s", Containerd24)
+	check(keyPlugin, v.Plugin.valid(), "want %s, %s or %s", PluginExternal, PluginPreregistered, PluginNone)
+	check(keySMP, v.SMP >= 1, "want at least one CPU")
+	check(keyNUMA, !v.NUMA || (v.SMP >= 2 && v.SMP%2 == 0), "two NUMA nodes need an even number of CPUs, not %d", v.SMP)
+	check(keyScenarios, len(v.Scenarios) > 0, "want at least one scenario")
+	seen := map[Scenario]bool{}
+	for _, s := range v.Scenarios {
+		check(keyScenarios, s.Known(), "unknown scenario %q", s)
+		check(keyScenarios, !seen[s], "scenario %s listed twice", s)
+		seen[s] = true
+	}
+	return errors.Join(errs...)
+}
+
+// isToken reports whether s is a non-empty word that survives the kernel
+// command line and a comma-separated list.
+func isToken(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool { return !tokenRune(r) })
+}
+
+func tokenRune(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', r == '.', r == '_', r == '-':
+		return true
+	}
+	return false
+}

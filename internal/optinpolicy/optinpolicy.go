@@ -1,0 +1,86 @@
+package optinpolicy
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/writable"
+)
+
+// ErrNotAllowed is wrapped by every refusal of the policy.
+var ErrNotAllowed = errors.New("writable cgroups not allowed by the node's opt-in policy")
+
+// FromConfig returns the policy of cfg.OptIn as a writable.Check, or nil
+// when it sets no rule (every pod may ask). The patterns are those Validate
+// accepted.
+func FromConfig(cfg config.Config) writable.Check {
+	if cfg.OptIn.IsZero() {
+		return nil
+	}
+	return policy{cfg.OptIn}.check
+}
+
+type policy struct{ config.OptIn }
+
+// check refuses a pod outside the policy, naming the rule and the value.
+func (p policy) check(c *writable.Candidate) error {
+	if err := p.allows(c.Pod, c.Ctr); err != nil {
+		return fmt.Errorf("%w: %w (requested by %s)", ErrNotAllowed, err, c.Plan.Reason())
+	}
+	return nil
+}
+
+// allows applies the rules in the order the config lists them.
+func (p policy) allows(pod *api.PodSandbox, ctr *api.Container) error {
+	if ns := pod.GetNamespace(); len(p.Namespaces) > 0 && !matchAny(p.Namespaces, ns) {
+		return fmt.Errorf("namespace %q is not in optIn.namespaces %s", ns, list(p.Namespaces))
+	}
+	if h := pod.GetRuntimeHandler(); len(p.RuntimeHandlers) > 0 && !matchAny(p.RuntimeHandlers, h) {
+		return fmt.Errorf("runtime handler %q is not in optIn.runtimeHandlers %s", h, list(p.RuntimeHandlers))
+	}
+	if p.RequireUserNamespace && !InUserNamespace(pod, ctr) {
+		return errors.New("the pod is not in a user namespace (hostUsers: false) and optIn.requireUserNamespace is true")
+	}
+	return nil
+}
+
+// InUserNamespace reports whether the pod sandbox or the container has a
+// user namespace, as the runtime sends a hostUsers: false pod.
+func InUserNamespace(pod *api.PodSandbox, ctr *api.Container) bool {
+	return hasUser(pod.GetLinux().GetNamespaces()) || hasUser(ctr.GetLinux().GetNamespaces())
+}
+
+func hasUser(namespaces []*api.LinuxNamespace) bool {
+	for _, ns := range namespaces {
+		if ns.GetType() == "user" {
+			return true
+		}
+	}
+	return false
+}
+
+// matchAny reports whether s matches one of the globs. A bad pattern
+// matches nothing; config.Validate refuses them.
+func matchAny(patterns []string, s string) bool {
+	for _, p := range patterns {
+		if ok, err := path.Match(p, s); ok && err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// list renders patterns as the config writes them: ["team-*", "ml"].
+func list(patterns []string) string {
+	q := make([]string, len(patterns))
+	for i, p := range patterns {
+		q[i] = strconv.Quote(p)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
