@@ -147,23 +147,6 @@ func (p *Plugin) WatchHost(ctx context.Context) error {
 // whether the pinning status changed.
 func (p *Plugin) RecheckKubeletState() bool { return p.pin.Load().RecheckKubelet(p.log) }
 
-// WatchKubeletState calls RecheckKubeletState every interval until ctx is
-// done, and changed (may be nil) after each status change.
-func (p *Plugin) WatchKubeletState(ctx context.Context, every time.Duration, changed func()) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			if p.RecheckKubeletState() && changed != nil {
-				changed()
-			}
-		}
-	}
-}
-
 // Runtime is the runtime seen in Configure; nil before it.
 func (p *Plugin) Runtime() *status.Runtime {
 	if ri := p.runtime.Load(); ri != nil {

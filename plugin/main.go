@@ -77,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		adv *advert.Advertiser
 		p   *nri.Plugin
 	)
-	opts := []nri.Option{nri.WithPolicy(optinpolicy.FromConfig), nri.WithConfigured(func() { adv.Refresh() })}
+	opts := []nri.Option{nri.WithAdmission(optinpolicy.FromConfig), nri.WithConfigured(func() { adv.Refresh() })}
 	rec, metricsSrv, err := listenMetrics(cfg.MetricsAddress, prom.Options{
 		Supported: func() bool { return adv.Report().Supported },
 		Pinning:   func() *status.Pinning { return p.Pinning() },
@@ -119,10 +119,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			log.Error("mount table watch stopped; every container start re-reads the mount table", "error", err)
 		}
 	}()
-	go func() {
-		// The status file shows when pinning stops.
-		_ = p.WatchKubeletState(ctx, kubeletStateEvery, adv.Refresh)
-	}()
+	// The status file shows when pinning stops for the kubelet.
+	go every(ctx, kubeletStateEvery, func() {
+		if p.RecheckKubeletState() {
+			adv.Refresh()
+		}
+	})
 	go func() {
 		if err := adv.Watch(ctx, 10*time.Second); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("mount table watch stopped; the node advertisement is refreshed only on events", "error", err)
@@ -178,4 +180,18 @@ func loadConfig(path string) (config.Config, error) {
 		return config.Default(), nil
 	}
 	return config.Load(path)
+}
+
+// every calls fn every interval until ctx is done.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
 }

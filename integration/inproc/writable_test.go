@@ -54,7 +54,7 @@ func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config), opts ...n
 	// Wired as plugin/main wires it: the opt-in policy follows the config,
 	// the advertisement refreshes after every Configure.
 	var adv *advert.Advertiser
-	opts = append(opts, nri.WithPolicy(optinpolicy.FromConfig), nri.WithConfigured(func() { adv.Refresh() }))
+	opts = append(opts, nri.WithAdmission(optinpolicy.FromConfig), nri.WithConfigured(func() { adv.Refresh() }))
 	p, err := nri.New(cfg, slog.New(slog.DiscardHandler), opts...)
 	if err != nil {
 		t.Fatal(err)
