@@ -12,8 +12,7 @@ type Option func(*options)
 type options struct {
 	metrics    metrics.Recorder
 	timed      bool
-	admission  []writable.Check
-	policies   []func(config.Config) writable.Check
+	admission  []func(config.Config) writable.Check
 	configured func()
 }
 
@@ -35,29 +34,20 @@ func WithMetrics(r metrics.Recorder) Option {
 	}
 }
 
-// WithAdmission adds rules that every container must pass before it gets
-// writable cgroups (an opt-in policy). They run before the host and spec
-// checks, on annotated and runtime-writable (guarded) containers alike.
-func WithAdmission(checks ...writable.Check) Option {
-	return func(o *options) { o.admission = append(o.admission, checks...) }
-}
-
-// WithPolicy adds an admission rule built from the config in force (the
-// node's opt-in policy, optinpolicy.FromConfig): build is called with every
-// config the plugin takes (New, Configure, Reload), so the rule always
-// follows the config. A nil rule means the config sets none. It runs where
-// WithAdmission's rules run, after them.
-func WithPolicy(build func(config.Config) writable.Check) Option {
-	return func(o *options) { o.policies = append(o.policies, build) }
+// WithAdmission adds an admission rule (an opt-in policy) built from the
+// config in force: build is called with every config the plugin takes
+// (New, Configure, Reload), so the rule follows the config; a nil rule
+// means the config sets none (optinpolicy.FromConfig is one). Rules run
+// before the host and spec checks, on annotated and runtime-writable
+// (guarded) containers alike.
+func WithAdmission(build func(config.Config) writable.Check) Option {
+	return func(o *options) { o.admission = append(o.admission, build) }
 }
 
 // admissionFor returns the admission rules for cfg.
 func (o *options) admissionFor(cfg config.Config) []writable.Check {
-	if len(o.policies) == 0 {
-		return o.admission
-	}
-	checks := append([]writable.Check(nil), o.admission...)
-	for _, build := range o.policies {
+	var checks []writable.Check
+	for _, build := range o.admission {
 		if c := build(cfg); c != nil {
 			checks = append(checks, c)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
+	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
@@ -62,11 +63,13 @@ func TestOptions(t *testing.T) {
 	var configured int
 	p, err := New(h.Config(), nil,
 		WithMetrics(rec),
-		WithAdmission(func(c *writable.Candidate) error {
-			if c.Pod.GetNamespace() == "team-a" && c.Ctr.GetName() == "denied" {
-				return errPolicy
+		WithAdmission(func(config.Config) writable.Check {
+			return func(c *writable.Candidate) error {
+				if c.Pod.GetNamespace() == "team-a" && c.Ctr.GetName() == "denied" {
+					return errPolicy
+				}
+				return nil
 			}
-			return nil
 		}),
 		WithConfigured(func() { configured++ }),
 	)

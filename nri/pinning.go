@@ -22,7 +22,7 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	if pod == nil || !pn.Active() {
 		return nil
 	}
-	defer p.timed("RunPodSandbox")()
+	defer p.timed("RunPodSandbox", p.clock())
 	upd, err := pn.AddPod(pod)
 	if err != nil {
 		p.eventLog(pod, nil).Error("pod refused", "error", err)
@@ -61,7 +61,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	if ctr == nil || !pn.Active() {
 		return nil, nil
 	}
-	defer p.timed("StopContainer")()
+	defer p.timed("StopContainer", p.clock())
 	return pinning.Updates(pn.RemoveContainer(ctr.GetId())), nil
 }
 
@@ -72,7 +72,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if ctr == nil || !pn.Active() {
 		return nil
 	}
-	defer p.timed("RemoveContainer")()
+	defer p.timed("RemoveContainer", p.clock())
 	p.send.Enqueue(pn.RemoveContainer(ctr.GetId()))
 	return nil
 }
@@ -84,7 +84,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	if pod == nil {
 		return nil
 	}
-	defer p.timed("RemovePodSandbox")()
+	defer p.timed("RemovePodSandbox", p.clock())
 	if rel, err := cgroupfs.PodPath(pod.GetLinux().GetCgroupParent()); err == nil {
 		p.h.Load().bounds.Forget(rel)
 	}

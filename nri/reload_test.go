@@ -14,7 +14,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
-// nsPolicy is a WithPolicy rule: only the namespaces in optIn.namespaces,
+// nsPolicy is a WithAdmission rule: only the namespaces in optIn.namespaces,
 // matched exactly (the real globs are internal/optinpolicy's).
 func nsPolicy(cfg config.Config) writable.Check {
 	if len(cfg.OptIn.Namespaces) == 0 {
@@ -30,14 +30,14 @@ func nsPolicy(cfg config.Config) writable.Check {
 	}
 }
 
-// TestPolicyFollowsConfig: a WithPolicy rule is rebuilt from the config in
+// TestPolicyFollowsConfig: a WithAdmission rule is rebuilt from the config in
 // force: the file, a Configure blob over it, a reloaded file under the blob.
 func TestPolicyFollowsConfig(t *testing.T) {
 	h := fakehost.New(t)
 	base := h.Config()
 	base.OptIn.Namespaces = []string{"team-a"}
 	var configured int
-	p, err := New(base, nil, WithPolicy(nsPolicy), WithConfigured(func() { configured++ }))
+	p, err := New(base, nil, WithAdmission(nsPolicy), WithConfigured(func() { configured++ }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,9 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
+	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
+	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/version"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
@@ -69,9 +71,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// The node advertisement reads the plugin and refreshes after every
 	// Configure, Reload and mount table change. The opt-in policy is built
-	// from every config that comes into force.
-	var adv *advert.Advertiser
-	p, err := nri.New(cfg, log, nri.WithPolicy(optinpolicy.FromConfig), nri.WithConfigured(func() { adv.Refresh() }))
+	// from every config that comes into force. The metrics read the plugin
+	// and the advertisement at scrape time, once serving starts below.
+	var (
+		adv *advert.Advertiser
+		p   *nri.Plugin
+	)
+	opts := []nri.Option{nri.WithAdmission(optinpolicy.FromConfig), nri.WithConfigured(func() { adv.Refresh() })}
+	rec, metricsSrv, err := listenMetrics(cfg.MetricsAddress, prom.Options{
+		Supported: func() bool { return adv.Report().Supported },
+		Pinning:   func() *status.Pinning { return p.Pinning() },
+	})
+	if err != nil {
+		log.Error("cannot serve metrics", "error", err)
+		return 1
+	}
+	if metricsSrv != nil {
+		defer stopMetrics(metricsSrv, log)
+		opts = append(opts, nri.WithMetrics(rec))
+	}
+	p, err = nri.New(cfg, log, opts...)
 	if err != nil {
 		log.Error("cannot create plugin", "error", err)
 		return 1
@@ -100,15 +119,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 			log.Error("mount table watch stopped; every container start re-reads the mount table", "error", err)
 		}
 	}()
-	go func() {
-		// The status file shows when pinning stops.
-		_ = p.WatchKubeletState(ctx, kubeletStateEvery, adv.Refresh)
-	}()
+	// The status file shows when pinning stops for the kubelet.
+	go every(ctx, kubeletStateEvery, func() {
+		if p.RecheckKubeletState() {
+			adv.Refresh()
+		}
+	})
 	go func() {
 		if err := adv.Watch(ctx, 10*time.Second); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("mount table watch stopped; the node advertisement is refreshed only on events", "error", err)
 		}
 	}()
+	if metricsSrv != nil {
+		go func() {
+			if err := metricsSrv.Serve(); err != nil {
+				log.Error("metrics server stopped", "error", err)
+			}
+		}()
+		log.Info("serving metrics", "address", metricsSrv.Addr().String(), "path", "/metrics")
+	}
 	log.Info("starting", "version", version.String(), "config", f.config, "cgroupRoot", cfg.CgroupRoot, "hook", cfg.HookPath)
 	if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("plugin exited", "error", err)
@@ -151,4 +180,18 @@ func loadConfig(path string) (config.Config, error) {
 		return config.Default(), nil
 	}
 	return config.Load(path)
+}
+
+// every calls fn every interval until ctx is done.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -210,5 +211,27 @@ func TestParseFlags(t *testing.T) {
 				t.Fatalf("parseFlags = %+v, %v; want %+v; stderr=%s", got, err, tc.want, errOut.String())
 			}
 		})
+	}
+}
+
+// A metrics address that can not be bound stops the start, naming it.
+func TestMetricsAddressBusy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("metricsAddress: "+ln.Addr().String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-config", cfg}, &out, &errOut); code != 1 {
+		t.Fatalf("exit %d, want 1; stderr=%s", code, errOut.String())
+	}
+	for _, w := range []string{"cannot serve metrics", ln.Addr().String()} {
+		if !strings.Contains(errOut.String(), w) {
+			t.Errorf("stderr lacks %s:\n%s", w, errOut.String())
+		}
 	}
 }

@@ -41,9 +41,11 @@ type pinEnv struct {
 	p    *nri.Plugin
 	stub stub.Stub
 	node *node
+	// opts build every plugin instance.
+	opts []nri.Option
 }
 
-func setupPinning(t *testing.T, mutate func(*config.Config)) *pinEnv {
+func setupPinning(t *testing.T, mutate func(*config.Config), opts ...nri.Option) *pinEnv {
 	t.Helper()
 	host := fakehost.New(t)
 	if err := host.InstallSysfs(topologyTree); err != nil {
@@ -63,7 +65,7 @@ func setupPinning(t *testing.T, mutate func(*config.Config)) *pinEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	e := &pinEnv{t: t, host: host, cfg: cfg, rt: rt, node: newNode()}
+	e := &pinEnv{t: t, host: host, cfg: cfg, rt: rt, node: newNode(), opts: opts}
 	e.connect()
 	return e
 }
@@ -73,7 +75,7 @@ func setupPinning(t *testing.T, mutate func(*config.Config)) *pinEnv {
 // plugin sent in Synchronize.
 func (e *pinEnv) connect() []*api.ContainerUpdate {
 	e.t.Helper()
-	p, err := nri.New(e.cfg, slog.New(slog.DiscardHandler))
+	p, err := nri.New(e.cfg, slog.New(slog.DiscardHandler), e.opts...)
 	if err != nil {
 		e.t.Fatal(err)
 	}

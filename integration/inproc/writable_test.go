@@ -33,8 +33,9 @@ type env struct {
 	adv  *advert.Advertiser
 }
 
-// setup starts a runtime side and connects the real plugin to it over ttrpc.
-func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config)) *env {
+// setup starts a runtime side and connects the real plugin, built with
+// opts, to it over ttrpc.
+func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config), opts ...nri.Option) *env {
 	t.Helper()
 	mounts := fakehost.NoNsdelegate
 	if nsdelegate {
@@ -53,7 +54,8 @@ func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config)) *env {
 	// Wired as plugin/main wires it: the opt-in policy follows the config,
 	// the advertisement refreshes after every Configure.
 	var adv *advert.Advertiser
-	p, err := nri.New(cfg, slog.New(slog.DiscardHandler), nri.WithPolicy(optinpolicy.FromConfig), nri.WithConfigured(func() { adv.Refresh() }))
+	opts = append(opts, nri.WithAdmission(optinpolicy.FromConfig), nri.WithConfigured(func() { adv.Refresh() }))
+	p, err := nri.New(cfg, slog.New(slog.DiscardHandler), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 
 	"k8s.io/utils/cpuset"
 )
@@ -112,6 +114,11 @@ type Config struct {
 	// OptIn is the node's opt-in policy: which pods may have writable
 	// cgroups at all. Empty allows every pod that asks.
 	OptIn OptIn `json:"optIn,omitzero"`
+
+	// MetricsAddress is the host:port where the plugin serves Prometheus
+	// metrics at /metrics, e.g. "127.0.0.1:9767"; empty (the default)
+	// serves none. It is read from the config file at start-up.
+	MetricsAddress string `json:"metricsAddress,omitempty"`
 }
 
 // OptIn says which pods may have writable cgroups, asked for by an
@@ -246,6 +253,9 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, patterns("optIn.namespaces", c.OptIn.Namespaces, false)...)
 	errs = append(errs, patterns("optIn.runtimeHandlers", c.OptIn.RuntimeHandlers, true)...)
+	if err := validAddress(c.MetricsAddress); err != nil {
+		errs = append(errs, fmt.Errorf("metricsAddress: %q %w", c.MetricsAddress, err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -263,6 +273,21 @@ func patterns(field string, list []string, allowEmpty bool) []error {
 		}
 	}
 	return errs
+}
+
+// validAddress checks a host:port listen address; "" is valid (none).
+func validAddress(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("is not host:port: %w", err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Errorf("has port %q, not a number from 0 to 65535", port)
+	}
+	return nil
 }
 
 // FeatureFilePath is FeatureFile, or "" when disabled.

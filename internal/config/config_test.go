@@ -64,6 +64,10 @@ func TestParse(t *testing.T) {
 		{name: "optIn empty lists allow all", in: "optIn:\n  namespaces: []\n", check: func(c Config) bool { return c.OptIn.IsZero() }},
 		{name: "optIn default handler", in: "optIn: {runtimeHandlers: [\"\", runc]}\n", check: func(c Config) bool { return len(c.OptIn.RuntimeHandlers) == 2 }},
 		{name: "reserved explicitly none", in: "reservedCPUs: \"\"\n", check: func(c Config) bool { return c.Reserved().Size() == 0 }},
+		{name: "metrics address", in: "metricsAddress: 127.0.0.1:9767\n", check: func(c Config) bool { return c.MetricsAddress == "127.0.0.1:9767" }},
+		{name: "metrics on every address", in: "metricsAddress: \":9767\"\n", check: func(c Config) bool { return c.MetricsAddress == ":9767" }},
+		{name: "metrics ipv6", in: "metricsAddress: \"[::1]:9767\"\n", check: func(c Config) bool { return c.MetricsAddress == "[::1]:9767" }},
+		{name: "metrics explicitly off", in: "metricsAddress: \"\"\n", check: func(c Config) bool { return c.MetricsAddress == "" }},
 
 		{name: "unknown field", in: "guardmode: warn\n", wantErr: []string{"guardmode: unknown key"}},
 		{name: "key set twice", in: "guard: warn\nguard: off\n", wantErr: []string{"guard: set twice (lines 1 and 2)"}},
@@ -111,6 +115,10 @@ func TestParse(t *testing.T) {
 			in:      "maxDepth: abc\nguard: no\nbogus: 1\nmaxDescendants: 0\n",
 			wantErr: []string{`maxDepth: "abc" is not a whole number`, `guard: "no"`, "bogus: unknown key", "maxDescendants: 0"},
 		},
+		{name: "metrics address without port", in: "metricsAddress: 127.0.0.1\n", wantErr: []string{`metricsAddress: "127.0.0.1" is not host:port`}},
+		{name: "metrics named port", in: "metricsAddress: localhost:http\n", wantErr: []string{`metricsAddress: "localhost:http" has port "http", not a number`}},
+		{name: "metrics port too large", in: "metricsAddress: \":70000\"\n", wantErr: []string{`metricsAddress: ":70000" has port "70000"`}},
+		{name: "metrics port number", in: "metricsAddress: 9767\n", wantErr: []string{`metricsAddress: "9767" is not host:port`}},
 		{name: "relative feature file", in: "featureFile: features\n", wantErr: []string{`featureFile: "features"`}},
 		{name: "not yaml", in: "guard: [\n", wantErr: []string{"decode config"}},
 		{name: "not a mapping", in: "- guard\n", wantErr: []string{"decode config", "want a mapping of keys, got a list"}},
@@ -140,7 +148,7 @@ func TestEveryKeyDecodes(t *testing.T) {
 		CgroupRoot: "/a", MountinfoPath: "/b", ProcRoot: "/c", SysfsRoot: "/d", HookPath: "/e",
 		HookTimeout: 3, Guard: GuardWarn, MaxDescendants: 4, MaxDepth: 5, FeatureFile: Disabled, StatusFile: "/f",
 		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", StrictCPUReservation: true,
-		KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true,
+		KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true, MetricsAddress: "127.0.0.1:9767",
 		OptIn: OptIn{Namespaces: []string{"team-*"}, RuntimeHandlers: []string{"runc"}, RequireUserNamespace: true},
 	}
 	v := reflect.ValueOf(want)

@@ -2,9 +2,9 @@
 // Recorder interface and a no-op implementation.
 //
 // Use Recorder to count something cgdelegate did: the plugin calls it from
-// its event handlers (internal to nri, wired with nri.WithMetrics). An
-// exporter (Prometheus) implements it; nothing here serves or stores
-// anything.
+// its event handlers (internal to nri, wired with nri.WithMetrics). The
+// Prometheus exporter, internal/metrics/prom, implements it; nothing here
+// serves or stores anything.
 package metrics
 
 import "time"

@@ -3,7 +3,7 @@
 // runtime handler and user namespace.
 //
 // Use FromConfig as the constructor of an admission rule for the nri
-// package (nri.WithPolicy), so the rule is rebuilt from every config that
+// package (nri.WithAdmission), so the rule is rebuilt from every config that
 // comes into force. The rule runs before the host and spec checks, on
 // containers that asked by annotation and on runtime-writable (guarded)
 // ones alike; it only reads the pod and the container. Do not use it for

@@ -72,7 +72,7 @@ func podCgroup(c *Candidate) error {
 	parent := c.Pod.GetLinux().GetCgroupParent()
 	part, err := c.decider.pod(parent, c.Plan.Bounds)
 	if err != nil {
-		return fmt.Errorf("writable cgroups need pod bounds, but the pod cgroup is unknown: %w", err)
+		return mark(fmt.Errorf("writable cgroups need pod bounds, but the pod cgroup is unknown: %w", err), ErrPodBounds)
 	}
 	c.Plan.PodCgroup, c.Plan.Hook, c.pod = part.rel, part.hook, part
 	return nil

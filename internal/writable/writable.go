@@ -1,7 +1,6 @@
 package writable
 
 import (
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -207,16 +206,19 @@ var removedCgroupMount = api.MarkForRemoval(ocispec.CgroupMountPoint)
 type Decider struct {
 	cfg    config.Config
 	checks []Check
-	pods   podMemo
+	// extra is how many of checks are admission checks (they come first).
+	extra int
+	pods  podMemo
 }
 
 // New returns a Decider for cfg. extra checks (an opt-in policy) run
 // first, before the host and spec checks, on every container that would
-// get writable cgroups, guarded ones included.
+// get writable cgroups, guarded ones included; their refusals match
+// ErrNotAdmitted.
 func New(cfg config.Config, extra ...Check) *Decider {
 	checks := make([]Check, 0, len(extra)+len(builtin))
 	checks = append(checks, extra...)
-	return &Decider{cfg: cfg, checks: append(checks, builtin...)}
+	return &Decider{cfg: cfg, checks: append(checks, builtin...), extra: len(extra)}
 }
 
 // Decide returns the plan for one container, or the error that refuses it.
@@ -264,8 +266,11 @@ func (d *Decider) run(in Input, mnt ocispec.MountState, plan *Plan) error {
 }
 
 func (d *Decider) check(c *candidate) error {
-	for _, check := range d.checks {
+	for i, check := range d.checks {
 		if err := check(&c.Candidate); err != nil {
+			if i < d.extra {
+				return mark(err, ErrNotAdmitted)
+			}
 			return err
 		}
 	}
@@ -379,9 +384,4 @@ func HookArgs(cgroupRoot, podCgroup string, b cgroupfs.Bounds) []string {
 		"--max-descendants", strconv.Itoa(b.Descendants),
 		"--max-depth", strconv.Itoa(b.Depth),
 	}
-}
-
-// BoundsError is the refusal for pod bounds that could not be put in place.
-func BoundsError(podDir, parent string, err error) error {
-	return fmt.Errorf("writable cgroups need pod bounds on %q (cgroup parent %q): %w", podDir, parent, err)
 }

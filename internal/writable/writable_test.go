@@ -179,8 +179,9 @@ func TestAdmissionCheck(t *testing.T) {
 			ann = nil
 		}
 		// The host would refuse too; the policy must answer first.
-		if _, err := d.Decide(Input{Pod: pod(ann), Ctr: c, Host: host(noNsdel, nil)}); !errors.Is(err, errPolicy) {
-			t.Fatalf("err = %v, want the policy's refusal", err)
+		_, err := d.Decide(Input{Pod: pod(ann), Ctr: c, Host: host(noNsdel, nil)})
+		if !errors.Is(err, errPolicy) || !errors.Is(err, ErrNotAdmitted) || err.Error() != errPolicy.Error() {
+			t.Fatalf("err = %v, want the policy's refusal, marked ErrNotAdmitted", err)
 		}
 	}
 	if len(seen) != 2 || !strings.HasPrefix(seen[0], "annotation ") || !strings.HasPrefix(seen[1], "the runtime") {
@@ -190,6 +191,43 @@ func TestAdmissionCheck(t *testing.T) {
 	seen = nil
 	if _, err := d.Decide(Input{Pod: pod(nil), Ctr: ctr(), Host: host(safe, nil)}); err != nil || len(seen) != 0 {
 		t.Fatalf("plain container: err %v, policy calls %d", err, len(seen))
+	}
+}
+
+// Refusals carry the mark of their kind (ErrNotAdmitted only from an
+// admission check, ErrPodBounds for the pod cgroup), with their text as is.
+func TestRefusalMarks(t *testing.T) {
+	annotated := map[string]string{annotations.WritableCgroups.Name: "true"}
+	noParent := pod(annotated)
+	noParent.Linux.CgroupParent = ""
+	cases := []struct {
+		name      string
+		pod       *api.PodSandbox
+		host      hostcheck.Status
+		bounds    bool
+		admission bool
+	}{
+		{"host", pod(annotated), noNsdel, false, false},
+		{"unknown pod cgroup", noParent, safe, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(config.Default()).Decide(Input{Pod: tc.pod, Ctr: ctr(), Host: host(tc.host, nil)})
+			if err == nil {
+				t.Fatal("not refused")
+			}
+			if errors.Is(err, ErrPodBounds) != tc.bounds || errors.Is(err, ErrNotAdmitted) != tc.admission {
+				t.Fatalf("err = %v: ErrPodBounds %v (want %v), ErrNotAdmitted %v (want %v)", err,
+					errors.Is(err, ErrPodBounds), tc.bounds, errors.Is(err, ErrNotAdmitted), tc.admission)
+			}
+			if strings.Contains(err.Error(), ErrPodBounds.Error()) {
+				t.Fatalf("err = %v: the mark changed the text", err)
+			}
+		})
+	}
+	err := BoundsError("/sys/fs/cgroup/pod", parent, cgroupfs.ErrNotFound)
+	if !errors.Is(err, ErrPodBounds) || !errors.Is(err, cgroupfs.ErrNotFound) {
+		t.Fatalf("BoundsError = %v, want ErrPodBounds and the cause", err)
 	}
 }
 

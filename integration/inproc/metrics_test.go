@@ -1,0 +1,216 @@
+package inproc
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
+	"github.com/cgdelegate/cgdelegate/internal/status"
+	"github.com/cgdelegate/cgdelegate/nri"
+)
+
+// metricsEnv connects the plugin with the Prometheus recorder, wired as
+// plugin/main wires it.
+func metricsEnv(t *testing.T, nsdelegate bool) (*env, *prom.Recorder) {
+	t.Helper()
+	var e *env
+	rec := prom.New(prom.Options{
+		Supported: func() bool { return e.adv.Report().Supported },
+		Pinning:   func() *status.Pinning { return e.p.Pinning() },
+	})
+	// The opt-in policy allows writable cgroups in namespace default only.
+	e = setup(t, nsdelegate, func(c *config.Config) { c.OptIn.Namespaces = []string{"default"} }, nri.WithMetrics(rec))
+	return e, rec
+}
+
+// Containers created over NRI are counted by result and cause, exactly.
+func TestMetricsOverNRI(t *testing.T) {
+	e, rec := metricsEnv(t, true)
+	ann := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	w := annotations.WritableCgroups.Name
+	creates := []struct {
+		ns, parent string
+		ann        map[string]string
+		opts       []ContainerOption
+		refused    bool
+	}{
+		{"default", cgroupfsParent, nil, nil, false},
+		{"default", cgroupfsParent, nil, nil, false},
+		{"default", cgroupfsParent, ann(w, "true"), nil, false},
+		{"default", cgroupfsParent, ann(w, "true"), nil, false},
+		{"default", cgroupfsParent, ann(w, "true"), nil, false},
+		{"default", cgroupfsParent, nil, []ContainerOption{WithRuntimeWritable()}, false},
+		{"default", cgroupfsParent, ann(w, "ReadOnly"), []ContainerOption{WithRuntimeWritable()}, false},
+		{"default", cgroupfsParent, ann(w, "true"), []ContainerOption{WithPrivileged()}, false},
+		{"denied", cgroupfsParent, ann(w, "true"), nil, true},
+		{"default", cgroupfsParent, ann(w, "yes"), nil, true},
+		{"default", cgroupfsParent, ann(w, "true", annotations.MaxDepth.Name, "deep"), nil, true},
+		{"default", cgroupfsParent, ann(w, "true"), []ContainerOption{WithSharedCgroupNS("/proc/7/ns/cgroup")}, true},
+		{"default", "/kubepods/burstable/podgone", ann(w, "true"), nil, true},
+		{"default", "", ann(w, "true"), nil, true},
+	}
+	for i, c := range creates {
+		pod := Pod(fmt.Sprintf("web%d", i), fmt.Sprintf("u%d", i), c.parent, c.ann)
+		pod.Namespace = c.ns
+		_, err := e.create(t, pod, Container(pod, "app", c.opts...))
+		if (err != nil) != c.refused {
+			t.Fatalf("create %d: err = %v, want refused %v", i, err, c.refused)
+		}
+	}
+	want := `
+# HELP cgdelegate_containers_total CreateContainer decisions, by result: the cgroup mount outcome (unchanged, writable, readonly, guarded, privileged) or refused.
+# TYPE cgdelegate_containers_total counter
+cgdelegate_containers_total{result="guarded"} 1
+cgdelegate_containers_total{result="privileged"} 1
+cgdelegate_containers_total{result="readonly"} 1
+cgdelegate_containers_total{result="refused"} 6
+cgdelegate_containers_total{result="unchanged"} 2
+cgdelegate_containers_total{result="writable"} 3
+# HELP cgdelegate_refusals_total Refused containers, by cause: policy, bad_annotation, cgroup_v1, no_nsdelegate, no_cgroupns, pod_bounds, pinning, other.
+# TYPE cgdelegate_refusals_total counter
+cgdelegate_refusals_total{cause="bad_annotation"} 2
+cgdelegate_refusals_total{cause="cgroup_v1"} 0
+cgdelegate_refusals_total{cause="no_cgroupns"} 1
+cgdelegate_refusals_total{cause="no_nsdelegate"} 0
+cgdelegate_refusals_total{cause="other"} 0
+cgdelegate_refusals_total{cause="pinning"} 0
+cgdelegate_refusals_total{cause="pod_bounds"} 2
+cgdelegate_refusals_total{cause="policy"} 1
+# HELP cgdelegate_node_supported 1 when the node supports writable cgroups (cgroup v2 with nsdelegate), else 0.
+# TYPE cgdelegate_node_supported gauge
+cgdelegate_node_supported 1
+`
+	if err := testutil.GatherAndCompare(rec.Registry(), strings.NewReader(want),
+		prom.ContainersTotal, prom.RefusalsTotal, prom.NodeSupported, prom.CPUs); err != nil {
+		t.Fatal(err)
+	}
+	if got := histogramCount(t, rec, "CreateContainer"); got != uint64(len(creates)) {
+		t.Fatalf("CreateContainer durations observed %d, want %d", got, len(creates))
+	}
+}
+
+// On a host without nsdelegate the node is unsupported and writable
+// containers are refused for it.
+func TestMetricsUnsupportedNode(t *testing.T) {
+	e, rec := metricsEnv(t, false)
+	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	if _, err := e.create(t, pod, Container(pod, "app")); err == nil {
+		t.Fatal("not refused")
+	}
+	want := `
+# HELP cgdelegate_node_supported 1 when the node supports writable cgroups (cgroup v2 with nsdelegate), else 0.
+# TYPE cgdelegate_node_supported gauge
+cgdelegate_node_supported 0
+`
+	if err := testutil.GatherAndCompare(rec.Registry(), strings.NewReader(want), prom.NodeSupported); err != nil {
+		t.Fatal(err)
+	}
+	for cause, n := range map[string]float64{prom.CauseNoNsdelegate: 1, prom.CauseCgroupV1: 0} {
+		if got := counter(t, rec, prom.RefusalsTotal, "cause", cause); got != n {
+			t.Errorf("refusals{cause=%q} = %v, want %v", cause, got, n)
+		}
+	}
+}
+
+// counter reads one counter series from the recorder's registry.
+func counter(t *testing.T, rec *prom.Recorder, name, label, value string) float64 {
+	t.Helper()
+	families, err := rec.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{%s=%q}", name, label, value)
+	return 0
+}
+
+// histogramCount is how many durations of event were observed.
+func histogramCount(t *testing.T, rec *prom.Recorder, event string) uint64 {
+	t.Helper()
+	families, err := rec.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != prom.EventDuration {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == event {
+				return m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	t.Fatalf("no %s for %s", prom.EventDuration, event)
+	return 0
+}
+
+// With CPU pinning on, the CPU pools, the asynchronous updates and the
+// pinning refusals are exported.
+func TestMetricsPinning(t *testing.T) {
+	var e *pinEnv
+	rec := prom.New(prom.Options{Pinning: func() *status.Pinning { return e.p.Pinning() }})
+	e = setupPinning(t, nil, nri.WithMetrics(rec))
+	plain := Pod("plain", "p0", cgroupfsParent, nil)
+	e.mustRunPod(plain)
+	e.mustCreate(plain, Container(plain, "app"))
+	pod := budgetPod("budget", "p1", 4)
+	e.mustRunPod(pod)
+	e.applyAsync() // the plain container shrinks: one update
+	e.mustCreate(pod, Container(pod, "guaranteed", WithGuaranteedCPUs(1, gi)))
+	if _, err := e.create(pod, Container(pod, "huge", WithGuaranteedCPUs(8, gi))); err == nil {
+		t.Fatal("a container above the pod budget was not refused")
+	}
+	want := `
+# HELP cgdelegate_container_updates_total Container updates sent to the runtime after an event (CPU pool changes), by result: sent or failed.
+# TYPE cgdelegate_container_updates_total counter
+cgdelegate_container_updates_total{result="failed"} 0
+cgdelegate_container_updates_total{result="sent"} 1
+# HELP cgdelegate_cpus CPUs by pool while CPU pinning is active: reserved (never handed out), node_shared (the node shared pool), pod_bubbles (in pod bubbles), exclusive (held by exclusive containers).
+# TYPE cgdelegate_cpus gauge
+cgdelegate_cpus{pool="exclusive"} 1
+cgdelegate_cpus{pool="node_shared"} 12
+cgdelegate_cpus{pool="pod_bubbles"} 4
+cgdelegate_cpus{pool="reserved"} 0
+`
+	if err := testutil.GatherAndCompare(rec.Registry(), strings.NewReader(want), prom.ContainerUpdatesTotal, prom.CPUs); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, label, value string
+		want               float64
+	}{
+		{prom.ContainersTotal, "result", "unchanged", 2},
+		{prom.ContainersTotal, "result", "refused", 1},
+		{prom.RefusalsTotal, "cause", prom.CausePinning, 1},
+	} {
+		if got := counter(t, rec, c.name, c.label, c.value); got != c.want {
+			t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.value, got, c.want)
+		}
+	}
+	if got := histogramCount(t, rec, "RunPodSandbox"); got != 2 {
+		t.Errorf("RunPodSandbox durations observed %d, want 2", got)
+	}
+}

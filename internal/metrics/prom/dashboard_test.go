@@ -1,0 +1,99 @@
+package prom
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/status"
+)
+
+const dashboard = "../../../contrib/grafana/cgdelegate.json"
+
+// metricName finds the metric names in a PromQL expression: ours, and the
+// Go and process collectors'.
+var metricName = regexp.MustCompile(`\b(?:cgdelegate|go|process)_[a-z0-9_]+\b`)
+
+// The Grafana dashboard queries only metrics the recorder registers, and
+// shows every cgdelegate metric.
+func TestDashboard(t *testing.T) {
+	data, err := os.ReadFile(dashboard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Query any `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatalf("%s: %v", dashboard, err)
+	}
+	var exprs []string
+	for _, p := range d.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	for _, v := range d.Templating.List {
+		if q, ok := v.Query.(string); ok {
+			exprs = append(exprs, q)
+		}
+	}
+
+	registered := registeredNames(t)
+	used := map[string]bool{}
+	for _, e := range exprs {
+		for _, name := range metricName.FindAllString(e, -1) {
+			base := name
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if b, ok := strings.CutSuffix(name, suffix); ok && registered[b] {
+					base = b
+				}
+			}
+			if !registered[base] {
+				t.Errorf("%s queries %s, which the recorder does not register (in %q)", dashboard, name, e)
+			}
+			used[base] = true
+		}
+	}
+	for _, name := range []string{ContainersTotal, RefusalsTotal, EventDuration, NodeSupported, CPUs, ContainerUpdatesTotal} {
+		if !used[name] {
+			t.Errorf("%s does not show %s", dashboard, name)
+		}
+	}
+}
+
+// registeredNames are the metric families of a recorder with every option.
+func registeredNames(t *testing.T) map[string]bool {
+	t.Helper()
+	r := New(Options{
+		Supported: func() bool { return true },
+		Pinning: func() *status.Pinning {
+			return &status.Pinning{Active: true, Allocations: policy.Status{ReservedCPUs: "0", NodeSharedPool: "1-3"}}
+		},
+	})
+	families, err := r.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+	}
+	return names
+}

@@ -1,0 +1,14 @@
+// Package prom exports what the NRI plugin records as Prometheus metrics
+// (client_golang), served at /metrics.
+//
+// Use New for the metrics.Recorder handed to nri.WithMetrics, and Listen
+// to serve it when metricsAddress is set. Recording is cheap: every
+// counter and histogram a container start touches is resolved when the
+// Recorder is built. Gauges that describe the node (support, CPU pools) are
+// read at scrape time from the functions given in Options, so they cost
+// nothing between scrapes.
+//
+// Do not use it to decide anything: it only counts. The metric names and
+// the fixed set of refusal causes are listed in the README ("Metrics") and
+// in names.go; contrib/grafana/cgdelegate.json is built on them.
+package prom

@@ -1,0 +1,37 @@
+package prom
+
+// Metric names.
+const (
+	ContainersTotal       = "cgdelegate_containers_total"
+	RefusalsTotal         = "cgdelegate_refusals_total"
+	EventDuration         = "cgdelegate_nri_event_duration_seconds"
+	NodeSupported         = "cgdelegate_node_supported"
+	CPUs                  = "cgdelegate_cpus"
+	ContainerUpdatesTotal = "cgdelegate_container_updates_total"
+)
+
+// Results of cgdelegate_containers_total: the writable.Outcome names, and
+// refused.
+var Results = []string{"unchanged", "writable", "readonly", "guarded", "privileged", "refused"}
+
+// Events are the NRI events the plugin times; their histograms exist from
+// the start.
+var Events = []string{"CreateContainer", "RunPodSandbox", "StopContainer", "RemoveContainer", "RemovePodSandbox"}
+
+// Pools of cgdelegate_cpus.
+const (
+	PoolReserved   = "reserved"
+	PoolNodeShared = "node_shared"
+	PoolPodBubbles = "pod_bubbles"
+	PoolExclusive  = "exclusive"
+)
+
+// Results of cgdelegate_container_updates_total.
+const (
+	UpdateSent   = "sent"
+	UpdateFailed = "failed"
+)
+
+// The cgdelegate_nri_event_duration_seconds buckets are in histogram.go
+// (eventBounds): a container start takes microseconds, so they start at
+// 5µs and end at 1s.

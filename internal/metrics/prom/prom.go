@@ -1,0 +1,138 @@
+package prom
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cgdelegate/cgdelegate/internal/metrics"
+	"github.com/cgdelegate/cgdelegate/internal/status"
+)
+
+// Options are the node's state, read at scrape time.
+type Options struct {
+	// Supported reports whether the node supports writable cgroups now
+	// (the node advertisement); nil leaves cgdelegate_node_supported out.
+	Supported func() bool
+	// Pinning is the CPU pinning state (nri.Plugin.Pinning); cgdelegate_cpus
+	// is exported only while it reports active pinning.
+	Pinning func() *status.Pinning
+}
+
+// Recorder keeps the plugin's metrics in its own registry.
+type Recorder struct {
+	reg *prometheus.Registry
+
+	// results are the cgdelegate_containers_total counters, in Results
+	// order; refusals are by cause.
+	containers   *prometheus.CounterVec
+	results      [6]prometheus.Counter
+	refusals     map[string]prometheus.Counter
+	events       *events
+	sent, failed prometheus.Counter
+}
+
+var _ metrics.Recorder = (*Recorder)(nil)
+
+// New builds a Recorder and registers every metric, with the Go and
+// process collectors, in a new registry.
+func New(o Options) *Recorder {
+	r := &Recorder{reg: prometheus.NewRegistry(), refusals: make(map[string]prometheus.Counter, len(Causes))}
+	r.containers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: ContainersTotal,
+		Help: "CreateContainer decisions, by result: the cgroup mount outcome (unchanged, writable, readonly, guarded, privileged) or refused.",
+	}, []string{"result"})
+	for i, res := range Results {
+		r.results[i] = r.containers.WithLabelValues(res)
+	}
+	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: RefusalsTotal,
+		Help: "Refused containers, by cause: " + strings.Join(Causes, ", ") + ".",
+	}, []string{"cause"})
+	for _, c := range Causes {
+		r.refusals[c] = refusals.WithLabelValues(c)
+	}
+	r.events = newEvents()
+	updates := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: ContainerUpdatesTotal,
+		Help: "Container updates sent to the runtime after an event (CPU pool changes), by result: sent or failed.",
+	}, []string{"result"})
+	r.sent, r.failed = updates.WithLabelValues(UpdateSent), updates.WithLabelValues(UpdateFailed)
+	r.reg.MustRegister(r.containers, refusals, r.events, updates,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if o.Supported != nil {
+		r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: NodeSupported,
+			Help: "1 when the node supports writable cgroups (cgroup v2 with nsdelegate), else 0.",
+		}, func() float64 { return boolValue(o.Supported()) }))
+	}
+	if o.Pinning != nil {
+		r.reg.MustRegister(cpuCollector(o.Pinning))
+	}
+	return r
+}
+
+// Registry is where the metrics are registered, for serving and tests.
+func (r *Recorder) Registry() *prometheus.Registry { return r.reg }
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (r *Recorder) Handler() http.Handler {
+	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{Registry: r.reg})
+}
+
+// Container implements metrics.Recorder. A refusal is also counted by
+// cause (Cause).
+func (r *Recorder) Container(outcome string, err error) {
+	if err != nil {
+		r.results[refused].Inc()
+		r.refusals[Cause(err)].Inc()
+		return
+	}
+	if i := resultIndex(outcome); i >= 0 {
+		r.results[i].Inc()
+		return
+	}
+	r.containers.WithLabelValues(outcome).Inc() // an outcome added since
+}
+
+// refused is the index of "refused" in Results.
+const refused = 5
+
+// resultIndex is outcome's place in Results, without a map lookup.
+func resultIndex(outcome string) int {
+	switch outcome {
+	case "unchanged":
+		return 0
+	case "writable":
+		return 1
+	case "readonly":
+		return 2
+	case "guarded":
+		return 3
+	case "privileged":
+		return 4
+	case "refused":
+		return 5
+	}
+	return -1
+}
+
+// Event implements metrics.Recorder.
+func (r *Recorder) Event(name string, d time.Duration) { r.events.get(name).observe(d) }
+
+// Updates implements metrics.Recorder.
+func (r *Recorder) Updates(sent, failed int) {
+	r.sent.Add(float64(sent))
+	r.failed.Add(float64(failed))
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

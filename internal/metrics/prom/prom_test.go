@@ -1,0 +1,308 @@
+package prom
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/status"
+)
+
+func TestContainers(t *testing.T) {
+	cases := []struct {
+		name    string
+		outcome string
+		err     error
+		result  string
+		cause   string
+	}{
+		{"unchanged", "unchanged", nil, "unchanged", ""},
+		{"writable", "writable", nil, "writable", ""},
+		{"readonly", "readonly", nil, "readonly", ""},
+		{"guarded", "guarded", nil, "guarded", ""},
+		{"privileged", "privileged", nil, "privileged", ""},
+		{"refused", "refused", hostcheck.ErrNoNsdelegate, "refused", CauseNoNsdelegate},
+		{"refused, unknown cause", "refused", errors.New("boom"), "refused", CauseOther},
+		{"an outcome added later", "delegated", nil, "delegated", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New(Options{})
+			r.Container(tc.outcome, tc.err)
+			r.Container(tc.outcome, tc.err)
+			for _, res := range append(Results, tc.result) {
+				want := 0.0
+				if res == tc.result {
+					want = 2
+				}
+				if got := testutil.ToFloat64(r.containers.WithLabelValues(res)); got != want {
+					t.Errorf("%s{result=%q} = %v, want %v", ContainersTotal, res, got, want)
+				}
+			}
+			for _, c := range Causes {
+				want := 0.0
+				if c == tc.cause {
+					want = 2
+				}
+				if got := testutil.ToFloat64(r.refusals[c]); got != want {
+					t.Errorf("%s{cause=%q} = %v, want %v", RefusalsTotal, c, got, want)
+				}
+			}
+		})
+	}
+}
+
+// Every result and cause exists at 0 from the start, so rates work before
+// the first event.
+func TestSeriesFromTheStart(t *testing.T) {
+	r := New(Options{})
+	want := `
+# HELP cgdelegate_refusals_total Refused containers, by cause: policy, bad_annotation, cgroup_v1, no_nsdelegate, no_cgroupns, pod_bounds, pinning, other.
+# TYPE cgdelegate_refusals_total counter
+cgdelegate_refusals_total{cause="bad_annotation"} 0
+cgdelegate_refusals_total{cause="cgroup_v1"} 0
+cgdelegate_refusals_total{cause="no_cgroupns"} 0
+cgdelegate_refusals_total{cause="no_nsdelegate"} 0
+cgdelegate_refusals_total{cause="other"} 0
+cgdelegate_refusals_total{cause="pinning"} 0
+cgdelegate_refusals_total{cause="pod_bounds"} 0
+cgdelegate_refusals_total{cause="policy"} 0
+`
+	if err := testutil.GatherAndCompare(r.Registry(), strings.NewReader(want), RefusalsTotal); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(r.containers); n != len(Results) {
+		t.Fatalf("%d container series, want %d", n, len(Results))
+	}
+	if n := testutil.CollectAndCount(r.events); n != len(Events) {
+		t.Fatalf("%d event series, want %d", n, len(Events))
+	}
+	r.Event("UpdatePodSandbox", time.Microsecond)
+	if n := testutil.CollectAndCount(r.events); n != len(Events)+1 {
+		t.Fatalf("%d event series after a new event, want %d", n, len(Events)+1)
+	}
+}
+
+func TestResultAndEventIndexes(t *testing.T) {
+	for i, res := range Results {
+		if resultIndex(res) != i {
+			t.Errorf("resultIndex(%q) = %d, want %d", res, resultIndex(res), i)
+		}
+	}
+	if Results[refused] != "refused" {
+		t.Errorf("Results[refused] = %q", Results[refused])
+	}
+	r := New(Options{})
+	for i, e := range Events {
+		if r.events.get(e) != &r.events.known[i] {
+			t.Errorf("the %s histogram is not known[%d]", e, i)
+		}
+	}
+}
+
+func TestEvents(t *testing.T) {
+	cases := []struct {
+		name  string
+		event string
+		d     time.Duration
+		le    string // the smallest bucket holding d
+	}{
+		{"fast create", "CreateContainer", 3 * time.Microsecond, "5e-06"},
+		{"create", "CreateContainer", 40 * time.Microsecond, "5e-05"},
+		{"slow stop", "StopContainer", 2 * time.Millisecond, "0.0025"},
+		{"an event added later", "UpdatePodSandbox", 7 * time.Microsecond, "1e-05"},
+		{"on a bound", "CreateContainer", 10 * time.Microsecond, "1e-05"},
+		{"over a second", "RemovePodSandbox", 2 * time.Second, "+Inf"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New(Options{})
+			r.Event(tc.event, tc.d)
+			out := scrape(t, r)
+			line := EventDuration + `_bucket{event="` + tc.event + `",le="` + tc.le + `"} 1`
+			if !strings.Contains(out, line) {
+				t.Fatalf("no %q in\n%s", line, out)
+			}
+			for _, l := range []string{
+				EventDuration + `_count{event="` + tc.event + `"} 1`,
+				EventDuration + `_sum{event="` + tc.event + `"} ` + strconv.FormatFloat(tc.d.Seconds(), 'g', -1, 64),
+			} {
+				if !strings.Contains(out, l) {
+					t.Fatalf("no %q in\n%s", l, out)
+				}
+			}
+		})
+	}
+}
+
+func TestUpdates(t *testing.T) {
+	cases := []struct {
+		name         string
+		batches      [][2]int
+		sent, failed float64
+	}{
+		{"none", nil, 0, 0},
+		{"sent", [][2]int{{3, 0}, {2, 0}}, 5, 0},
+		{"some failed", [][2]int{{3, 1}, {0, 4}}, 3, 5},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New(Options{})
+			for _, b := range tc.batches {
+				r.Updates(b[0], b[1])
+			}
+			if got := testutil.ToFloat64(r.sent); got != tc.sent {
+				t.Errorf("sent = %v, want %v", got, tc.sent)
+			}
+			if got := testutil.ToFloat64(r.failed); got != tc.failed {
+				t.Errorf("failed = %v, want %v", got, tc.failed)
+			}
+		})
+	}
+}
+
+func TestNodeSupported(t *testing.T) {
+	supported := false
+	r := New(Options{Supported: func() bool { return supported }})
+	for _, want := range []bool{false, true, false} {
+		supported = want
+		line := NodeSupported + " 0"
+		if want {
+			line = NodeSupported + " 1"
+		}
+		if out := scrape(t, r); !strings.Contains(out, line) {
+			t.Fatalf("supported=%v: no %q", want, line)
+		}
+	}
+	if out := scrape(t, New(Options{})); strings.Contains(out, NodeSupported) {
+		t.Fatal("node_supported exported without a Supported func")
+	}
+}
+
+func TestCPUs(t *testing.T) {
+	alloc := policy.Status{
+		ReservedCPUs:   "0-1",
+		NodeSharedPool: "2-5",
+		Pods: []policy.PodStatus{
+			{ID: "p1", Bubble: "6-9", Containers: []policy.ContainerStatus{
+				{ID: "init", Pool: policy.PoolExclusive, CPUs: "6-7"},
+				{ID: "app", Pool: policy.PoolExclusive, CPUs: "6-7"},
+				{ID: "side", Pool: policy.PoolPodShared, CPUs: "8-9"},
+			}},
+			{ID: "p2", Bubble: "10-11"},
+			{ID: "p3", Containers: []policy.ContainerStatus{{ID: "c", Pool: policy.PoolExclusive, CPUs: "12"}}},
+		},
+	}
+	cases := []struct {
+		name    string
+		pinning *status.Pinning
+		want    string
+	}{
+		{"pinning off", nil, ""},
+		{"inactive", &status.Pinning{Reason: "static CPU manager"}, ""},
+		{"active", &status.Pinning{Active: true, Allocations: alloc}, `
+# HELP cgdelegate_cpus CPUs by pool while CPU pinning is active: reserved (never handed out), node_shared (the node shared pool), pod_bubbles (in pod bubbles), exclusive (held by exclusive containers).
+# TYPE cgdelegate_cpus gauge
+cgdelegate_cpus{pool="exclusive"} 3
+cgdelegate_cpus{pool="node_shared"} 4
+cgdelegate_cpus{pool="pod_bubbles"} 6
+cgdelegate_cpus{pool="reserved"} 2
+`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New(Options{Pinning: func() *status.Pinning { return tc.pinning }})
+			if err := testutil.GatherAndCompare(r.Registry(), strings.NewReader(tc.want), CPUs); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// The Go and process collectors are registered.
+func TestRuntimeCollectors(t *testing.T) {
+	out := scrape(t, New(Options{}))
+	for _, name := range []string{"go_goroutines", "process_cpu_seconds_total"} {
+		if !strings.Contains(out, "\n"+name+" ") {
+			t.Errorf("no %s", name)
+		}
+	}
+}
+
+func TestServer(t *testing.T) {
+	r := New(Options{})
+	r.Container("writable", nil)
+	s, err := Listen("127.0.0.1:0", r.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve() }()
+	resp, err := http.Get("http://" + s.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), ContainersTotal+`{result="writable"} 1`) {
+		t.Fatalf("scrape:\n%s", body)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Serve after Shutdown = %v", err)
+	}
+
+	// A busy address is an error naming it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if _, err := Listen(ln.Addr().String(), r.Handler()); err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Fatalf("Listen on a busy address = %v, want an error naming it", err)
+	}
+}
+
+// scrape returns the registry in the text format.
+func scrape(t *testing.T, r *Recorder) string {
+	t.Helper()
+	s, err := Listen("127.0.0.1:0", r.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve() }()
+	defer func() { _ = s.Shutdown(context.Background()) }()
+	resp, err := http.Get("http://" + s.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// BenchmarkRecord is what one container start costs the recorder, without
+// reading the clock.
+func BenchmarkRecord(b *testing.B) {
+	r := New(Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Container("writable", nil)
+		r.Event("CreateContainer", 40*time.Microsecond)
+	}
+}

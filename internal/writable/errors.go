@@ -1,0 +1,30 @@
+package writable
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNotAdmitted marks a refusal by an admission check (an extra Check
+	// given to New, such as an opt-in policy).
+	ErrNotAdmitted = errors.New("not admitted")
+	// ErrPodBounds marks a refusal because the pod bounds could not be put
+	// in place, or the pod cgroup they go on is unknown.
+	ErrPodBounds = errors.New("pod bounds unavailable")
+)
+
+// marked is err, also matching mark with errors.Is; its text is err's
+// alone, so marking a refusal does not change what is logged.
+type marked struct{ err, mark error }
+
+func (m *marked) Error() string   { return m.err.Error() }
+func (m *marked) Unwrap() []error { return []error{m.err, m.mark} }
+
+func mark(err, sentinel error) error { return &marked{err, sentinel} }
+
+// BoundsError is the refusal for pod bounds that could not be put in place.
+// It matches ErrPodBounds.
+func BoundsError(podDir, parent string, err error) error {
+	return mark(fmt.Errorf("writable cgroups need pod bounds on %q (cgroup parent %q): %w", podDir, parent, err), ErrPodBounds)
+}
