@@ -31,6 +31,24 @@ func (e *guestEnv) podContainers(ctx context.Context, t *testing.T, pod *cri.Pod
 	return resp.GetContainers()
 }
 
+// refusedButPlainRuns checks that a container of pod is refused with an
+// error holding want (what names the attempt), that nothing of it is left,
+// and that a container of an unannotated pod still runs.
+func (e *guestEnv) refusedButPlainRuns(ctx context.Context, t *testing.T, pod *cri.Pod, what, want string) {
+	t.Helper()
+	_, err := pod.CreateContainer(ctx, sleeper("refused", 0))
+	requireErrContains(t, what, err, want)
+	t.Logf("refusal seen by the CRI client: %v", err)
+	if cs := e.podContainers(ctx, t, pod); len(cs) != 0 {
+		t.Errorf("refused container exists anyway: %v", cs)
+	}
+	plain := e.runPod(ctx, t, cri.PodSpec{Name: "plain"})
+	c := runContainer(ctx, t, plain, sleeper("plain", 0))
+	if out := shOK(ctx, t, c, "echo alive"); strings.TrimSpace(out) != "alive" {
+		t.Errorf("plain container exec: %q", out)
+	}
+}
+
 // refusedWithoutNSDelegate (S05): on a host without nsdelegate an annotated
 // container is not created, the CRI error names nsdelegate; plain pods still
 // run.
@@ -41,18 +59,7 @@ func refusedWithoutNSDelegate(t *testing.T, e *guestEnv) {
 	}
 	ctx := scenarioCtx(t)
 	pod := e.runPod(ctx, t, cri.PodSpec{Name: "annotated", Annotations: writable()})
-	_, err := pod.CreateContainer(ctx, sleeper("refused", 0))
-	requireErrContains(t, "CreateContainer (annotated, no nsdelegate)", err, "nsdelegate")
-	t.Logf("refusal seen by the CRI client: %v", err)
-	if cs := e.podContainers(ctx, t, pod); len(cs) != 0 {
-		t.Errorf("refused container exists anyway: %v", cs)
-	}
-
-	plain := e.runPod(ctx, t, cri.PodSpec{Name: "plain"})
-	c := runContainer(ctx, t, plain, sleeper("plain", 0))
-	if out := shOK(ctx, t, c, "echo alive"); strings.TrimSpace(out) != "alive" {
-		t.Errorf("unannotated container exec: %q", out)
-	}
+	e.refusedButPlainRuns(ctx, t, pod, "CreateContainer (annotated, no nsdelegate)", "nsdelegate")
 }
 
 // guardCgroupWritable (S06): with containerd's cgroup_writable = true on a
