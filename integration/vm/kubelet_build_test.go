@@ -1,0 +1,102 @@
+//go:build integration_vm
+
+package vm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// kubeletVersion is the kubelet the Kubelet scenarios run. Its staging
+// modules are published as v0.<minor>.<patch>.
+const kubeletVersion = "v1.37.2"
+
+// stagingVersion maps v1.37.2 to v0.37.2.
+func stagingVersion(v string) string { return "v0" + strings.TrimPrefix(v, "v1") }
+
+// stagingModules lists the k8s.io modules that k8s.io/kubernetes' go.mod
+// replaces with ./staging paths; r is that go.mod.
+func stagingModules(r *bytes.Reader) ([]string, error) {
+	var mods []string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) > 0 && f[0] == "replace" {
+			f = f[1:]
+		}
+		if len(f) == 3 && f[1] == "=>" && strings.HasPrefix(f[2], "./staging/") {
+			mods = append(mods, f[0])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read k8s.io/kubernetes go.mod: %w", err)
+	}
+	if len(mods) == 0 {
+		return nil, fmt.Errorf("k8s.io/kubernetes go.mod: no ./staging replace lines")
+	}
+	return mods, nil
+}
+
+// kubeletGoMod is the go.mod of a module that builds the kubelet from the
+// module proxy: it requires k8s.io/kubernetes and points every staging module
+// at its published version.
+func kubeletGoMod(version string, staging []string) string {
+	var s strings.Builder
+	s.WriteString("module cgdelegate.local/kubelet\n\ngo 1.26\n\nrequire k8s.io/kubernetes " + version + "\n\n")
+	for _, m := range staging {
+		fmt.Fprintf(&s, "replace %s => %s %s\n", m, m, stagingVersion(version))
+	}
+	return s.String()
+}
+
+// kubelet builds k8s.io/kubernetes/cmd/kubelet at kubeletVersion (static,
+// about 10 minutes on 2 cores) and caches it by version.
+func (b *builder) kubelet(ctx context.Context) (string, error) {
+	dir, err := b.cached("kubelet/"+kubeletVersion, func(tmp string) error {
+		env := []string{"GOFLAGS=-mod=mod -buildvcs=false", "GOWORK=off", "CGO_ENABLED=0"}
+		out, err := b.run(ctx, tmp, env, "go", "mod", "download", "-json", "k8s.io/kubernetes@"+kubeletVersion)
+		if err != nil {
+			return err
+		}
+		gomod := ""
+		for _, l := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), `"GoMod": "`); ok {
+				gomod = strings.TrimSuffix(v, `",`)
+			}
+		}
+		raw, err := os.ReadFile(gomod)
+		if err != nil {
+			return fmt.Errorf("k8s.io/kubernetes %s go.mod: %w", kubeletVersion, err)
+		}
+		staging, err := stagingModules(bytes.NewReader(raw))
+		if err != nil {
+			return err
+		}
+		src := filepath.Join(tmp, "src")
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			return fmt.Errorf("kubelet: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte(kubeletGoMod(kubeletVersion, staging)), 0o644); err != nil {
+			return fmt.Errorf("kubelet: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(src, "tools.go"), []byte("//go:build tools\n\npackage tools\n\nimport _ \"k8s.io/kubernetes/cmd/kubelet\"\n"), 0o644); err != nil {
+			return fmt.Errorf("kubelet: %w", err)
+		}
+		if _, err := b.run(ctx, src, env, "go", "mod", "tidy"); err != nil {
+			return err
+		}
+		if _, err := b.run(ctx, src, env, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(tmp, "kubelet"), "k8s.io/kubernetes/cmd/kubelet"); err != nil {
+			return err
+		}
+		return os.RemoveAll(src)
+	})
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "kubelet"), nil
+}
