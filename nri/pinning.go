@@ -2,7 +2,6 @@ package nri
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -16,7 +15,8 @@ import (
 const pinningEvents = "RunPodSandbox,StopContainer,RemoveContainer,RemovePodSandbox"
 
 // RunPodSandbox gives a pod with a CPU budget its bubble. A bad budget or
-// no room for the bubble fails the pod.
+// no room for the bubble fails the pod (pinning.ErrPodRefused): the
+// runtime fails RunPodSandbox with this error, before any container.
 func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	pn := p.pin.Load()
 	if pod == nil || !pn.Active() {
@@ -26,7 +26,7 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	upd, err := pn.AddPod(pod)
 	if err != nil {
 		p.eventLog(pod, nil).Error("pod refused", "error", err)
-		return fmt.Errorf("%w %s/%s: %w", ErrRefused, pod.GetNamespace(), pod.GetName(), err)
+		return err
 	}
 	p.send.Enqueue(upd)
 	return nil

@@ -1,0 +1,76 @@
+package inproc
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/policy"
+)
+
+// TestPinningAdmissionAtRunPodSandbox: a pod whose bubble can not be carved
+// is refused at RunPodSandbox, through the real NRI adaptation, with the
+// numbers; nothing changes, and a pod that fits is still admitted.
+// (containerd 2.3 and 2.4 fail the sandbox on this error: "NRI
+// RunPodSandbox failed: ...", internal/cri/server/sandbox_run.go.)
+func TestPinningAdmissionAtRunPodSandbox(t *testing.T) {
+	tests := []struct {
+		name string
+		// before are admitted first.
+		before []*api.PodSandbox
+		pod    *api.PodSandbox
+		want   []string
+	}{
+		{
+			name: "budget as large as the node",
+			pod:  budgetPod("huge", "p1", 16),
+			want: []string{"cgdelegate refused the pod default/huge", "insufficient cpus",
+				"needs 16 cpus, the node pool has 16 free (0-15) and keeps at least one for shared containers"},
+		},
+		{
+			name:   "budget larger than what other bubbles left",
+			before: []*api.PodSandbox{budgetPod("first", "p1", 8)},
+			pod:    budgetPod("second", "p2", 8),
+			want: []string{"cgdelegate refused the pod default/second", "cpu budget 8000m",
+				"needs 8 cpus, the node pool has 8 free"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setupPinning(t, nil)
+			for _, p := range tc.before {
+				e.mustRunPod(p)
+			}
+			e.applyAsync()
+			before := e.p.Pinning().Allocations.(policy.Status)
+
+			err := e.runPod(tc.pod)
+			if err == nil {
+				t.Fatalf("RunPodSandbox %s admitted; want a refusal", tc.pod.GetName())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("RunPodSandbox err = %v\nwant it to contain %q", err, w)
+				}
+			}
+			if after := e.p.Pinning().Allocations.(policy.Status); !reflect.DeepEqual(before, after) {
+				t.Errorf("refusal changed the state:\nbefore %+v\nafter  %+v", before, after)
+			}
+			if ups := e.applyAsync(); len(ups) != 0 {
+				t.Errorf("refusal sent updates: %v", ups)
+			}
+
+			// A pod that fits is admitted, and its first container pinned.
+			ok := budgetPod("fits", "p9", 2)
+			e.mustRunPod(ok)
+			resp := e.mustCreate(ok, Container(ok, "app", WithGuaranteedCPUs(1, gi)))
+			if adjCPU(resp).GetCpus() == "" {
+				t.Errorf("container of the admitted pod got no cpuset")
+			}
+			_ = e.rt.RemovePod(context.Background(), ok)
+		})
+	}
+}
