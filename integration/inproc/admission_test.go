@@ -27,15 +27,36 @@ func TestPinningAdmissionAtRunPodSandbox(t *testing.T) {
 		{
 			name: "budget as large as the node",
 			pod:  budgetPod("huge", "p1", 16),
-			want: []string{"cgdelegate refused the pod default/huge", "insufficient cpus",
-				"needs 16 cpus, the node pool has 16 free (0-15) and keeps at least one for shared containers"},
+			want: []string{
+				"cgdelegate refused the pod default/huge", "insufficient cpus",
+				"needs 16 cpus, the node pool has 16 free (0-15) and keeps at least one for shared containers",
+			},
 		},
 		{
 			name:   "budget larger than what other bubbles left",
 			before: []*api.PodSandbox{budgetPod("first", "p1", 8)},
 			pod:    budgetPod("second", "p2", 8),
-			want: []string{"cgdelegate refused the pod default/second", "cpu budget 8000m",
-				"needs 8 cpus, the node pool has 8 free"},
+			want: []string{
+				"cgdelegate refused the pod default/second", "cpu budget 8000m",
+				"needs 8 cpus, the node pool has 8 free",
+			},
+		},
+		{
+			name: "memory limit larger than every NUMA node together",
+			pod:  WithPodResources(Pod("fat", "p1", cgroupfsParent, nil), 2000, 2000, 40*gi),
+			want: []string{
+				"cgdelegate refused the pod default/fat", "memory limit 40Gi",
+				"32Gi free in all NUMA nodes together",
+			},
+		},
+		{
+			name:   "memory limit larger than the nodes other bubbles left",
+			before: []*api.PodSandbox{WithPodResources(Pod("first", "p1", cgroupfsParent, nil), 2000, 2000, 20*gi)},
+			pod:    WithPodResources(Pod("second", "p2", cgroupfsParent, nil), 2000, 2000, 16*gi),
+			want: []string{
+				"cgdelegate refused the pod default/second", "memory limit 16Gi",
+				"12Gi free in all NUMA nodes together", "node 0: 0 of 16Gi free", "node 1: 12Gi of 16Gi free",
+			},
 		},
 	}
 	for _, tc := range tests {

@@ -41,6 +41,15 @@
 // memory node (topology.MemoryNodes), however narrow its CPUs get: the
 // kubelet never narrows the memory of its shared pool, and narrowing it
 // would migrate the pages of pods whose memory lives on another node.
+// A bubble's NUMA nodes hold its pod's memory limit (placeBubble): the
+// nodes of the CPUs the allocator picks, or else the smallest, closest
+// group of nodes (all groups up to 12 nodes) with that much free memory and
+// the CPUs; a pinned container's mems are the nodes of its CPUs plus the
+// nodes the bubble was widened to. Free memory is MemTotal minus the
+// bubbles' reservations (podState.memShare); Rebuild reserves kept bubbles
+// again with a max flow (memory.spread). ErrInsufficientMemory refuses a pod
+// that fits nowhere.
+//
 // Exclusive containers run without a CFS quota (Assignment.QuotaDisabled,
 // quota -1); shared ones keep theirs.
 //

@@ -46,6 +46,8 @@ type Policy struct {
 	memNodes cpuset.CPUSet
 	// take is a cpualloc.Allocator's Take; tests replace it.
 	take takeFunc
+	// mem is the NUMA memory the bubbles hold.
+	mem memory
 
 	mu sync.Mutex
 	st *state
@@ -80,6 +82,7 @@ func New(t *topology.Topology, o Options) (*Policy, error) {
 		sharedReserved: sharedReserved, memNodes: t.MemoryNodes(), take: a.Take, st: newState(),
 	}
 	p.v = newView(p.usable, p.st)
+	p.mem = p.newMemory()
 	return p, nil
 }
 
@@ -113,7 +116,7 @@ func (p *Policy) updates(podID string, podChanged, nodeChanged bool, skip string
 	var podCPUs, podMems, nodeCPUs cpuset.CPUSet
 	if podChanged {
 		podCPUs = p.v.pod[podID]
-		podMems = p.topo.MemsOf(podCPUs)
+		podMems = p.pinnedMems(p.st.pods[podID], podCPUs)
 	}
 	if nodeChanged {
 		nodeCPUs = p.nodeCPUs(p.v)
@@ -178,14 +181,15 @@ func (p *Policy) AddPod(spec PodSpec) ([]Assignment, error) {
 	if _, ok := p.st.pods[spec.ID]; ok {
 		return nil, fmt.Errorf("%w: pod %s", ErrExists, spec.ID)
 	}
-	ps := podState{spec: spec, bubble: cpuset.New()}
+	ps := podState{spec: spec, bubble: cpuset.New(), extraMems: cpuset.New()}
 	if p.wantsBubble(spec.Budget) {
 		n := spec.Budget.WholeCPUs()
-		b, err := p.takeFromNode(p.v.node, n, fmt.Sprintf("pod %s bubble (cpu budget %s)", spec.ID, podres.FormatMilliCPU(spec.Budget.CPUBudget())))
+		what := fmt.Sprintf("pod %s bubble (cpu budget %s)", spec.ID, podres.FormatMilliCPU(spec.Budget.CPUBudget()))
+		b, extra, share, err := p.placeBubble(p.st, p.v.node, n, podMemory(spec.Budget), what)
 		if err != nil {
 			return nil, err
 		}
-		ps.bubble = b
+		ps.bubble, ps.extraMems, ps.memShare = b, extra, share
 	}
 	p.st.addPod(ps)
 	if ps.bubble.IsEmpty() {

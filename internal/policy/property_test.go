@@ -46,6 +46,21 @@ func checkInvariants(t testing.TB, p *Policy) {
 			t.Fatalf("pod %s has a bubble in container scope", id)
 		}
 		seenBubble = seenBubble.Union(ps.bubble)
+		var shared int64
+		for n, b := range ps.memShare {
+			shared += b
+			if !p.podMems(ps).Contains(n) {
+				t.Fatalf("pod %s reserves memory on node %d outside its memory nodes %s", id, n, p.podMems(ps))
+			}
+		}
+		if want := podMemory(ps.spec.Budget); !ps.bubble.IsEmpty() && shared != want {
+			t.Fatalf("pod %s reserves %d bytes, its memory is %d", id, shared, want)
+		}
+	}
+	for n, used := range memUsed(p.st) {
+		if c := p.mem.capacity[n]; used > c {
+			t.Fatalf("node %d: bubbles reserve %d bytes of %d", n, used, c)
+		}
 	}
 	seenSlice := cpuset.New()
 	nodeSlices := cpuset.New()
@@ -106,7 +121,7 @@ func checkInvariants(t testing.TB, p *Policy) {
 			if !a.CPUs.Intersection(forbidden).IsEmpty() {
 				t.Fatalf("container %s runs on reserved/isolated cpus %s", id, a.CPUs.Intersection(forbidden))
 			}
-			if !a.Mems.Equals(p.topo.MemsOf(a.CPUs)) {
+			if !a.Mems.Equals(p.topo.MemsOf(a.CPUs).Union(ps.extraMems)) {
 				t.Fatalf("container %s mems %s for cpus %s", id, a.Mems, a.CPUs)
 			}
 		}
@@ -187,7 +202,9 @@ func randomBudget(rng *rand.Rand) podres.Budget {
 	case 1:
 		return podres.Budget{CPURequest: int64(500 + rng.IntN(4000))}
 	default:
-		return budget(int64(1+rng.IntN(6)) * 1000)
+		b := budget(int64(1+rng.IntN(6)) * 1000)
+		b.MemoryLimit = int64(1+rng.IntN(24)) * gib // nodes hold 16 GiB: some need two
+		return b
 	}
 }
 

@@ -81,6 +81,7 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 	r.admitPods(pods)
 	r.admitContainers(ctrs)
 	r.keepStampedBubbles()
+	r.keptBubblesMemory()
 	r.keepStampedSlices()
 	r.adoptUnstampedSlices()
 	r.allocateBubbles()
@@ -133,7 +134,7 @@ func (r *rebuild) admitPods(pods []PodSpec) {
 			r.note("pod %s budget ignored: %v", ps.ID, err)
 			ps.Budget = podres.Budget{}
 		}
-		r.st.addPod(podState{spec: ps, bubble: cpuset.New()})
+		r.st.addPod(podState{spec: ps, bubble: cpuset.New(), extraMems: cpuset.New()})
 	}
 }
 
@@ -163,7 +164,7 @@ func (r *rebuild) admitContainers(ctrs []ContainerState) {
 		}
 		if _, ok := r.st.pods[spec.PodID]; !ok {
 			r.note("container %s (%q) refers to unknown pod %s; placed in the node shared pool", spec.ID, spec.Name, spec.PodID)
-			r.st.addPod(podState{spec: PodSpec{ID: spec.PodID}, bubble: cpuset.New()})
+			r.st.addPod(podState{spec: PodSpec{ID: spec.PodID}, bubble: cpuset.New(), extraMems: cpuset.New()})
 		}
 		switch spec.Lifecycle {
 		case LifecycleRegular, LifecycleInit, LifecycleSidecar:
@@ -266,6 +267,51 @@ func (r *rebuild) keepStampedBubbles() {
 	}
 }
 
+// keptBubblesMemory gives the kept bubbles their memory back (step 2): the
+// memory nodes are those of the bubble and those its pinned containers'
+// stamps name beyond them (a widened bubble), and the memory is reserved
+// there within the nodes' capacity when possible (memory.spread), beyond
+// it otherwise (what runs, runs). Pods on fewer memory nodes go first.
+func (r *rebuild) keptBubblesMemory() {
+	var ids []string
+	for _, id := range r.podIDs {
+		ps := r.st.pods[id]
+		if ps.bubble.IsEmpty() {
+			continue
+		}
+		cpuNodes := r.p.topo.MemsOf(ps.bubble)
+		for _, cid := range r.st.podContainers(id) {
+			if st := r.stamps[cid]; st != nil && st.Pool != PoolNodeShared && st.Bubble.Equals(ps.bubble) {
+				ps.extraMems = ps.extraMems.Union(st.Mems.Difference(cpuNodes))
+			}
+		}
+		ps.extraMems = ps.extraMems.Intersection(r.p.topo.MemoryNodes())
+		r.st.pods[id] = ps
+		ids = append(ids, id)
+	}
+	slices.SortStableFunc(ids, func(a, b string) int {
+		return cmp.Compare(r.p.podMems(r.st.pods[a]).Size(), r.p.podMems(r.st.pods[b]).Size())
+	})
+	if !r.p.mem.known {
+		return
+	}
+	var ds []demand
+	var with []string
+	for _, id := range ids {
+		ps := r.st.pods[id]
+		if mem := podMemory(ps.spec.Budget); mem > 0 {
+			cpuNodes := r.p.topo.MemsOf(ps.bubble)
+			ds = append(ds, demand{group: cpuNodes.Union(ps.extraMems).List(), first: cpuNodes, mem: mem})
+			with = append(with, id)
+		}
+	}
+	for k, share := range r.p.mem.spread(ds) {
+		ps := r.st.pods[with[k]]
+		ps.memShare = share
+		r.st.pods[with[k]] = ps
+	}
+}
+
 // sliceRoom returns where c's slice may lie (domain) and what of it is
 // taken so far: its pod's bubble and the slices kept in it, or, without a
 // bubble, the usable cpus and the bubbles and node-level slices kept.
@@ -356,14 +402,14 @@ func (r *rebuild) adoptUnstampedSlices() {
 func (r *rebuild) allocateBubbles() {
 	for _, id := range r.freshPods {
 		ps := r.st.pods[id]
-		b, err := r.p.takeFromNode(r.p.usable.Difference(r.claimed), ps.spec.Budget.WholeCPUs(), "pod "+id+" bubble")
+		b, extra, share, err := r.p.placeBubble(r.st, r.p.usable.Difference(r.claimed), ps.spec.Budget.WholeCPUs(), podMemory(ps.spec.Budget), "pod "+id+" bubble")
 		if err != nil {
 			ps.degraded = err.Error()
 			r.st.pods[id] = ps
 			r.note("pod %s gets no bubble, its containers run in the node shared pool: %v", id, err)
 			continue
 		}
-		ps.bubble = b
+		ps.bubble, ps.extraMems, ps.memShare = b, extra, share
 		r.st.pods[id] = ps
 		r.claimed = r.claimed.Union(b)
 		for _, cid := range r.st.podContainers(id) {

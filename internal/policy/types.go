@@ -15,6 +15,9 @@ var (
 	ErrNoSharedCPUs = errors.New("pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers")
 	// ErrInsufficient means there are not enough free CPUs.
 	ErrInsufficient = errors.New("insufficient cpus")
+	// ErrInsufficientMemory means no group of NUMA nodes has the free
+	// memory a pod's bubble must hold.
+	ErrInsufficientMemory = errors.New("insufficient memory")
 	// ErrUnknownPod means a container arrived for a pod the policy does not
 	// know; add the pod first.
 	ErrUnknownPod = errors.New("unknown pod")
