@@ -95,3 +95,44 @@ func TestPinningAdmissionAtRunPodSandbox(t *testing.T) {
 		})
 	}
 }
+
+// TestPinningQoS: only a Guaranteed pod-level budget with whole CPUs gets
+// a bubble, as with the kubelet's PodLevelResourceManagers; a pod whose
+// containers' oom_score_adj says Burstable (a memory request NRI does not
+// carry) gives its bubble back at its first container.
+func TestPinningQoS(t *testing.T) {
+	burstableAdj := func(c *api.Container) { c.Linux.OomScoreAdj = api.Int(500) }
+	tests := []struct {
+		name string
+		pod  *api.PodSandbox
+		opts []ContainerOption
+		// wantBubble is the bubble size after the first container.
+		wantBubble int
+	}{
+		{"guaranteed whole cpus", budgetPod("g", "p1", 2), nil, 2},
+		{"burstable budget", WithPodResources(Pod("b", "p1", cgroupfsParent, nil), 1000, 2000, gi), nil, 0},
+		{"guaranteed fractional budget", WithPodResources(Pod("f", "p1", cgroupfsParent, nil), 1500, 1500, gi), nil, 0},
+		{"reads guaranteed, oom_score_adj says burstable", budgetPod("m", "p1", 2), []ContainerOption{burstableAdj}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setupPinning(t, nil)
+			e.mustRunPod(tc.pod)
+			c := Container(tc.pod, "app", append([]ContainerOption{WithGuaranteedCPUs(1, gi)}, tc.opts...)...)
+			resp := e.mustCreate(tc.pod, c)
+			e.applyAsync()
+			st := e.p.Pinning().Allocations.(policy.Status)
+			bubble := mustSet(t, st.Pods[0].Bubble)
+			if bubble.Size() != tc.wantBubble {
+				t.Fatalf("bubble %q, want %d cpus (status %+v)", st.Pods[0].Bubble, tc.wantBubble, st.Pods[0])
+			}
+			stamp := e.node.stamp(t, c.Id)
+			switch {
+			case tc.wantBubble > 0 && stamp.Pool != policy.PoolExclusive:
+				t.Errorf("pool %s, want exclusive", stamp.Pool)
+			case tc.wantBubble == 0 && (stamp.Pool != policy.PoolNodeShared || adjCPU(resp).GetQuota() != nil):
+				t.Errorf("pool %s quota %v, want node-shared with its own quota", stamp.Pool, adjCPU(resp).GetQuota())
+			}
+		})
+	}
+}

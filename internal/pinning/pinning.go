@@ -263,7 +263,16 @@ func containerSpec(pod *api.PodSandbox, ctr *api.Container) (policy.ContainerSpe
 		Name:      ctr.GetName(),
 		Resources: res,
 		Lifecycle: lc,
+		PodQoS:    podres.PodQoSFromOOMScoreAdj(oomScoreAdj(ctr)),
 	}, nil
+}
+
+func oomScoreAdj(ctr *api.Container) *int64 {
+	if v := ctr.GetLinux().GetOomScoreAdj(); v != nil {
+		adj := v.GetValue()
+		return &adj
+	}
+	return nil
 }
 
 // lifecycle reads the container's lifecycle annotation: "init" for a plain

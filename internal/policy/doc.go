@@ -20,8 +20,11 @@
 // strict-cpu-reservation) keeps them out of it too. From the usable CPUs:
 //
 //   - a pod bubble is a NUMA-aligned set of whole CPUs held by one pod
-//     (pod scope, pods with a CPU budget): ceil(pod CPU limit, or request
-//     when it has no limit);
+//     (pod scope, pods with a Guaranteed budget of whole CPUs): its CPU
+//     request (podres.Budget.BubbleCPUs, the kubelet's rule). A pod whose
+//     first container's oom_score_adj says it is not Guaranteed gives its
+//     bubble back (ContainerSpec.PodQoS); later such containers are
+//     refused with ErrQoS;
 //   - an exclusive slice is held by one Guaranteed container with integer
 //     CPUs, carved from its pod's bubble (pod scope) or from the node pool
 //     (container scope);

@@ -55,10 +55,6 @@ func TestBubbleMemory(t *testing.T) {
 			wantMems: "1", wantCPUNodes: "1", wantShare: map[int]int64{1: 10 * gib},
 		},
 		{
-			name: "no memory limit reserves nothing", pod: pod{"a", podres.Budget{CPURequest: 2000, CPULimit: 2000}},
-			wantMems: "0", wantCPUNodes: "0", wantShare: nil,
-		},
-		{
 			name: "larger than the machine", pod: pod{"a", memBudget(2000, 40*gib)},
 			wantErr: []string{
 				"insufficient memory", "memory limit 40Gi does not fit, 32Gi free in all NUMA nodes together",

@@ -160,10 +160,28 @@ func (p *Policy) takeFromNode(free cpuset.CPUSet, n int, what string) (cpuset.CP
 	return p.takeFrom(free, n, what)
 }
 
+// exclusiveCPUs is the number of exclusive CPUs c gets in pod ps: as the
+// kubelet's guaranteedCPUs (v1.37 pkg/kubelet/cm/cpumanager/policy_static.go),
+// only in a Guaranteed pod (its pod-level budget, or its oom_score_adj,
+// says so) for a Guaranteed container with whole CPUs.
+func (p *Policy) exclusiveCPUs(ps podState, c ContainerSpec) int {
+	n := c.Resources.ExclusiveCPUs()
+	if n == 0 || c.notGuaranteed() || (!ps.spec.Budget.IsZero() && podres.ClassifyQoS(ps.spec.Budget) != podres.QoSGuaranteed) {
+		return 0
+	}
+	return n
+}
+
+// demoted says why a pod whose pod-level budget reads as Guaranteed has no
+// bubble: container c's oom_score_adj says otherwise.
+func demoted(c ContainerSpec) string {
+	return fmt.Sprintf("no bubble: oom_score_adj of container %q says the pod is %s", c.Name, c.PodQoS)
+}
+
 // wantsBubble says whether a pod with budget b gets a bubble: in pod scope,
-// when b has a CPU budget.
+// when b is Guaranteed with whole CPUs (podres.Budget.BubbleCPUs).
 func (p *Policy) wantsBubble(b podres.Budget) bool {
-	return p.scope == config.ScopePod && b.HasCPU()
+	return p.scope == config.ScopePod && b.BubbleCPUs() > 0
 }
 
 // AddPod records a pod. In pod scope a pod with a CPU budget gets its
@@ -183,7 +201,7 @@ func (p *Policy) AddPod(spec PodSpec) ([]Assignment, error) {
 	}
 	ps := podState{spec: spec, bubble: cpuset.New(), extraMems: cpuset.New()}
 	if p.wantsBubble(spec.Budget) {
-		n := spec.Budget.WholeCPUs()
+		n := spec.Budget.BubbleCPUs()
 		what := fmt.Sprintf("pod %s bubble (cpu budget %s)", spec.ID, podres.FormatMilliCPU(spec.Budget.CPUBudget()))
 		b, extra, share, err := p.placeBubble(p.st, p.v.node, n, podMemory(spec.Budget), what)
 		if err != nil {
@@ -257,6 +275,19 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 	// their CPUs are free again.
 	inBubble := !pod.bubble.IsEmpty()
 	freePod, freeNode := p.v.pod[spec.PodID], p.v.node
+	// The kubelet gives a pod that is not Guaranteed no bubble. Its
+	// oom_score_adj says so where the pod-level resources could not (NRI
+	// carries no memory request): the pod's first container returns the
+	// bubble; a later one is refused.
+	demote := inBubble && spec.notGuaranteed()
+	if demote && len(p.st.byPod[spec.PodID]) > 0 {
+		return Assignment{}, nil, fmt.Errorf("%w: container %q in pod %s: oom_score_adj says the pod is %s, but its pod-level resources %s read as Guaranteed "+
+			"and its bubble %s already holds containers (NRI does not carry the pod's memory request: state it with the resources.cgdelegate.io/pod annotation)",
+			ErrQoS, spec.Name, spec.PodID, spec.PodQoS, pod.spec.Budget, pod.bubble)
+	}
+	if demote {
+		inBubble, freeNode = false, freeNode.Union(pod.bubble)
+	}
 	relPod, relNode := cpuset.New(), cpuset.New()
 	var released []string
 	sharedUsed := false
@@ -291,7 +322,7 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 	}
 
 	cs := ctrState{spec: spec, pool: PoolNodeShared}
-	n := spec.Resources.ExclusiveCPUs()
+	n := p.exclusiveCPUs(pod, spec)
 	switch {
 	case inBubble:
 		if n == 0 {
@@ -328,9 +359,15 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 	for _, id := range released {
 		p.st.delCtr(id)
 	}
+	if demote {
+		pod.bubble, pod.extraMems, pod.memShare = cpuset.New(), cpuset.New(), nil
+		pod.degraded = demoted(spec)
+		p.st.pods[spec.PodID] = pod
+		delete(p.v.pod, spec.PodID)
+	}
 	p.st.addCtr(cs)
 	podChanged := inBubble && (!relPod.IsEmpty() || cs.pool == PoolExclusive)
-	nodeChanged := !inBubble && (!relNode.IsEmpty() || cs.pool == PoolExclusive)
+	nodeChanged := demote || !inBubble && (!relNode.IsEmpty() || cs.pool == PoolExclusive)
 	if podChanged {
 		p.v.pod[spec.PodID] = freePod
 	}

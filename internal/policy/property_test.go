@@ -264,6 +264,9 @@ func TestPropertyRandomOps(t *testing.T) {
 						ID: fmt.Sprintf("ctr%d", next), PodID: podIDs[rng.IntN(len(podIDs))],
 						Name: fmt.Sprintf("c%d", next), Resources: randomContainer(rng),
 					}
+					if rng.IntN(12) == 0 { // the kubelet says the pod is Burstable
+						c.PodQoS = podres.QoSBurstable
+					}
 					switch rng.IntN(10) {
 					case 0:
 						// Plain init containers run before the app containers.

@@ -240,11 +240,16 @@ func (r *rebuild) keepStampedBubbles() {
 		if !r.p.wantsBubble(ps.spec.Budget) {
 			continue
 		}
+		if c, ok := r.notGuaranteed(id); ok {
+			ps.degraded = demoted(c)
+			r.st.pods[id] = ps
+			continue
+		}
 		cand, votes := stampedBubble(r.st, r.stamps, id)
 		if len(votes) > 1 {
 			r.note("pod %s containers disagree on the bubble (%v); trying %s", id, votes, cand)
 		}
-		n := ps.spec.Budget.WholeCPUs()
+		n := ps.spec.Budget.BubbleCPUs()
 		switch {
 		case cand.IsEmpty():
 			r.freshPods = append(r.freshPods, id)
@@ -265,6 +270,17 @@ func (r *rebuild) keepStampedBubbles() {
 		}
 		r.freshPods = append(r.freshPods, id)
 	}
+}
+
+// notGuaranteed returns the first container of the pod whose
+// oom_score_adj says the pod is not Guaranteed.
+func (r *rebuild) notGuaranteed(podID string) (ContainerSpec, bool) {
+	for _, cid := range r.st.podContainers(podID) {
+		if c := r.st.ctrs[cid].spec; c.notGuaranteed() {
+			return c, true
+		}
+	}
+	return ContainerSpec{}, false
 }
 
 // keptBubblesMemory gives the kept bubbles their memory back (step 2): the
@@ -339,7 +355,7 @@ func (r *rebuild) keepSlice(c ctrState, slice cpuset.CPUSet) {
 func (r *rebuild) keepStampedSlices() {
 	for _, id := range r.ctrIDs {
 		c := r.st.ctrs[id]
-		n := c.spec.Resources.ExclusiveCPUs()
+		n := r.p.exclusiveCPUs(r.st.pods[c.spec.PodID], c.spec)
 		ps := r.st.pods[c.spec.PodID]
 		if n == 0 || (ps.bubble.IsEmpty() && (r.p.scope != config.ScopeContainer || r.p.wantsBubble(ps.spec.Budget))) {
 			continue
@@ -377,7 +393,7 @@ func (r *rebuild) adoptUnstampedSlices() {
 	for _, id := range r.unstamped {
 		c := r.st.ctrs[id]
 		cur := r.current[id].CPUs
-		n := c.spec.Resources.ExclusiveCPUs()
+		n := r.p.exclusiveCPUs(r.st.pods[c.spec.PodID], c.spec)
 		domain, taken := r.sliceRoom(c)
 		free := domain.Difference(taken)
 		fits := cur.Size() == n && cur.IsSubsetOf(free)
@@ -402,7 +418,7 @@ func (r *rebuild) adoptUnstampedSlices() {
 func (r *rebuild) allocateBubbles() {
 	for _, id := range r.freshPods {
 		ps := r.st.pods[id]
-		b, extra, share, err := r.p.placeBubble(r.st, r.p.usable.Difference(r.claimed), ps.spec.Budget.WholeCPUs(), podMemory(ps.spec.Budget), "pod "+id+" bubble")
+		b, extra, share, err := r.p.placeBubble(r.st, r.p.usable.Difference(r.claimed), ps.spec.Budget.BubbleCPUs(), podMemory(ps.spec.Budget), "pod "+id+" bubble")
 		if err != nil {
 			ps.degraded = err.Error()
 			r.st.pods[id] = ps
@@ -413,7 +429,7 @@ func (r *rebuild) allocateBubbles() {
 		r.st.pods[id] = ps
 		r.claimed = r.claimed.Union(b)
 		for _, cid := range r.st.podContainers(id) {
-			if r.st.ctrs[cid].spec.Resources.ExclusiveCPUs() > 0 && !slices.Contains(r.freshCtrs, cid) {
+			if c := r.st.ctrs[cid]; r.p.exclusiveCPUs(ps, c.spec) > 0 && !slices.Contains(r.freshCtrs, cid) {
 				r.freshCtrs = append(r.freshCtrs, cid)
 			}
 		}
@@ -426,7 +442,7 @@ func (r *rebuild) allocateBubbles() {
 func (r *rebuild) carveSlices() {
 	for _, id := range r.freshCtrs {
 		c := r.st.ctrs[id]
-		n := c.spec.Resources.ExclusiveCPUs()
+		n := r.p.exclusiveCPUs(r.st.pods[c.spec.PodID], c.spec)
 		inBubble := !r.st.pods[c.spec.PodID].bubble.IsEmpty()
 		if !inBubble && r.p.scope != config.ScopeContainer {
 			continue // degraded pod

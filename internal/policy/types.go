@@ -23,6 +23,9 @@ var (
 	ErrUnknownPod = errors.New("unknown pod")
 	// ErrExists means a pod or container id is already known.
 	ErrExists = errors.New("already exists")
+	// ErrQoS refuses a container whose oom_score_adj says its pod is not
+	// Guaranteed, in a pod whose bubble already holds containers.
+	ErrQoS = errors.New("pod QoS mismatch")
 	// ErrInvalid means bad input: an empty id, an invalid budget, an
 	// unknown scope.
 	ErrInvalid = errors.New("invalid input")
@@ -79,6 +82,17 @@ type ContainerSpec struct {
 	Resources podres.Container
 	// Lifecycle marks init containers and sidecars.
 	Lifecycle Lifecycle
+	// PodQoS is the pod's QoS class as the container's oom_score_adj
+	// says (podres.PodQoSFromOOMScoreAdj); "" when it does not say. A
+	// Burstable or BestEffort pod gets no bubble and no exclusive CPUs,
+	// whatever its pod-level resources read as.
+	PodQoS podres.QoSClass
+}
+
+// notGuaranteed says the container's oom_score_adj shows its pod is not
+// Guaranteed.
+func (c ContainerSpec) notGuaranteed() bool {
+	return c.PodQoS == podres.QoSBurstable || c.PodQoS == podres.QoSBestEffort
 }
 
 // Assignment is where one container runs.
