@@ -12,7 +12,7 @@ import (
 
 // pinningEvents are the events the CPU policy needs besides CreateContainer
 // (Synchronize is always delivered).
-const pinningEvents = "RunPodSandbox,StopContainer,RemoveContainer,RemovePodSandbox"
+const pinningEvents = "RunPodSandbox,StopContainer,RemoveContainer,RemovePodSandbox,UpdateContainer,UpdatePodSandbox"
 
 // RunPodSandbox gives a pod with a CPU budget its bubble. A bad budget or
 // no room for the bubble fails the pod (pinning.ErrPodRefused): the
@@ -52,6 +52,26 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 	pinning.Adjust(adj, a)
 	p.eventLog(pod, ctr).Info("cpus assigned", "pool", a.Pool, "cpus", a.CPUs.String(), "mems", a.Mems.String(), "updates", len(upd))
 	return adj, pinning.Updates(upd), nil
+}
+
+// UpdateContainer is an in-place resize: refused for a pinned container,
+// otherwise kept to its cpuset, memory nodes and quota (pinning.Pinner.ResizeContainer).
+func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
+	if pn := p.pin.Load(); pod != nil && ctr != nil && pn.Active() {
+		defer p.timed("UpdateContainer", p.clock())
+		return pn.ResizeContainer(p.log, pod, ctr, res)
+	}
+	return nil, nil
+}
+
+// UpdatePodSandbox is an in-place resize of the pod-level resources:
+// refused for a pinned pod (pinning.Pinner.ResizePod).
+func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, _, res *api.LinuxResources) error {
+	if pn := p.pin.Load(); pod != nil && pn.Active() {
+		defer p.timed("UpdatePodSandbox", p.clock())
+		return pn.ResizePod(p.log, pod, res)
+	}
+	return nil
 }
 
 // StopContainer returns a stopped container's CPUs to its pool and widens

@@ -417,3 +417,93 @@ func (p *Policy) Assignments() []Assignment {
 	defer p.mu.Unlock()
 	return p.allAssignments(p.st, p.v)
 }
+
+// Resize takes the new resources of a running container (an in-place
+// resize, NRI UpdateContainer) and returns its assignment, which the
+// resize must keep (an exclusive container keeps quota -1). As the kubelet
+// excludes in-place resize for pods under its pod-level resource managers
+// (KEP-5526), a resize that changes the CPU or memory of a container that
+// is exclusive or in a bubble is refused with ErrResize, as is one that
+// would make a node-shared container exclusive (that needs a new slice).
+// Anything else is recorded. An unknown container is not an error (ok
+// false). On error nothing changes.
+func (p *Policy) Resize(id string, res podres.Container) (a Assignment, ok bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, known := p.st.ctrs[id]
+	if !known {
+		return Assignment{}, false, nil
+	}
+	pod := p.st.pods[c.spec.PodID]
+	old := c.spec.Resources.Budget
+	if old.CPURequest == res.CPURequest && old.CPULimit == res.CPULimit && old.MemoryLimit == res.MemoryLimit {
+		return p.assign(p.st, p.v, c), true, nil
+	}
+	change := fmt.Sprintf("%s to %s", old, res.Budget)
+	next := c.spec
+	next.Resources = res
+	switch {
+	case c.pool == PoolExclusive || !pod.bubble.IsEmpty():
+		return Assignment{}, true, fmt.Errorf("%w: container %q in pod %s runs %s (cpus %s): resources %s: "+
+			"in-place resize of a pinned container is not supported, as with the kubelet's pod-level resource managers (KEP-5526); recreate the pod",
+			ErrResize, c.spec.Name, c.spec.PodID, c.pool, p.assign(p.st, p.v, c).CPUs, change)
+	case p.exclusiveCPUs(pod, next) > 0:
+		return Assignment{}, true, fmt.Errorf("%w: container %q in pod %s: resources %s would make it exclusive, which needs a new slice: recreate the pod",
+			ErrResize, c.spec.Name, c.spec.PodID, change)
+	}
+	if err := p.checkPod(pod, id, next); err != nil {
+		return Assignment{}, true, fmt.Errorf("%w: container %q: resources %s: %w", ErrResize, c.spec.Name, change, err)
+	}
+	c.spec = next
+	p.st.addCtr(c)
+	return p.assign(p.st, p.v, c), true, nil
+}
+
+// ResizePod takes a pod's new pod-level budget (NRI UpdatePodSandbox). A
+// pod with a bubble or an exclusive container, or one the new budget would
+// give a bubble, is refused with ErrResize (KEP-5526); otherwise the budget
+// is recorded. An unknown pod is not an error. On error nothing changes.
+func (p *Policy) ResizePod(id string, b podres.Budget) error {
+	if err := b.Validate(); err != nil {
+		return fmt.Errorf("%w: pod %s: %w", ErrInvalid, id, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pod, ok := p.st.pods[id]
+	if !ok || pod.spec.Budget.CPURequest == b.CPURequest && pod.spec.Budget.CPULimit == b.CPULimit && pod.spec.Budget.MemoryLimit == b.MemoryLimit {
+		return nil
+	}
+	change := fmt.Sprintf("pod budget %s to %s", pod.spec.Budget, b)
+	exclusive := slices.ContainsFunc(p.st.podContainers(id), func(cid string) bool { return p.st.ctrs[cid].pool == PoolExclusive })
+	switch {
+	case !pod.bubble.IsEmpty() || exclusive:
+		return fmt.Errorf("%w: pod %s (bubble %s): %s: in-place resize of a pinned pod is not supported, "+
+			"as with the kubelet's pod-level resource managers (KEP-5526); recreate the pod", ErrResize, id, pod.bubble, change)
+	case p.wantsBubble(b):
+		return fmt.Errorf("%w: pod %s: %s would give it a bubble: recreate the pod", ErrResize, id, change)
+	}
+	next := pod
+	next.spec.Budget = b
+	if err := p.checkPod(next, "", ContainerSpec{}); err != nil {
+		return fmt.Errorf("%w: pod %s: %s: %w", ErrResize, id, change, err)
+	}
+	p.st.pods[id] = next
+	return nil
+}
+
+// checkPod checks pod's budget against its containers, with container
+// skip replaced by next (none when skip is "").
+func (p *Policy) checkPod(pod podState, skip string, next ContainerSpec) error {
+	if pod.spec.Budget.IsZero() {
+		return nil
+	}
+	var named []podres.NamedContainer
+	for _, cid := range p.st.podContainers(pod.spec.ID) {
+		c := p.st.ctrs[cid].spec
+		if cid == skip {
+			c = next
+		}
+		named = append(named, podres.NamedContainer{Name: c.Name, Container: c.Resources})
+	}
+	return podres.CheckPod(pod.spec.Budget, named)
+}

@@ -511,7 +511,11 @@ func (r *rebuild) diff(v *view) {
 			s.CPUs.Equals(c.slice) && !cur.CPUs.IsEmpty() && !cur.CPUs.Equals(c.slice) {
 			r.note("container %s runs on cpus %s but its stamp says %s; repaired", id, cur.CPUs, s.CPUs)
 		}
-		if !cur.CPUs.Equals(a.CPUs) || !cur.Mems.Equals(a.Mems) {
+		if lim := c.spec.Resources.CPULimit; c.pool != PoolExclusive && cur.CPUQuota == -1 && lim > 0 {
+			a.RestoreQuota = podres.QuotaFromMilliCPU(lim, podres.DefaultPeriod)
+			r.note("container %s runs without a cpu quota but is no longer exclusive; its quota for %s restored", id, podres.FormatMilliCPU(lim))
+		}
+		if !cur.CPUs.Equals(a.CPUs) || !cur.Mems.Equals(a.Mems) || a.RestoreQuota > 0 {
 			r.res.Updates = append(r.res.Updates, a)
 		}
 	}

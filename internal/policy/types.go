@@ -26,6 +26,8 @@ var (
 	// ErrQoS refuses a container whose oom_score_adj says its pod is not
 	// Guaranteed, in a pod whose bubble already holds containers.
 	ErrQoS = errors.New("pod QoS mismatch")
+	// ErrResize refuses an in-place resize the policy can not apply.
+	ErrResize = errors.New("in-place resize refused")
 	// ErrInvalid means bad input: an empty id, an invalid budget, an
 	// unknown scope.
 	ErrInvalid = errors.New("invalid input")
@@ -107,6 +109,10 @@ type Assignment struct {
 	Mems cpuset.CPUSet
 	// Bubble is the pod's bubble (empty without one), for the stamp.
 	Bubble cpuset.CPUSet
+	// RestoreQuota, when > 0, is the CFS quota (for podres.DefaultPeriod)
+	// to put back: a repair moved the container out of an exclusive slice,
+	// and the runtime still runs it without a quota (-1).
+	RestoreQuota int64
 }
 
 // QuotaDisabled says set the container's CFS quota to -1: an exclusive
