@@ -431,7 +431,7 @@ func benchPolicy(b *testing.B) *Policy {
 	}
 	for i := range 20 {
 		id := fmt.Sprintf("other-%d", i)
-		mustAddPod(b, p, id, budget(4000))
+		mustAddPod(b, p, id, memBudget(4000, 4*gib))
 		mustAdd(b, p, ctr(id+"-g", id, guaranteed(2000)))
 		mustAdd(b, p, ctr(id+"-s", id, bestEffort()))
 	}
@@ -478,16 +478,30 @@ func p99(d []time.Duration) float64 {
 }
 
 // BenchmarkAddPodBubble allocates and frees an 8-cpu bubble on the 256-CPU,
-// 8-NUMA node above (100 node-shared containers to update each way).
+// 8-NUMA node above (100 node-shared containers to update each way):
+// "fits" holds its 8 GiB on the nodes of its CPUs; "widened" needs 24 GiB,
+// more than a 16 GiB node, so the memory group search runs. The target is
+// the issue's: at most 50µs for the allocation.
 func BenchmarkAddPodBubble(b *testing.B) {
-	p := benchPolicy(b)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if _, err := p.AddPod(PodSpec{ID: "bench", Budget: budget(8000)}); err != nil {
-			b.Fatal(err)
-		}
-		p.RemovePod("bench")
+	for _, tc := range []struct {
+		name  string
+		b     podres.Budget
+		nodes int
+	}{{"fits", memBudget(8000, 8*gib), 1}, {"widened", memBudget(8000, 24*gib), 2}} {
+		b.Run(tc.name, func(b *testing.B) {
+			p := benchPolicy(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := p.AddPod(PodSpec{ID: "bench", Budget: tc.b}); err != nil {
+					b.Fatal(err)
+				}
+				if n := p.podMems(p.st.pods["bench"]).Size(); n != tc.nodes {
+					b.Fatalf("bubble on %d memory nodes, want %d", n, tc.nodes)
+				}
+				p.RemovePod("bench")
+			}
+		})
 	}
 }
 
