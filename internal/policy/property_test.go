@@ -1,10 +1,12 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -230,6 +232,8 @@ func TestPropertyRandomOps(t *testing.T) {
 		opsPerTopo = 600 // 15,000 operations in all
 	)
 	total := 0
+	// seen counts the new rules' outcomes, so the run is known to reach them.
+	seen := map[string]int{}
 	for seed := range uint64(topologies) {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0x5eed))
@@ -313,6 +317,20 @@ func TestPropertyRandomOps(t *testing.T) {
 					// A plugin restart: rebuild from the runtime's view.
 					checkRebuild(t, p, r)
 				}
+				switch {
+				case errors.Is(err, ErrInsufficientMemory):
+					seen["memory refused"]++
+				case errors.Is(err, ErrQoS):
+					seen["qos refused"]++
+				}
+				for _, ps := range p.st.pods {
+					if !ps.extraMems.IsEmpty() {
+						seen["widened"]++
+					}
+					if strings.HasPrefix(ps.degraded, "no bubble: oom_score_adj") {
+						seen["qos demoted"]++
+					}
+				}
 				if err != nil {
 					if after := p.Snapshot(); !reflect.DeepEqual(before, after) {
 						t.Fatalf("op %d failed (%v) but changed the state", op, err)
@@ -329,7 +347,12 @@ func TestPropertyRandomOps(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("%d random operations", total)
+	t.Logf("%d random operations; %v", total, seen)
+	for _, k := range []string{"memory refused", "qos refused", "widened", "qos demoted"} {
+		if seen[k] == 0 {
+			t.Errorf("no %s in the run", k)
+		}
+	}
 	if total < 10000 {
 		t.Fatalf("only %d operations", total)
 	}
