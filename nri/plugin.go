@@ -25,7 +25,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
-	"github.com/cgdelegate/cgdelegate/internal/optin"
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/status"
@@ -274,7 +273,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, nil, err
 	}
 	p.opts.metrics.Container(plan.Outcome.String(), nil)
-	p.logPlan(pod, ctr, &plan)
+	plan.Log(p.log, pod, ctr)
 	return adj, upd, nil
 }
 
@@ -286,21 +285,6 @@ func (p *Plugin) ensureBounds(h *host, pod *api.PodSandbox, plan *writable.Plan)
 	}
 	plan.Bounds = got
 	return nil
-}
-
-// logPlan says what the decision did, at the level it deserves.
-func (p *Plugin) logPlan(pod *api.PodSandbox, ctr *api.Container, plan *writable.Plan) {
-	switch {
-	case plan.Warning != nil:
-		p.eventLog(pod, ctr).Warn("runtime-writable cgroups would be refused (unsafe host or opt-in policy); allowed because guard is warn", "error", plan.Warning)
-	case plan.Outcome == writable.Privileged && plan.Request.Mode == optin.Writable:
-		p.eventLog(pod, ctr).Info("privileged container already has read-write cgroups; left alone", "annotation", plan.Request.Source)
-	case plan.Outcome == writable.ReadOnly:
-		p.eventLog(pod, ctr).Info("runtime made cgroups writable; made read-only as annotated", "annotation", plan.Request.Source)
-	case plan.Delegates() && p.log.Enabled(context.Background(), slog.LevelInfo):
-		p.eventLog(pod, ctr).Info("cgroups made writable", "reason", plan.Reason(), "podCgroup", plan.PodCgroup,
-			"bounds", plan.Bounds.String(), "addedCgroupNS", plan.Spec.AddCgroupNS)
-	}
 }
 
 // eventLog is a logger for one event; the plugin's logger is never changed.

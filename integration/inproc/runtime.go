@@ -172,6 +172,19 @@ func (rt *Runtime) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr
 	return rt.r.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: pod, Container: ctr})
 }
 
+// UpdateContainer relays UpdateContainer (an in-place resize of ctr to
+// res) and returns the plugins' combined answer.
+func (rt *Runtime) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (*api.UpdateContainerResponse, error) {
+	return rt.r.UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: pod, Container: ctr, LinuxResources: res})
+}
+
+// UpdatePodSandbox relays UpdatePodSandbox (an in-place resize of the
+// pod-level resources to res).
+func (rt *Runtime) UpdatePodSandbox(ctx context.Context, pod *api.PodSandbox, res *api.LinuxResources) error {
+	_, err := rt.r.UpdatePodSandbox(ctx, &api.UpdatePodSandboxRequest{Pod: pod, LinuxResources: res})
+	return err
+}
+
 // countMetrics passes the adaptation's plugin count on to Connect.
 type countMetrics struct{ counts chan<- int }
 

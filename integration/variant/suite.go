@@ -41,6 +41,17 @@ func Suite() []Variant {
 			Name: "ctd24-numa-smp4", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
 			Scenarios: []Scenario{Harness, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology},
 		},
+		// Pinning on containerd 2.3 (issue 11, item 8).
+		{
+			Name: "ctd23-pinning-numa", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
+			Scenarios: []Scenario{Harness, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology},
+		},
+		// Pinning with the plugin pre-registered, cpuPinning in its
+		// Configure blob (issue 11, item 8).
+		{
+			Name: "ctd24-pinning-preregistered", Containerd: Containerd24, NSDelegate: true, Plugin: PluginPreregistered, Pinning: true, SMP: 4, NUMA: true,
+			Scenarios: []Scenario{Harness, PinningPodBudget, PinningDynamicAdd, NUMATopology},
+		},
 	}
 }
 
