@@ -16,7 +16,7 @@ import (
 // depend on, never what they recommend), from the Debian archive, with no
 // documentation, manual pages or translations. It is cached under
 // rootfs/<name>-<hash> by the resolved version of every package (see
-// rootfsKey), next to packages.txt listing them; resolving asks the
+// rootfsKey), next to packages.txt listing what it holds; resolving asks the
 // archive (mmdebstrap --simulate, about 15 s). Offline, the newest cached
 // root filesystem of that name is used.
 //
@@ -46,7 +46,11 @@ func (b *builder) debianRootfs(ctx context.Context, name string, packages []stri
 		if _, err := b.run(ctx, tmp, nil, "mmdebstrap", mmdebstrapArgs(packages, out, false)...); err != nil {
 			return err
 		}
-		list := strings.Join(resolved, "\n") + "\n"
+		installed, err := rootfsPackages(out)
+		if err != nil {
+			return err
+		}
+		list := strings.Join(installed, "\n") + "\n"
 		if err := os.WriteFile(filepath.Join(tmp, "packages.txt"), []byte(list), 0o644); err != nil {
 			return fmt.Errorf("root filesystem %s: %w", name, err)
 		}

@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"archive/tar"
 	"errors"
 	"slices"
 	"strings"
@@ -123,5 +124,47 @@ func TestMmdebstrapArgs(t *testing.T) {
 	// The suite, the target and the sources follow every option.
 	if i, j := slices.Index(build, "bookworm"), slices.Index(build, "--include=systemd,dbus"); i < j {
 		t.Errorf("suite before the options: %q", build)
+	}
+}
+
+func TestInstalledPackages(t *testing.T) {
+	status := `Package: systemd
+Status: install ok installed
+Priority: important
+Version: 252.39-1~deb12u1
+Description: system and service manager
+ a continuation line
+
+Package: usrmerge
+Status: deinstall ok config-files
+Version: 37~deb12u1
+
+Package: dbus
+Version: 1.14.10-1~deb12u1
+Status: install ok installed`
+	got, err := installedPackages(strings.NewReader(status))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"dbus=1.14.10-1~deb12u1", "systemd=252.39-1~deb12u1"}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if _, err := installedPackages(strings.NewReader("Package: x\nStatus: purge ok not-installed\n")); !errors.Is(err, errNoPackages) {
+		t.Errorf("nothing installed: err = %v, want errNoPackages", err)
+	}
+}
+
+func TestRootfsPackages(t *testing.T) {
+	with := writeTar(t, []tar.Header{
+		{Name: "./var/lib/dpkg/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "./var/lib/dpkg/status", Typeflag: tar.TypeReg, Mode: 0o644},
+	}, map[string]string{"./var/lib/dpkg/status": "Package: kmod\nStatus: install ok installed\nVersion: 30+20221128-1\n"})
+	got, err := rootfsPackages(with)
+	if err != nil || !slices.Equal(got, []string{"kmod=30+20221128-1"}) {
+		t.Errorf("rootfsPackages = %q, %v; want [kmod=30+20221128-1]", got, err)
+	}
+	without := writeTar(t, []tar.Header{{Name: "./etc/", Typeflag: tar.TypeDir, Mode: 0o755}}, nil)
+	if _, err := rootfsPackages(without); err == nil || !strings.Contains(err.Error(), "no var/lib/dpkg/status") {
+		t.Errorf("rootfsPackages without a status file: err = %v", err)
 	}
 }
