@@ -19,7 +19,9 @@ var systemdPackages = []string{"systemd", "systemd-sysv", "dbus", "kmod"}
 const systemdRootfsName = "systemd"
 
 // guestUnit is the unit that runs the guest scenarios and then powers the
-// VM off, whatever their outcome (qemu runs with -no-reboot). It wants
+// VM off, whatever their outcome (qemu runs with -no-reboot): its script
+// does so at once; SuccessAction and FailureAction are the fallback when
+// the script dies before. It wants
 // dbus, which runc's systemd driver needs. A unit another service must
 // precede (a kubelet.service, say) only needs to be added to
 // systemdUnits with its own [Install]-style wants link.
@@ -36,6 +38,7 @@ StandardOutput=tty
 StandardError=inherit
 TTYPath=/dev/console
 TimeoutStartSec=infinity
+TimeoutStopSec=10
 LimitNOFILE=1048576
 TasksMax=infinity
 SuccessAction=poweroff-immediate
@@ -60,6 +63,7 @@ var systemdUnits = []systemdUnit{
 // protocol's channel), no first-boot questions, no periodic maintenance.
 var systemdMasked = []string{
 	"getty.target",
+	"proc-sys-fs-binfmt_misc.automount",
 	"systemd-firstboot.service",
 	"apt-daily.timer",
 	"apt-daily-upgrade.timer",
