@@ -86,12 +86,12 @@ type systemdFile struct {
 }
 
 // systemdFiles returns the configuration the systemd variants add over the
-// Debian root filesystem: the units, their wants links, the masks, the
-// machine ID and the host name.
-func systemdFiles() ([]systemdFile, error) {
+// Debian root filesystem: the units, their wants links, the masked units,
+// the machine ID and the host name.
+func systemdFiles(units []systemdUnit, masked []string) ([]systemdFile, error) {
 	const dir = "etc/systemd/system"
 	var files []systemdFile
-	for _, u := range systemdUnits {
+	for _, u := range units {
 		if !strings.Contains(u.Name, ".") || strings.Contains(u.Name, "/") {
 			return nil, fmt.Errorf("systemd unit name %q: want <name>.<type>", u.Name)
 		}
@@ -100,8 +100,8 @@ func systemdFiles() ([]systemdFile, error) {
 			files = append(files, systemdFile{Name: path.Join(dir, target+".wants", u.Name), Link: "/" + path.Join(dir, u.Name)})
 		}
 	}
-	for _, m := range systemdMasked {
-		if slices.ContainsFunc(systemdUnits, func(u systemdUnit) bool { return u.Name == m }) {
+	for _, m := range masked {
+		if slices.ContainsFunc(units, func(u systemdUnit) bool { return u.Name == m }) {
 			return nil, fmt.Errorf("systemd unit %s is both the suite's and masked", m)
 		}
 		files = append(files, systemdFile{Name: path.Join(dir, m), Link: "/dev/null"})
