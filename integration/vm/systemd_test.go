@@ -29,7 +29,7 @@ func TestSystemdFiles(t *testing.T) {
 		"etc/systemd/system/multi-user.target.wants/cgd-guest.service": func(f systemdFile) bool {
 			return f.Link == "/etc/systemd/system/cgd-guest.service"
 		},
-		"etc/systemd/system/getty.target":             func(f systemdFile) bool { return f.Link == "/dev/null" },
+		"etc/systemd/system/getty.target":              func(f systemdFile) bool { return f.Link == "/dev/null" },
 		"etc/systemd/system/systemd-firstboot.service": func(f systemdFile) bool { return f.Link == "/dev/null" },
 		"etc/machine-id": func(f systemdFile) bool {
 			return regexp.MustCompile(`^[0-9a-f]{32}\n$`).MatchString(f.Data)
