@@ -60,7 +60,8 @@ var systemdUnits = []systemdUnit{
 
 // systemdMasked are units of the Debian root filesystem that must not run
 // in the VM: no login prompt on the serial console (it is the test
-// protocol's channel), no first-boot questions, no periodic maintenance.
+// protocol's channel), no first-boot questions, no periodic maintenance,
+// nothing for disks the VM does not have.
 var systemdMasked = []string{
 	"getty.target",
 	"proc-sys-fs-binfmt_misc.automount",
@@ -69,6 +70,8 @@ var systemdMasked = []string{
 	"apt-daily-upgrade.timer",
 	"dpkg-db-backup.timer",
 	"e2scrub_all.timer",
+	"e2scrub_reap.service",
+	"systemd-pstore.service",
 	"fstrim.timer",
 }
 
