@@ -15,6 +15,10 @@ echo "CGD-BOOT kernel=$(uname -r) cpus=$(nproc) init=$(cat /proc/1/comm) cgroup=
 
 /cgd/guest.test -test.v -test.timeout=10m
 rc=$?
+# Where systemd spent the boot (the unit is Type=exec, so the boot has
+# finished by now).
+systemd-analyze time 2>&1 | sed 's/^/CGD-TIMING /'
+systemd-analyze blame 2>&1 | head -n 8 | sed 's/^/CGD-TIMING /'
 echo "CGD-DONE {\"exit\":$rc}"
 sync
 systemctl --force --force poweroff

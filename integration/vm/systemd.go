@@ -31,7 +31,7 @@ Wants=dbus.service
 After=dbus.service
 
 [Service]
-Type=oneshot
+Type=exec
 ExecStart=/cgd/guest-run.sh
 StandardInput=null
 StandardOutput=tty
