@@ -53,6 +53,19 @@ const (
 	// PinningPluginRestartDuringChurn: the plugin is killed during churn
 	// and rebuilds its state.
 	PinningPluginRestartDuringChurn Scenario = "PinningPluginRestartDuringChurn"
+	// InPodWorkers: in a writable pod, cgdelegate-init runs 20 workers in
+	// their own cgroups with their own limits, one is reported OOM, a
+	// fork-bomb of cgroups stops at the pod bound with the helper's
+	// message, and the delegate package's kernel tests pass in the pod.
+	InPodWorkers Scenario = "InPodWorkers"
+	// InPodExecAfterLeafMove: after cgdelegate-init (entrypoint) moved the
+	// container's processes into a leaf and enabled controllers, CRI
+	// ExecSync and a probe-shaped exec still work.
+	InPodExecAfterLeafMove Scenario = "InPodExecAfterLeafMove"
+	// InPodNestedRunc: a user-namespaced, unprivileged writable pod runs
+	// runc, whose nested container gets memory.max and pids.max through the
+	// delegated subtree.
+	InPodNestedRunc Scenario = "InPodNestedRunc"
 	// Demo is `make demo`: the story of what cgdelegate does to a pod.
 	Demo Scenario = "Demo"
 )
@@ -64,6 +77,7 @@ var scenarios = []Scenario{
 	RefusedWithoutNSDelegate, GuardCgroupWritable, HookRefusesAfterRemount,
 	UsernsPod, PluginMode, Restarts, FailClosedPerPod,
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
+	InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc,
 	Demo,
 }
 

@@ -1,0 +1,392 @@
+//go:build integration_guest
+
+package guest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cgdelegate/cgdelegate/integration/cri"
+	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
+)
+
+// The in-pod tools of the busybox image (integration/vm inPodTools).
+const (
+	initBin      = "/usr/local/bin/cgdelegate-init"
+	delegateTest = "/usr/local/bin/delegate.test"
+)
+
+// maxDescendantsAnnotation lowers the pod's cgroup.max.descendants.
+const maxDescendantsAnnotation = "cgroup-max-descendants.cgdelegate.io"
+
+// inPodCtx is a deadline for the in-pod scenarios, longer than
+// scenarioCtx: twenty Go workers at once are slow under TCG.
+func inPodCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// shLong runs a script with a long ExecSync timeout and requires exit 0.
+func shLong(ctx context.Context, t *testing.T, c *cri.Container, timeout time.Duration, script string) string {
+	t.Helper()
+	r, err := c.Exec(ctx, timeout, "sh", "-c", script)
+	if err != nil {
+		t.Fatalf("exec: %v", err)
+	}
+	if r.ExitCode != 0 {
+		t.Fatalf("script in %s: %s", c.Name, r)
+	}
+	return r.Stdout
+}
+
+// The 20 workers. Worker 7 reads 64 MiB into one buffer under a 16 MiB
+// limit; every other worker wN gets (16+N) MiB and 8+N pids, prints its
+// cgroup and the limits it sees, and uses 4 MiB. Each worker's exit status,
+// stdout and stderr end up as markers W<N>_RC, W<N>_OUT, W<N>_ERR (newlines
+// as |).
+const (
+	workers      = 20
+	oomWorker    = 7
+	workerScript = `cd /tmp && rm -f w.*
+i=1
+while [ $i -le 20 ]; do
+	if [ $i -eq 7 ]; then
+		set -- 16Mi 'dd if=/dev/zero of=/dev/null bs=64M count=1'
+	else
+		set -- $((16+i))Mi 'cat /proc/self/cgroup /sys/fs/cgroup/$W/memory.max /sys/fs/cgroup/$W/pids.max; dd if=/dev/zero of=/dev/null bs=1M count=4 2>/dev/null'
+	fi
+	( W=w$i ` + initBin + ` run --cgroup w$i --memory $1 --pids $((8+i)) -- sh -c "$2" >w.$i.out 2>w.$i.err; echo $? >w.$i.rc ) &
+	i=$((i+1))
+done
+wait
+i=1
+while [ $i -le 20 ]; do
+	echo "W${i}_RC=$(cat w.$i.rc)"
+	echo "W${i}_OUT=$(tr '\n' '|' < w.$i.out)"
+	echo "W${i}_ERR=$(tr '\n' '|' < w.$i.err)"
+	i=$((i+1))
+done
+echo "LEFT=$(cd /sys/fs/cgroup && ls -d w* 2>/dev/null | tr '\n' ' ')"
+`
+)
+
+// inPodWorkers: a script in a writable pod starts 20 workers with
+// cgdelegate-init run, each in its own cgroup with its own memory and pids
+// limits; one is OOM-killed and reported, the others exit 0, and every
+// cgroup is removed. A worker that leaves a process behind is cleaned up
+// (cgroup.kill). The delegate package's kernel tests (CLONE_INTO_CGROUP
+// without fallback, removal, cgroup.kill) pass in the pod. Then a fork-bomb
+// of cgroups stops at the pod bound with the helper's message.
+func inPodWorkers(t *testing.T, e *guestEnv) {
+	e.requirePlugin(t)
+	ctx := inPodCtx(t)
+	const bound = 40
+	ann := writable()
+	ann[maxDescendantsAnnotation] = strconv.Itoa(bound)
+	pod := e.runPod(ctx, t, cri.PodSpec{Annotations: ann})
+	c := runContainer(ctx, t, pod, sleeper("workers", 0))
+	assertWritableMount(ctx, t, c)
+
+	t.Run("Workers", func(t *testing.T) {
+		start := time.Now()
+		out := shLong(ctx, t, c, 5*time.Minute, workerScript)
+		t.Logf("20 workers took %s", time.Since(start).Round(100*time.Millisecond))
+		got := inspect.Markers(out)
+		for i := 1; i <= workers; i++ {
+			w := fmt.Sprintf("W%d_", i)
+			rc, stdout, stderr := got[w+"RC"], got[w+"OUT"], got[w+"ERR"]
+			if i == oomWorker {
+				t.Logf("w%d (OOM): rc=%s stderr=%q", i, rc, stderr)
+				if rc == "0" || rc == "" {
+					t.Errorf("w%d exceeded its memory: exit status %q, want non-zero", i, rc)
+				}
+				if !strings.Contains(stderr, "OOM") || !strings.Contains(stderr, "memory.max="+strconv.Itoa(16<<20)) {
+					t.Errorf("w%d stderr %q, want OOM and memory.max=%d", i, stderr, 16<<20)
+				}
+				continue
+			}
+			want := fmt.Sprintf("0::/w%d|%d|%d|", i, (16+i)<<20, 8+i)
+			if rc != "0" || stdout != want || stderr != "" {
+				t.Errorf("w%d: rc=%q stdout=%q stderr=%q; want rc 0, stdout %q, no stderr", i, rc, stdout, stderr, want)
+			}
+		}
+		if left := strings.TrimSpace(got["LEFT"]); left != "" {
+			t.Errorf("worker cgroups left after their workers ended: %s", left)
+		}
+	})
+
+	t.Run("LeftoverKilled", func(t *testing.T) {
+		r := sh(ctx, t, c, initBin+` run --cgroup leftover -- sh -c 'sleep 600 >/dev/null 2>&1 & echo $! >/tmp/leftover.pid'
+echo "RC=$?"
+pid=$(cat /tmp/leftover.pid)
+echo "DIR=$(ls -d /sys/fs/cgroup/leftover 2>/dev/null)"
+echo "STATE=$(cut -d' ' -f3 /proc/$pid/stat 2>/dev/null)"`)
+		got := inspect.Markers(r.Stdout)
+		if got["RC"] != "0" || got["DIR"] != "" || (got["STATE"] != "" && got["STATE"] != "Z") {
+			t.Errorf("worker leaving a process behind: %s; want RC=0, no DIR, the process gone (or a zombie)", r)
+		}
+	})
+
+	t.Run("KernelTests", func(t *testing.T) {
+		r, err := c.Exec(ctx, 3*time.Minute, "env", "CGDELEGATE_TEST_CGROUP_ROOT=/sys/fs/cgroup",
+			delegateTest, "-test.run", "^TestKernel", "-test.v", "-test.count=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("delegate.test in the pod:\n%s%s", r.Stdout, r.Stderr)
+		if r.ExitCode != 0 || strings.Contains(r.Stdout, "SKIP") {
+			t.Errorf("delegate kernel tests: exit %d, want 0 and nothing skipped", r.ExitCode)
+		}
+		for _, name := range []string{"TestKernelStart/CLONE_INTO_CGROUP", "TestKernelStart/Start", "TestKernelRemoveKillsLeftovers"} {
+			if !strings.Contains(r.Stdout, "--- PASS: "+name) {
+				t.Errorf("%s did not pass", name)
+			}
+		}
+	})
+
+	t.Run("ForkBomb", func(t *testing.T) {
+		podCg := e.podCgroup(pod)
+		if got := readCgroupFile(t, podCg, "cgroup.max.descendants"); got != strconv.Itoa(bound) {
+			t.Fatalf("pod cgroup.max.descendants = %s, want %d (annotation %s)", got, bound, maxDescendantsAnnotation)
+		}
+		before, err := strconv.Atoi(inspect.KeyValues(readCgroupFile(t, podCg, "cgroup.stat"))["nr_descendants"])
+		if err != nil {
+			t.Fatalf("cgroup.stat: %v", err)
+		}
+		out := shLong(ctx, t, c, 5*time.Minute, `echo "ENV=$CGDELEGATE_MAX_DESCENDANTS"
+i=0
+while [ $i -lt 500 ] && `+initBin+` run --keep --cgroup bomb$i -- true 2>/tmp/bomb.err; do i=$((i+1)); done
+echo "COUNT=$i"
+echo "ERR=$(cat /tmp/bomb.err)"
+j=0; while [ $j -lt $i ]; do rmdir /sys/fs/cgroup/bomb$j; j=$((j+1)); done`)
+		got := inspect.Markers(out)
+		t.Logf("fork-bomb: %d descendants before, %s made, %q", before, got["COUNT"], got["ERR"])
+		if got["ENV"] != strconv.Itoa(bound) {
+			t.Errorf("CGDELEGATE_MAX_DESCENDANTS = %q, want %d", got["ENV"], bound)
+		}
+		if want := strconv.Itoa(bound - before); got["COUNT"] != want {
+			t.Errorf("made %s cgroups, want %s (bound %d - %d existing)", got["COUNT"], want, bound, before)
+		}
+		if want := fmt.Sprintf("pod cgroup bound reached (cgroup.max.descendants=%d)", bound); !strings.Contains(got["ERR"], want) {
+			t.Errorf("the helper stopped with %q, want it to say %q", got["ERR"], want)
+		}
+	})
+}
+
+// inPodExecAfterLeafMove: the container runs cgdelegate-init as its
+// entrypoint, which moves its processes into the leaf init and enables the
+// controllers in the root. The root can then hold no process, yet CRI
+// ExecSync works (runc joins the init process's cgroup instead), and so do
+// probe-shaped calls: a 1 s timeout, as a kubelet exec probe's default.
+func inPodExecAfterLeafMove(t *testing.T, e *guestEnv) {
+	e.requirePlugin(t)
+	ctx := scenarioCtx(t)
+	pod := e.runPod(ctx, t, cri.PodSpec{Annotations: writable()})
+	c := runContainer(ctx, t, pod, cri.ContainerSpec{
+		Name: "entry", Image: busyboxImage, Command: []string{initBin, "--", "sleep", "3600"},
+	})
+	cg := e.containerCgroup(t, pod, c)
+	prepared := func() bool {
+		procs, err1 := readFileTrim(filepath.Join(cg, "cgroup.procs"))
+		leaf, err2 := readFileTrim(filepath.Join(cg, "init", "cgroup.procs"))
+		ctl, err3 := readFileTrim(filepath.Join(cg, "cgroup.subtree_control"))
+		return err1 == nil && err2 == nil && err3 == nil && procs == "" && leaf != "" && strings.Contains(ctl, "memory")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !prepared() {
+		if time.Now().After(deadline) {
+			t.Fatalf("cgdelegate-init did not prepare %s in 30 s: procs %q, subtree_control %q", cg,
+				readCgroupFile(t, cg, "cgroup.procs"), readCgroupFile(t, cg, "cgroup.subtree_control"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("root prepared: subtree_control %q, leaf init holds %q", readCgroupFile(t, cg, "cgroup.subtree_control"),
+		readCgroupFile(t, filepath.Join(cg, "init"), "cgroup.procs"))
+
+	r, err := c.Exec(ctx, 60*time.Second, "cat", "/proc/self/cgroup")
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("ExecSync after the leaf move: %v %s", err, r)
+	}
+	if got := inspect.CgroupPath(r.Stdout); got != "/init" {
+		t.Errorf("exec landed in %q, want /init (the init process's cgroup)", got)
+	}
+	for i := range 3 {
+		start := time.Now()
+		r, err := c.Exec(ctx, time.Second, "sh", "-c", "test -d /sys/fs/cgroup/init && grep -qw memory /sys/fs/cgroup/cgroup.subtree_control")
+		if err != nil || r.ExitCode != 0 {
+			t.Errorf("probe %d (ExecSync, timeout 1s): %v %s", i+1, err, r)
+			continue
+		}
+		t.Logf("probe %d passed in %s", i+1, time.Since(start).Round(time.Millisecond))
+	}
+	out := shOK(ctx, t, c, "echo PID1=$(tr '\\0' ' ' < /proc/1/cmdline); echo LEAF=$(cat /sys/fs/cgroup/init/cgroup.procs | tr '\\n' ' '); "+initBin+" tree")
+	got := inspect.Markers(out)
+	if !strings.HasPrefix(got["PID1"], initBin+" -- sleep") || !strings.Contains(" "+got["LEAF"], " 1 ") {
+		t.Errorf("PID 1 %q in leaf %q: want cgdelegate-init, in init", got["PID1"], got["LEAF"])
+	}
+	if !strings.Contains(out, "\ninit ") {
+		t.Errorf("cgdelegate-init tree does not list init:\n%s", out)
+	}
+	if procs := readCgroupFile(t, cg, "cgroup.procs"); procs != "" {
+		t.Errorf("the container's root cgroup holds %q after the execs, want nothing", procs)
+	}
+	st, err := c.Status(ctx)
+	if err != nil || st.GetState().String() != "CONTAINER_RUNNING" {
+		t.Errorf("container state %v (%v), want running", st.GetState(), err)
+	}
+}
+
+// readFileTrim reads a file, trimmed, without failing the test.
+func readFileTrim(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return strings.TrimSpace(string(b)), err
+}
+
+// The nested container of InPodNestedRunc: busybox's /bin copied into a
+// bundle under /tmp, its own pid, ipc, uts, mount and cgroup namespaces
+// (the pod's user and network namespaces), a fresh /proc and cgroup2 mount,
+// /sys bound read-only, and memory.max and pids.max that runc writes into
+// the delegated subtree at /nested. Its process reports what it sees, then
+// hits both limits: a fork loop stops at pids.max, and dd reading 64 MiB in
+// one buffer is OOM-killed.
+const (
+	nestedMemory = 32 << 20
+	nestedPids   = 12
+	nestedConfig = `{
+  "ociVersion": "1.2.0",
+  "process": {
+    "terminal": false,
+    "user": {"uid": 0, "gid": 0},
+    "args": ["sh", "-c", "echo CG=$(cat /proc/self/cgroup); echo MEM=$(cat /sys/fs/cgroup/memory.max); echo PIDS=$(cat /sys/fs/cgroup/pids.max); echo PID=$$; i=0; while [ $i -lt 30 ]; do sleep 300 & i=$((i+1)); done 2>/dev/null; echo PIDSCUR=$(cat /sys/fs/cgroup/pids.current); echo PIDSEVENTS=$(cat /sys/fs/cgroup/pids.events); dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null; echo DDRC=$?; echo OOMKILL=$(grep oom_kill /sys/fs/cgroup/memory.events); echo READY; exec sleep 600"],
+    "env": ["PATH=/bin"],
+    "cwd": "/",
+    "capabilities": {"bounding": ["CAP_KILL"], "effective": ["CAP_KILL"], "permitted": ["CAP_KILL"]},
+    "noNewPrivileges": true
+  },
+  "root": {"path": "rootfs"},
+  "hostname": "nested",
+  "mounts": [
+    {"destination": "/proc", "type": "proc", "source": "proc"},
+    {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+    {"destination": "/sys", "type": "none", "source": "/sys", "options": ["rbind", "nosuid", "noexec", "nodev", "ro"]},
+    {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup", "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]}
+  ],
+  "linux": {
+    "cgroupsPath": "/nested",
+    "resources": {"memory": {"limit": 33554432}, "pids": {"limit": 12}},
+    "namespaces": [{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}, {"type": "cgroup"}]
+  }
+}`
+	// nestedSetup writes the bundle and starts the nested container,
+	// detached, its output in /tmp/nested.log.
+	nestedSetup = `set -e
+B=/tmp/nested
+rm -rf $B && mkdir -p $B/rootfs/proc $B/rootfs/sys $B/rootfs/dev $B/rootfs/tmp
+cp -a /bin $B/rootfs/
+cat > $B/config.json <<'CONFIG'
+` + nestedConfig + `
+CONFIG
+set +e
+runc --root /tmp/runc run --no-new-keyring -d -b $B nested1 </dev/null >/tmp/nested.log 2>&1
+echo "RC=$?"
+`
+)
+
+// The pod securityContext InPodNestedRunc proves sufficient, and the README
+// shows: SYS_ADMIN (in the pod's user namespace), the runtime's default
+// seccomp profile, an unmasked /proc.
+func nestedRuncContainer(name, procMount string) cri.ContainerSpec {
+	return cri.ContainerSpec{
+		Name: name, Image: busyboxImage, Command: []string{initBin, "--", "sleep", "3600"},
+		CapAdd: []string{"SYS_ADMIN"}, SeccompRuntimeDefault: true, ProcMount: procMount,
+	}
+}
+
+// inPodNestedRunc: a user-namespaced (hostUsers: false), unprivileged,
+// writable pod runs the static runc, whose nested container gets memory.max
+// and pids.max through the delegated subtree, and hits both. The same pod
+// with the default (masked) /proc can not start it: the kernel refuses a
+// fresh proc mount over a masked one.
+func inPodNestedRunc(t *testing.T, e *guestEnv) {
+	e.requirePlugin(t)
+	ctx := inPodCtx(t)
+	pod := e.runPod(ctx, t, cri.PodSpec{Annotations: writable(), UserNS: cri.UserNSPod(131072), PodNetwork: true})
+	c := runContainer(ctx, t, pod, nestedRuncContainer("nested", cri.ProcMountUnmasked))
+	out := shOK(ctx, t, c, `echo "UIDMAP=$(cat /proc/self/uid_map)"; grep -E '^(CapEff|Seccomp):' /proc/self/status | tr -d '\t' | sed 's/:/=/'`)
+	got := inspect.Markers(out)
+	if f := strings.Fields(got["UIDMAP"]); len(f) != 3 || f[0] != "0" || f[1] != "131072" {
+		t.Errorf("uid_map %q, want 0 131072 ...: not a user-namespaced pod", got["UIDMAP"])
+	}
+	if got["Seccomp"] != "2" {
+		t.Errorf("Seccomp = %q, want 2 (filter: the runtime's default profile)", got["Seccomp"])
+	}
+	t.Logf("pod container: %s", out)
+
+	r, err := c.Exec(ctx, 2*time.Minute, "sh", "-c", nestedSetup)
+	if err != nil || inspect.Markers(r.Stdout)["RC"] != "0" {
+		log, _ := c.Sh(ctx, "cat /tmp/nested.log")
+		t.Fatalf("runc run in the pod: %v %s\nlog: %s", err, r, log.Stdout)
+	}
+	t.Cleanup(func() {
+		_, _ = c.Sh(context.Background(), "runc --root /tmp/runc delete -f nested1")
+	})
+	var log string
+	deadline := time.Now().Add(90 * time.Second)
+	for !strings.Contains(log, "READY") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the nested container never reported; log:\n%s", log)
+		}
+		time.Sleep(time.Second)
+		log = shOK(ctx, t, c, "cat /tmp/nested.log")
+	}
+	t.Logf("nested container:\n%s", log)
+	nested := inspect.Markers(log)
+	// Seen from the host: runc wrote the limits in the pod's subtree.
+	hostDir := filepath.Join(e.containerCgroup(t, pod, c), "nested")
+	if got := readCgroupFile(t, hostDir, "memory.max"); got != strconv.Itoa(nestedMemory) {
+		t.Errorf("host %s/memory.max = %s, want %d", hostDir, got, nestedMemory)
+	}
+	if got := readCgroupFile(t, hostDir, "pids.max"); got != strconv.Itoa(nestedPids) {
+		t.Errorf("host %s/pids.max = %s, want %d", hostDir, got, nestedPids)
+	}
+	want := map[string]string{"CG": "0::/", "MEM": strconv.Itoa(nestedMemory), "PIDS": strconv.Itoa(nestedPids), "PID": "1", "DDRC": "137"}
+	for k, v := range want {
+		if nested[k] != v {
+			t.Errorf("nested %s = %q, want %q", k, nested[k], v)
+		}
+	}
+	if cur, err := strconv.Atoi(nested["PIDSCUR"]); err != nil || cur > nestedPids {
+		t.Errorf("nested pids.current %q after a fork loop, want at most %d", nested["PIDSCUR"], nestedPids)
+	}
+	if nested["PIDSEVENTS"] == "max 0" || !strings.HasPrefix(nested["PIDSEVENTS"], "max ") {
+		t.Errorf("nested pids.events %q, want forks refused at pids.max", nested["PIDSEVENTS"])
+	}
+	if nested["OOMKILL"] == "oom_kill 0" || !strings.HasPrefix(nested["OOMKILL"], "oom_kill ") {
+		t.Errorf("nested memory.events %q, want an OOM kill", nested["OOMKILL"])
+	}
+	shOK(ctx, t, c, "runc --root /tmp/runc kill nested1 KILL; i=0; while [ $i -lt 50 ] && ! runc --root /tmp/runc delete nested1 2>/dev/null; do sleep 0.2; i=$((i+1)); done; test ! -e /sys/fs/cgroup/nested")
+
+	t.Run("MaskedProcRefused", func(t *testing.T) {
+		m := runContainer(ctx, t, pod, nestedRuncContainer("masked", cri.ProcMountDefault))
+		r, err := m.Exec(ctx, 2*time.Minute, "sh", "-c", nestedSetup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := sh(ctx, t, m, "cat /tmp/nested.log").Stdout
+		t.Logf("with procMount Default: %s\nlog: %s", r, log)
+		if inspect.Markers(r.Stdout)["RC"] == "0" {
+			_, _ = m.Sh(ctx, "runc --root /tmp/runc delete -f nested1")
+			t.Fatalf("runc started a nested container under a masked /proc; the README's procMount: Unmasked would not be needed")
+		}
+		if !strings.Contains(log, "proc") {
+			t.Errorf("runc failed, but not on /proc: %s", log)
+		}
+	})
+}
