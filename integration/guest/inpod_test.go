@@ -258,13 +258,13 @@ func readFileTrim(path string) (string, error) {
 // one buffer is OOM-killed.
 const (
 	nestedMemory = 32 << 20
-	nestedPids   = 12
+	nestedPids   = 32
 	nestedConfig = `{
   "ociVersion": "1.2.0",
   "process": {
     "terminal": false,
     "user": {"uid": 0, "gid": 0},
-    "args": ["sh", "-c", "echo CG=$(cat /proc/self/cgroup); echo MEM=$(cat /sys/fs/cgroup/memory.max); echo PIDS=$(cat /sys/fs/cgroup/pids.max); echo PID=$$; i=0; while [ $i -lt 30 ]; do sleep 300 & i=$((i+1)); done 2>/dev/null; echo PIDSCUR=$(cat /sys/fs/cgroup/pids.current); echo PIDSEVENTS=$(cat /sys/fs/cgroup/pids.events); dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null; echo DDRC=$?; echo OOMKILL=$(grep oom_kill /sys/fs/cgroup/memory.events); echo READY; exec sleep 600"],
+    "args": ["sh", "-c", "echo CG=$(cat /proc/self/cgroup); echo MEM=$(cat /sys/fs/cgroup/memory.max); echo PIDS=$(cat /sys/fs/cgroup/pids.max); echo PID=$$; i=0; while [ $i -lt 60 ]; do sleep 300 & i=$((i+1)); done 2>/dev/null; echo PIDSCUR=$(cat /sys/fs/cgroup/pids.current); echo PIDSEVENTS=$(cat /sys/fs/cgroup/pids.events); dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null; echo DDRC=$?; echo OOMKILL=$(grep oom_kill /sys/fs/cgroup/memory.events); echo READY; exec sleep 600"],
     "env": ["PATH=/bin"],
     "cwd": "/",
     "capabilities": {"bounding": ["CAP_KILL"], "effective": ["CAP_KILL"], "permitted": ["CAP_KILL"]},
@@ -280,12 +280,13 @@ const (
   ],
   "linux": {
     "cgroupsPath": "/nested",
-    "resources": {"memory": {"limit": 33554432}, "pids": {"limit": 12}},
+    "resources": {"memory": {"limit": 33554432}, "pids": {"limit": 32}},
     "namespaces": [{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}, {"type": "cgroup"}]
   }
 }`
-	// nestedSetup writes the bundle and starts the nested container,
-	// detached, its output in /tmp/nested.log.
+	// nestedSetup writes the bundle and starts the nested container in the
+	// background; its output, then runc's exit status (EXIT), go to
+	// /tmp/nested.log.
 	nestedSetup = `set -e
 B=/tmp/nested
 rm -rf $B && mkdir -p $B/rootfs/proc $B/rootfs/sys $B/rootfs/dev $B/rootfs/tmp
@@ -293,11 +294,35 @@ cp -a /bin $B/rootfs/
 cat > $B/config.json <<'CONFIG'
 ` + nestedConfig + `
 CONFIG
-set +e
-runc --root /tmp/runc run --no-pivot --no-new-keyring -d -b $B nested1 </dev/null >/tmp/nested.log 2>&1
-echo "RC=$?"
+( runc --root /tmp/runc --log /tmp/runc.log run --no-pivot --no-new-keyring -b $B nested1 </dev/null >/tmp/nested.log 2>&1
+  echo "EXIT=$?" >>/tmp/nested.log ) &
+echo "RC=0"
 `
 )
+
+// nestedDiag says what became of the nested container.
+const nestedDiag = `runc --root /tmp/runc list
+cd /sys/fs/cgroup/nested && cat cgroup.procs cgroup.freeze memory.events pids.events
+for p in $(cat cgroup.procs); do echo "== $p: $(tr '\0' ' ' < /proc/$p/cmdline)"; grep State /proc/$p/status; cat /proc/$p/wchan; echo; ls -l /proc/$p/fd; done
+tail -30 /tmp/runc.log`
+
+// waitNested waits until the nested container reported (READY) or runc
+// ended (EXIT), and returns /tmp/nested.log.
+func waitNested(ctx context.Context, t *testing.T, c *cri.Container) string {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		log := shOK(ctx, t, c, "cat /tmp/nested.log")
+		if strings.Contains(log, "READY") || strings.Contains(log, "EXIT=") {
+			return log
+		}
+		if time.Now().After(deadline) {
+			diag, _ := c.Sh(ctx, nestedDiag)
+			t.Fatalf("the nested container never reported; log:\n%s\ndiagnosis: %s", log, diag)
+		}
+		time.Sleep(time.Second)
+	}
+}
 
 // The pod securityContext InPodNestedRunc proves sufficient, and the README
 // shows: SYS_ADMIN (in the pod's user namespace), the runtime's default
@@ -337,16 +362,12 @@ func inPodNestedRunc(t *testing.T, e *guestEnv) {
 	t.Cleanup(func() {
 		_, _ = c.Sh(context.Background(), "runc --root /tmp/runc delete -f nested1")
 	})
-	var log string
-	deadline := time.Now().Add(90 * time.Second)
-	for !strings.Contains(log, "READY") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the nested container never reported; log:\n%s", log)
-		}
-		time.Sleep(time.Second)
-		log = shOK(ctx, t, c, "cat /tmp/nested.log")
-	}
+	log := waitNested(ctx, t, c)
 	t.Logf("nested container:\n%s", log)
+	if !strings.Contains(log, "READY") {
+		diag, _ := c.Sh(ctx, nestedDiag)
+		t.Fatalf("the nested container ended early; diagnosis: %s", diag)
+	}
 	nested := inspect.Markers(log)
 	// Seen from the host: runc wrote the limits in the pod's subtree.
 	hostDir := filepath.Join(e.containerCgroup(t, pod, c), "nested")
@@ -371,7 +392,8 @@ func inPodNestedRunc(t *testing.T, e *guestEnv) {
 	if nested["OOMKILL"] == "oom_kill 0" || !strings.HasPrefix(nested["OOMKILL"], "oom_kill ") {
 		t.Errorf("nested memory.events %q, want an OOM kill", nested["OOMKILL"])
 	}
-	shOK(ctx, t, c, "runc --root /tmp/runc kill nested1 KILL; i=0; while [ $i -lt 50 ] && ! runc --root /tmp/runc delete nested1 2>/dev/null; do sleep 0.2; i=$((i+1)); done; test ! -e /sys/fs/cgroup/nested")
+	// runc run ends when its container does, and removes the cgroup.
+	shOK(ctx, t, c, "runc --root /tmp/runc kill nested1 KILL; i=0; while [ $i -lt 100 ] && ! grep -q EXIT= /tmp/nested.log; do sleep 0.2; i=$((i+1)); done; test ! -e /sys/fs/cgroup/nested")
 
 	t.Run("MaskedProcRefused", func(t *testing.T) {
 		m := runContainer(ctx, t, pod, nestedRuncContainer("masked", cri.ProcMountDefault))
@@ -379,11 +401,11 @@ func inPodNestedRunc(t *testing.T, e *guestEnv) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		log := sh(ctx, t, m, "cat /tmp/nested.log").Stdout
+		log := waitNested(ctx, t, m)
 		t.Logf("with procMount Default: %s\nlog: %s", r, log)
-		if inspect.Markers(r.Stdout)["RC"] == "0" {
+		if exit := inspect.Markers(log)["EXIT"]; exit == "0" || exit == "" {
 			_, _ = m.Sh(ctx, "runc --root /tmp/runc delete -f nested1")
-			t.Fatalf("runc started a nested container under a masked /proc; the README's procMount: Unmasked would not be needed")
+			t.Fatalf("runc started a nested container under a masked /proc (exit %q); the README's procMount: Unmasked would not be needed", exit)
 		}
 		if !strings.Contains(log, "proc") {
 			t.Errorf("runc failed, but not on /proc: %s", log)
