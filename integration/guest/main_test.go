@@ -130,6 +130,13 @@ func (e *guestEnv) requirePlugin(t *testing.T) {
 func (e *guestEnv) setup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	// systemd mounted cgroup2 with nsdelegate; a variant without it gets
+	// the same mount without (init.sh mounts it so for the busybox ones).
+	if e.variant.Systemd && !e.variant.NSDelegate {
+		if err := e.cgroupRemount(false); err != nil {
+			return fmt.Errorf("setup: %w", err)
+		}
+	}
 	if err := os.MkdirAll(filepath.Dir(e.paths.ContainerdConfig), 0o755); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
@@ -353,8 +360,8 @@ func containerdConfig(v variant.Variant) string {
       cgroup_writable = %[2]v
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[1]s.options]
         BinaryName = '/usr/local/bin/runc'
-        SystemdCgroup = false
-`, name, writable)
+        SystemdCgroup = %[3]v
+`, name, writable, v.Systemd)
 	}
 	// A fail-closed variant imports the shipped drop-in, which containerd
 	// merges over the NRI settings below.

@@ -12,7 +12,9 @@ import (
 const Prefix = "cgd."
 
 // The parameter keys, without Prefix. integration/vm/init.sh reads
-// cgd.nsdelegate=0 itself, to mount cgroup2 before the guest runs.
+// cgd.nsdelegate=0 itself, to mount cgroup2 before the guest runs; the
+// systemd variant's guest unit (integration/vm/systemd.go) reads it to
+// remount the cgroup2 systemd mounted.
 const (
 	keyName           = "variant"
 	keyContainerd     = "containerd"
@@ -21,6 +23,7 @@ const (
 	keyCgroupWritable = "cgroup_writable"
 	keyPinning        = "pinning"
 	keyFailClosed     = "failclosed"
+	keySystemd        = "systemd"
 	keySMP            = "smp"
 	keyNUMA           = "numa"
 	keyScenarios      = "scenarios"
@@ -29,7 +32,7 @@ const (
 // keys are every parameter of a variant, in the order Encode writes them.
 var keys = []string{
 	keyName, keyContainerd, keyNSDelegate, keyPlugin, keyCgroupWritable,
-	keyPinning, keyFailClosed, keySMP, keyNUMA, keyScenarios,
+	keyPinning, keyFailClosed, keySystemd, keySMP, keyNUMA, keyScenarios,
 }
 
 // Sentinels of ParamError.
@@ -74,6 +77,7 @@ func (v Variant) params() map[string]string {
 		keyCgroupWritable: formatBool(v.CgroupWritable),
 		keyPinning:        formatBool(v.Pinning),
 		keyFailClosed:     formatBool(v.FailClosed),
+		keySystemd:        formatBool(v.Systemd),
 		keySMP:            strconv.Itoa(v.SMP),
 		keyNUMA:           formatBool(v.NUMA),
 		keyScenarios:      strings.Join(scenarios, ","),
@@ -140,6 +144,7 @@ func Decode(cmdline string) (Variant, error) {
 		CgroupWritable: d.bool(keyCgroupWritable),
 		Pinning:        d.bool(keyPinning),
 		FailClosed:     d.bool(keyFailClosed),
+		Systemd:        d.bool(keySystemd),
 		SMP:            d.int(keySMP),
 		NUMA:           d.bool(keyNUMA),
 	}

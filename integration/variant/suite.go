@@ -41,6 +41,15 @@ func Suite() []Variant {
 		},
 		{Name: "ctd23-nsdelegate-external", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: nsdelegate},
 		{Name: "ctd23-no-nsdelegate", Containerd: Containerd23, Plugin: PluginExternal, SMP: 2, Scenarios: noNSDelegate},
+		// PID 1 is systemd and runc uses its systemd cgroup driver: pod
+		// cgroups are kubepods-<qos>-pod<uid>.slice units (issue 8).
+		{
+			Name: "ctd24-Systemd", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Systemd: true, SMP: 2,
+			Scenarios: []Scenario{
+				Harness, AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
+				HookRefusesAfterRemount, UsernsPod,
+			},
+		},
 		// The CPU pinning scenarios (issue 4), on four CPUs in two NUMA nodes.
 		{
 			Name: "ctd24-numa-smp4", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,

@@ -51,6 +51,9 @@ type artifacts struct {
 	PluginErr    error
 	// ContainerdDropIn is contrib/containerd/cgdelegate.toml.
 	ContainerdDropIn string
+	// SystemdRootfs is the Debian root filesystem tar of the systemd
+	// variants (debianRootfs); empty when none is booted.
+	SystemdRootfs string
 }
 
 // defaultCacheDir is $CGDELEGATE_CACHE, else ~/.cache/cgdelegate-integration

@@ -98,10 +98,12 @@ func TestVM(t *testing.T) {
 		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
 	}
 	var versions []string
+	systemd := false
 	for _, v := range vs {
 		if !slices.Contains(versions, v.Containerd) {
 			versions = append(versions, v.Containerd)
 		}
+		systemd = systemd || v.Systemd
 	}
 
 	b := &builder{log: log, repo: repoRoot(t), cacheDir: cacheDir, workDir: workDir}
@@ -115,20 +117,43 @@ func TestVM(t *testing.T) {
 			t.Fatalf("cgdelegate or cgdelegate-hook did not build; the scenarios that need them will fail:\n%v", arts.PluginErr)
 		}
 	})
-	initrds := map[string]string{}
-	for _, v := range versions {
-		p := filepath.Join(workDir, "initramfs-"+v+".cpio")
-		if err := packInitramfs(p, arts, v); err != nil {
+	if systemd {
+		if arts.SystemdRootfs, err = b.debianRootfs(ctx, systemdRootfsName, systemdPackages); err != nil {
+			t.Fatalf("building the systemd root filesystem: %v", err)
+		}
+	}
+	// One initramfs per containerd version and init.
+	initrds := map[initrdKey]string{}
+	for _, v := range vs {
+		k := initrdKey{v.Containerd, v.Systemd}
+		if _, ok := initrds[k]; ok {
+			continue
+		}
+		p := filepath.Join(workDir, "initramfs-"+k.String()+".cpio")
+		if err := packInitramfs(p, arts, k.containerd, k.systemd); err != nil {
 			t.Fatalf("initramfs: %v", err)
 		}
-		initrds[v] = p
+		initrds[k] = p
 	}
 	log.Info("artifacts ready", "took", time.Since(start).Round(time.Second), "cache", cacheDir, "work", workDir)
 
 	for _, v := range vs {
-		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds[v.Containerd], workDir, v) })
+		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds[initrdKey{v.Containerd, v.Systemd}], workDir, v) })
 	}
 	log.Info("integration suite done", "took", time.Since(start).Round(time.Second))
+}
+
+// initrdKey tells the initramfs images of a run apart.
+type initrdKey struct {
+	containerd string
+	systemd    bool
+}
+
+func (k initrdKey) String() string {
+	if k.systemd {
+		return k.containerd + "-systemd"
+	}
+	return k.containerd
 }
 
 // maxBootAttempts bounds the boots of one variant when the guest kernel
