@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -411,4 +412,69 @@ func inPodNestedRunc(t *testing.T, e *guestEnv) {
 			t.Errorf("runc failed, but not on /proc: %s", log)
 		}
 	})
+}
+
+// The systemd image (integration/vm systemdPodImage), imported only by the
+// scenario that runs it.
+const (
+	systemdImage        = "cgd.local/systemd:1"
+	systemdPodImagePath = "/cgd/pod-images/systemd.tar"
+)
+
+// inPodSystemd: systemd from Debian packages is PID 1 of a writable,
+// user-namespaced pod; it reaches running (or degraded), and systemd-run
+// makes a scope with MemoryMax inside the pod's cgroup subtree.
+func inPodSystemd(t *testing.T, e *guestEnv) {
+	e.requirePlugin(t)
+	ctx := inPodCtx(t)
+	if out, err := exec.CommandContext(ctx, "ctr", "--address", e.paths.ContainerdSocket, "-n", "k8s.io",
+		"images", "import", systemdPodImagePath).CombinedOutput(); err != nil {
+		t.Fatalf("ctr images import %s: %v\n%s", systemdPodImagePath, err, out)
+	}
+	pod := e.runPod(ctx, t, cri.PodSpec{Annotations: writable(), UserNS: cri.UserNSPod(262144), PodNetwork: true})
+	c := runContainer(ctx, t, pod, cri.ContainerSpec{
+		Name: "systemd", Image: systemdImage,
+		CapAdd: []string{"SYS_ADMIN"}, SeccompRuntimeDefault: true,
+	})
+	start := time.Now()
+	r, err := c.Exec(ctx, 4*time.Minute, "systemctl", "is-system-running", "--wait")
+	if err != nil {
+		t.Fatalf("systemctl is-system-running: %v", err)
+	}
+	state := strings.TrimSpace(r.Stdout)
+	t.Logf("systemctl is-system-running: %q after %s (exit %d, stderr %q)", state, time.Since(start).Round(time.Second), r.ExitCode, r.Stderr)
+	if state != "running" {
+		failed, _ := c.Exec(ctx, time.Minute, "systemctl", "--failed", "--no-legend", "--plain")
+		t.Logf("failed units:\n%s%s", failed.Stdout, failed.Stderr)
+	}
+	if state != "running" && state != "degraded" {
+		jr, _ := c.Exec(ctx, time.Minute, "journalctl", "-b", "--no-pager", "-n", "60")
+		t.Fatalf("systemd state %q, want running or degraded; journal:\n%s", state, jr.Stdout)
+	}
+
+	// A scope with a memory limit, seen from inside and from the node.
+	shOK(ctx, t, c, "systemd-run --scope --unit=cgd-probe -p MemoryMax=64M sleep 300 >/dev/null 2>&1 &")
+	var scope string
+	deadline := time.Now().Add(30 * time.Second)
+	for scope == "" {
+		matches, _ := filepath.Glob(filepath.Join(e.containerCgroup(t, pod, c), "*", "cgd-probe.scope"))
+		if len(matches) == 1 {
+			scope = matches[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no cgd-probe.scope below the container's cgroup %s after 30 s", e.containerCgroup(t, pod, c))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	rel, _ := filepath.Rel(e.containerCgroup(t, pod, c), scope)
+	t.Logf("scope on the node: %s", scope)
+	if got := readCgroupFile(t, scope, "memory.max"); got != strconv.Itoa(64<<20) {
+		t.Errorf("%s/memory.max = %s, want %d", scope, got, 64<<20)
+	}
+	inside := inspect.Markers(shOK(ctx, t, c, `echo "PROPS=$(systemctl show -p MemoryMax -p ControlGroup cgd-probe.scope | tr '\n' ' ')"`))
+	if want := "ControlGroup=/" + rel; !strings.Contains(inside["PROPS"], want) || !strings.Contains(inside["PROPS"], "MemoryMax=67108864") {
+		t.Errorf("systemctl show cgd-probe.scope: %q, want %s and MemoryMax=67108864", inside["PROPS"], want)
+	}
+	shOK(ctx, t, c, "systemctl stop cgd-probe.scope")
 }

@@ -32,6 +32,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.InPodWorkers:                    inPodWorkers,
 	variant.InPodExecAfterLeafMove:          inPodExecAfterLeafMove,
 	variant.InPodNestedRunc:                 inPodNestedRunc,
+	variant.InPodSystemd:                    inPodSystemd,
 	variant.Demo:                            demo,
 }
 

@@ -66,6 +66,9 @@ const (
 	// runc, whose nested container gets memory.max and pids.max through the
 	// delegated subtree.
 	InPodNestedRunc Scenario = "InPodNestedRunc"
+	// InPodSystemd: systemd is PID 1 of a writable pod, reaches running
+	// (or degraded), and makes a scope with MemoryMax in the pod's subtree.
+	InPodSystemd Scenario = "InPodSystemd"
 	// Demo is `make demo`: the story of what cgdelegate does to a pod.
 	Demo Scenario = "Demo"
 )
@@ -77,7 +80,7 @@ var scenarios = []Scenario{
 	RefusedWithoutNSDelegate, GuardCgroupWritable, HookRefusesAfterRemount,
 	UsernsPod, PluginMode, Restarts, FailClosedPerPod,
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
-	InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc,
+	InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd,
 	Demo,
 }
 

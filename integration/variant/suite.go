@@ -17,7 +17,7 @@ func Suite() []Variant {
 	}
 	// The in-pod helper (issue 10) runs on one containerd only: what it
 	// proves is the kernel's and runc's, not containerd's.
-	inPod := []Scenario{InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc}
+	inPod := []Scenario{InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd}
 	noNSDelegate := []Scenario{Harness, RefusedWithoutNSDelegate, GuardCgroupWritable}
 	return []Variant{
 		{Name: "ctd24-nsdelegate-external", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: append(slices.Clone(nsdelegate), inPod...)},

@@ -54,6 +54,9 @@ type artifacts struct {
 	// SystemdRootfs is the Debian root filesystem tar of the systemd
 	// variants (debianRootfs); empty when none is booted.
 	SystemdRootfs string
+	// SystemdPodImage is the OCI layout tar of the image whose PID 1 is
+	// systemd (scenario InPodSystemd); empty when no variant runs it.
+	SystemdPodImage string
 }
 
 // defaultCacheDir is $CGDELEGATE_CACHE, else ~/.cache/cgdelegate-integration
@@ -343,7 +346,28 @@ func (b *builder) images(busybox, pause string, extra []ociimage.File) ([]string
 const (
 	busyboxImage = "cgd.local/busybox:1"
 	pauseImage   = "cgd.local/pause:1"
+	systemdImage = "cgd.local/systemd:1"
+	// systemdPodImagePath is where the initramfs holds the systemd image.
+	systemdPodImagePath = "cgd/pod-images/systemd.tar"
 )
+
+// systemdPodImage writes the image of scenario InPodSystemd: the Debian
+// root filesystem rootfs as its one layer, systemd as PID 1, and the
+// container env var systemd reads to know it runs in a container.
+func (b *builder) systemdPodImage(rootfs string) (string, error) {
+	p := filepath.Join(b.workDir, "image-systemd.tar")
+	f, err := os.Create(p) //nolint:forbidigo // scratch file in our own work dir
+	if err != nil {
+		return "", fmt.Errorf("image %s: %w", systemdImage, err)
+	}
+	werr := ociimage.WriteLayout(f, ociimage.Image{
+		Name: systemdImage, LayerTar: rootfs, Entrypoint: []string{"/sbin/init"}, Env: []string{"container=containerd"},
+	})
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return "", fmt.Errorf("image %s: %w", systemdImage, err)
+	}
+	return p, nil
+}
 
 const (
 	guestPasswd = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
