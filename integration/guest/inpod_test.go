@@ -265,7 +265,7 @@ const (
   "process": {
     "terminal": false,
     "user": {"uid": 0, "gid": 0},
-    "args": ["sh", "-c", "echo CG=$(cat /proc/self/cgroup); echo MEM=$(cat /sys/fs/cgroup/memory.max); echo PIDS=$(cat /sys/fs/cgroup/pids.max); echo PID=$$; i=0; while [ $i -lt 60 ]; do sleep 300 & i=$((i+1)); done 2>/dev/null; echo PIDSCUR=$(cat /sys/fs/cgroup/pids.current); echo PIDSEVENTS=$(cat /sys/fs/cgroup/pids.events); dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null; echo DDRC=$?; echo OOMKILL=$(grep oom_kill /sys/fs/cgroup/memory.events); echo READY; exec sleep 600"],
+    "args": ["sh", "-c", "echo CG=$(cat /proc/self/cgroup); echo MEM=$(cat /sys/fs/cgroup/memory.max); echo PIDS=$(cat /sys/fs/cgroup/pids.max); echo PID=$$; dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null; echo DDRC=$?; echo OOMKILL=$(grep oom_kill /sys/fs/cgroup/memory.events); sh -c 'i=0; while [ $i -lt 60 ]; do sleep 300 & i=$((i+1)); done' 2>/dev/null; read cur < /sys/fs/cgroup/pids.current; echo PIDSCUR=$cur; while read k v; do [ $k = max ] && echo PIDSEVENTS=max $v; done < /sys/fs/cgroup/pids.events; echo READY; exec sleep 600"],
     "env": ["PATH=/bin"],
     "cwd": "/",
     "capabilities": {"bounding": ["CAP_KILL"], "effective": ["CAP_KILL"], "permitted": ["CAP_KILL"]},
@@ -303,8 +303,9 @@ echo "RC=0"
 
 // nestedDiag says what became of the nested container.
 const nestedDiag = `runc --root /tmp/runc list
-cd /sys/fs/cgroup/nested && cat cgroup.procs cgroup.freeze memory.events pids.events
-for p in $(cat cgroup.procs); do echo "== $p: $(tr '\0' ' ' < /proc/$p/cmdline)"; grep State /proc/$p/status; cat /proc/$p/wchan; echo; ls -l /proc/$p/fd; done
+n=/sys/fs/cgroup/nested; cat $n/cgroup.procs $n/memory.events $n/pids.events
+ps -o pid,ppid,stat,args
+for p in $(cat $n/cgroup.procs); do echo "== $p: $(tr '\0' ' ' < /proc/$p/cmdline)"; grep State /proc/$p/status; cat /proc/$p/wchan; echo; ls -l /proc/$p/fd; done
 tail -30 /tmp/runc.log`
 
 // waitNested waits until the nested container reported (READY) or runc
