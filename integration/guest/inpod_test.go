@@ -295,8 +295,8 @@ cp -a /bin $B/rootfs/
 cat > $B/config.json <<'CONFIG'
 ` + nestedConfig + `
 CONFIG
-( runc --root /tmp/runc --log /tmp/runc.log run --no-pivot --no-new-keyring -b $B nested1 </dev/null >/tmp/nested.log 2>&1
-  echo "EXIT=$?" >>/tmp/nested.log ) &
+( runc --root /tmp/runc --log /tmp/runc.log run --no-pivot --no-new-keyring -b $B nested1
+  echo "EXIT=$?" ) </dev/null >/tmp/nested.log 2>&1 &
 echo "RC=0"
 `
 )
