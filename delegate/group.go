@@ -105,7 +105,7 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	// copy needs: only a kernel or seccomp that refuses clone3 gets here.
 	unstarted := *cmd
 	err := g.startInto(cmd)
-	if err == nil || !(errors.Is(err, errNotCgroup2) || intoCgroupRefused(err)) {
+	if err == nil || (!errors.Is(err, errNotCgroup2) && !intoCgroupRefused(err)) {
 		return err
 	}
 	*cmd = unstarted
