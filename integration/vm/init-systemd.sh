@@ -11,6 +11,7 @@ export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 
 mkdir -p /proc /newroot
 mount -t proc proc /proc
+echo "CGD-TIMING stage1-start uptime=$(cut -d' ' -f1 /proc/uptime)"
 mount -t tmpfs -o mode=0755,size=90% rootfs /newroot
 for f in /* /.[!.]*; do
 	case "$f" in
@@ -19,6 +20,7 @@ for f in /* /.[!.]*; do
 	esac
 done
 mkdir -p /newroot/proc /newroot/sys /newroot/dev /newroot/run
+echo "CGD-TIMING stage1-copied uptime=$(cut -d' ' -f1 /proc/uptime)"
 umount /proc
 exec switch_root /newroot /sbin/init
 echo "CGD-FATAL switch_root to systemd failed"

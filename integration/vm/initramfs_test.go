@@ -112,7 +112,7 @@ func writeSystemdFiles(w *cpioWriter) error {
 	w.Bytes("init", 0o755, initSystemdScript)
 	w.Bytes("cgd/guest-run.sh", 0o755, guestRunScript)
 	w.Dir("newroot", 0o755)
-	files, err := systemdFiles()
+	files, err := systemdFiles(systemdUnits, systemdMasked)
 	if err != nil {
 		return fmt.Errorf("initramfs: %w", err)
 	}

@@ -108,9 +108,13 @@ func rootfsKey(name string, packages, resolved []string) (string, error) {
 }
 
 func isCacheName(s string) bool {
-	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
-		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '_' || r == '-')
-	}) && s != "." && s != ".."
+	return s != "" && s != "." && s != ".." && !strings.ContainsFunc(s, func(r rune) bool {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', r == '.', r == '_', r == '-':
+			return false
+		}
+		return true
+	})
 }
 
 // installedPackages reads a dpkg status file and returns "<name>=<version>"

@@ -19,7 +19,9 @@ var systemdPackages = []string{"systemd", "systemd-sysv", "dbus", "kmod"}
 const systemdRootfsName = "systemd"
 
 // guestUnit is the unit that runs the guest scenarios and then powers the
-// VM off, whatever their outcome (qemu runs with -no-reboot). It wants
+// VM off, whatever their outcome (qemu runs with -no-reboot): its script
+// does so at once; SuccessAction and FailureAction are the fallback when
+// the script dies before. It wants
 // dbus, which runc's systemd driver needs. A unit another service must
 // precede (a kubelet.service, say) only needs to be added to
 // systemdUnits with its own [Install]-style wants link.
@@ -29,13 +31,14 @@ Wants=dbus.service
 After=dbus.service
 
 [Service]
-Type=oneshot
+Type=exec
 ExecStart=/cgd/guest-run.sh
 StandardInput=null
 StandardOutput=tty
 StandardError=inherit
 TTYPath=/dev/console
 TimeoutStartSec=infinity
+TimeoutStopSec=10
 LimitNOFILE=1048576
 TasksMax=infinity
 SuccessAction=poweroff-immediate
@@ -57,14 +60,18 @@ var systemdUnits = []systemdUnit{
 
 // systemdMasked are units of the Debian root filesystem that must not run
 // in the VM: no login prompt on the serial console (it is the test
-// protocol's channel), no first-boot questions, no periodic maintenance.
+// protocol's channel), no first-boot questions, no periodic maintenance,
+// nothing for disks the VM does not have.
 var systemdMasked = []string{
 	"getty.target",
+	"proc-sys-fs-binfmt_misc.automount",
 	"systemd-firstboot.service",
 	"apt-daily.timer",
 	"apt-daily-upgrade.timer",
 	"dpkg-db-backup.timer",
 	"e2scrub_all.timer",
+	"e2scrub_reap.service",
+	"systemd-pstore.service",
 	"fstrim.timer",
 }
 
@@ -82,12 +89,12 @@ type systemdFile struct {
 }
 
 // systemdFiles returns the configuration the systemd variants add over the
-// Debian root filesystem: the units, their wants links, the masks, the
-// machine ID and the host name.
-func systemdFiles() ([]systemdFile, error) {
+// Debian root filesystem: the units, their wants links, the masked units,
+// the machine ID and the host name.
+func systemdFiles(units []systemdUnit, masked []string) ([]systemdFile, error) {
 	const dir = "etc/systemd/system"
 	var files []systemdFile
-	for _, u := range systemdUnits {
+	for _, u := range units {
 		if !strings.Contains(u.Name, ".") || strings.Contains(u.Name, "/") {
 			return nil, fmt.Errorf("systemd unit name %q: want <name>.<type>", u.Name)
 		}
@@ -96,8 +103,8 @@ func systemdFiles() ([]systemdFile, error) {
 			files = append(files, systemdFile{Name: path.Join(dir, target+".wants", u.Name), Link: "/" + path.Join(dir, u.Name)})
 		}
 	}
-	for _, m := range systemdMasked {
-		if slices.ContainsFunc(systemdUnits, func(u systemdUnit) bool { return u.Name == m }) {
+	for _, m := range masked {
+		if slices.ContainsFunc(units, func(u systemdUnit) bool { return u.Name == m }) {
 			return nil, fmt.Errorf("systemd unit %s is both the suite's and masked", m)
 		}
 		files = append(files, systemdFile{Name: path.Join(dir, m), Link: "/dev/null"})

@@ -177,6 +177,11 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		BootTimeout: 3 * time.Minute,
 		Timeout:     15 * time.Minute,
 	}
+	if v.Systemd {
+		// Twice the initramfs, a copy into the tmpfs and systemd's own
+		// start: about three times the busybox boot under TCG.
+		spec.BootTimeout = 6 * time.Minute
+	}
 	verbose := os.Getenv("CGD_VM_VERBOSE") != ""
 	var rep *consoleReport
 	for attempt := 1; ; attempt++ {
