@@ -29,6 +29,10 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.PinningPodBudget:                pinningPodBudget,
 	variant.PinningDynamicAdd:               pinningDynamicAdd,
 	variant.PinningPluginRestartDuringChurn: pinningPluginRestartDuringChurn,
+	variant.InPodWorkers:                    inPodWorkers,
+	variant.InPodExecAfterLeafMove:          inPodExecAfterLeafMove,
+	variant.InPodNestedRunc:                 inPodNestedRunc,
+	variant.InPodSystemd:                    inPodSystemd,
 	variant.Demo:                            demo,
 }
 

@@ -53,6 +53,22 @@ const (
 	// PinningPluginRestartDuringChurn: the plugin is killed during churn
 	// and rebuilds its state.
 	PinningPluginRestartDuringChurn Scenario = "PinningPluginRestartDuringChurn"
+	// InPodWorkers: in a writable pod, cgdelegate-init runs 20 workers in
+	// their own cgroups with their own limits, one is reported OOM, a
+	// fork-bomb of cgroups stops at the pod bound with the helper's
+	// message, and the delegate package's kernel tests pass in the pod.
+	InPodWorkers Scenario = "InPodWorkers"
+	// InPodExecAfterLeafMove: after cgdelegate-init (entrypoint) moved the
+	// container's processes into a leaf and enabled controllers, CRI
+	// ExecSync and a probe-shaped exec still work.
+	InPodExecAfterLeafMove Scenario = "InPodExecAfterLeafMove"
+	// InPodNestedRunc: a user-namespaced, unprivileged writable pod runs
+	// runc, whose nested container gets memory.max and pids.max through the
+	// delegated subtree.
+	InPodNestedRunc Scenario = "InPodNestedRunc"
+	// InPodSystemd: systemd is PID 1 of a writable pod, reaches running
+	// (or degraded), and makes a scope with MemoryMax in the pod's subtree.
+	InPodSystemd Scenario = "InPodSystemd"
 	// Demo is `make demo`: the story of what cgdelegate does to a pod.
 	Demo Scenario = "Demo"
 )
@@ -64,6 +80,7 @@ var scenarios = []Scenario{
 	RefusedWithoutNSDelegate, GuardCgroupWritable, HookRefusesAfterRemount,
 	UsernsPod, PluginMode, Restarts, FailClosedPerPod,
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
+	InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd,
 	Demo,
 }
 

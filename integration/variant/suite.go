@@ -1,5 +1,7 @@
 package variant
 
+import "slices"
+
 // The containerd releases the suite runs against: the current release and
 // the newest 2.3 LTS the module proxy served when the suite was written.
 const (
@@ -13,9 +15,12 @@ func Suite() []Variant {
 		Harness, AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
 		HookRefusesAfterRemount, UsernsPod, PluginMode, Restarts,
 	}
+	// The in-pod helper (issue 10) runs on one containerd only: what it
+	// proves is the kernel's and runc's, not containerd's.
+	inPod := []Scenario{InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd}
 	noNSDelegate := []Scenario{Harness, RefusedWithoutNSDelegate, GuardCgroupWritable}
 	return []Variant{
-		{Name: "ctd24-nsdelegate-external", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: nsdelegate},
+		{Name: "ctd24-nsdelegate-external", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: append(slices.Clone(nsdelegate), inPod...)},
 		{
 			Name: "ctd24-nsdelegate-preregistered", Containerd: Containerd24, NSDelegate: true, Plugin: PluginPreregistered, SMP: 2,
 			Scenarios: []Scenario{Harness, AnnotatedWritable, PluginMode, Restarts},

@@ -147,6 +147,10 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 	for i, img := range a.Images {
 		w.HostFile(fmt.Sprintf("cgd/images/%d.tar", i), 0o644, img)
 	}
+	// Not imported at boot: the scenario that needs it does.
+	if a.SystemdPodImage != "" {
+		w.HostFile(systemdPodImagePath, 0o644, a.SystemdPodImage)
+	}
 	w.HostFile(overlayKO, 0o644, a.OverlayKO)
 	// The shipped containerd drop-in; the guest imports it in fail-closed
 	// variants.

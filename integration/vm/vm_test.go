@@ -98,12 +98,13 @@ func TestVM(t *testing.T) {
 		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
 	}
 	var versions []string
-	systemd := false
+	systemd, systemdPod := false, false
 	for _, v := range vs {
 		if !slices.Contains(versions, v.Containerd) {
 			versions = append(versions, v.Containerd)
 		}
 		systemd = systemd || v.Systemd
+		systemdPod = systemdPod || slices.Contains(v.Scenarios, variant.InPodSystemd)
 	}
 
 	b := &builder{log: log, repo: repoRoot(t), cacheDir: cacheDir, workDir: workDir}
@@ -117,9 +118,14 @@ func TestVM(t *testing.T) {
 			t.Fatalf("cgdelegate or cgdelegate-hook did not build; the scenarios that need them will fail:\n%v", arts.PluginErr)
 		}
 	})
-	if systemd {
+	if systemd || systemdPod {
 		if arts.SystemdRootfs, err = b.debianRootfs(ctx, systemdRootfsName, systemdPackages); err != nil {
 			t.Fatalf("building the systemd root filesystem: %v", err)
+		}
+	}
+	if systemdPod {
+		if arts.SystemdPodImage, err = b.systemdPodImage(arts.SystemdRootfs); err != nil {
+			t.Fatalf("building the systemd pod image: %v", err)
 		}
 	}
 	// One initramfs per containerd version and init.
