@@ -22,7 +22,6 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	if pod == nil || !pn.Active() {
 		return nil
 	}
-	defer p.timed("RunPodSandbox", p.clock())
 	upd, err := pn.AddPod(pod)
 	if err != nil {
 		p.eventLog(pod, nil).Error("pod refused", "error", err)
@@ -61,7 +60,6 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	if ctr == nil || !pn.Active() {
 		return nil, nil
 	}
-	defer p.timed("StopContainer", p.clock())
 	return pinning.Updates(pn.RemoveContainer(ctr.GetId())), nil
 }
 
@@ -72,7 +70,6 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if ctr == nil || !pn.Active() {
 		return nil
 	}
-	defer p.timed("RemoveContainer", p.clock())
 	p.send.Enqueue(pn.RemoveContainer(ctr.GetId()))
 	return nil
 }
@@ -84,7 +81,6 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	if pod == nil {
 		return nil
 	}
-	defer p.timed("RemovePodSandbox", p.clock())
 	if rel, err := cgroupfs.PodPath(pod.GetLinux().GetCgroupParent()); err == nil {
 		p.h.Load().bounds.Forget(rel)
 	}

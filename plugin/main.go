@@ -35,6 +35,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
+	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
 	"github.com/cgdelegate/cgdelegate/internal/status"
@@ -86,16 +87,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot serve metrics", "error", err)
 		return 1
 	}
+	stubOpts := f.stubOptions(log)
 	if metricsSrv != nil {
 		defer stopMetrics(metricsSrv, log)
+		// Decisions are counted by the handlers; events are timed on the
+		// stub's ttrpc server, off the handlers' path.
 		opts = append(opts, nri.WithMetrics(rec))
+		stubOpts = append(stubOpts, nritimer.StubOption(rec))
 	}
 	p, err = nri.New(cfg, log, opts...)
 	if err != nil {
 		log.Error("cannot create plugin", "error", err)
 		return 1
 	}
-	s, err := stub.New(p, f.stubOptions(log)...)
+	s, err := stub.New(p, stubOpts...)
 	if err != nil {
 		log.Error("cannot create NRI stub", "error", err)
 		return 1

@@ -5,10 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/containerd/nri/pkg/stub"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/nri"
@@ -24,7 +26,8 @@ func metricsEnv(t *testing.T, nsdelegate bool) (*env, *prom.Recorder) {
 		Pinning:   func() *status.Pinning { return e.p.Pinning() },
 	})
 	// The opt-in policy allows writable cgroups in namespace default only.
-	e = setup(t, nsdelegate, func(c *config.Config) { c.OptIn.Namespaces = []string{"default"} }, nri.WithMetrics(rec))
+	e = setupStub(t, nsdelegate, func(c *config.Config) { c.OptIn.Namespaces = []string{"default"} },
+		[]stub.Option{nritimer.StubOption(rec)}, nri.WithMetrics(rec))
 	return e, rec
 }
 
@@ -95,8 +98,12 @@ cgdelegate_node_supported 1
 		prom.ContainersTotal, prom.RefusalsTotal, prom.NodeSupported, prom.CPUs); err != nil {
 		t.Fatal(err)
 	}
-	if got := histogramCount(t, rec, "CreateContainer"); got != uint64(len(creates)) {
-		t.Fatalf("CreateContainer durations observed %d, want %d", got, len(creates))
+	// Every request the runtime sent is timed on the stub's ttrpc server,
+	// under its NRI event name.
+	for event, n := range map[string]int{"CreateContainer": len(creates), "Configure": 1, "Synchronize": 1} {
+		if got := histogramCount(t, rec, event); got != uint64(n) {
+			t.Errorf("%s durations observed %d, want %d", event, got, n)
+		}
 	}
 }
 
@@ -172,7 +179,7 @@ func histogramCount(t *testing.T, rec *prom.Recorder, event string) uint64 {
 func TestMetricsPinning(t *testing.T) {
 	var e *pinEnv
 	rec := prom.New(prom.Options{Pinning: func() *status.Pinning { return e.p.Pinning() }})
-	e = setupPinning(t, nil, nri.WithMetrics(rec))
+	e = setupPinningStub(t, nil, []stub.Option{nritimer.StubOption(rec)}, nri.WithMetrics(rec))
 	plain := Pod("plain", "p0", cgroupfsParent, nil)
 	e.mustRunPod(plain)
 	e.mustCreate(plain, Container(plain, "app"))
