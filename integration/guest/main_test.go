@@ -201,6 +201,9 @@ func pluginConfigYAML(v variant.Variant) string {
 	if v.Pinning {
 		s += "cpuPinning: true\n"
 	}
+	if servesMetrics(v) {
+		s += "metricsAddress: " + metricsAddress + "\n"
+	}
 	return s
 }
 
@@ -345,7 +348,9 @@ func (e *guestEnv) dumpLogs() {
 	}
 }
 
-func containerdConfig(v variant.Variant) string {
+// containerdConfig is the variant's containerd config; extraImports are
+// imported after the shipped drop-in (a scenario's own settings).
+func containerdConfig(v variant.Variant, extraImports ...string) string {
 	runtime := func(name string, writable bool) string {
 		return fmt.Sprintf(`
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[1]s]
@@ -358,9 +363,14 @@ func containerdConfig(v variant.Variant) string {
 	}
 	// A fail-closed variant imports the shipped drop-in, which containerd
 	// merges over the NRI settings below.
-	imports := ""
+	var files []string
 	if v.FailClosed {
-		imports = "imports = ['" + containerdDropIn + "']\n"
+		files = append(files, containerdDropIn)
+	}
+	files = append(files, extraImports...)
+	imports := ""
+	if len(files) > 0 {
+		imports = "imports = ['" + strings.Join(files, "', '") + "']\n"
 	}
 	return `# Written by the cgdelegate integration suite (variant ` + v.Name + `).
 version = 3
