@@ -38,6 +38,8 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
+	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
+	"github.com/cgdelegate/cgdelegate/internal/writable"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/version"
 	"github.com/cgdelegate/cgdelegate/nri"
@@ -78,7 +80,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		adv *advert.Advertiser
 		p   *nri.Plugin
 	)
-	opts := []nri.Option{nri.WithAdmission(optinpolicy.FromConfig), nri.WithConfigured(func() { adv.Refresh() })}
+	opts := []nri.Option{
+		nri.WithAdmission(optinpolicy.FromConfig), nri.WithAdmission(validatorRule(log)),
+		nri.WithConfigured(func() { adv.Refresh() }),
+	}
 	rec, metricsSrv, err := listenMetrics(cfg.MetricsAddress, prom.Options{
 		Supported: func() bool { return adv.Report().Supported },
 		Pinning:   func() *status.Pinning { return p.Pinning() },
@@ -198,5 +203,20 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 		case <-t.C:
 			fn()
 		}
+	}
+}
+
+// validatorRule builds, from every config that comes into force, the rule
+// that refuses a container containerd's NRI default validator is set to
+// refuse (validatorcfg); containerd's config is read then, so a containerd
+// restarted with new settings is seen at its Configure. A config that can
+// not be read is logged and sets no rule.
+func validatorRule(log *slog.Logger) func(config.Config) writable.Check {
+	return func(cfg config.Config) writable.Check {
+		check, err := validatorcfg.FromConfig(cfg)
+		if err != nil {
+			log.Warn("containerd's NRI validator settings not known; a refusal by its reject_* settings will not name them", "error", err)
+		}
+		return check
 	}
 }

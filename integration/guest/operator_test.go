@@ -39,7 +39,12 @@ func (e *guestEnv) reloadPlugin(ctx context.Context, t *testing.T, config string
 	}
 	err := waitLog(ctx, e.paths.PluginLog, from, 30*time.Second, func(l string) bool {
 		return strings.Contains(l, "config reloaded") || strings.Contains(l, "not reloaded")
-	}, nil)
+	}, func() error {
+		if !e.plugin.Running() {
+			return fmt.Errorf("cgdelegate exited")
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatalf("cgdelegate did not reload %q: %v\n%s", config, err, fileTail(e.paths.PluginLog, 10))
 	}
