@@ -38,10 +38,10 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
-	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
-	"github.com/cgdelegate/cgdelegate/internal/writable"
 	"github.com/cgdelegate/cgdelegate/internal/status"
+	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
 	"github.com/cgdelegate/cgdelegate/internal/version"
+	"github.com/cgdelegate/cgdelegate/internal/writable"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
