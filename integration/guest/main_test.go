@@ -137,7 +137,7 @@ func (e *guestEnv) setup() error {
 		return fmt.Errorf("setup: containerd config: %w", err)
 	}
 	e.pluginErr = e.pluginAvailable()
-	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant), 0o644); err != nil {
+	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant)); err != nil {
 		return fmt.Errorf("setup: plugin config: %w", err)
 	}
 	if e.pluginErr == nil && e.variant.Plugin == variant.PluginPreregistered {
@@ -208,11 +208,11 @@ func pluginConfigYAML(v variant.Variant) string {
 }
 
 // writeFile writes a file, creating its directory.
-func writeFile(path, content string, mode os.FileMode) error {
+func writeFile(path, content string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil

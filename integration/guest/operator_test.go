@@ -31,7 +31,7 @@ func (e *guestEnv) reloadPlugin(ctx context.Context, t *testing.T, config string
 		t.Fatalf("variant %s: reloading the config needs the external plugin", e.variant.Name)
 	}
 	from := fileSize(e.paths.PluginLog)
-	if err := writeFile(e.paths.PluginYAML, config, 0o644); err != nil {
+	if err := writeFile(e.paths.PluginYAML, config); err != nil {
 		t.Fatal(err)
 	}
 	if err := syscall.Kill(e.plugin.Pid(), syscall.SIGHUP); err != nil {
@@ -120,10 +120,12 @@ func metricsScraped(t *testing.T, e *guestEnv) {
 	runContainer(ctx, t, plain, sleeper("b", 0))
 	w := e.runPod(ctx, t, cri.PodSpec{Name: "writable", Annotations: writable()})
 	assertWritableMount(ctx, t, runContainer(ctx, t, w, sleeper("w", 0)))
-	priv := e.runPod(ctx, t, cri.PodSpec{Name: "privileged", Annotations: writable()})
-	p := sleeper("p", 0)
-	p.Privileged = true
-	runContainer(ctx, t, priv, p)
+	// The runtime handler with cgroup_writable = true: annotated ReadOnly
+	// it is made read-only; unannotated the guard admits it (nsdelegate).
+	ro := e.runPod(ctx, t, cri.PodSpec{Name: "readonly", RuntimeHandler: writableHandler, Annotations: map[string]string{writableAnnotation: "ReadOnly"}})
+	runContainer(ctx, t, ro, sleeper("ro", 0))
+	guarded := e.runPod(ctx, t, cri.PodSpec{Name: "guarded", RuntimeHandler: writableHandler})
+	runContainer(ctx, t, guarded, sleeper("g", 0))
 	bad := e.runPod(ctx, t, cri.PodSpec{Name: "bad", Annotations: map[string]string{writableAnnotation: "yes"}})
 	_, err := bad.CreateContainer(ctx, sleeper("refused", 0))
 	requireErrContains(t, "CreateContainer (bad annotation)", err, writableAnnotation, `"yes"`)
@@ -138,7 +140,7 @@ func metricsScraped(t *testing.T, e *guestEnv) {
 		`cgdelegate_containers_total{result="privileged"}`:                     1,
 		`cgdelegate_containers_total{result="refused"}`:                        1,
 		`cgdelegate_refusals_total{cause="bad_annotation"}`:                    1,
-		`cgdelegate_nri_event_duration_seconds_count{event="CreateContainer"}`: 5,
+		`cgdelegate_nri_event_duration_seconds_count{event="CreateContainer"}`: 6,
 	})
 }
 
@@ -277,12 +279,12 @@ func (e *guestEnv) restartContainerdWith(ctx context.Context, t *testing.T, path
 	t.Helper()
 	cfg := containerdConfig(e.variant)
 	if path != "" {
-		if err := writeFile(path, content, 0o644); err != nil {
+		if err := writeFile(path, content); err != nil {
 			t.Fatal(err)
 		}
 		cfg = containerdConfig(e.variant, path)
 	}
-	if err := writeFile(e.paths.ContainerdConfig, cfg, 0o644); err != nil {
+	if err := writeFile(e.paths.ContainerdConfig, cfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.restartContainerd(ctx); err != nil {

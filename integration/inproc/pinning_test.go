@@ -46,12 +46,13 @@ type pinEnv struct {
 	stubOpts []stub.Option
 }
 
-func setupPinning(t *testing.T, mutate func(*config.Config), opts ...nri.Option) *pinEnv {
+func setupPinning(t *testing.T, mutate func(*config.Config)) *pinEnv {
 	t.Helper()
-	return setupPinningStub(t, mutate, nil, opts...)
+	return setupPinningStub(t, mutate, nil)
 }
 
-// setupPinningStub is setupPinning with stubOpts added to the plugin's stub.
+// setupPinningStub is setupPinning with every plugin instance built with
+// opts and stubOpts added to its stub.
 func setupPinningStub(t *testing.T, mutate func(*config.Config), stubOpts []stub.Option, opts ...nri.Option) *pinEnv {
 	t.Helper()
 	host := fakehost.New(t)

@@ -34,14 +34,15 @@ type env struct {
 	adv  *advert.Advertiser
 }
 
-// setup starts a runtime side and connects the real plugin, built with
-// opts, to it over ttrpc.
-func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config), opts ...nri.Option) *env {
+// setup starts a runtime side and connects the real plugin to it over
+// ttrpc.
+func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config)) *env {
 	t.Helper()
-	return setupStub(t, nsdelegate, mutate, nil, opts...)
+	return setupStub(t, nsdelegate, mutate, nil)
 }
 
-// setupStub is setup with stubOpts added to the plugin's stub.
+// setupStub is setup with the plugin built with opts and stubOpts added to
+// its stub.
 func setupStub(t *testing.T, nsdelegate bool, mutate func(*config.Config), stubOpts []stub.Option, opts ...nri.Option) *env {
 	t.Helper()
 	mounts := fakehost.NoNsdelegate
