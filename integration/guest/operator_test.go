@@ -137,7 +137,8 @@ func metricsScraped(t *testing.T, e *guestEnv) {
 	assertDeltas(t, before, after, map[string]float64{
 		`cgdelegate_containers_total{result="unchanged"}`:                      2,
 		`cgdelegate_containers_total{result="writable"}`:                       1,
-		`cgdelegate_containers_total{result="privileged"}`:                     1,
+		`cgdelegate_containers_total{result="readonly"}`:                       1,
+		`cgdelegate_containers_total{result="guarded"}`:                        1,
 		`cgdelegate_containers_total{result="refused"}`:                        1,
 		`cgdelegate_refusals_total{cause="bad_annotation"}`:                    1,
 		`cgdelegate_nri_event_duration_seconds_count{event="CreateContainer"}`: 6,
