@@ -2,6 +2,8 @@ package inproc
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,6 +15,8 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/status"
+	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
+	decide "github.com/cgdelegate/cgdelegate/internal/writable"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
@@ -219,5 +223,56 @@ cgdelegate_cpus{pool="reserved"} 0
 	}
 	if got := histogramCount(t, rec, "RunPodSandbox"); got != 2 {
 		t.Errorf("RunPodSandbox durations observed %d, want 2", got)
+	}
+}
+
+// A containerd config whose default validator rejects OCI hooks: the
+// plugin refuses the writable container itself, naming the setting, counts
+// it as a policy refusal, and lets a plain container through.
+func TestValidatorRejectsHookOverNRI(t *testing.T) {
+	dir := t.TempDir()
+	ctdConfig := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(ctdConfig, []byte(`version = 3
+[plugins."io.containerd.nri.v1.nri".default_validator]
+  enable = true
+  reject_oci_hook_adjustment = true
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := prom.New(prom.Options{})
+	rule := func(cfg config.Config) decide.Check {
+		check, err := validatorcfg.FromConfig(cfg)
+		if err != nil {
+			t.Errorf("validator settings: %v", err)
+		}
+		return check
+	}
+	e := setupStub(t, true, func(c *config.Config) { c.ContainerdConfig = ctdConfig },
+		[]stub.Option{nritimer.StubOption(rec)}, nri.WithMetrics(rec), nri.WithAdmission(rule))
+	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	_, err := e.create(t, pod, Container(pod, "app"))
+	if err == nil {
+		t.Fatal("a writable container was not refused")
+	}
+	for _, want := range []string{"reject_oci_hook_adjustment = true", ctdConfig, "set reject_oci_hook_adjustment = false"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal does not mention %q: %v", want, err)
+		}
+	}
+	plain := Pod("plain", "u2", cgroupfsParent, nil)
+	if _, err := e.create(t, plain, Container(plain, "app")); err != nil {
+		t.Fatalf("plain container: %v", err)
+	}
+	for _, c := range []struct {
+		name, label, value string
+		want               float64
+	}{
+		{prom.ContainersTotal, "result", "refused", 1},
+		{prom.ContainersTotal, "result", "unchanged", 1},
+		{prom.RefusalsTotal, "cause", prom.CausePolicy, 1},
+	} {
+		if got := counter(t, rec, c.name, c.label, c.value); got != c.want {
+			t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.value, got, c.want)
+		}
 	}
 }
