@@ -11,6 +11,7 @@ type Option func(*options)
 
 type options struct {
 	metrics    metrics.Recorder
+	outcomes   *metrics.Outcomes
 	admission  []func(config.Config) writable.Check
 	configured func()
 }
@@ -23,13 +24,13 @@ func newOptions(opts []Option) options {
 	return o
 }
 
-// WithMetrics sends what the plugin decides to r (Recorder.Container,
-// Recorder.Updates). The handlers read no clock: events are timed where
+// WithMetrics sends what the plugin decides to r (Recorder.Outcomes, else
+// Recorder.Container; Recorder.Updates). The handlers read no clock: events are timed where
 // they arrive, on the stub's ttrpc server (internal/metrics/nritimer).
 func WithMetrics(r metrics.Recorder) Option {
 	return func(o *options) {
 		if r != nil {
-			o.metrics = r
+			o.metrics, o.outcomes = r, r.Outcomes()
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/ttrpc"
+
+	"github.com/cgdelegate/cgdelegate/internal/metrics"
 )
 
 func TestEventName(t *testing.T) {
@@ -42,6 +44,7 @@ type recorder struct{ events []event }
 func (*recorder) Container(string, error)              {}
 func (r *recorder) Event(name string, d time.Duration) { r.events = append(r.events, event{name, d}) }
 func (*recorder) Updates(int, int)                     {}
+func (*recorder) Outcomes() *metrics.Outcomes          { return nil }
 
 // The interceptor times the method, names the event from the decoded
 // request, and passes the answer and the error through unchanged.
