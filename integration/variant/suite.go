@@ -35,8 +35,10 @@ func Suite() []Variant {
 		// because it restarts containerd.
 		{
 			Name: "ctd24-failclosed", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, FailClosed: true, SMP: 2,
-			Scenarios: []Scenario{Harness, AnnotatedWritable, FailClosedPerPod,
-				OptInPolicy, MetricsScraped, ValidatorRejectsHook}, // issue 9: operator controls
+			Scenarios: []Scenario{
+				Harness, AnnotatedWritable, FailClosedPerPod,
+				OptInPolicy, MetricsScraped, ValidatorRejectsHook, // issue 9: operator controls
+			},
 		},
 		{Name: "ctd23-nsdelegate-external", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: nsdelegate},
 		{Name: "ctd23-no-nsdelegate", Containerd: Containerd23, Plugin: PluginExternal, SMP: 2, Scenarios: noNSDelegate},
