@@ -22,7 +22,6 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	if pod == nil || !pn.Active() {
 		return nil
 	}
-	defer p.timed("RunPodSandbox", p.clock())
 	upd, err := pn.AddPod(pod)
 	if err != nil {
 		p.eventLog(pod, nil).Error("pod refused", "error", err)
@@ -58,7 +57,6 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 // otherwise kept to its cpuset, memory nodes and quota (pinning.Pinner.ResizeContainer).
 func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	if pn := p.pin.Load(); pod != nil && ctr != nil && pn.Active() {
-		defer p.timed("UpdateContainer", p.clock())
 		return pn.ResizeContainer(p.log, pod, ctr, res)
 	}
 	return nil, nil
@@ -68,7 +66,6 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 // refused for a pinned pod (pinning.Pinner.ResizePod).
 func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, _, res *api.LinuxResources) error {
 	if pn := p.pin.Load(); pod != nil && pn.Active() {
-		defer p.timed("UpdatePodSandbox", p.clock())
 		return pn.ResizePod(p.log, pod, res)
 	}
 	return nil
@@ -81,7 +78,6 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	if ctr == nil || !pn.Active() {
 		return nil, nil
 	}
-	defer p.timed("StopContainer", p.clock())
 	return pinning.Updates(pn.RemoveContainer(ctr.GetId())), nil
 }
 
@@ -92,7 +88,6 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if ctr == nil || !pn.Active() {
 		return nil
 	}
-	defer p.timed("RemoveContainer", p.clock())
 	p.send.Enqueue(pn.RemoveContainer(ctr.GetId()))
 	return nil
 }
@@ -104,7 +99,6 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	if pod == nil {
 		return nil
 	}
-	defer p.timed("RemovePodSandbox", p.clock())
 	if rel, err := cgroupfs.PodPath(pod.GetLinux().GetCgroupParent()); err == nil {
 		p.h.Load().bounds.Forget(rel)
 	}

@@ -144,7 +144,7 @@ func (e *guestEnv) setup() error {
 		return fmt.Errorf("setup: containerd config: %w", err)
 	}
 	e.pluginErr = e.pluginAvailable()
-	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant), 0o644); err != nil {
+	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant)); err != nil {
 		return fmt.Errorf("setup: plugin config: %w", err)
 	}
 	if e.pluginErr == nil && e.variant.Plugin == variant.PluginPreregistered {
@@ -208,15 +208,18 @@ func pluginConfigYAML(v variant.Variant) string {
 	if v.Pinning {
 		s += "cpuPinning: true\n"
 	}
+	if servesMetrics(v) {
+		s += "metricsAddress: " + metricsAddress + "\n"
+	}
 	return s
 }
 
 // writeFile writes a file, creating its directory.
-func writeFile(path, content string, mode os.FileMode) error {
+func writeFile(path, content string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -352,7 +355,9 @@ func (e *guestEnv) dumpLogs() {
 	}
 }
 
-func containerdConfig(v variant.Variant) string {
+// containerdConfig is the variant's containerd config; extraImports are
+// imported after the shipped drop-in (a scenario's own settings).
+func containerdConfig(v variant.Variant, extraImports ...string) string {
 	runtime := func(name string, writable bool) string {
 		return fmt.Sprintf(`
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[1]s]
@@ -365,9 +370,14 @@ func containerdConfig(v variant.Variant) string {
 	}
 	// A fail-closed variant imports the shipped drop-in, which containerd
 	// merges over the NRI settings below.
-	imports := ""
+	var files []string
 	if v.FailClosed {
-		imports = "imports = ['" + containerdDropIn + "']\n"
+		files = append(files, containerdDropIn)
+	}
+	files = append(files, extraImports...)
+	imports := ""
+	if len(files) > 0 {
+		imports = "imports = ['" + strings.Join(files, "', '") + "']\n"
 	}
 	return `# Written by the cgdelegate integration suite (variant ` + v.Name + `).
 version = 3

@@ -118,9 +118,11 @@ func (rt *Runtime) TakeUpdates() [][]*api.ContainerUpdate {
 }
 
 // Connect starts a stub for plugin p on this runtime and waits until the
-// runtime has synchronized it. Stop the returned stub to disconnect.
-func (rt *Runtime) Connect(ctx context.Context, p any, name, idx string) (stub.Stub, error) {
-	s, err := stub.New(p, stub.WithSocketPath(rt.socket), stub.WithPluginName(name), stub.WithPluginIdx(idx))
+// runtime has synchronized it; opts are added to the stub's own. Stop the
+// returned stub to disconnect.
+func (rt *Runtime) Connect(ctx context.Context, p any, name, idx string, opts ...stub.Option) (stub.Stub, error) {
+	opts = append([]stub.Option{stub.WithSocketPath(rt.socket), stub.WithPluginName(name), stub.WithPluginIdx(idx)}, opts...)
+	s, err := stub.New(p, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("create stub for %s: %w", name, err)
 	}

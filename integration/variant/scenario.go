@@ -44,6 +44,18 @@ const (
 	// stopped, a pod that requires cgdelegate is refused with an error
 	// naming it, and a plain pod runs.
 	FailClosedPerPod Scenario = "FailClosedPerPod"
+	// OptInPolicy: the node's opt-in policy (optIn, put in force by
+	// SIGHUP) refuses a pod outside it, naming the rule and the value, and
+	// admits one inside it; it shows which runtime handler and user
+	// namespace containerd sends NRI.
+	OptInPolicy Scenario = "OptInPolicy"
+	// MetricsScraped: /metrics, scraped inside the VM, counts exactly the
+	// containers the scenario creates, by result and refusal cause.
+	MetricsScraped Scenario = "MetricsScraped"
+	// ValidatorRejectsHook: with containerd's default validator set to
+	// reject OCI hook adjustments, an opted-in container is refused and
+	// the error a user sees names the setting to change.
+	ValidatorRejectsHook Scenario = "ValidatorRejectsHook"
 	// NUMATopology checks the two-node topology the pinning scenarios use.
 	NUMATopology Scenario = "NUMATopology"
 	// PinningPodBudget: a pod budget becomes a bubble of exclusive CPUs.
@@ -79,6 +91,7 @@ var scenarios = []Scenario{
 	AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
 	RefusedWithoutNSDelegate, GuardCgroupWritable, HookRefusesAfterRemount,
 	UsernsPod, PluginMode, Restarts, FailClosedPerPod,
+	OptInPolicy, MetricsScraped, ValidatorRejectsHook,
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
 	InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd,
 	Demo,

@@ -34,10 +34,16 @@ func Suite() []Variant {
 		},
 		// The shipped containerd drop-in, fail closed per pod; the
 		// writable scenario shows the validator lets cgdelegate's own
-		// adjustments through.
+		// adjustments through. The operator scenarios (issue 9) share the
+		// boot: the opt-in policy by SIGHUP, /metrics (served in this
+		// variant only), and the validator told to reject hooks, last
+		// because it restarts containerd.
 		{
 			Name: "ctd24-failclosed", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, FailClosed: true, SMP: 2,
-			Scenarios: []Scenario{Harness, AnnotatedWritable, FailClosedPerPod},
+			Scenarios: []Scenario{
+				Harness, AnnotatedWritable, FailClosedPerPod,
+				OptInPolicy, MetricsScraped, ValidatorRejectsHook, // issue 9: operator controls
+			},
 		},
 		{Name: "ctd23-nsdelegate-external", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: nsdelegate},
 		{Name: "ctd23-no-nsdelegate", Containerd: Containerd23, Plugin: PluginExternal, SMP: 2, Scenarios: noNSDelegate},
