@@ -23,9 +23,13 @@ const nullCNIConfig = `{"cniVersion": "1.0.0", "name": "cgd-null", "plugins": [{
 var initScript []byte
 
 // packInitramfs writes an uncompressed newc initramfs for one containerd
-// version. Uncompressed, because qemu loads it with a memcpy while TCG would
-// spend seconds in the kernel's decompressor.
-func packInitramfs(dst string, a *artifacts, containerdVersion string) (err error) {
+// version, with the kubelet when withKubelet. Uncompressed, because qemu
+// loads it with a memcpy while TCG would spend seconds in the kernel's
+// decompressor.
+func packInitramfs(dst string, a *artifacts, containerdVersion string, withKubelet bool) (err error) {
+	if withKubelet && a.Kubelet == "" {
+		return fmt.Errorf("initramfs: the kubelet was not built")
+	}
 	ctrDir, ok := a.Containerd[containerdVersion]
 	if !ok {
 		return fmt.Errorf("initramfs: containerd %s was not built", containerdVersion)
@@ -74,6 +78,11 @@ func packInitramfs(dst string, a *artifacts, containerdVersion string) (err erro
 		w.HostFile("usr/local/bin/"+bin, 0o755, filepath.Join(ctrDir, bin))
 	}
 	w.HostFile("usr/local/bin/runc", 0o755, a.Runc)
+	versions := fmt.Sprintf("containerd=%s\nrunc=%s\nkernel=%s\n", containerdVersion, runcVersion, a.KernelName)
+	if withKubelet {
+		w.HostFile("usr/local/bin/kubelet", 0o755, a.Kubelet)
+		versions += "kubelet=" + kubeletVersion + "\n"
+	}
 	if a.Plugin != "" {
 		w.HostFile("usr/local/bin/cgdelegate", 0o755, a.Plugin)
 		w.HostFile("usr/local/bin/cgdelegate-hook", 0o755, a.Hook)
@@ -98,7 +107,6 @@ func packInitramfs(dst string, a *artifacts, containerdVersion string) (err erro
 	w.Bytes("etc/hosts", 0o644, []byte("127.0.0.1\tlocalhost cgd-vm\n::1\tlocalhost ip6-localhost\n"))
 	w.Bytes("etc/resolv.conf", 0o644, []byte("# no network in the integration VM\nnameserver 127.0.0.1\n"))
 	w.Bytes("etc/nsswitch.conf", 0o644, []byte("hosts: files\n"))
-	w.Bytes("cgd/versions", 0o644, []byte(fmt.Sprintf("containerd=%s\nrunc=%s\nkernel=%s\n",
-		containerdVersion, runcVersion, a.KernelName)))
+	w.Bytes("cgd/versions", 0o644, []byte(versions))
 	return w.Close()
 }
