@@ -30,6 +30,11 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.PinningDynamicAdd:               pinningDynamicAdd,
 	variant.PinningPluginRestartDuringChurn: pinningPluginRestartDuringChurn,
 	variant.Demo:                            demo,
+	variant.KubeletWritable:                 kubeletWritable,
+	variant.KubeletRefusedWithoutNSDelegate: kubeletRefusedWithoutNSDelegate,
+	variant.KubeletUserns:                   kubeletUserns,
+	variant.KubeletPodLevelPinning:          kubeletPodLevelPinning,
+	variant.KubeletStartLatency:             kubeletStartLatency,
 }
 
 // Console markers of a scenario, read by integration/vm: its identifier
