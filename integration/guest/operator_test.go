@@ -5,6 +5,7 @@ package guest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cgdelegate/cgdelegate/integration/cri"
 	"github.com/cgdelegate/cgdelegate/integration/variant"
@@ -94,6 +97,23 @@ func optInPolicy(t *testing.T, e *guestEnv) {
 	refused++
 	userns := e.runPod(ctx, t, cri.PodSpec{Name: "userns", Annotations: writable(), UserNS: cri.UserNSPod(65536), PodNetwork: true})
 	assertWritableMount(ctx, t, runContainer(ctx, t, userns, sleeper("writable", 0)))
+	// Where the verdicts come from: containerd hands NRI the sandbox
+	// spec's namespaces (PodSandbox.Linux.Namespaces) and the sandbox's
+	// runtime handler, as its verbose pod status shows them.
+	for _, c := range []struct {
+		pod         *cri.Pod
+		wantHandler string
+		wantUser    bool
+	}{{inside, "runc", false}, {hostUsers, "", false}, {userns, "", true}} {
+		handler, nss := e.sandboxInfo(ctx, t, c.pod)
+		t.Logf("pod %s: runtime handler %q, sandbox namespaces %v", c.pod.Spec.Name, handler, nss)
+		if slices.Contains(nss, "user") != c.wantUser {
+			t.Errorf("pod %s: sandbox namespaces %v, want a user namespace %v", c.pod.Spec.Name, nss, c.wantUser)
+		}
+		if handler != c.wantHandler {
+			t.Errorf("pod %s: containerd reports runtime handler %q, want %q (as the CRI request gave it)", c.pod.Spec.Name, handler, c.wantHandler)
+		}
+	}
 
 	if before == nil {
 		return
@@ -105,6 +125,33 @@ func optInPolicy(t *testing.T, e *guestEnv) {
 		`cgdelegate_containers_total{result="writable"}`:  2,
 		`cgdelegate_containers_total{result="unchanged"}`: 1,
 	})
+}
+
+// sandboxInfo is the pod's runtime handler (CRI pod status) and its
+// sandbox spec's namespace types (containerd's verbose status info).
+func (e *guestEnv) sandboxInfo(ctx context.Context, t *testing.T, pod *cri.Pod) (string, []string) {
+	t.Helper()
+	st, err := e.cri.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: pod.ID, Verbose: true})
+	if err != nil {
+		t.Fatalf("pod status: %v", err)
+	}
+	var info struct {
+		RuntimeSpec struct {
+			Linux struct {
+				Namespaces []struct {
+					Type string `json:"type"`
+				} `json:"namespaces"`
+			} `json:"linux"`
+		} `json:"runtimeSpec"`
+	}
+	if err := json.Unmarshal([]byte(st.GetInfo()["info"]), &info); err != nil {
+		t.Fatalf("pod status info: %v", err)
+	}
+	var types []string
+	for _, ns := range info.RuntimeSpec.Linux.Namespaces {
+		types = append(types, ns.Type)
+	}
+	return st.GetStatus().GetRuntimeHandler(), types
 }
 
 // metricsScraped: /metrics served inside the VM counts exactly the
