@@ -201,6 +201,9 @@ func pluginConfigYAML(v variant.Variant) string {
 	if v.Pinning {
 		s += "cpuPinning: true\n"
 	}
+	if v.ContainerScope {
+		s += "topologyScope: container\n"
+	}
 	return s
 }
 

@@ -29,6 +29,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.PinningPodBudget:                pinningPodBudget,
 	variant.PinningDynamicAdd:               pinningDynamicAdd,
 	variant.PinningPluginRestartDuringChurn: pinningPluginRestartDuringChurn,
+	variant.PinningContainerScope:           pinningContainerScope,
 	variant.Demo:                            demo,
 }
 

@@ -20,6 +20,7 @@ const (
 	keyPlugin         = "plugin"
 	keyCgroupWritable = "cgroup_writable"
 	keyPinning        = "pinning"
+	keyContainerScope = "container_scope"
 	keyFailClosed     = "failclosed"
 	keySMP            = "smp"
 	keyNUMA           = "numa"
@@ -30,6 +31,7 @@ const (
 var keys = []string{
 	keyName, keyContainerd, keyNSDelegate, keyPlugin, keyCgroupWritable,
 	keyPinning, keyFailClosed, keySMP, keyNUMA, keyScenarios,
+	keyContainerScope,
 }
 
 // Sentinels of ParamError.
@@ -77,6 +79,7 @@ func (v Variant) params() map[string]string {
 		keySMP:            strconv.Itoa(v.SMP),
 		keyNUMA:           formatBool(v.NUMA),
 		keyScenarios:      strings.Join(scenarios, ","),
+		keyContainerScope: formatBool(v.ContainerScope),
 	}
 }
 
@@ -142,6 +145,7 @@ func Decode(cmdline string) (Variant, error) {
 		FailClosed:     d.bool(keyFailClosed),
 		SMP:            d.int(keySMP),
 		NUMA:           d.bool(keyNUMA),
+		ContainerScope: d.bool(keyContainerScope),
 	}
 	if s := d.raw[keyScenarios]; s != "" {
 		for _, id := range strings.Split(s, ",") {

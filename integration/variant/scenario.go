@@ -53,6 +53,9 @@ const (
 	// PinningPluginRestartDuringChurn: the plugin is killed during churn
 	// and rebuilds its state.
 	PinningPluginRestartDuringChurn Scenario = "PinningPluginRestartDuringChurn"
+	// PinningContainerScope: in container scope a Guaranteed container gets
+	// exclusive CPUs from the node pool, without a bubble.
+	PinningContainerScope Scenario = "PinningContainerScope"
 	// Demo is `make demo`: the story of what cgdelegate does to a pod.
 	Demo Scenario = "Demo"
 )
@@ -64,6 +67,7 @@ var scenarios = []Scenario{
 	RefusedWithoutNSDelegate, GuardCgroupWritable, HookRefusesAfterRemount,
 	UsernsPod, PluginMode, Restarts, FailClosedPerPod,
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
+	PinningContainerScope,
 	Demo,
 }
 

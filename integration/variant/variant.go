@@ -40,6 +40,9 @@ type Variant struct {
 	CgroupWritable bool
 	// Pinning runs cgdelegate with CPU pinning (cpuPinning: true).
 	Pinning bool
+	// ContainerScope pins in container scope (topologyScope: container);
+	// only with Pinning.
+	ContainerScope bool
 	// FailClosed has containerd import the shipped drop-in
 	// contrib/containerd/cgdelegate.toml (NRI's default validator, per-pod
 	// required plugins) over the suite's own NRI settings.
@@ -66,6 +69,7 @@ func (v Variant) Validate() error {
 	check(keyContainerd, isToken(v.Containerd), "want a release such as %s", Containerd24)
 	check(keyPlugin, v.Plugin.valid(), "want %s, %s or %s", PluginExternal, PluginPreregistered, PluginNone)
 	check(keySMP, v.SMP >= 1, "want at least one CPU")
+	check(keyContainerScope, !v.ContainerScope || v.Pinning, "container scope needs pinning")
 	check(keyNUMA, !v.NUMA || (v.SMP >= 2 && v.SMP%2 == 0), "two NUMA nodes need an even number of CPUs, not %d", v.SMP)
 	check(keyScenarios, len(v.Scenarios) > 0, "want at least one scenario")
 	seen := map[Scenario]bool{}
