@@ -225,6 +225,9 @@ func pluginConfigYAML(v variant.Variant) string {
 	if servesMetrics(v) {
 		s += "metricsAddress: " + metricsAddress + "\n"
 	}
+	if v.ContainerScope {
+		s += "topologyScope: container\n"
+	}
 	return s
 }
 

@@ -96,6 +96,12 @@ func memoryOnly(name string) cri.ContainerSpec {
 // a container update that did not reach the runtime.
 func (e *guestEnv) pluginLog(t *testing.T, from int64) {
 	t.Helper()
+	if e.variant.Plugin == variant.PluginPreregistered {
+		// NRI starts a pre-registered plugin without stdout or stderr
+		// (adaptation: exec.Command, nothing attached): there is no log.
+		t.Logf("plugin log: none, the plugin is pre-registered (NRI discards its output)")
+		return
+	}
 	b, err := os.ReadFile(e.paths.PluginLog)
 	if err != nil || int64(len(b)) < from {
 		t.Errorf("plugin log: %v", err)
@@ -605,4 +611,61 @@ func numaTopology(t *testing.T, _ *guestEnv) {
 			t.Errorf("%s cpulist = %q, want %q", node, got, cpus)
 		}
 	}
+}
+
+// pinningContainerScope: with topologyScope: container there are no
+// bubbles. A Guaranteed 1-CPU container (oom_score_adj -997) gets one
+// exclusive CPU from the node pool with its quota off, and the node-shared
+// container keeps every other CPU and every memory node; a burstable
+// container in a pod the kubelet scored Burstable gets no exclusive CPU;
+// removing the pod widens the shared container again.
+func pinningContainerScope(t *testing.T, e *guestEnv) {
+	e.requirePinning(t)
+	if !e.variant.ContainerScope {
+		t.Fatalf("variant %s does not pin in container scope", e.variant.Name)
+	}
+	ctx := scenarioCtx(t)
+	logFrom := fileSize(e.paths.PluginLog)
+	t.Cleanup(func() { e.pluginLog(t, logFrom) })
+	nodes := nodeCPUs(t)
+	all := cpuset.New()
+	for _, set := range nodes {
+		all = all.Union(set)
+	}
+	plain := e.runPod(ctx, t, cri.PodSpec{Name: "plain"})
+	pc := runContainer(ctx, t, plain, memoryOnly("node-pool"))
+	if v := viewOf(ctx, t, pc); !v.CPUs.Equals(all) {
+		t.Fatalf("node shared pool container before any slice: %s, want cpus %s", v, all)
+	}
+
+	pod := e.runPod(ctx, t, cri.PodSpec{Name: "guaranteed"})
+	ex := runContainer(ctx, t, pod, guaranteed("exclusive"))
+	vx := viewOf(ctx, t, ex)
+	t.Logf("exclusive: %s", vx)
+	if vx.CPUs.Size() != 1 || !vx.exclusive() {
+		t.Fatalf("exclusive container: %s, want one cpu with the quota off", vx)
+	}
+	narrowed := waitView(ctx, t, pc, "node shared pool container after the slice", func(v cpuView) bool {
+		return v.CPUs.Equals(all.Difference(vx.CPUs))
+	})
+	t.Logf("node pool with the slice: %s", narrowed)
+	if !narrowed.Mems.Equals(cpuset.New(0, 1)) {
+		t.Errorf("node-shared container mems %s, want every memory node 0-1", narrowed.Mems)
+	}
+
+	bpod := e.runPod(ctx, t, cri.PodSpec{Name: "burstable"})
+	spec := guaranteed("scored-burstable")
+	spec.Resources.OomScoreAdj = 500 // the kubelet's score for a Burstable pod
+	bc := runContainer(ctx, t, bpod, spec)
+	if v := viewOf(ctx, t, bc); v.exclusive() || !v.CPUs.Equals(all.Difference(vx.CPUs)) {
+		t.Errorf("container of a Burstable pod: %s, want the node shared pool with its quota", v)
+	}
+
+	if err := pod.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	widened := waitView(ctx, t, pc, "node shared pool container after the pod was removed", func(v cpuView) bool {
+		return v.CPUs.Equals(all)
+	})
+	t.Logf("node pool after the pod was removed: %s", widened)
 }

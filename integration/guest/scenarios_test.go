@@ -36,6 +36,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.InPodExecAfterLeafMove:          inPodExecAfterLeafMove,
 	variant.InPodNestedRunc:                 inPodNestedRunc,
 	variant.InPodSystemd:                    inPodSystemd,
+	variant.PinningContainerScope:           pinningContainerScope,
 	variant.Demo:                            demo,
 	variant.KubeletWritable:                 kubeletWritable,
 	variant.KubeletRefusedWithoutNSDelegate: kubeletRefusedWithoutNSDelegate,

@@ -23,6 +23,7 @@ const (
 	keyPlugin         = "plugin"
 	keyCgroupWritable = "cgroup_writable"
 	keyPinning        = "pinning"
+	keyContainerScope = "container_scope"
 	keyFailClosed     = "failclosed"
 	keySystemd        = "systemd"
 	keySMP            = "smp"
@@ -35,6 +36,7 @@ const (
 var keys = []string{
 	keyName, keyContainerd, keyNSDelegate, keyPlugin, keyCgroupWritable,
 	keyPinning, keyFailClosed, keySystemd, keySMP, keyNUMA, keyKubelet, keyScenarios,
+	keyContainerScope,
 }
 
 // Sentinels of ParamError.
@@ -84,6 +86,7 @@ func (v Variant) params() map[string]string {
 		keyNUMA:           formatBool(v.NUMA),
 		keyKubelet:        formatBool(v.Kubelet),
 		keyScenarios:      strings.Join(scenarios, ","),
+		keyContainerScope: formatBool(v.ContainerScope),
 	}
 }
 
@@ -151,6 +154,7 @@ func Decode(cmdline string) (Variant, error) {
 		SMP:            d.int(keySMP),
 		NUMA:           d.bool(keyNUMA),
 		Kubelet:        d.bool(keyKubelet),
+		ContainerScope: d.bool(keyContainerScope),
 	}
 	if s := d.raw[keyScenarios]; s != "" {
 		for _, id := range strings.Split(s, ",") {

@@ -84,6 +84,9 @@ const (
 	// InPodSystemd: systemd is PID 1 of a writable pod, reaches running
 	// (or degraded), and makes a scope with MemoryMax in the pod's subtree.
 	InPodSystemd Scenario = "InPodSystemd"
+	// PinningContainerScope: in container scope a Guaranteed container gets
+	// exclusive CPUs from the node pool, without a bubble.
+	PinningContainerScope Scenario = "PinningContainerScope"
 	// Demo is `make demo`: the story of what cgdelegate does to a pod.
 	Demo Scenario = "Demo"
 
@@ -118,6 +121,7 @@ var scenarios = []Scenario{
 	OptInPolicy, MetricsScraped, ValidatorRejectsHook,
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
 	InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd,
+	PinningContainerScope,
 	Demo,
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 }

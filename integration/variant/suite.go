@@ -84,6 +84,12 @@ func Suite() []Variant {
 			Name: "ctd24-pinning-preregistered", Containerd: Containerd24, NSDelegate: true, Plugin: PluginPreregistered, Pinning: true, SMP: 4, NUMA: true,
 			Scenarios: []Scenario{Harness, PinningPodBudget, PinningDynamicAdd, NUMATopology},
 		},
+		// Pinning in container scope (issue 11, item 8).
+		{
+			Name: "ctd24-pinning-container-scope", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal,
+			Pinning: true, ContainerScope: true, SMP: 4, NUMA: true,
+			Scenarios: []Scenario{Harness, PinningContainerScope},
+		},
 	}
 }
 

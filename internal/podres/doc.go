@@ -78,6 +78,14 @@
 // is Guaranteed and its CPU limit is a whole number of CPUs;
 // Container.ExclusiveCPUs returns that number.
 //
+// A pod-level budget is classified the same way (the kubelet's
+// ComputePodQOS uses the pod-level resources alone when they are set), and
+// Budget.BubbleCPUs is the size of the pod's bubble: its CPU request when
+// Guaranteed with whole CPUs, else none. NRI carries no memory request, so
+// a budget with a memory limit reads as Guaranteed unless the annotation
+// states a lower request; PodQoSFromOOMScoreAdj reads the pod's class from
+// the kubelet's oom_score_adj of its containers.
+//
 // # The resources annotation
 //
 // A pod annotation states a pod's or a container's CPU and memory exactly.
