@@ -1,6 +1,5 @@
 package variant
 
-
 // The containerd releases the suite runs against: the current release and
 // the newest 2.3 LTS the module proxy served when the suite was written.
 const (
