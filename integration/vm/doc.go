@@ -22,7 +22,10 @@
 //   - cgdelegate, cgdelegate-hook, the guest test binary, a pause and a null
 //     CNI plugin, the busybox and pause OCI images and one uncompressed
 //     initramfs per containerd version and init, in a temporary work dir,
-//     every run.
+//     every run. The busybox image also holds the in-pod tools
+//     (cgdelegate-init, the delegate package's test binary, runc); when a
+//     variant runs InPodSystemd, the initramfs also holds an image made
+//     from the systemd root filesystem, which that scenario imports.
 //
 // Two inits: the busybox variants boot init.sh (busybox PID 1, cgroup2
 // mounted by the script); the systemd variants boot init-systemd.sh, which
