@@ -33,6 +33,11 @@ type paths struct {
 	PluginBuildError string // written by the host when the plugin did not build
 	HookBinary       string
 	ImagesDir        string
+	KubeletBinary    string
+	KubeletConfig    string
+	KubeletLog       string
+	KubeletRoot      string
+	StaticPods       string // the kubelet's staticPodPath
 }
 
 func defaultPaths() paths {
@@ -49,6 +54,11 @@ func defaultPaths() paths {
 		PluginBuildError: "/cgd/plugin-build-error",
 		HookBinary:       "/usr/local/bin/cgdelegate-hook",
 		ImagesDir:        "/cgd/images",
+		KubeletBinary:    "/usr/local/bin/kubelet",
+		KubeletConfig:    "/etc/kubernetes/kubelet.yaml",
+		KubeletLog:       "/var/log/kubelet.log",
+		KubeletRoot:      "/var/lib/kubelet",
+		StaticPods:       "/etc/kubernetes/manifests",
 	}
 }
 
@@ -71,6 +81,10 @@ type guestEnv struct {
 	cri        *cri.Client
 	containerd *daemon
 	plugin     *daemon // external mode only
+	// kubelet is started by the first Kubelet scenario (requireKubelet);
+	// kubeletErr says why it is not running.
+	kubelet    *kubeletEnv
+	kubeletErr error
 	// setupErr fails every scenario when the VM could not be prepared.
 	setupErr error
 	// pluginErr says why the plugin is not running.
@@ -144,7 +158,7 @@ func (e *guestEnv) setup() error {
 		return fmt.Errorf("setup: containerd config: %w", err)
 	}
 	e.pluginErr = e.pluginAvailable()
-	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant), 0o644); err != nil {
+	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant)); err != nil {
 		return fmt.Errorf("setup: plugin config: %w", err)
 	}
 	if e.pluginErr == nil && e.variant.Plugin == variant.PluginPreregistered {
@@ -208,15 +222,18 @@ func pluginConfigYAML(v variant.Variant) string {
 	if v.Pinning {
 		s += "cpuPinning: true\n"
 	}
+	if servesMetrics(v) {
+		s += "metricsAddress: " + metricsAddress + "\n"
+	}
 	return s
 }
 
 // writeFile writes a file, creating its directory.
-func writeFile(path, content string, mode os.FileMode) error {
+func writeFile(path, content string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -331,6 +348,9 @@ func (e *guestEnv) restartPlugin(ctx context.Context) error {
 }
 
 func (e *guestEnv) shutdown() {
+	if e.kubelet != nil {
+		_ = e.kubelet.daemon.Stop(10 * time.Second)
+	}
 	if e.plugin != nil {
 		_ = e.plugin.Stop(5 * time.Second)
 	}
@@ -344,7 +364,11 @@ func (e *guestEnv) shutdown() {
 
 // dumpLogs prints the daemons' log tails for the host's console log.
 func (e *guestEnv) dumpLogs() {
-	for _, f := range []string{e.paths.ContainerdLog, e.paths.PluginLog} {
+	logs := []string{e.paths.ContainerdLog, e.paths.PluginLog}
+	if e.kubelet != nil {
+		logs = append(logs, e.paths.KubeletLog)
+	}
+	for _, f := range logs {
 		fmt.Printf("CGD-LOG ===== tail of %s =====\n", f)
 		for _, l := range strings.Split(fileTail(f, 60), "\n") {
 			fmt.Printf("CGD-LOG %s\n", l)
@@ -352,7 +376,9 @@ func (e *guestEnv) dumpLogs() {
 	}
 }
 
-func containerdConfig(v variant.Variant) string {
+// containerdConfig is the variant's containerd config; extraImports are
+// imported after the shipped drop-in (a scenario's own settings).
+func containerdConfig(v variant.Variant, extraImports ...string) string {
 	runtime := func(name string, writable bool) string {
 		return fmt.Sprintf(`
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[1]s]
@@ -365,9 +391,14 @@ func containerdConfig(v variant.Variant) string {
 	}
 	// A fail-closed variant imports the shipped drop-in, which containerd
 	// merges over the NRI settings below.
-	imports := ""
+	var files []string
 	if v.FailClosed {
-		imports = "imports = ['" + containerdDropIn + "']\n"
+		files = append(files, containerdDropIn)
+	}
+	files = append(files, extraImports...)
+	imports := ""
+	if len(files) > 0 {
+		imports = "imports = ['" + strings.Join(files, "', '") + "']\n"
 	}
 	return `# Written by the cgdelegate integration suite (variant ` + v.Name + `).
 version = 3

@@ -25,6 +25,9 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.PluginMode:                      pluginMode,
 	variant.Restarts:                        restarts,
 	variant.FailClosedPerPod:                failClosedPerPod,
+	variant.OptInPolicy:                     optInPolicy,
+	variant.MetricsScraped:                  metricsScraped,
+	variant.ValidatorRejectsHook:            validatorRejectsHook,
 	variant.NUMATopology:                    numaTopology,
 	variant.PinningPodBudget:                pinningPodBudget,
 	variant.PinningDynamicAdd:               pinningDynamicAdd,
@@ -34,6 +37,11 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.InPodNestedRunc:                 inPodNestedRunc,
 	variant.InPodSystemd:                    inPodSystemd,
 	variant.Demo:                            demo,
+	variant.KubeletWritable:                 kubeletWritable,
+	variant.KubeletRefusedWithoutNSDelegate: kubeletRefusedWithoutNSDelegate,
+	variant.KubeletUserns:                   kubeletUserns,
+	variant.KubeletPodLevelPinning:          kubeletPodLevelPinning,
+	variant.KubeletStartLatency:             kubeletStartLatency,
 }
 
 // Console markers of a scenario, read by integration/vm: its identifier

@@ -3,6 +3,7 @@
 package guest
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,13 @@ func annotatedWritable(t *testing.T, e *guestEnv) {
 	c := runContainer(ctx, t, pod, sleeper("work", 0))
 
 	assertWritableMount(ctx, t, c)
+	assertDelegates(ctx, t, c)
+}
+
+// assertDelegates runs delegateScript in a writable container and checks
+// every step of the delegation.
+func assertDelegates(ctx context.Context, t *testing.T, c *cri.Container) {
+	t.Helper()
 	shOK(ctx, t, c, "mkdir /sys/fs/cgroup/probe && rmdir /sys/fs/cgroup/probe")
 
 	r := sh(ctx, t, c, delegateScript)
@@ -107,21 +115,7 @@ func usernsPod(t *testing.T, e *guestEnv) {
 		t.Errorf("uid_map = %q, want 0 65536 65536", m)
 	}
 	assertWritableMount(ctx, t, c)
-	r := sh(ctx, t, c, `cd /sys/fs/cgroup
-ls -ln cgroup.procs cgroup.subtree_control .
-if mkdir child; then echo MKDIR=ok; else echo MKDIR=fail; fi
-sleep 600 >/dev/null 2>&1 &
-pid=$!
-if echo $pid > child/cgroup.procs; then echo MOVE=ok; else echo MOVE=fail; fi
-echo "CHILDCG=$(cat /proc/$pid/cgroup)"
-kill $pid; wait $pid 2>/dev/null
-rmdir child`)
-	t.Logf("inside: %s", r)
-	for k, want := range map[string]string{"MKDIR": "ok", "MOVE": "ok", "CHILDCG": "0::/child"} {
-		if got := inspect.Markers(r.Stdout)[k]; got != want {
-			t.Errorf("%s = %q, want %q", k, got, want)
-		}
-	}
+	assertUsernsDelegates(ctx, t, c)
 	// Seen from the host: the container's cgroup belongs to the host IDs
 	// its root maps to. With runc's systemd driver runc chowned the UID and
 	// the hook the GID too; they must agree, not undo each other.
@@ -140,4 +134,26 @@ rmdir child`)
 			t.Errorf("host %s owned by %d:%d, want 65536:65536", filepath.Join(dir, f), st.Uid, st.Gid)
 		}
 	}
+}
+
+// assertUsernsDelegates checks that root in a user-namespaced writable
+// container can make a child cgroup and move a process into it.
+func assertUsernsDelegates(ctx context.Context, t *testing.T, c *cri.Container) {
+	t.Helper()
+	r := sh(ctx, t, c, `cd /sys/fs/cgroup
+ls -ln cgroup.procs cgroup.subtree_control .
+if mkdir child; then echo MKDIR=ok; else echo MKDIR=fail; fi
+sleep 600 >/dev/null 2>&1 &
+pid=$!
+if echo $pid > child/cgroup.procs; then echo MOVE=ok; else echo MOVE=fail; fi
+echo "CHILDCG=$(cat /proc/$pid/cgroup)"
+kill $pid; wait $pid 2>/dev/null
+rmdir child`)
+	t.Logf("inside: %s", r)
+	for k, want := range map[string]string{"MKDIR": "ok", "MOVE": "ok", "CHILDCG": "0::/child"} {
+		if got := inspect.Markers(r.Stdout)[k]; got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+
 }

@@ -12,8 +12,9 @@ import (
 const Prefix = "cgd."
 
 // The parameter keys, without Prefix. integration/vm/init.sh reads
-// cgd.nsdelegate=0 itself, to mount cgroup2 before the guest runs; the
-// systemd variant's guest unit (integration/vm/systemd.go) reads it to
+// cgd.nsdelegate=0 itself, to mount cgroup2 before the guest runs, and
+// cgd.kubelet=1, to give the guest tests more time; the systemd variant's
+// guest unit (integration/vm/systemd.go) reads cgd.nsdelegate=0 to
 // remount the cgroup2 systemd mounted.
 const (
 	keyName           = "variant"
@@ -26,13 +27,14 @@ const (
 	keySystemd        = "systemd"
 	keySMP            = "smp"
 	keyNUMA           = "numa"
+	keyKubelet        = "kubelet"
 	keyScenarios      = "scenarios"
 )
 
 // keys are every parameter of a variant, in the order Encode writes them.
 var keys = []string{
 	keyName, keyContainerd, keyNSDelegate, keyPlugin, keyCgroupWritable,
-	keyPinning, keyFailClosed, keySystemd, keySMP, keyNUMA, keyScenarios,
+	keyPinning, keyFailClosed, keySystemd, keySMP, keyNUMA, keyKubelet, keyScenarios,
 }
 
 // Sentinels of ParamError.
@@ -80,6 +82,7 @@ func (v Variant) params() map[string]string {
 		keySystemd:        formatBool(v.Systemd),
 		keySMP:            strconv.Itoa(v.SMP),
 		keyNUMA:           formatBool(v.NUMA),
+		keyKubelet:        formatBool(v.Kubelet),
 		keyScenarios:      strings.Join(scenarios, ","),
 	}
 }
@@ -147,6 +150,7 @@ func Decode(cmdline string) (Variant, error) {
 		Systemd:        d.bool(keySystemd),
 		SMP:            d.int(keySMP),
 		NUMA:           d.bool(keyNUMA),
+		Kubelet:        d.bool(keyKubelet),
 	}
 	if s := d.raw[keyScenarios]; s != "" {
 		for _, id := range strings.Split(s, ",") {

@@ -1,6 +1,9 @@
 package variant
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // Scenario names one guest scenario. The guest runs it as a subtest of that
 // name and reports its result under it; the host expects one result for
@@ -44,6 +47,18 @@ const (
 	// stopped, a pod that requires cgdelegate is refused with an error
 	// naming it, and a plain pod runs.
 	FailClosedPerPod Scenario = "FailClosedPerPod"
+	// OptInPolicy: the node's opt-in policy (optIn, put in force by
+	// SIGHUP) refuses a pod outside it, naming the rule and the value, and
+	// admits one inside it; it shows which runtime handler and user
+	// namespace containerd sends NRI.
+	OptInPolicy Scenario = "OptInPolicy"
+	// MetricsScraped: /metrics, scraped inside the VM, counts exactly the
+	// containers the scenario creates, by result and refusal cause.
+	MetricsScraped Scenario = "MetricsScraped"
+	// ValidatorRejectsHook: with containerd's default validator set to
+	// reject OCI hook adjustments, an opted-in container is refused and
+	// the error a user sees names the setting to change.
+	ValidatorRejectsHook Scenario = "ValidatorRejectsHook"
 	// NUMATopology checks the two-node topology the pinning scenarios use.
 	NUMATopology Scenario = "NUMATopology"
 	// PinningPodBudget: a pod budget becomes a bubble of exclusive CPUs.
@@ -71,6 +86,27 @@ const (
 	InPodSystemd Scenario = "InPodSystemd"
 	// Demo is `make demo`: the story of what cgdelegate does to a pod.
 	Demo Scenario = "Demo"
+
+	// The Kubelet scenarios (issue 8) run a standalone kubelet with static
+	// pods from the manifests in integration/guest/testdata/pods; see
+	// NeedsKubelet.
+
+	// KubeletWritable: an annotated static pod makes and limits child
+	// cgroups; the bounds are on the pod cgroup the kubelet made.
+	KubeletWritable Scenario = "KubeletWritable"
+	// KubeletRefusedWithoutNSDelegate: the same pod on a host without
+	// nsdelegate never runs, and the kubelet's /pods view carries
+	// cgdelegate's error naming nsdelegate.
+	KubeletRefusedWithoutNSDelegate Scenario = "KubeletRefusedWithoutNSDelegate"
+	// KubeletUserns: a hostUsers: false static pod can delegate.
+	KubeletUserns Scenario = "KubeletUserns"
+	// KubeletPodLevelPinning: a static pod with pod-level resources gets a
+	// bubble; its Guaranteed container an exclusive CPU, its others the
+	// rest of the bubble.
+	KubeletPodLevelPinning Scenario = "KubeletPodLevelPinning"
+	// KubeletStartLatency measures static pod start (manifest written to
+	// container running) with cgdelegate loaded and not loaded.
+	KubeletStartLatency Scenario = "KubeletStartLatency"
 )
 
 // scenarios lists every Scenario constant.
@@ -79,9 +115,11 @@ var scenarios = []Scenario{
 	AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
 	RefusedWithoutNSDelegate, GuardCgroupWritable, HookRefusesAfterRemount,
 	UsernsPod, PluginMode, Restarts, FailClosedPerPod,
+	OptInPolicy, MetricsScraped, ValidatorRejectsHook,
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
 	InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd,
 	Demo,
+	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 }
 
 // AllScenarios returns every scenario the guest implements.
@@ -89,3 +127,7 @@ func AllScenarios() []Scenario { return slices.Clone(scenarios) }
 
 // Known reports whether s is one of the scenario constants.
 func (s Scenario) Known() bool { return slices.Contains(scenarios, s) }
+
+// NeedsKubelet reports whether the scenario drives a kubelet: every such
+// scenario, and only those, has "Kubelet" in its name.
+func (s Scenario) NeedsKubelet() bool { return strings.Contains(string(s), "Kubelet") }

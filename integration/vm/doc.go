@@ -15,17 +15,21 @@
 //   - the Debian 6.12 kernel (apt-get download + dpkg-deb), containerd (each
 //     pinned version) and runc with go install, cached by version under
 //     $CGDELEGATE_CACHE (default $HOME/.cache/cgdelegate-integration);
+//   - the kubelet (kubelet_build_test.go: k8s.io/kubernetes from the module
+//     proxy with its staging modules replaced by their published versions),
+//     cached by version, only when a selected variant runs one;
 //   - for the systemd variants (Variant.Systemd), a Debian bookworm root
 //     filesystem (mmdebstrap minbase + systemd, dbus, kmod; builder
 //     debianRootfs, reusable for other package sets), cached as a tar under
 //     rootfs/<name>-<hash of the resolved package versions>;
 //   - cgdelegate, cgdelegate-hook, the guest test binary, a pause and a null
 //     CNI plugin, the busybox and pause OCI images and one uncompressed
-//     initramfs per containerd version and init, in a temporary work dir,
-//     every run. The busybox image also holds the in-pod tools
-//     (cgdelegate-init, the delegate package's test binary, runc); when a
-//     variant runs InPodSystemd, the initramfs also holds an image made
-//     from the systemd root filesystem, which that scenario imports.
+//     initramfs per containerd version, init and kubelet or not (only the
+//     kubelet variants carry its 90 MB), in a temporary work dir, every run.
+//     The busybox image also holds the in-pod tools (cgdelegate-init, the
+//     delegate package's test binary, runc); when a variant runs
+//     InPodSystemd, the initramfs also holds an image made from the systemd
+//     root filesystem, which that scenario imports.
 //
 // Two inits: the busybox variants boot init.sh (busybox PID 1, cgroup2
 // mounted by the script); the systemd variants boot init-systemd.sh, which
@@ -47,7 +51,8 @@
 // The guest side protocol: /init prints CGD-BOOT, each scenario prints
 // "CGD-SCENARIO <id>" when it starts and "CGD-RESULT {json}" when it ends,
 // the guest test binary's exit is "CGD-DONE {json}", and "CGD-FATAL ..."
-// says why the guest gave up. A scenario without a result line fails; so
+// says why the guest gave up. "CGD-METRIC {json}" is a measurement of a
+// scenario; the host logs it in the scenario's subtest and never judges it. A scenario without a result line fails; so
 // do a result for a scenario the variant does not list and a boot that
 // never finishes.
 //

@@ -13,7 +13,12 @@ insmod /cgd/overlay.ko || echo "CGD-FATAL insmod overlay"
 echo "CGD-TIMING systemd-unit uptime=$(cut -d' ' -f1 /proc/uptime)"
 echo "CGD-BOOT kernel=$(uname -r) cpus=$(nproc) init=$(cat /proc/1/comm) cgroup=$(grep ' /sys/fs/cgroup ' /proc/self/mountinfo | sed 's/.* - //')"
 
-/cgd/guest.test -test.v -test.timeout=10m
+# Kubelet variants get longer, as in init.sh.
+timeout=10m
+if grep -qw 'cgd.kubelet=1' /proc/cmdline; then
+	timeout=20m
+fi
+/cgd/guest.test -test.v -test.timeout=$timeout
 rc=$?
 # Where systemd spent the boot (the unit is Type=exec, so the boot has
 # finished by now).

@@ -29,16 +29,21 @@ var initSystemdScript []byte
 var guestRunScript []byte
 
 // packInitramfs writes an uncompressed newc initramfs for one containerd
-// version. Uncompressed, because qemu loads it with a memcpy while TCG would
-// spend seconds in the kernel's decompressor. With systemd, its root is the
-// Debian root filesystem a.SystemdRootfs and PID 1 becomes systemd;
-// otherwise it is busybox and init.sh.
-func packInitramfs(dst string, a *artifacts, containerdVersion string, systemd bool) (err error) {
+// version, init and kubelet (boot). Uncompressed, because qemu loads it
+// with a memcpy while TCG would spend seconds in the kernel's decompressor.
+// With systemd, its root is the Debian root filesystem a.SystemdRootfs and
+// PID 1 becomes systemd; otherwise it is busybox and init.sh. Only kubelet
+// boots carry the kubelet's 90 MB.
+func packInitramfs(dst string, a *artifacts, boot bootKind) (err error) {
+	containerdVersion := boot.containerd
+	if boot.kubelet && a.Kubelet == "" {
+		return fmt.Errorf("initramfs: the kubelet was not built")
+	}
 	ctrDir, ok := a.Containerd[containerdVersion]
 	if !ok {
 		return fmt.Errorf("initramfs: containerd %s was not built", containerdVersion)
 	}
-	if systemd && a.SystemdRootfs == "" {
+	if boot.systemd && a.SystemdRootfs == "" {
 		return errors.New("initramfs: the systemd root filesystem was not built")
 	}
 	f, err := os.Create(dst) //nolint:forbidigo // scratch file in our own work dir
@@ -51,20 +56,20 @@ func packInitramfs(dst string, a *artifacts, containerdVersion string, systemd b
 		}
 	}()
 	w := newCPIOWriter(f)
-	if systemd {
+	if boot.systemd {
 		// The suite's files first: the first entry of a path wins over the
 		// root filesystem's.
 		if err := writeSystemdFiles(w); err != nil {
 			return err
 		}
-		writeSuiteFiles(w, a, ctrDir, containerdVersion, "cgd/overlay.ko")
+		writeSuiteFiles(w, a, ctrDir, containerdVersion, "cgd/overlay.ko", boot.kubelet)
 		w.Tar(a.SystemdRootfs, nil)
 		return w.Close()
 	}
 	if err := writeBusybox(w, a); err != nil {
 		return err
 	}
-	writeSuiteFiles(w, a, ctrDir, containerdVersion, "lib/modules/overlay.ko")
+	writeSuiteFiles(w, a, ctrDir, containerdVersion, "lib/modules/overlay.ko", boot.kubelet)
 	w.Bytes("etc/passwd", 0o644, []byte(guestPasswd))
 	w.Bytes("etc/group", 0o644, []byte(guestGroup))
 	w.Bytes("etc/hostname", 0o644, []byte("cgd-vm\n"))
@@ -128,8 +133,9 @@ func writeSystemdFiles(w *cpioWriter) error {
 
 // writeSuiteFiles writes what every variant's guest needs: containerd,
 // runc, cgdelegate, the guest test binary and its images, overlayfs (at
-// overlayKO), the CNI plugin and the host files the guest reads.
-func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, overlayKO string) {
+// overlayKO), the CNI plugin, the kubelet when withKubelet, and the host
+// files the guest reads.
+func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, overlayKO string, withKubelet bool) {
 	for _, d := range []string{"cgd/images", "opt/nri/plugins", "etc/nri/conf.d", "etc/containerd", "var/lib", "var/log"} {
 		w.Dir(d, 0o755)
 	}
@@ -137,6 +143,11 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 		w.HostFile("usr/local/bin/"+bin, 0o755, filepath.Join(ctrDir, bin))
 	}
 	w.HostFile("usr/local/bin/runc", 0o755, a.Runc)
+	versions := fmt.Sprintf("containerd=%s\nrunc=%s\nkernel=%s\n", containerdVersion, runcVersion, a.KernelName)
+	if withKubelet {
+		w.HostFile("usr/local/bin/kubelet", 0o755, a.Kubelet)
+		versions += "kubelet=" + kubeletVersion + "\n"
+	}
 	if a.Plugin != "" {
 		w.HostFile("usr/local/bin/cgdelegate", 0o755, a.Plugin)
 		w.HostFile("usr/local/bin/cgdelegate-hook", 0o755, a.Hook)
@@ -161,6 +172,5 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 
 	w.Bytes("etc/hosts", 0o644, []byte("127.0.0.1\tlocalhost cgd-vm\n::1\tlocalhost ip6-localhost\n"))
 	w.Bytes("etc/resolv.conf", 0o644, []byte("# no network in the integration VM\nnameserver 127.0.0.1\n"))
-	w.Bytes("cgd/versions", 0o644, []byte(fmt.Sprintf("containerd=%s\nrunc=%s\nkernel=%s\n",
-		containerdVersion, runcVersion, a.KernelName)))
+	w.Bytes("cgd/versions", 0o644, []byte(versions))
 }

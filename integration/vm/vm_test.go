@@ -98,18 +98,19 @@ func TestVM(t *testing.T) {
 		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
 	}
 	var versions []string
-	systemd, systemdPod := false, false
+	systemd, systemdPod, withKubelet := false, false, false
 	for _, v := range vs {
 		if !slices.Contains(versions, v.Containerd) {
 			versions = append(versions, v.Containerd)
 		}
 		systemd = systemd || v.Systemd
 		systemdPod = systemdPod || slices.Contains(v.Scenarios, variant.InPodSystemd)
+		withKubelet = withKubelet || v.Kubelet
 	}
 
 	b := &builder{log: log, repo: repoRoot(t), cacheDir: cacheDir, workDir: workDir}
 	ctx := context.Background()
-	arts, err := b.buildAll(ctx, versions)
+	arts, err := b.buildAll(ctx, versions, withKubelet)
 	if err != nil {
 		t.Fatalf("building the VM: %v", err)
 	}
@@ -128,15 +129,16 @@ func TestVM(t *testing.T) {
 			t.Fatalf("building the systemd pod image: %v", err)
 		}
 	}
-	// One initramfs per containerd version and init.
-	initrds := map[initrdKey]string{}
+	// One initramfs per containerd version, init, and kubelet or not: only
+	// the variants that run a kubelet carry its 90 MB.
+	initrds := map[bootKind]string{}
 	for _, v := range vs {
-		k := initrdKey{v.Containerd, v.Systemd}
+		k := bootOf(v)
 		if _, ok := initrds[k]; ok {
 			continue
 		}
 		p := filepath.Join(workDir, "initramfs-"+k.String()+".cpio")
-		if err := packInitramfs(p, arts, k.containerd, k.systemd); err != nil {
+		if err := packInitramfs(p, arts, k); err != nil {
 			t.Fatalf("initramfs: %v", err)
 		}
 		initrds[k] = p
@@ -144,22 +146,31 @@ func TestVM(t *testing.T) {
 	log.Info("artifacts ready", "took", time.Since(start).Round(time.Second), "cache", cacheDir, "work", workDir)
 
 	for _, v := range vs {
-		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds[initrdKey{v.Containerd, v.Systemd}], workDir, v) })
+		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds[bootOf(v)], workDir, v) })
 	}
 	log.Info("integration suite done", "took", time.Since(start).Round(time.Second))
 }
 
-// initrdKey tells the initramfs images of a run apart.
-type initrdKey struct {
-	containerd string
-	systemd    bool
+// bootKind tells the initramfs images of a run apart.
+type bootKind struct {
+	containerd       string
+	systemd, kubelet bool
 }
 
-func (k initrdKey) String() string {
+// bootOf is the initramfs v boots.
+func bootOf(v variant.Variant) bootKind {
+	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.Kubelet}
+}
+
+func (k bootKind) String() string {
+	s := k.containerd
 	if k.systemd {
-		return k.containerd + "-systemd"
+		s += "-systemd"
 	}
-	return k.containerd
+	if k.kubelet {
+		s += "-kubelet"
+	}
+	return s
 }
 
 // maxBootAttempts bounds the boots of one variant when the guest kernel
@@ -181,6 +192,10 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		// Twice the initramfs, a copy into the tmpfs and systemd's own
 		// start: about three times the busybox boot under TCG.
 		spec.BootTimeout = 6 * time.Minute
+	}
+	if v.Kubelet {
+		// The guest gives the tests 20 minutes instead of 10.
+		spec.Timeout = 25 * time.Minute
 	}
 	verbose := os.Getenv("CGD_VM_VERBOSE") != ""
 	var rep *consoleReport
@@ -214,6 +229,9 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		t.Run(string(sc), func(t *testing.T) {
 			res, ok := rep.Results[sc]
 			out := strings.Join(rep.Output[sc], "\n")
+			for _, m := range rep.Metrics[sc] {
+				t.Logf("%s", m)
+			}
 			switch {
 			case !ok:
 				t.Fatalf("no result from the guest for %s (console log %s)\n%s", sc, spec.LogPath, out)
