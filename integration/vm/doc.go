@@ -26,6 +26,10 @@
 //     CNI plugin, the busybox and pause OCI images and one uncompressed
 //     initramfs per containerd version, init and kubelet or not (only the
 //     kubelet variants carry its 90 MB), in a temporary work dir, every run.
+//     The busybox image also holds the in-pod tools (cgdelegate-init, the
+//     delegate package's test binary, runc); when a variant runs
+//     InPodSystemd, the initramfs also holds an image made from the systemd
+//     root filesystem, which that scenario imports.
 //
 // Two inits: the busybox variants boot init.sh (busybox PID 1, cgroup2
 // mounted by the script); the systemd variants boot init-systemd.sh, which
