@@ -18,10 +18,21 @@
 //   - the kubelet (kubelet_build_test.go: k8s.io/kubernetes from the module
 //     proxy with its staging modules replaced by their published versions),
 //     cached by version, only when a selected variant runs one;
+//   - for the systemd variants (Variant.Systemd), a Debian bookworm root
+//     filesystem (mmdebstrap minbase + systemd, dbus, kmod; builder
+//     debianRootfs, reusable for other package sets), cached as a tar under
+//     rootfs/<name>-<hash of the resolved package versions>;
 //   - cgdelegate, cgdelegate-hook, the guest test binary, a pause and a null
 //     CNI plugin, the busybox and pause OCI images and one uncompressed
-//     initramfs per containerd version (and per kubelet or not: only the
+//     initramfs per containerd version, init and kubelet or not (only the
 //     kubelet variants carry its 90 MB), in a temporary work dir, every run.
+//
+// Two inits: the busybox variants boot init.sh (busybox PID 1, cgroup2
+// mounted by the script); the systemd variants boot init-systemd.sh, which
+// copies the Debian root into a tmpfs and switch_roots to systemd, which
+// mounts cgroup2 (nsdelegate) and starts cgd-guest.service (systemd.go),
+// which runs guest-run.sh and powers off. More units (a kubelet) are one
+// more entry in systemdUnits.
 //
 // Knobs, all optional:
 //

@@ -98,11 +98,13 @@ func TestVM(t *testing.T) {
 		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
 	}
 	var versions []string
-	withKubelet := false
+	systemd, systemdPod, withKubelet := false, false, false
 	for _, v := range vs {
 		if !slices.Contains(versions, v.Containerd) {
 			versions = append(versions, v.Containerd)
 		}
+		systemd = systemd || v.Systemd
+		systemdPod = systemdPod || slices.Contains(v.Scenarios, variant.InPodSystemd)
 		withKubelet = withKubelet || v.Kubelet
 	}
 
@@ -117,34 +119,58 @@ func TestVM(t *testing.T) {
 			t.Fatalf("cgdelegate or cgdelegate-hook did not build; the scenarios that need them will fail:\n%v", arts.PluginErr)
 		}
 	})
-	// One initramfs per containerd version, and per kubelet or not: only
+	if systemd || systemdPod {
+		if arts.SystemdRootfs, err = b.debianRootfs(ctx, systemdRootfsName, systemdPackages); err != nil {
+			t.Fatalf("building the systemd root filesystem: %v", err)
+		}
+	}
+	if systemdPod {
+		if arts.SystemdPodImage, err = b.systemdPodImage(arts.SystemdRootfs); err != nil {
+			t.Fatalf("building the systemd pod image: %v", err)
+		}
+	}
+	// One initramfs per containerd version, init, and kubelet or not: only
 	// the variants that run a kubelet carry its 90 MB.
-	initrds := map[string]string{}
+	initrds := map[bootKind]string{}
 	for _, v := range vs {
-		key := initrdKey(v)
-		if _, ok := initrds[key]; ok {
+		k := bootOf(v)
+		if _, ok := initrds[k]; ok {
 			continue
 		}
-		p := filepath.Join(workDir, "initramfs-"+key+".cpio")
-		if err := packInitramfs(p, arts, v.Containerd, v.Kubelet); err != nil {
+		p := filepath.Join(workDir, "initramfs-"+k.String()+".cpio")
+		if err := packInitramfs(p, arts, k); err != nil {
 			t.Fatalf("initramfs: %v", err)
 		}
-		initrds[key] = p
+		initrds[k] = p
 	}
 	log.Info("artifacts ready", "took", time.Since(start).Round(time.Second), "cache", cacheDir, "work", workDir)
 
 	for _, v := range vs {
-		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds[initrdKey(v)], workDir, v) })
+		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds[bootOf(v)], workDir, v) })
 	}
 	log.Info("integration suite done", "took", time.Since(start).Round(time.Second))
 }
 
-// initrdKey names the initramfs a variant boots.
-func initrdKey(v variant.Variant) string {
-	if v.Kubelet {
-		return v.Containerd + "-kubelet"
+// bootKind tells the initramfs images of a run apart.
+type bootKind struct {
+	containerd       string
+	systemd, kubelet bool
+}
+
+// bootOf is the initramfs v boots.
+func bootOf(v variant.Variant) bootKind {
+	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.Kubelet}
+}
+
+func (k bootKind) String() string {
+	s := k.containerd
+	if k.systemd {
+		s += "-systemd"
 	}
-	return v.Containerd
+	if k.kubelet {
+		s += "-kubelet"
+	}
+	return s
 }
 
 // maxBootAttempts bounds the boots of one variant when the guest kernel
@@ -162,8 +188,13 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		BootTimeout: 3 * time.Minute,
 		Timeout:     15 * time.Minute,
 	}
+	if v.Systemd {
+		// Twice the initramfs, a copy into the tmpfs and systemd's own
+		// start: about three times the busybox boot under TCG.
+		spec.BootTimeout = 6 * time.Minute
+	}
 	if v.Kubelet {
-		// init.sh gives the guest tests 20 minutes instead of 10.
+		// The guest gives the tests 20 minutes instead of 10.
 		spec.Timeout = 25 * time.Minute
 	}
 	verbose := os.Getenv("CGD_VM_VERBOSE") != ""
