@@ -397,7 +397,6 @@ func inPodNestedRunc(t *testing.T, e *guestEnv) {
 	}
 	// runc run ends when its container does, and removes the cgroup.
 	shOK(ctx, t, c, "runc --root /tmp/runc kill nested1 KILL; i=0; while [ $i -lt 100 ] && ! grep -q EXIT= /tmp/nested.log; do sleep 0.2; i=$((i+1)); done; test ! -e /sys/fs/cgroup/nested")
-
 }
 
 // The systemd image (integration/vm systemdPodImage), imported only by the

@@ -155,5 +155,4 @@ rmdir child`)
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}
 	}
-
 }
