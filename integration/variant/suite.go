@@ -54,6 +54,8 @@ func Suite() []Variant {
 			Scenarios: []Scenario{
 				Harness, AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
 				HookRefusesAfterRemount, UsernsPod,
+				// The in-pod stories (issue 10) under runc's systemd driver.
+				InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd,
 			},
 		},
 		// The CPU pinning scenarios (issue 4), on four CPUs in two NUMA
