@@ -53,6 +53,16 @@ const (
 	// PinningPluginRestartDuringChurn: the plugin is killed during churn
 	// and rebuilds its state.
 	PinningPluginRestartDuringChurn Scenario = "PinningPluginRestartDuringChurn"
+	// KubeletDaemonSetPod: the release image, imported with ctr, runs as
+	// the static pod rendered from the shipped DaemonSet under the real
+	// kubelet, with the shipped containerd drop-in; an annotated pod gets
+	// a writable cgroup through it, and `cgdelegate status` on the node
+	// says supported.
+	KubeletDaemonSetPod Scenario = "KubeletDaemonSetPod"
+	// KubeletPluginPodRestart: cgdelegate's process in that pod is
+	// killed; the kubelet restarts it, it reconnects, and no pod loses
+	// what it was given.
+	KubeletPluginPodRestart Scenario = "KubeletPluginPodRestart"
 	// Demo is `make demo`: the story of what cgdelegate does to a pod.
 	Demo Scenario = "Demo"
 )
@@ -64,6 +74,7 @@ var scenarios = []Scenario{
 	RefusedWithoutNSDelegate, GuardCgroupWritable, HookRefusesAfterRemount,
 	UsernsPod, PluginMode, Restarts, FailClosedPerPod,
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
+	KubeletDaemonSetPod, KubeletPluginPodRestart,
 	Demo,
 }
 

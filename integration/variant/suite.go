@@ -36,6 +36,16 @@ func Suite() []Variant {
 		},
 		{Name: "ctd23-nsdelegate-external", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: nsdelegate},
 		{Name: "ctd23-no-nsdelegate", Containerd: Containerd23, Plugin: PluginExternal, SMP: 2, Scenarios: noNSDelegate},
+		// cgdelegate deployed as it ships: the release image, the
+		// DaemonSet's pod as a static pod of the real kubelet, the
+		// containerd drop-in as written; CPU pinning on (the ConfigMap's
+		// config plus cpuPinning: true), so the restart shows a pinned
+		// pod keeping its CPUs.
+		{
+			Name: "ctd24-Kubelet-daemonset", Containerd: Containerd24, NSDelegate: true, Plugin: PluginDaemonSet, FailClosed: true,
+			Pinning: true, SMP: 4, NUMA: true,
+			Scenarios: []Scenario{KubeletDaemonSetPod, KubeletPluginPodRestart},
+		},
 		// The CPU pinning scenarios (issue 4), on four CPUs in two NUMA nodes.
 		{
 			Name: "ctd24-numa-smp4", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,

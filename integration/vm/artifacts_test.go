@@ -49,6 +49,12 @@ type artifacts struct {
 	// Plugin and Hook are empty when they did not build; PluginErr says why.
 	Plugin, Hook string
 	PluginErr    error
+	// ReleaseImage is the image `make image` writes (ociimage.Release:
+	// cgdelegate, cgdelegate-hook, cgdelegate-init), named
+	// ociimage.DefaultRepo:<git describe>; empty when the plugin did not
+	// build. Only variants that run the DaemonSet's pod get it
+	// (variant.NeedsReleaseImage).
+	ReleaseImage string
 	// ContainerdDropIn is contrib/containerd/cgdelegate.toml.
 	ContainerdDropIn string
 }
@@ -405,10 +411,40 @@ func (b *builder) buildAll(ctx context.Context, versions []string) (*artifacts, 
 	}
 	plugin, perr := b.goBuild(ctx, "cgdelegate", "./plugin", false, "")
 	hook, herr := b.goBuild(ctx, "cgdelegate-hook", "./hooks/cmd/cgdelegate-hook", false, "")
+	initBin, ierr := b.goBuild(ctx, "cgdelegate-init", "./cmd/cgdelegate-init", false, "")
 	if perr == nil && herr == nil {
 		a.Plugin, a.Hook = plugin, hook
 	} else {
 		a.PluginErr = errors.Join(perr, herr)
 	}
+	if a.PluginErr == nil && ierr == nil {
+		a.ReleaseImage, a.PluginErr = b.releaseImage(ctx, plugin, hook, initBin)
+	} else {
+		a.PluginErr = errors.Join(a.PluginErr, ierr)
+	}
 	return a, nil
+}
+
+// releaseImage writes the release image as `make image` does (the same
+// ociimage.Release, the binaries in the same order), versioned by git
+// describe like the Makefile's VERSION.
+func (b *builder) releaseImage(ctx context.Context, binaries ...string) (string, error) {
+	version := "dev"
+	if out, err := b.run(ctx, b.repo, nil, "git", "describe", "--tags", "--always", "--dirty"); err == nil {
+		version = strings.TrimSpace(string(out))
+	}
+	img, err := ociimage.Release{Repo: ociimage.DefaultRepo, Version: version, Binaries: binaries}.Image()
+	if err != nil {
+		return "", fmt.Errorf("release image: %w", err)
+	}
+	p := filepath.Join(b.workDir, "cgdelegate-image.tar")
+	f, err := os.Create(p) //nolint:forbidigo // scratch file in our own work dir
+	if err != nil {
+		return "", fmt.Errorf("release image: %w", err)
+	}
+	werr := ociimage.WriteLayout(f, img)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return "", fmt.Errorf("release image %s: %w", img.Name, err)
+	}
+	return p, nil
 }

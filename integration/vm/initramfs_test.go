@@ -19,13 +19,19 @@ import (
 const nullCNIConfig = `{"cniVersion": "1.0.0", "name": "cgd-null", "plugins": [{"type": "nullcni"}]}
 `
 
+// releaseImagePath is where the guest finds the release image (the guest's
+// releaseImage); apart from the busybox and pause images, which every boot
+// imports.
+const releaseImagePath = "cgd/release/cgdelegate-image.tar"
+
 //go:embed init.sh
 var initScript []byte
 
 // packInitramfs writes an uncompressed newc initramfs for one containerd
 // version. Uncompressed, because qemu loads it with a memcpy while TCG would
-// spend seconds in the kernel's decompressor.
-func packInitramfs(dst string, a *artifacts, containerdVersion string) (err error) {
+// spend seconds in the kernel's decompressor. withRelease adds the release
+// image (releaseImagePath), for variants that run the DaemonSet's pod.
+func packInitramfs(dst string, a *artifacts, containerdVersion string, withRelease bool) (err error) {
 	ctrDir, ok := a.Containerd[containerdVersion]
 	if !ok {
 		return fmt.Errorf("initramfs: containerd %s was not built", containerdVersion)
@@ -79,6 +85,9 @@ func packInitramfs(dst string, a *artifacts, containerdVersion string) (err erro
 		w.HostFile("usr/local/bin/cgdelegate-hook", 0o755, a.Hook)
 	} else {
 		w.Bytes("cgd/plugin-build-error", 0o644, []byte(a.PluginErr.Error()))
+	}
+	if withRelease && a.ReleaseImage != "" {
+		w.HostFile(releaseImagePath, 0o644, a.ReleaseImage)
 	}
 	w.HostFile("cgd/guest.test", 0o755, a.GuestTest)
 	for i, img := range a.Images {

@@ -118,7 +118,8 @@ func TestVM(t *testing.T) {
 	initrds := map[string]string{}
 	for _, v := range versions {
 		p := filepath.Join(workDir, "initramfs-"+v+".cpio")
-		if err := packInitramfs(p, arts, v); err != nil {
+		withRelease := slices.ContainsFunc(vs, func(x variant.Variant) bool { return x.Containerd == v && x.NeedsReleaseImage() })
+		if err := packInitramfs(p, arts, v, withRelease); err != nil {
 			t.Fatalf("initramfs: %v", err)
 		}
 		initrds[v] = p
