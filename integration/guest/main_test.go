@@ -137,8 +137,11 @@ func (e *guestEnv) setup() error {
 		return fmt.Errorf("setup: containerd config: %w", err)
 	}
 	e.pluginErr = e.pluginAvailable()
-	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant), 0o644); err != nil {
-		return fmt.Errorf("setup: plugin config: %w", err)
+	// The DaemonSet's pod brings its own config (the ConfigMap's).
+	if e.variant.Plugin != variant.PluginDaemonSet {
+		if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant), 0o644); err != nil {
+			return fmt.Errorf("setup: plugin config: %w", err)
+		}
 	}
 	if e.pluginErr == nil && e.variant.Plugin == variant.PluginPreregistered {
 		if err := e.preinstallPlugin(); err != nil {
@@ -152,7 +155,9 @@ func (e *guestEnv) setup() error {
 	if err := e.importImages(ctx); err != nil {
 		return err
 	}
-	if e.pluginErr == nil && e.variant.Plugin != variant.PluginNone {
+	// The DaemonSet's pod starts with the kubelet, in the first scenario
+	// that needs it (requireDaemonSetPlugin).
+	if e.pluginErr == nil && e.variant.Plugin != variant.PluginNone && e.variant.Plugin != variant.PluginDaemonSet {
 		e.pluginErr = e.startPlugin(ctx, 0)
 	}
 	return nil
