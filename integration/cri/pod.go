@@ -128,3 +128,10 @@ func (p *Pod) Remove() error {
 	}
 	return nil
 }
+
+// Adopt returns a Pod for a sandbox that someone else (a kubelet) made, so
+// that its containers can be inspected and exec'd into with this client.
+// Only ID and Spec.Name are set; Remove works, the config is unknown.
+func (c *Client) Adopt(podID, name string) *Pod {
+	return &Pod{ID: podID, Spec: PodSpec{Name: name}, c: c}
+}

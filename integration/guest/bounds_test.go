@@ -3,6 +3,7 @@
 package guest
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,8 +68,14 @@ func podBounds(t *testing.T, e *guestEnv) {
 	ctx := scenarioCtx(t)
 	pod := e.runPod(ctx, t, cri.PodSpec{Annotations: writable()})
 	c := runContainer(ctx, t, pod, sleeper("bomb", 0))
+	assertBoundsHold(ctx, t, c, e.podCgroup(pod))
+}
 
-	podCg := e.podCgroup(pod)
+// assertBoundsHold checks the bounds of the pod cgroup at podCg (a host
+// path) from inside the writable container c, one level below it: a mkdir
+// loop stops at max.descendants with EAGAIN, a nesting loop at max.depth.
+func assertBoundsHold(ctx context.Context, t *testing.T, c *cri.Container, podCg string) {
+	t.Helper()
 	maxDesc, err1 := strconv.Atoi(readCgroupFile(t, podCg, "cgroup.max.descendants"))
 	maxDepth, err2 := strconv.Atoi(readCgroupFile(t, podCg, "cgroup.max.depth"))
 	if err1 != nil || err2 != nil {

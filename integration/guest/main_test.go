@@ -33,6 +33,11 @@ type paths struct {
 	PluginBuildError string // written by the host when the plugin did not build
 	HookBinary       string
 	ImagesDir        string
+	KubeletBinary    string
+	KubeletConfig    string
+	KubeletLog       string
+	KubeletRoot      string
+	StaticPods       string // the kubelet's staticPodPath
 }
 
 func defaultPaths() paths {
@@ -49,6 +54,11 @@ func defaultPaths() paths {
 		PluginBuildError: "/cgd/plugin-build-error",
 		HookBinary:       "/usr/local/bin/cgdelegate-hook",
 		ImagesDir:        "/cgd/images",
+		KubeletBinary:    "/usr/local/bin/kubelet",
+		KubeletConfig:    "/etc/kubernetes/kubelet.yaml",
+		KubeletLog:       "/var/log/kubelet.log",
+		KubeletRoot:      "/var/lib/kubelet",
+		StaticPods:       "/etc/kubernetes/manifests",
 	}
 }
 
@@ -71,6 +81,14 @@ type guestEnv struct {
 	cri        *cri.Client
 	containerd *daemon
 	plugin     *daemon // external mode only
+	// kubelet is started by the first Kubelet scenario (requireKubelet);
+	// kubeletErr says why it is not running.
+	kubelet    *kubeletEnv
+	kubeletErr error
+	// dsPlugin is cgdelegate as the DaemonSet's static pod, deployed by
+	// the first scenario that needs it (requireDaemonSetPlugin); its
+	// failure is pluginErr.
+	dsPlugin *daemonSetPlugin
 	// setupErr fails every scenario when the VM could not be prepared.
 	setupErr error
 	// pluginErr says why the plugin is not running.
@@ -329,6 +347,9 @@ func (e *guestEnv) restartPlugin(ctx context.Context) error {
 }
 
 func (e *guestEnv) shutdown() {
+	if e.kubelet != nil {
+		_ = e.kubelet.daemon.Stop(10 * time.Second)
+	}
 	if e.plugin != nil {
 		_ = e.plugin.Stop(5 * time.Second)
 	}
@@ -342,7 +363,16 @@ func (e *guestEnv) shutdown() {
 
 // dumpLogs prints the daemons' log tails for the host's console log.
 func (e *guestEnv) dumpLogs() {
-	for _, f := range []string{e.paths.ContainerdLog, e.paths.PluginLog} {
+	logs := []string{e.paths.ContainerdLog, e.paths.PluginLog}
+	if e.kubelet != nil {
+		logs = append(logs, e.paths.KubeletLog)
+	}
+	if e.dsPlugin != nil {
+		// The DaemonSet pod's container logs, every restart.
+		pods, _ := filepath.Glob("/var/log/pods/" + e.dsPlugin.namespace + "_" + e.dsPlugin.sp.Full + "_*/*/*.log")
+		logs = append(logs, pods...)
+	}
+	for _, f := range logs {
 		fmt.Printf("CGD-LOG ===== tail of %s =====\n", f)
 		for _, l := range strings.Split(fileTail(f, 60), "\n") {
 			fmt.Printf("CGD-LOG %s\n", l)

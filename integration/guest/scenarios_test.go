@@ -30,6 +30,13 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.PinningDynamicAdd:               pinningDynamicAdd,
 	variant.PinningPluginRestartDuringChurn: pinningPluginRestartDuringChurn,
 	variant.Demo:                            demo,
+	variant.KubeletWritable:                 kubeletWritable,
+	variant.KubeletRefusedWithoutNSDelegate: kubeletRefusedWithoutNSDelegate,
+	variant.KubeletUserns:                   kubeletUserns,
+	variant.KubeletPodLevelPinning:          kubeletPodLevelPinning,
+	variant.KubeletStartLatency:             kubeletStartLatency,
+	variant.KubeletDaemonSetPod:             kubeletDaemonSetPod,
+	variant.KubeletPluginPodRestart:         kubeletPluginPodRestart,
 }
 
 // Console markers of a scenario, read by integration/vm: its identifier

@@ -3,6 +3,7 @@
 package guest
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -45,6 +46,13 @@ func annotatedWritable(t *testing.T, e *guestEnv) {
 	c := runContainer(ctx, t, pod, sleeper("work", 0))
 
 	assertWritableMount(ctx, t, c)
+	assertDelegates(ctx, t, c)
+}
+
+// assertDelegates runs delegateScript in a writable container and checks
+// every step of the delegation.
+func assertDelegates(ctx context.Context, t *testing.T, c *cri.Container) {
+	t.Helper()
 	shOK(ctx, t, c, "mkdir /sys/fs/cgroup/probe && rmdir /sys/fs/cgroup/probe")
 
 	r := sh(ctx, t, c, delegateScript)
@@ -104,6 +112,13 @@ func usernsPod(t *testing.T, e *guestEnv) {
 		t.Errorf("uid_map = %q, want 0 65536 65536", m)
 	}
 	assertWritableMount(ctx, t, c)
+	assertUsernsDelegates(ctx, t, c)
+}
+
+// assertUsernsDelegates checks that root in a user-namespaced writable
+// container can make a child cgroup and move a process into it.
+func assertUsernsDelegates(ctx context.Context, t *testing.T, c *cri.Container) {
+	t.Helper()
 	r := sh(ctx, t, c, `cd /sys/fs/cgroup
 ls -ln cgroup.procs cgroup.subtree_control .
 if mkdir child; then echo MKDIR=ok; else echo MKDIR=fail; fi

@@ -23,13 +23,14 @@ const (
 	keyFailClosed     = "failclosed"
 	keySMP            = "smp"
 	keyNUMA           = "numa"
+	keyKubelet        = "kubelet"
 	keyScenarios      = "scenarios"
 )
 
 // keys are every parameter of a variant, in the order Encode writes them.
 var keys = []string{
 	keyName, keyContainerd, keyNSDelegate, keyPlugin, keyCgroupWritable,
-	keyPinning, keyFailClosed, keySMP, keyNUMA, keyScenarios,
+	keyPinning, keyFailClosed, keySMP, keyNUMA, keyKubelet, keyScenarios,
 }
 
 // Sentinels of ParamError.
@@ -76,6 +77,7 @@ func (v Variant) params() map[string]string {
 		keyFailClosed:     formatBool(v.FailClosed),
 		keySMP:            strconv.Itoa(v.SMP),
 		keyNUMA:           formatBool(v.NUMA),
+		keyKubelet:        formatBool(v.Kubelet),
 		keyScenarios:      strings.Join(scenarios, ","),
 	}
 }
@@ -142,6 +144,7 @@ func Decode(cmdline string) (Variant, error) {
 		FailClosed:     d.bool(keyFailClosed),
 		SMP:            d.int(keySMP),
 		NUMA:           d.bool(keyNUMA),
+		Kubelet:        d.bool(keyKubelet),
 	}
 	if s := d.raw[keyScenarios]; s != "" {
 		for _, id := range strings.Split(s, ",") {

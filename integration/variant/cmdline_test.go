@@ -16,7 +16,11 @@ func TestRoundTrip(t *testing.T) {
 		Name: "custom_1.x", Containerd: "v9.9.9", Plugin: PluginNone, CgroupWritable: true, FailClosed: true, SMP: 1,
 		Scenarios: []Scenario{Demo, Harness},
 	}
-	for _, v := range append(Suite(), DemoVariant(), custom) {
+	kubelet := Variant{
+		Name: "custom-Kubelet", Containerd: "v9.9.9", Plugin: PluginExternal, SMP: 2, Kubelet: true,
+		Scenarios: []Scenario{Harness, KubeletStartLatency},
+	}
+	for _, v := range append(Suite(), DemoVariant(), custom, kubelet) {
 		t.Run(v.Name, func(t *testing.T) {
 			enc, err := v.Encode()
 			if err != nil {
@@ -52,6 +56,24 @@ func TestEncodeNSDelegate(t *testing.T) {
 	}
 }
 
+// TestEncodeKubelet: the kubelet is one word of the command line.
+func TestEncodeKubelet(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		on   bool
+		word string
+	}{{"ctd-Kubelet", true, "cgd.kubelet=1"}, {"ctd", false, "cgd.kubelet=0"}} {
+		v := Variant{Name: tc.name, Containerd: Containerd24, Plugin: PluginExternal, SMP: 2, Kubelet: tc.on, Scenarios: []Scenario{Harness}}
+		enc, err := v.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(strings.Fields(enc), tc.word) {
+			t.Errorf("Kubelet %v: %q has no word %s", tc.on, enc, tc.word)
+		}
+	}
+}
+
 func TestEncodeInvalid(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -68,6 +90,10 @@ func TestEncodeInvalid(t *testing.T) {
 		{"no scenarios", func(v *Variant) { v.Scenarios = nil }, "scenarios", ""},
 		{"unknown scenario", func(v *Variant) { v.Scenarios = []Scenario{"TestS01AnnotatedWritable"} }, "scenarios", "TestS01AnnotatedWritable"},
 		{"scenario twice", func(v *Variant) { v.Scenarios = []Scenario{Demo, Demo} }, "scenarios", "Demo,Demo"},
+		{"kubelet scenario without a kubelet", func(v *Variant) { v.Scenarios = []Scenario{KubeletWritable} }, "scenarios", "KubeletWritable"},
+		{"kubelet not named", func(v *Variant) { v.Kubelet = true }, "kubelet", "1"},
+		{"DaemonSet pod without a kubelet", func(v *Variant) { v.Plugin = PluginDaemonSet }, "plugin", "daemonset"},
+		{"named Kubelet without one", func(v *Variant) { v.Name = "ctd24-Kubelet" }, "kubelet", "0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,6 +143,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"bool not 0 or 1", with("nsdelegate", "cgd.nsdelegate=yes"), ErrInvalid, "nsdelegate", "yes"},
 		{"empty bool", with("pinning", "cgd.pinning="), ErrInvalid, "pinning", ""},
 		{"bare key", with("numa", "cgd.numa"), ErrInvalid, "numa", ""},
+		{"kubelet not 0 or 1", with("kubelet", "cgd.kubelet=true"), ErrInvalid, "kubelet", "true"},
+		{"kubelet in a variant not named for it", with("kubelet", "cgd.kubelet=1"), ErrInvalid, "kubelet", "1"},
 		{"CPUs not a number", with("smp", "cgd.smp=four"), ErrInvalid, "smp", "four"},
 		{"zero CPUs", with("smp", "cgd.smp=0"), ErrInvalid, "smp", "0"},
 		{"odd CPUs on two nodes", with("smp", "cgd.smp=3"), ErrInvalid, "numa", "1"},

@@ -1,6 +1,9 @@
 package variant
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // Scenario names one guest scenario. The guest runs it as a subtest of that
 // name and reports its result under it; the host expects one result for
@@ -65,6 +68,27 @@ const (
 	KubeletPluginPodRestart Scenario = "KubeletPluginPodRestart"
 	// Demo is `make demo`: the story of what cgdelegate does to a pod.
 	Demo Scenario = "Demo"
+
+	// The Kubelet scenarios (issue 8) run a standalone kubelet with static
+	// pods from the manifests in integration/guest/testdata/pods; see
+	// NeedsKubelet.
+
+	// KubeletWritable: an annotated static pod makes and limits child
+	// cgroups; the bounds are on the pod cgroup the kubelet made.
+	KubeletWritable Scenario = "KubeletWritable"
+	// KubeletRefusedWithoutNSDelegate: the same pod on a host without
+	// nsdelegate never runs, and the kubelet's /pods view carries
+	// cgdelegate's error naming nsdelegate.
+	KubeletRefusedWithoutNSDelegate Scenario = "KubeletRefusedWithoutNSDelegate"
+	// KubeletUserns: a hostUsers: false static pod can delegate.
+	KubeletUserns Scenario = "KubeletUserns"
+	// KubeletPodLevelPinning: a static pod with pod-level resources gets a
+	// bubble; its Guaranteed container an exclusive CPU, its others the
+	// rest of the bubble.
+	KubeletPodLevelPinning Scenario = "KubeletPodLevelPinning"
+	// KubeletStartLatency measures static pod start (manifest written to
+	// container running) with cgdelegate loaded and not loaded.
+	KubeletStartLatency Scenario = "KubeletStartLatency"
 )
 
 // scenarios lists every Scenario constant.
@@ -76,6 +100,7 @@ var scenarios = []Scenario{
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
 	KubeletDaemonSetPod, KubeletPluginPodRestart,
 	Demo,
+	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 }
 
 // AllScenarios returns every scenario the guest implements.
@@ -83,3 +108,7 @@ func AllScenarios() []Scenario { return slices.Clone(scenarios) }
 
 // Known reports whether s is one of the scenario constants.
 func (s Scenario) Known() bool { return slices.Contains(scenarios, s) }
+
+// NeedsKubelet reports whether the scenario drives a kubelet: every such
+// scenario, and only those, has "Kubelet" in its name.
+func (s Scenario) NeedsKubelet() bool { return strings.Contains(string(s), "Kubelet") }

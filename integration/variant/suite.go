@@ -42,14 +42,26 @@ func Suite() []Variant {
 		// config plus cpuPinning: true), so the restart shows a pinned
 		// pod keeping its CPUs.
 		{
-			Name: "ctd24-Kubelet-daemonset", Containerd: Containerd24, NSDelegate: true, Plugin: PluginDaemonSet, FailClosed: true,
-			Pinning: true, SMP: 4, NUMA: true,
+			Name: "ctd24-daemonset-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginDaemonSet, FailClosed: true,
+			Pinning: true, SMP: 4, NUMA: true, Kubelet: true,
 			Scenarios: []Scenario{KubeletDaemonSetPod, KubeletPluginPodRestart},
 		},
-		// The CPU pinning scenarios (issue 4), on four CPUs in two NUMA nodes.
+		// The CPU pinning scenarios (issue 4), on four CPUs in two NUMA
+		// nodes. The kubelet starts only for the last scenario, after the
+		// CRI ones (a kubelet kills pods it did not make).
 		{
-			Name: "ctd24-numa-smp4", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
-			Scenarios: []Scenario{Harness, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology},
+			Name: "ctd24-numa-smp4-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
+			Kubelet:   true,
+			Scenarios: []Scenario{Harness, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology, KubeletPodLevelPinning},
+		},
+		// A real kubelet (issue 8) with static pods, on both kinds of host.
+		{
+			Name: "ctd24-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Kubelet: true,
+			Scenarios: []Scenario{KubeletWritable, KubeletUserns, KubeletStartLatency},
+		},
+		{
+			Name: "ctd24-no-nsdelegate-Kubelet", Containerd: Containerd24, Plugin: PluginExternal, SMP: 2, Kubelet: true,
+			Scenarios: []Scenario{KubeletRefusedWithoutNSDelegate},
 		},
 	}
 }

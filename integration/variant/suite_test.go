@@ -38,6 +38,29 @@ func TestSuite(t *testing.T) {
 	}
 }
 
+// TestKubeletScenarios: a scenario needs the kubelet exactly when its name
+// says Kubelet, and the suite boots kubelet variants with and without
+// nsdelegate.
+func TestKubeletScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		s    Scenario
+		want bool
+	}{{KubeletWritable, true}, {KubeletStartLatency, true}, {AnnotatedWritable, false}, {Harness, false}} {
+		if got := tc.s.NeedsKubelet(); got != tc.want {
+			t.Errorf("%s.NeedsKubelet() = %v, want %v", tc.s, got, tc.want)
+		}
+	}
+	hosts := map[bool]bool{}
+	for _, v := range Suite() {
+		if v.Kubelet {
+			hosts[v.NSDelegate] = true
+		}
+	}
+	if !hosts[true] || !hosts[false] {
+		t.Errorf("kubelet variants by nsdelegate: %v, want both", hosts)
+	}
+}
+
 func TestScenarioKnown(t *testing.T) {
 	for _, s := range AllScenarios() {
 		if !s.Known() || !isToken(string(s)) {

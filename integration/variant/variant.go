@@ -56,6 +56,11 @@ type Variant struct {
 	SMP int
 	// NUMA splits CPUs and memory evenly over two NUMA nodes.
 	NUMA bool
+	// Kubelet puts a standalone kubelet in the VM (integration/kubelet); the
+	// guest starts it for the first Kubelet scenario. The variant's name
+	// must contain "Kubelet" exactly when it does, so that
+	// CGD_VARIANTS=Kubelet selects every boot that runs one.
+	Kubelet bool
 	// Scenarios run in this order; each must report a result.
 	Scenarios []Scenario
 }
@@ -73,13 +78,17 @@ func (v Variant) Validate() error {
 	check(keyName, isToken(v.Name), "want letters, digits, '.', '_' or '-'")
 	check(keyContainerd, isToken(v.Containerd), "want a release such as %s", Containerd24)
 	check(keyPlugin, v.Plugin.valid(), "want %s, %s, %s or %s", PluginExternal, PluginPreregistered, PluginNone, PluginDaemonSet)
+	check(keyPlugin, v.Plugin != PluginDaemonSet || v.Kubelet, "the DaemonSet's pod needs a kubelet (cgd.kubelet=1)")
 	check(keySMP, v.SMP >= 1, "want at least one CPU")
 	check(keyNUMA, !v.NUMA || (v.SMP >= 2 && v.SMP%2 == 0), "two NUMA nodes need an even number of CPUs, not %d", v.SMP)
+	check(keyKubelet, v.Kubelet == strings.Contains(v.Name, "Kubelet"),
+		"a variant runs a kubelet exactly when its name contains \"Kubelet\" (name %q)", v.Name)
 	check(keyScenarios, len(v.Scenarios) > 0, "want at least one scenario")
 	seen := map[Scenario]bool{}
 	for _, s := range v.Scenarios {
 		check(keyScenarios, s.Known(), "unknown scenario %q", s)
 		check(keyScenarios, !seen[s], "scenario %s listed twice", s)
+		check(keyScenarios, !s.NeedsKubelet() || v.Kubelet, "scenario %s needs a kubelet (cgd.kubelet=1)", s)
 		seen[s] = true
 	}
 	return errors.Join(errs...)

@@ -57,6 +57,10 @@ type artifacts struct {
 	ReleaseImage string
 	// ContainerdDropIn is contrib/containerd/cgdelegate.toml.
 	ContainerdDropIn string
+	// Kubelet is the kubelet binary; empty when no selected variant runs
+	// one (it is 90 MB, so it only goes into the initramfs of those that
+	// do).
+	Kubelet string
 }
 
 // defaultCacheDir is $CGDELEGATE_CACHE, else ~/.cache/cgdelegate-integration
@@ -368,9 +372,10 @@ func checkHostTools() error {
 	return nil
 }
 
-// buildAll produces every artifact. Only the plugin and hook may fail
-// without failing the build: the scenarios that need them then fail.
-func (b *builder) buildAll(ctx context.Context, versions []string) (*artifacts, error) {
+// buildAll produces every artifact, the kubelet only when withKubelet.
+// Only the plugin and hook may fail without failing the build: the
+// scenarios that need them then fail.
+func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet bool) (*artifacts, error) {
 	a := &artifacts{
 		Busybox: busyboxPath, Containerd: map[string]string{},
 		ContainerdDropIn: filepath.Join(b.repo, "contrib", "containerd", "cgdelegate.toml"),
@@ -395,6 +400,11 @@ func (b *builder) buildAll(ctx context.Context, versions []string) (*artifacts, 
 	}
 	if a.Runc, err = b.runc(ctx); err != nil {
 		return nil, err
+	}
+	if withKubelet {
+		if a.Kubelet, err = b.kubelet(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if a.GuestTest, err = b.goBuild(ctx, "guest.test", "./integration/guest", true, "integration_guest"); err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package vm
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cgdelegate/cgdelegate/integration/variant"
@@ -22,7 +24,17 @@ const (
 	markFatal = "CGD-FATAL "
 	// markDone precedes the JSON guestDone written after the guest tests.
 	markDone = "CGD-DONE "
+	// markMetric precedes one JSON guestMetric: a number a scenario
+	// measured, for the host to report (never to judge).
+	markMetric = "CGD-METRIC "
 )
+
+// guestMetric is a set of named measurements of one guest scenario.
+type guestMetric struct {
+	Scenario variant.Scenario   `json:"scenario"`
+	Name     string             `json:"name"`
+	Values   map[string]float64 `json:"values"`
+}
 
 // guestResult is the outcome of one guest scenario.
 type guestResult struct {
@@ -44,6 +56,8 @@ type consoleReport struct {
 	// Output holds the console lines of each guest scenario, from its
 	// CGD-SCENARIO line to its result, to show with a failure.
 	Output map[variant.Scenario][]string
+	// Metrics are the measurements each scenario reported, in order.
+	Metrics map[variant.Scenario][]guestMetric
 	// Problems lists malformed markers and the guest's fatal errors.
 	Problems []string
 	// KernelCrashed is set when the guest kernel oopsed or panicked;
@@ -55,7 +69,10 @@ type consoleReport struct {
 }
 
 func newConsoleReport() *consoleReport {
-	return &consoleReport{Results: map[variant.Scenario]guestResult{}, Output: map[variant.Scenario][]string{}}
+	return &consoleReport{
+		Results: map[variant.Scenario]guestResult{}, Output: map[variant.Scenario][]string{},
+		Metrics: map[variant.Scenario][]guestMetric{},
+	}
 }
 
 // Feed consumes one console line (without its newline).
@@ -83,6 +100,14 @@ func (r *consoleReport) Feed(line string) {
 			ended = res.Scenario == r.current
 		}
 	}
+	if i := strings.Index(line, markMetric); i >= 0 {
+		var m guestMetric
+		if err := json.Unmarshal([]byte(line[i+len(markMetric):]), &m); err != nil || m.Scenario == "" || m.Name == "" {
+			r.Problems = append(r.Problems, fmt.Sprintf("bad metric line %q: %v", line, err))
+		} else {
+			r.Metrics[m.Scenario] = append(r.Metrics[m.Scenario], m)
+		}
+	}
 	if i := strings.Index(line, markDone); i >= 0 {
 		var d guestDone
 		if err := json.Unmarshal([]byte(line[i+len(markDone):]), &d); err != nil {
@@ -97,4 +122,20 @@ func (r *consoleReport) Feed(line string) {
 	if ended {
 		r.current = "" // the scenario's block ends with its result
 	}
+}
+
+// String is the metric as the host prints it: variant-independent, one
+// line, values in name order.
+func (m guestMetric) String() string {
+	names := make([]string, 0, len(m.Values))
+	for k := range m.Values {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s%s %s", markMetric, m.Scenario, m.Name)
+	for _, k := range names {
+		fmt.Fprintf(&b, " %s=%s", k, strconv.FormatFloat(m.Values[k], 'f', -1, 64))
+	}
+	return b.String()
 }

@@ -101,3 +101,25 @@ CGD-DONE {"exit":1}`,
 		})
 	}
 }
+
+func TestConsoleMetrics(t *testing.T) {
+	r := newConsoleReport()
+	for _, l := range []string{
+		"CGD-SCENARIO L",
+		`[ 9.1] noise CGD-METRIC {"scenario":"L","name":"start","values":{"p50_on":1.5,"p50_off":1.25,"n":12}}`,
+		`CGD-METRIC {"scenario":"L","values":{}}`,
+		"CGD-METRIC not json",
+	} {
+		r.Feed(l)
+	}
+	ms := r.Metrics["L"]
+	if len(ms) != 1 {
+		t.Fatalf("metrics = %+v, want one", r.Metrics)
+	}
+	if got, want := ms[0].String(), "CGD-METRIC L start n=12 p50_off=1.25 p50_on=1.5"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if len(r.Problems) != 2 {
+		t.Errorf("problems = %q, want the nameless and the broken metric", r.Problems)
+	}
+}

@@ -53,7 +53,7 @@ func TestDemo(t *testing.T) {
 	say("Building the VM (the first run builds containerd and runc and downloads a kernel: about 4 minutes;")
 	say("later runs reuse %s)...", cacheDir)
 	b := &builder{log: log, repo: repoRoot(t), cacheDir: cacheDir, workDir: workDir}
-	arts, err := b.buildAll(context.Background(), []string{v.Containerd})
+	arts, err := b.buildAll(context.Background(), []string{v.Containerd}, v.Kubelet)
 	if err != nil {
 		t.Fatalf("building the VM: %v", err)
 	}
@@ -61,7 +61,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("cgdelegate did not build:\n%v", arts.PluginErr)
 	}
 	initrd := filepath.Join(workDir, "initramfs.cpio")
-	if err := packInitramfs(initrd, arts, v.Containerd, v.NeedsReleaseImage()); err != nil {
+	if err := packInitramfs(initrd, arts, v.Containerd, initrdOptions(v)); err != nil {
 		t.Fatalf("initramfs: %v", err)
 	}
 	say("Built in %s. Booting the VM (software emulation; about a minute)...", since(start))

@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/cgdelegate/cgdelegate/integration/variant"
 )
 
 // nullCNIConfig gives pods that ask for their own network namespace one
@@ -24,14 +26,28 @@ const nullCNIConfig = `{"cniVersion": "1.0.0", "name": "cgd-null", "plugins": [{
 // imports.
 const releaseImagePath = "cgd/release/cgdelegate-image.tar"
 
+// initrdOpts are the optional, large parts of an initramfs.
+type initrdOpts struct {
+	Kubelet      bool // the kubelet binary (90 MB)
+	ReleaseImage bool // the release image (releaseImagePath)
+}
+
+// initrdOptions are what variant v needs in its initramfs.
+func initrdOptions(v variant.Variant) initrdOpts {
+	return initrdOpts{Kubelet: v.Kubelet, ReleaseImage: v.NeedsReleaseImage()}
+}
+
 //go:embed init.sh
 var initScript []byte
 
 // packInitramfs writes an uncompressed newc initramfs for one containerd
-// version. Uncompressed, because qemu loads it with a memcpy while TCG would
-// spend seconds in the kernel's decompressor. withRelease adds the release
-// image (releaseImagePath), for variants that run the DaemonSet's pod.
-func packInitramfs(dst string, a *artifacts, containerdVersion string, withRelease bool) (err error) {
+// version, with the kubelet and the release image when the variant needs
+// them (initrdOptions). Uncompressed, because qemu loads it with a memcpy
+// while TCG would spend seconds in the kernel's decompressor.
+func packInitramfs(dst string, a *artifacts, containerdVersion string, opts initrdOpts) (err error) {
+	if opts.Kubelet && a.Kubelet == "" {
+		return fmt.Errorf("initramfs: the kubelet was not built")
+	}
 	ctrDir, ok := a.Containerd[containerdVersion]
 	if !ok {
 		return fmt.Errorf("initramfs: containerd %s was not built", containerdVersion)
@@ -80,13 +96,18 @@ func packInitramfs(dst string, a *artifacts, containerdVersion string, withRelea
 		w.HostFile("usr/local/bin/"+bin, 0o755, filepath.Join(ctrDir, bin))
 	}
 	w.HostFile("usr/local/bin/runc", 0o755, a.Runc)
+	versions := fmt.Sprintf("containerd=%s\nrunc=%s\nkernel=%s\n", containerdVersion, runcVersion, a.KernelName)
+	if opts.Kubelet {
+		w.HostFile("usr/local/bin/kubelet", 0o755, a.Kubelet)
+		versions += "kubelet=" + kubeletVersion + "\n"
+	}
 	if a.Plugin != "" {
 		w.HostFile("usr/local/bin/cgdelegate", 0o755, a.Plugin)
 		w.HostFile("usr/local/bin/cgdelegate-hook", 0o755, a.Hook)
 	} else {
 		w.Bytes("cgd/plugin-build-error", 0o644, []byte(a.PluginErr.Error()))
 	}
-	if withRelease && a.ReleaseImage != "" {
+	if opts.ReleaseImage && a.ReleaseImage != "" {
 		w.HostFile(releaseImagePath, 0o644, a.ReleaseImage)
 	}
 	w.HostFile("cgd/guest.test", 0o755, a.GuestTest)
@@ -107,7 +128,6 @@ func packInitramfs(dst string, a *artifacts, containerdVersion string, withRelea
 	w.Bytes("etc/hosts", 0o644, []byte("127.0.0.1\tlocalhost cgd-vm\n::1\tlocalhost ip6-localhost\n"))
 	w.Bytes("etc/resolv.conf", 0o644, []byte("# no network in the integration VM\nnameserver 127.0.0.1\n"))
 	w.Bytes("etc/nsswitch.conf", 0o644, []byte("hosts: files\n"))
-	w.Bytes("cgd/versions", 0o644, []byte(fmt.Sprintf("containerd=%s\nrunc=%s\nkernel=%s\n",
-		containerdVersion, runcVersion, a.KernelName)))
+	w.Bytes("cgd/versions", 0o644, []byte(versions))
 	return w.Close()
 }

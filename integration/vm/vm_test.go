@@ -98,15 +98,17 @@ func TestVM(t *testing.T) {
 		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
 	}
 	var versions []string
+	withKubelet := false
 	for _, v := range vs {
 		if !slices.Contains(versions, v.Containerd) {
 			versions = append(versions, v.Containerd)
 		}
+		withKubelet = withKubelet || v.Kubelet
 	}
 
 	b := &builder{log: log, repo: repoRoot(t), cacheDir: cacheDir, workDir: workDir}
 	ctx := context.Background()
-	arts, err := b.buildAll(ctx, versions)
+	arts, err := b.buildAll(ctx, versions, withKubelet)
 	if err != nil {
 		t.Fatalf("building the VM: %v", err)
 	}
@@ -115,21 +117,39 @@ func TestVM(t *testing.T) {
 			t.Fatalf("cgdelegate or cgdelegate-hook did not build; the scenarios that need them will fail:\n%v", arts.PluginErr)
 		}
 	})
+	// One initramfs per containerd version, and per kubelet and release
+	// image or not: only the variants that need them carry their 90 and
+	// 35 MB.
 	initrds := map[string]string{}
-	for _, v := range versions {
-		p := filepath.Join(workDir, "initramfs-"+v+".cpio")
-		withRelease := slices.ContainsFunc(vs, func(x variant.Variant) bool { return x.Containerd == v && x.NeedsReleaseImage() })
-		if err := packInitramfs(p, arts, v, withRelease); err != nil {
+	for _, v := range vs {
+		key := initrdKey(v)
+		if _, ok := initrds[key]; ok {
+			continue
+		}
+		p := filepath.Join(workDir, "initramfs-"+key+".cpio")
+		if err := packInitramfs(p, arts, v.Containerd, initrdOptions(v)); err != nil {
 			t.Fatalf("initramfs: %v", err)
 		}
-		initrds[v] = p
+		initrds[key] = p
 	}
 	log.Info("artifacts ready", "took", time.Since(start).Round(time.Second), "cache", cacheDir, "work", workDir)
 
 	for _, v := range vs {
-		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds[v.Containerd], workDir, v) })
+		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds[initrdKey(v)], workDir, v) })
 	}
 	log.Info("integration suite done", "took", time.Since(start).Round(time.Second))
+}
+
+// initrdKey names the initramfs a variant boots.
+func initrdKey(v variant.Variant) string {
+	key := v.Containerd
+	if v.Kubelet {
+		key += "-kubelet"
+	}
+	if v.NeedsReleaseImage() {
+		key += "-release"
+	}
+	return key
 }
 
 // maxBootAttempts bounds the boots of one variant when the guest kernel
@@ -179,6 +199,9 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		t.Run(string(sc), func(t *testing.T) {
 			res, ok := rep.Results[sc]
 			out := strings.Join(rep.Output[sc], "\n")
+			for _, m := range rep.Metrics[sc] {
+				t.Logf("%s", m)
+			}
 			switch {
 			case !ok:
 				t.Fatalf("no result from the guest for %s (console log %s)\n%s", sc, spec.LogPath, out)
