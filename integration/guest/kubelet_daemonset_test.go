@@ -101,9 +101,10 @@ func (e *guestEnv) deployDaemonSet(ctx context.Context, k *kubeletEnv) (*daemonS
 		return nil
 	})
 	if err != nil {
+		// ds stays set, so that dumpLogs prints the pod's container logs.
 		p, _ := k.client.Pod(ctx, ds.namespace, sp.Full)
-		return nil, fmt.Errorf("cgdelegate's pod did not register with containerd: %w\nkubelet: %s\n--- containerd log ---\n%s\n--- kubelet log ---\n%s",
-			err, kubelet.Describe(p), fileTail(e.paths.ContainerdLog, 20), fileTail(e.paths.KubeletLog, 20))
+		return ds, fmt.Errorf("cgdelegate's pod did not register with containerd: %w\nkubelet: %s\n--- containerd log ---\n%s\n--- kubelet log ---\n%s",
+			err, kubelet.Describe(p), fileTail(e.paths.ContainerdLog, 20), fileTail(e.paths.KubeletLog, 30))
 	}
 	return ds, nil
 }
