@@ -187,7 +187,7 @@ func (e *guestEnv) assertNodeSupported(t *testing.T, pid int) {
 		t.Errorf("cgdelegate status: pinning %s, want active:\n%s", pinningWord(rep.Pinning), raw)
 	}
 	b, err := os.ReadFile(rep.Config.FeatureFile)
-	if err != nil || strings.TrimSpace(string(b)) != "cgdelegate.io/supports-cgroup-options=true" {
+	if err != nil || !slices.Contains(strings.Split(string(b), "\n"), "cgdelegate.io/supports-cgroup-options=true") {
 		t.Errorf("NFD feature file %s: %q (%v), want supports-cgroup-options=true", rep.Config.FeatureFile, b, err)
 	}
 }
@@ -284,8 +284,17 @@ func kubeletDaemonSetPod(t *testing.T, e *guestEnv) {
 	if !slices.Equal(args, want) {
 		t.Errorf("the plugin runs %q, want the image's entrypoint with the DaemonSet's args %q", args, want)
 	}
-	if root, err := os.Readlink(fmt.Sprintf("/proc/%d/root", pids[0])); err != nil || root == "/" {
-		t.Errorf("the plugin's root is %q (%v), want the image's, not the host's", root, err)
+	// It runs the image's binary in the container's mount namespace, not
+	// the host's /usr/local/bin/cgdelegate.
+	mine, err1 := os.Readlink("/proc/self/ns/mnt")
+	its, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pids[0]))
+	if err1 != nil || err2 != nil || mine == its {
+		t.Errorf("the plugin's mount namespace %s (%v), the node's %s (%v): want its own", its, err2, mine, err1)
+	}
+	exe, err1 := os.Stat(fmt.Sprintf("/proc/%d/exe", pids[0]))
+	host, err2 := os.Stat(e.paths.PluginBinary)
+	if err1 != nil || err2 != nil || os.SameFile(exe, host) {
+		t.Errorf("the plugin's executable (%v) is the node's %s (%v), want the image's", err1, e.paths.PluginBinary, err2)
 	}
 
 	kp, c := e.runWritable(ctx, t, k, "ds-writable")
