@@ -15,9 +15,12 @@
 //   - the Debian 6.12 kernel (apt-get download + dpkg-deb), containerd (each
 //     pinned version) and runc with go install, cached by version under
 //     $CGDELEGATE_CACHE (default $HOME/.cache/cgdelegate-integration);
-//   - cgdelegate, cgdelegate-hook, the guest test binary, a pause and a null
-//     CNI plugin, the busybox and pause OCI images and one uncompressed
-//     initramfs per containerd version, in a temporary work dir, every run.
+//   - cgdelegate, cgdelegate-hook, cgdelegate-init, the guest test binary, a
+//     pause and a null CNI plugin, the busybox and pause OCI images, the
+//     release image (internal/ociimage.Release, what `make image` writes;
+//     only in the initramfs of variants that run the DaemonSet's pod) and
+//     one uncompressed initramfs per containerd version and optional parts,
+//     in a temporary work dir, every run.
 //
 // Knobs, all optional:
 //
