@@ -91,33 +91,34 @@ func podImage(p *corev1.Pod) (string, error) {
 // prepareDaemonSet readies the node for the DaemonSet's static pod: the
 // release image imported and tagged as the pod's image, the ConfigMap's
 // files on the host, and no hook on the host (the pod's init container
-// installs it). It returns the static pod.
-func (e *guestEnv) prepareDaemonSet(ctx context.Context) (kubernetes.Static, error) {
+// installs it). It returns the static pod and the name the image was
+// imported under.
+func (e *guestEnv) prepareDaemonSet(ctx context.Context) (kubernetes.Static, string, error) {
 	st, err := e.renderDaemonSet()
 	if err != nil {
-		return st, err
+		return st, "", err
 	}
 	image, err := podImage(&st.Pod)
 	if err != nil {
-		return st, err
+		return st, "", err
 	}
 	imported, err := e.importRelease(ctx)
 	if err != nil {
-		return st, err
+		return st, "", err
 	}
 	if imported != image {
 		if _, err := e.ctr(ctx, "images", "tag", imported, image); err != nil {
-			return st, err
+			return st, "", err
 		}
 	}
 	for p, f := range st.Files {
 		if err := writeFile(p, string(f.Data), os.FileMode(f.Mode)); err != nil {
-			return st, err
+			return st, "", err
 		}
 	}
 	if err := os.Remove(e.paths.HookBinary); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return st, fmt.Errorf("remove the host's hook: %w", err)
+		return st, "", fmt.Errorf("remove the host's hook: %w", err)
 	}
 	e.log.Info("DaemonSet pod prepared", "image", image, "imported", imported, "files", len(st.Files))
-	return st, nil
+	return st, imported, nil
 }

@@ -44,6 +44,9 @@ type daemonSetPlugin struct {
 	sp        *staticPod
 	namespace string
 	image     string
+	// imported is the name `ctr images import` gave the release image,
+	// ociimage.DefaultRepo:<version>.
+	imported string
 	// hookSum is the sha256 of the hook the host had before the pod ran
 	// (the same build as the image's), removed so that the pod's init
 	// container is what puts it back.
@@ -78,7 +81,7 @@ func (e *guestEnv) deployDaemonSet(ctx context.Context, k *kubeletEnv) (*daemonS
 		return nil, fmt.Errorf("the host's hook before the pod: %w", err)
 	}
 	sum := sha256.Sum256(hook)
-	st, err := e.prepareDaemonSet(ctx)
+	st, imported, err := e.prepareDaemonSet(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +94,7 @@ func (e *guestEnv) deployDaemonSet(ctx context.Context, k *kubeletEnv) (*daemonS
 	if err != nil {
 		return nil, err
 	}
-	ds := &daemonSetPlugin{sp: sp, namespace: st.Pod.Namespace, image: image, hookSum: hex.EncodeToString(sum[:])}
+	ds := &daemonSetPlugin{sp: sp, namespace: st.Pod.Namespace, image: image, imported: imported, hookSum: hex.EncodeToString(sum[:])}
 	err = waitLog(ctx, e.paths.ContainerdLog, from, 3*time.Minute, func(l string) bool {
 		return strings.Contains(l, "cgdelegate") && strings.Contains(l, "connected and synchronized")
 	}, func() error {
@@ -290,6 +293,11 @@ func kubeletDaemonSetPod(t *testing.T, e *guestEnv) {
 	its, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pids[0]))
 	if err1 != nil || err2 != nil || mine == its {
 		t.Errorf("the plugin's mount namespace %s (%v), the node's %s (%v): want its own", its, err2, mine, err1)
+	}
+	// The image's binary is the build the image is labelled with.
+	_, wantVersion, _ := strings.Cut(ds.imported, ":")
+	if out, err := exec.Command(fmt.Sprintf("/proc/%d/exe", pids[0]), "-version").Output(); err != nil || strings.TrimSpace(string(out)) != "cgdelegate "+wantVersion {
+		t.Errorf("the image's cgdelegate -version: %q (%v), want cgdelegate %s (the imported tag %s)", out, err, wantVersion, ds.imported)
 	}
 	exe, err1 := os.Stat(fmt.Sprintf("/proc/%d/exe", pids[0]))
 	host, err2 := os.Stat(e.paths.PluginBinary)

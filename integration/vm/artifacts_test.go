@@ -31,6 +31,18 @@ type builder struct {
 	repo     string // module root of cgdelegate
 	cacheDir string // survives runs, keyed by version
 	workDir  string // this run's scratch space
+	// version is the Makefile's VERSION (git describe, else "dev"): our
+	// binaries are linked with it and the release image labelled with it.
+	version string
+}
+
+// gitVersion is what the Makefile's VERSION would be.
+func (b *builder) gitVersion(ctx context.Context) string {
+	out, err := b.run(ctx, b.repo, nil, "git", "describe", "--tags", "--always", "--dirty")
+	if err != nil {
+		return "dev"
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // artifacts are the host paths of everything a boot needs.
@@ -290,6 +302,10 @@ func (b *builder) goBuild(ctx context.Context, out, pkg string, test bool, tags 
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
+	if !test && b.version != "" {
+		// As `make build` links it (the Makefile's LDFLAGS).
+		args = append(args, "-ldflags", "-X github.com/cgdelegate/cgdelegate/internal/version.linked="+b.version)
+	}
 	args = append(args, pkg)
 	if _, err := b.run(ctx, b.repo, []string{"CGO_ENABLED=0", "GOFLAGS=-buildvcs=false"}, "go", args...); err != nil {
 		return "", err
@@ -406,6 +422,9 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet b
 			return nil, err
 		}
 	}
+	if b.version == "" {
+		b.version = b.gitVersion(ctx)
+	}
 	if a.GuestTest, err = b.goBuild(ctx, "guest.test", "./integration/guest", true, "integration_guest"); err != nil {
 		return nil, err
 	}
@@ -428,7 +447,7 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet b
 		a.PluginErr = errors.Join(perr, herr)
 	}
 	if a.PluginErr == nil && ierr == nil {
-		a.ReleaseImage, a.PluginErr = b.releaseImage(ctx, plugin, hook, initBin)
+		a.ReleaseImage, a.PluginErr = b.releaseImage(plugin, hook, initBin)
 	} else {
 		a.PluginErr = errors.Join(a.PluginErr, ierr)
 	}
@@ -436,14 +455,10 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet b
 }
 
 // releaseImage writes the release image as `make image` does (the same
-// ociimage.Release, the binaries in the same order), versioned by git
-// describe like the Makefile's VERSION.
-func (b *builder) releaseImage(ctx context.Context, binaries ...string) (string, error) {
-	version := "dev"
-	if out, err := b.run(ctx, b.repo, nil, "git", "describe", "--tags", "--always", "--dirty"); err == nil {
-		version = strings.TrimSpace(string(out))
-	}
-	img, err := ociimage.Release{Repo: ociimage.DefaultRepo, Version: version, Binaries: binaries}.Image()
+// ociimage.Release, the binaries in the same order), labelled with
+// b.version, the version they were linked with.
+func (b *builder) releaseImage(binaries ...string) (string, error) {
+	img, err := ociimage.Release{Repo: ociimage.DefaultRepo, Version: b.version, Binaries: binaries}.Image()
 	if err != nil {
 		return "", fmt.Errorf("release image: %w", err)
 	}
