@@ -305,6 +305,19 @@ func kubeletDaemonSetPod(t *testing.T, e *guestEnv) {
 		t.Errorf("the plugin's executable (%v) is the node's %s (%v), want the image's", err1, e.paths.PluginBinary, err2)
 	}
 
+	// containerd runs with the shipped drop-in merged in: NRI's default
+	// validator on, no global required plugins.
+	dump, err := exec.CommandContext(ctx, "containerd", "--config", e.paths.ContainerdConfig, "config", "dump").Output()
+	if err != nil {
+		t.Fatalf("containerd config dump: %v", err)
+	}
+	section := validatorSection(string(dump))
+	t.Logf("containerd's merged default_validator: %q", section)
+	if !slices.Contains(section, "enable = true") ||
+		slices.ContainsFunc(section, func(l string) bool { return strings.HasPrefix(l, "required_plugins") && l != "required_plugins = []" }) {
+		t.Errorf("containerd's merged config does not import %s as written (validator on, nothing required globally):\n%s", containerdDropIn, dump)
+	}
+
 	kp, c := e.runWritable(ctx, t, k, "ds-writable")
 	r := sh(ctx, t, c, delegateScript)
 	if m := inspect.Markers(r.Stdout); m["MEMSET"] != "ok" || m["MOVE"] != "ok" || m["CHILDCG"] != "0::/limited" {
@@ -397,6 +410,24 @@ func (e *guestEnv) kubeletViews(ctx context.Context, t *testing.T, p *corev1.Pod
 	out := map[string]cpuView{}
 	for _, name := range kubeletPodNames(p) {
 		out[name] = viewOf(ctx, t, e.kubeletContainer(ctx, t, p, name))
+	}
+	return out
+}
+
+// validatorSection is the lines of NRI's default_validator table in
+// `containerd config dump`, trimmed.
+func validatorSection(dump string) []string {
+	var out []string
+	in := false
+	for _, l := range strings.Split(dump, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "[") {
+			in = strings.Contains(l, "io.containerd.nri.v1.nri") && strings.HasSuffix(l, ".default_validator]")
+			continue
+		}
+		if in && l != "" {
+			out = append(out, l)
+		}
 	}
 	return out
 }
