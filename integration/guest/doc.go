@@ -12,13 +12,23 @@
 // scenarios table (scenarios_test.go); a scenario the table lacks fails.
 // Every scenario drives containerd through its CRI socket, never through
 // ctr, which would bypass NRI, and is framed on the console by
-// "CGD-SCENARIO <id>" and "CGD-RESULT {json}" lines for the host.
+// "CGD-SCENARIO <id>" and "CGD-RESULT {json}" lines for the host; a
+// scenario that measures something also prints "CGD-METRIC {json}".
+//
+// The Kubelet scenarios (variants with cgd.kubelet=1) go through a real
+// standalone kubelet instead: kubelet_test.go starts it at the first such
+// scenario (it kills pods it did not make, so CRI scenarios of the same
+// boot run before it), writes static pod manifests from testdata/pods
+// (real Pod YAML, embedded) and observes them through the kubelet's /pods
+// and containerd's CRI; integration/kubelet holds the pieces that need no
+// VM (config by cgroup driver, manifests, the /pods client, pod cgroup
+// names). kubelet_scenarios_test.go holds the scenarios.
 //
 // The scenario files are named by behaviour: writable_test.go (the mount,
 // delegation, user namespaces), bounds_test.go (own limits, pod bounds),
 // guard_test.go (no nsdelegate, cgroup_writable), hook_test.go,
-// pluginmode_test.go, restart_test.go, pinning_test.go, harness_test.go and
-// demo_test.go.
+// pluginmode_test.go, restart_test.go, pinning_test.go, harness_test.go,
+// demo_test.go and kubelet_scenarios_test.go.
 //
 // Running these tests anywhere but in that VM is pointless and unsafe: they
 // remount /sys/fs/cgroup and kill processes.

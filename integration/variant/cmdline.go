@@ -12,7 +12,8 @@ import (
 const Prefix = "cgd."
 
 // The parameter keys, without Prefix. integration/vm/init.sh reads
-// cgd.nsdelegate=0 itself, to mount cgroup2 before the guest runs.
+// cgd.nsdelegate=0 itself, to mount cgroup2 before the guest runs, and
+// cgd.kubelet=1, to give the guest tests more time.
 const (
 	keyName           = "variant"
 	keyContainerd     = "containerd"

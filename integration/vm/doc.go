@@ -15,12 +15,15 @@
 //   - the Debian 6.12 kernel (apt-get download + dpkg-deb), containerd (each
 //     pinned version) and runc with go install, cached by version under
 //     $CGDELEGATE_CACHE (default $HOME/.cache/cgdelegate-integration);
+//   - the kubelet (kubelet_build_test.go: k8s.io/kubernetes from the module
+//     proxy with its staging modules replaced by their published versions),
+//     cached by version, only when a selected variant runs one;
 //   - cgdelegate, cgdelegate-hook, cgdelegate-init, the guest test binary, a
 //     pause and a null CNI plugin, the busybox and pause OCI images, the
-//     release image (internal/ociimage.Release, what `make image` writes;
-//     only in the initramfs of variants that run the DaemonSet's pod) and
-//     one uncompressed initramfs per containerd version and optional parts,
-//     in a temporary work dir, every run.
+//     release image (internal/ociimage.Release, what `make image` writes)
+//     and one uncompressed initramfs per containerd version and optional
+//     parts (only the variants that need them carry the kubelet's 90 MB and
+//     the release image's 35 MB), in a temporary work dir, every run.
 //
 // Knobs, all optional:
 //
@@ -35,7 +38,8 @@
 // The guest side protocol: /init prints CGD-BOOT, each scenario prints
 // "CGD-SCENARIO <id>" when it starts and "CGD-RESULT {json}" when it ends,
 // the guest test binary's exit is "CGD-DONE {json}", and "CGD-FATAL ..."
-// says why the guest gave up. A scenario without a result line fails; so
+// says why the guest gave up. "CGD-METRIC {json}" is a measurement of a
+// scenario; the host logs it in the scenario's subtest and never judges it. A scenario without a result line fails; so
 // do a result for a scenario the variant does not list and a boot that
 // never finishes.
 //

@@ -167,6 +167,10 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		BootTimeout: 3 * time.Minute,
 		Timeout:     15 * time.Minute,
 	}
+	if v.Kubelet {
+		// init.sh gives the guest tests 20 minutes instead of 10.
+		spec.Timeout = 25 * time.Minute
+	}
 	verbose := os.Getenv("CGD_VM_VERBOSE") != ""
 	var rep *consoleReport
 	for attempt := 1; ; attempt++ {
