@@ -38,6 +38,20 @@ const (
 	dsConfig = "/etc/cgdelegate/config.yaml"
 )
 
+// Deadlines of the DaemonSet scenarios, longer than scenarioCtx's: the
+// first one deploys the pod too.
+const (
+	dsDeployTimeout   = 8 * time.Minute
+	dsScenarioTimeout = 12 * time.Minute
+)
+
+// dsScenarioCtx is a DaemonSet scenario's deadline.
+func dsScenarioCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), dsScenarioTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // daemonSetPlugin is cgdelegate running as the kubelet's static pod
 // rendered from the shipped DaemonSet.
 type daemonSetPlugin struct {
@@ -63,7 +77,11 @@ func (e *guestEnv) requireDaemonSetPlugin(ctx context.Context, t *testing.T) (*k
 	k := e.requireKubelet(t)
 	if e.dsPlugin == nil && e.pluginErr == nil {
 		start := time.Now()
-		e.dsPlugin, e.pluginErr = e.deployDaemonSet(ctx, k)
+		// Its own deadline: importing 35 MB and starting two containers
+		// under TCG on a loaded host took up to 4 minutes.
+		dctx, cancel := context.WithTimeout(ctx, dsDeployTimeout)
+		defer cancel()
+		e.dsPlugin, e.pluginErr = e.deployDaemonSet(dctx, k)
 		t.Logf("DaemonSet pod deployed in %s (err %v)", time.Since(start).Round(100*time.Millisecond), e.pluginErr)
 	}
 	if e.pluginErr != nil {
@@ -244,7 +262,7 @@ func (e *guestEnv) assertKubeletBounds(t *testing.T, k *kubeletEnv, p *corev1.Po
 // writable cgroup and bounds through it, and `cgdelegate status` on the
 // node reads the status and feature files from the host paths.
 func kubeletDaemonSetPod(t *testing.T, e *guestEnv) {
-	ctx := scenarioCtx(t)
+	ctx := dsScenarioCtx(t)
 	k, ds := e.requireDaemonSetPlugin(ctx, t)
 	p := k.dsPod(ctx, t, ds, 0)
 	t.Logf("kubelet: %s", kubelet.Describe(p))
@@ -333,7 +351,7 @@ func kubeletDaemonSetPod(t *testing.T, e *guestEnv) {
 // pod (with cpuPinning) keeps its cpusets, and a new annotated pod is
 // admitted writable.
 func kubeletPluginPodRestart(t *testing.T, e *guestEnv) {
-	ctx := scenarioCtx(t)
+	ctx := dsScenarioCtx(t)
 	k, ds := e.requireDaemonSetPlugin(ctx, t)
 	p := k.dsPod(ctx, t, ds, 0)
 	restarts := kubelet.ContainerStatus(p, dsPluginContainer).RestartCount
@@ -362,7 +380,7 @@ func kubeletPluginPodRestart(t *testing.T, e *guestEnv) {
 	}
 	t.Logf("killed cgdelegate %v; waiting for the kubelet to restart it", pids)
 	killed := time.Now()
-	err := waitLog(ctx, e.paths.ContainerdLog, from, 3*time.Minute, func(l string) bool {
+	err := waitLog(ctx, e.paths.ContainerdLog, from, dsDeployTimeout, func(l string) bool {
 		return strings.Contains(l, "cgdelegate") && strings.Contains(l, "connected and synchronized")
 	}, func() error { return nil })
 	if err != nil {
