@@ -113,7 +113,7 @@ func (e *guestEnv) deployDaemonSet(ctx context.Context, k *kubeletEnv) (*daemonS
 		return nil, err
 	}
 	ds := &daemonSetPlugin{sp: sp, namespace: st.Pod.Namespace, image: image, imported: imported, hookSum: hex.EncodeToString(sum[:])}
-	err = waitLog(ctx, e.paths.ContainerdLog, from, 3*time.Minute, func(l string) bool {
+	err = waitLog(ctx, e.paths.ContainerdLog, from, dsDeployTimeout, func(l string) bool {
 		return strings.Contains(l, "cgdelegate") && strings.Contains(l, "connected and synchronized")
 	}, func() error {
 		if !k.daemon.Running() {
@@ -380,7 +380,7 @@ func kubeletPluginPodRestart(t *testing.T, e *guestEnv) {
 	}
 	t.Logf("killed cgdelegate %v; waiting for the kubelet to restart it", pids)
 	killed := time.Now()
-	err := waitLog(ctx, e.paths.ContainerdLog, from, dsDeployTimeout, func(l string) bool {
+	err := waitLog(ctx, e.paths.ContainerdLog, from, 5*time.Minute, func(l string) bool {
 		return strings.Contains(l, "cgdelegate") && strings.Contains(l, "connected and synchronized")
 	}, func() error { return nil })
 	if err != nil {
