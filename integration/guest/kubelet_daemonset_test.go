@@ -263,6 +263,7 @@ func (e *guestEnv) assertKubeletBounds(t *testing.T, k *kubeletEnv, p *corev1.Po
 // node reads the status and feature files from the host paths.
 func kubeletDaemonSetPod(t *testing.T, e *guestEnv) {
 	ctx := dsScenarioCtx(t)
+	e.logPluginDrops(t)
 	k, ds := e.requireDaemonSetPlugin(ctx, t)
 	p := k.dsPod(ctx, t, ds, 0)
 	t.Logf("kubelet: %s", kubelet.Describe(p))
@@ -352,9 +353,9 @@ func kubeletDaemonSetPod(t *testing.T, e *guestEnv) {
 // admitted writable.
 func kubeletPluginPodRestart(t *testing.T, e *guestEnv) {
 	ctx := dsScenarioCtx(t)
+	e.logPluginDrops(t)
 	k, ds := e.requireDaemonSetPlugin(ctx, t)
 	p := k.dsPod(ctx, t, ds, 0)
-	restarts := kubelet.ContainerStatus(p, dsPluginContainer).RestartCount
 
 	kw, w := e.runWritable(ctx, t, k, "ds-keep")
 	shOK(ctx, t, w, "mkdir /sys/fs/cgroup/keep && echo 5 > /sys/fs/cgroup/keep/pids.max 2>/dev/null; echo kept > /tmp/marker")
@@ -371,6 +372,11 @@ func kubeletPluginPodRestart(t *testing.T, e *guestEnv) {
 		}
 	}
 
+	// The pod as it is now: on a loaded TCG host containerd may have
+	// dropped the plugin meanwhile (a request over the drop-in's 2 s
+	// plugin_request_timeout) and the kubelet restarted it.
+	p = k.dsPod(ctx, t, ds, 0)
+	restarts := kubelet.ContainerStatus(p, dsPluginContainer).RestartCount
 	pids := e.containerPIDs(t, k, p, dsPluginContainer)
 	from := fileSize(e.paths.ContainerdLog)
 	for _, pid := range pids {
@@ -448,4 +454,23 @@ func validatorSection(dump string) []string {
 		}
 	}
 	return out
+}
+
+// logPluginDrops logs, when the scenario ends, every time containerd
+// closed cgdelegate's connection during it (a request over
+// plugin_request_timeout), so spontaneous restarts of the pod are
+// explained.
+func (e *guestEnv) logPluginDrops(t *testing.T) {
+	from := fileSize(e.paths.ContainerdLog)
+	t.Cleanup(func() {
+		b, err := os.ReadFile(e.paths.ContainerdLog)
+		if err != nil || int64(len(b)) < from {
+			return
+		}
+		for _, l := range strings.Split(string(b[from:]), "\n") {
+			if strings.Contains(l, "closing plugin") || strings.Contains(l, "proceeding without it") {
+				t.Logf("containerd dropped the plugin: %s", l)
+			}
+		}
+	})
 }
