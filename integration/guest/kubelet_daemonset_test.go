@@ -355,7 +355,7 @@ func kubeletPluginPodRestart(t *testing.T, e *guestEnv) {
 	ctx := dsScenarioCtx(t)
 	e.logPluginDrops(t)
 	k, ds := e.requireDaemonSetPlugin(ctx, t)
-	p := k.dsPod(ctx, t, ds, 0)
+	k.dsPod(ctx, t, ds, 0) // running before the workloads start
 
 	kw, w := e.runWritable(ctx, t, k, "ds-keep")
 	shOK(ctx, t, w, "mkdir /sys/fs/cgroup/keep && echo 5 > /sys/fs/cgroup/keep/pids.max 2>/dev/null; echo kept > /tmp/marker")
@@ -375,7 +375,7 @@ func kubeletPluginPodRestart(t *testing.T, e *guestEnv) {
 	// The pod as it is now: on a loaded TCG host containerd may have
 	// dropped the plugin meanwhile (a request over the drop-in's 2 s
 	// plugin_request_timeout) and the kubelet restarted it.
-	p = k.dsPod(ctx, t, ds, 0)
+	p := k.dsPod(ctx, t, ds, 0)
 	restarts := kubelet.ContainerStatus(p, dsPluginContainer).RestartCount
 	pids := e.containerPIDs(t, k, p, dsPluginContainer)
 	from := fileSize(e.paths.ContainerdLog)
