@@ -3,7 +3,9 @@ module github.com/cgdelegate/cgdelegate
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/containerd/nri v0.12.5
+	github.com/containerd/ttrpc v1.2.7
 	github.com/google/cel-go v0.31.0
 	github.com/moby/sys/mountinfo v0.7.3
 	github.com/opencontainers/cgroups v0.1.0
@@ -27,7 +29,6 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/containerd/log v0.1.0 // indirect
-	github.com/containerd/ttrpc v1.2.7 // indirect
 	github.com/coreos/go-systemd/v22 v22.6.0 // indirect
 	github.com/cyphar/filepath-securejoin v0.4.1 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect

@@ -100,6 +100,24 @@ func (g *Group) Dir() string { return g.dir }
 // caller's cgroup. cmd must not have been started; Start sets
 // cmd.SysProcAttr.
 func (g *Group) Start(cmd *exec.Cmd) error {
+	// A failed Start can not be retried on the same Cmd; a copy of the
+	// unstarted one can, as long as the failed Start closed nothing the
+	// copy needs: only a kernel or seccomp that refuses clone3 gets here.
+	unstarted := *cmd
+	err := g.startInto(cmd)
+	if err == nil || (!errors.Is(err, errNotCgroup2) && !intoCgroupRefused(err)) {
+		return err
+	}
+	*cmd = unstarted
+	return g.startAndMove(cmd)
+}
+
+// errNotCgroup2 means the group's directory is not on cgroup2 (a test
+// tree): CLONE_INTO_CGROUP can not work there.
+var errNotCgroup2 = errors.New("not a cgroup2 directory")
+
+// startInto starts cmd with CLONE_INTO_CGROUP, without a fallback.
+func (g *Group) startInto(cmd *exec.Cmd) error {
 	dirFD, err := unix.Open(g.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open cgroup %s: %w", g.dir, err)
@@ -107,25 +125,15 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	defer unix.Close(dirFD)
 	var sfs unix.Statfs_t
 	if unix.Fstatfs(dirFD, &sfs) != nil || sfs.Type != unix.CGROUP2_SUPER_MAGIC {
-		// Not cgroup2 (a test tree): CLONE_INTO_CGROUP can not work.
-		return g.startAndMove(cmd)
+		return fmt.Errorf("%w: %s", errNotCgroup2, g.dir)
 	}
-	// A failed Start can not be retried on the same Cmd; a copy of the
-	// unstarted one can, as long as the failed Start closed nothing the
-	// copy needs: only a kernel or seccomp that refuses clone3 gets here.
-	unstarted := *cmd
 	attr := new(syscall.SysProcAttr)
 	if cmd.SysProcAttr != nil {
 		*attr = *cmd.SysProcAttr
 	}
 	attr.UseCgroupFD, attr.CgroupFD = true, dirFD
 	cmd.SysProcAttr = attr
-	err = cmd.Start()
-	if err == nil || !intoCgroupRefused(err) {
-		return err
-	}
-	*cmd = unstarted
-	return g.startAndMove(cmd)
+	return cmd.Start()
 }
 
 // intoCgroupRefused reports whether a start with CLONE_INTO_CGROUP failed

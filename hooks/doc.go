@@ -12,8 +12,12 @@
 //  3. finds the container's cgroup and checks that its pod cgroup carries
 //     cgroup.max.descendants and cgroup.max.depth no looser than the limits;
 //  4. for a user-namespaced container, hands the container cgroup to the
-//     host UID/GID its root maps to (internal/cgroupfs Delegate), because
-//     runc's cgroupfs driver does not.
+//     host UID/GID its process user (root, usually) maps to
+//     (internal/cgroupfs Delegate), because runc's cgroupfs driver does
+//     not. runc's systemd driver chowns the same directory and files to
+//     the same UID before the hook runs (only when the spec has a cgroup
+//     namespace and a read-write /sys/fs/cgroup, as cgdelegate makes it),
+//     so the hook repeats it and adds the GID.
 //
 // # Why createRuntime
 //

@@ -23,6 +23,6 @@ var (
 	// ErrBundleConfig means the bundle's config.json can not be read.
 	ErrBundleConfig = errors.New("cannot read the bundle config")
 	// ErrUnmappedRoot means a user-namespaced container has no mapping for
-	// its root user or group.
-	ErrUnmappedRoot = errors.New("container root is not mapped to a host ID")
+	// the user or group its process runs as (root, usually).
+	ErrUnmappedRoot = errors.New("container user is not mapped to a host ID")
 )

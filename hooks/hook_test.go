@@ -230,6 +230,16 @@ func TestRun(t *testing.T) {
 			wantErr: hooks.ErrUnmappedRoot,
 		},
 		{
+			name: "userns without a mapping for the process group",
+			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+				s := fakehost.UserNSSpec(100000, 100000)
+				s.Process = &specs.Process{User: specs.User{UID: 0, GID: 70000}}
+				return h.WriteSpec(s)
+			},
+			wantErr: hooks.ErrUnmappedRoot,
+			wantMsg: []string{"gid 70000"},
+		},
+		{
 			name: "bad options",
 			setup: func(_ *fakehost.Host, o *hooks.Options, _ *string) error {
 				o.ProcRoot, o.Limit.Depth = "proc", 0
@@ -354,6 +364,18 @@ func TestRunDelegation(t *testing.T) {
 			},
 			wantUID: 200000, wantGID: 200000,
 			owned: delegated,
+		},
+		{
+			// runc's systemd driver hands the cgroup to the process user's
+			// host UID; the hook picks the same one.
+			name: "userns, process runs as 1000:2000: its host IDs",
+			setup: func(h *fakehost.Host) error {
+				s := fakehost.UserNSSpec(100000, 200000)
+				s.Process = &specs.Process{User: specs.User{UID: 1000, GID: 2000}}
+				return h.WriteSpec(s)
+			},
+			wantUID: 101000, wantGID: 202000,
+			owned: delegated, kept: []string{"memory.max"},
 		},
 		{
 			name:  "userns with root mapped to host root: no chown",

@@ -111,24 +111,29 @@ func TestParseIDMap(t *testing.T) {
 	}
 }
 
-func TestMapRoot(t *testing.T) {
+func TestMapID(t *testing.T) {
 	tests := []struct {
 		name   string
 		maps   []specs.LinuxIDMapping
+		id     uint32
 		want   int
 		wantOK bool
 	}{
-		{"root mapped", []specs.LinuxIDMapping{{ContainerID: 0, HostID: 65536, Size: 65536}}, 65536, true},
-		{"root in second range", []specs.LinuxIDMapping{idmap(1, 100001, 10), idmap(0, 100000, 1)}, 100000, true},
-		{"root not covered", []specs.LinuxIDMapping{idmap(1, 100001, 10)}, 0, false},
-		{"zero size", []specs.LinuxIDMapping{idmap(0, 100000, 0)}, 0, false},
-		{"none", nil, 0, false},
+		{"root mapped", []specs.LinuxIDMapping{{ContainerID: 0, HostID: 65536, Size: 65536}}, 0, 65536, true},
+		{"root in second range", []specs.LinuxIDMapping{idmap(1, 100001, 10), idmap(0, 100000, 1)}, 0, 100000, true},
+		{"root not covered", []specs.LinuxIDMapping{idmap(1, 100001, 10)}, 0, 0, false},
+		{"zero size", []specs.LinuxIDMapping{idmap(0, 100000, 0)}, 0, 0, false},
+		{"none", nil, 0, 0, false},
+		{"user 1000", []specs.LinuxIDMapping{idmap(0, 65536, 65536)}, 1000, 66536, true},
+		{"last id of the range", []specs.LinuxIDMapping{idmap(0, 65536, 65536)}, 65535, 131071, true},
+		{"past the range", []specs.LinuxIDMapping{idmap(0, 65536, 65536)}, 65536, 0, false},
+		{"range at the top", []specs.LinuxIDMapping{idmap(4294967290, 10, 10)}, 4294967295, 15, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := mapRoot(tc.maps)
+			got, ok := mapID(tc.maps, tc.id)
 			if got != tc.want || ok != tc.wantOK {
-				t.Fatalf("mapRoot = %d, %v; want %d, %v", got, ok, tc.want, tc.wantOK)
+				t.Fatalf("mapID(%d) = %d, %v; want %d, %v", tc.id, got, ok, tc.want, tc.wantOK)
 			}
 		})
 	}

@@ -16,14 +16,17 @@ import (
 )
 
 // delegateUserNS hands the container cgroup to the host IDs the container's
-// root maps to. Without a user namespace, or when root maps to host root,
-// nothing changes.
+// process user (spec process.user, root unless the pod says otherwise) maps
+// to. That is the UID runc's systemd cgroup driver hands it to as well
+// (it chowns only the UID), so with either driver the two never disagree.
+// Without a user namespace, or when the user maps to host root, nothing
+// changes.
 func delegateUserNS(r *run) error {
 	spec, err := readSpec(r.state.Bundle)
 	if err != nil {
 		return err
 	}
-	uid, gid, userns, err := hostRoot(spec, r.pidDir)
+	uid, gid, userns, err := hostOwner(spec, r.pidDir)
 	if err != nil {
 		return fmt.Errorf("container %q: %w", r.state.ID, err)
 	}
@@ -50,11 +53,12 @@ func readSpec(bundle string) (*specs.Spec, error) {
 	return &spec, nil
 }
 
-// hostRoot returns the host UID and GID that container root maps to, and
-// whether the container has a user namespace at all. Mappings come from the
-// spec; a container that joins an existing user namespace by path may carry
-// none, and then the init's <proc>/<pid>/{uid,gid}_map are read.
-func hostRoot(spec *specs.Spec, pidDir string) (uid, gid int, userns bool, err error) {
+// hostOwner returns the host UID and GID that the container's process user
+// maps to, and whether the container has a user namespace at all. Mappings
+// come from the spec; a container that joins an existing user namespace by
+// path may carry none, and then the init's <proc>/<pid>/{uid,gid}_map are
+// read.
+func hostOwner(spec *specs.Spec, pidDir string) (uid, gid int, userns bool, err error) {
 	if spec.Linux == nil {
 		return 0, 0, false, nil
 	}
@@ -74,21 +78,25 @@ func hostRoot(spec *specs.Spec, pidDir string) (uid, gid int, userns bool, err e
 			return 0, 0, true, err
 		}
 	}
-	var ok bool
-	if uid, ok = mapRoot(uids); !ok {
-		return 0, 0, true, fmt.Errorf("%w: no uid mapping covers container uid 0 in %v; map container root to a host UID (linux.uidMappings)", ErrUnmappedRoot, uids)
+	var user specs.User
+	if spec.Process != nil {
+		user = spec.Process.User
 	}
-	if gid, ok = mapRoot(gids); !ok {
-		return 0, 0, true, fmt.Errorf("%w: no gid mapping covers container gid 0 in %v; map container root to a host GID (linux.gidMappings)", ErrUnmappedRoot, gids)
+	var ok bool
+	if uid, ok = mapID(uids, user.UID); !ok {
+		return 0, 0, true, fmt.Errorf("%w: no uid mapping covers container uid %d (the process user) in %v; map it to a host UID (linux.uidMappings)", ErrUnmappedRoot, user.UID, uids)
+	}
+	if gid, ok = mapID(gids, user.GID); !ok {
+		return 0, 0, true, fmt.Errorf("%w: no gid mapping covers container gid %d (the process group) in %v; map it to a host GID (linux.gidMappings)", ErrUnmappedRoot, user.GID, gids)
 	}
 	return uid, gid, true, nil
 }
 
-// mapRoot returns the host ID that container ID 0 maps to.
-func mapRoot(maps []specs.LinuxIDMapping) (int, bool) {
+// mapID returns the host ID that container ID id maps to.
+func mapID(maps []specs.LinuxIDMapping, id uint32) (int, bool) {
 	for _, m := range maps {
-		if m.ContainerID == 0 && m.Size > 0 {
-			return int(m.HostID), true
+		if id >= m.ContainerID && uint64(id) < uint64(m.ContainerID)+uint64(m.Size) {
+			return int(m.HostID + (id - m.ContainerID)), true
 		}
 	}
 	return 0, false

@@ -11,7 +11,7 @@ type Option func(*options)
 
 type options struct {
 	metrics    metrics.Recorder
-	timed      bool
+	outcomes   *metrics.Outcomes
 	admission  []func(config.Config) writable.Check
 	configured func()
 }
@@ -24,12 +24,13 @@ func newOptions(opts []Option) options {
 	return o
 }
 
-// WithMetrics sends what the plugin does to r. Without it nothing is
-// recorded and no event is timed.
+// WithMetrics sends what the plugin decides to r (Recorder.Outcomes, else
+// Recorder.Container; Recorder.Updates). The handlers read no clock: events are timed where
+// they arrive, on the stub's ttrpc server (internal/metrics/nritimer).
 func WithMetrics(r metrics.Recorder) Option {
 	return func(o *options) {
 		if r != nil {
-			o.metrics, o.timed = r, true
+			o.metrics, o.outcomes = r, r.Outcomes()
 		}
 	}
 }

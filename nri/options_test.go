@@ -13,6 +13,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
+	"github.com/cgdelegate/cgdelegate/internal/metrics"
 	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
@@ -22,6 +23,7 @@ type recorder struct {
 	mu         sync.Mutex
 	containers []string
 	events     []string
+	outcomes   metrics.Outcomes
 }
 
 func (r *recorder) Container(outcome string, err error) {
@@ -42,6 +44,13 @@ func (r *recorder) Event(name string, d time.Duration) {
 }
 
 func (r *recorder) Updates(int, int) {}
+
+func (r *recorder) Outcomes() *metrics.Outcomes { return &r.outcomes }
+
+// slowRecorder hands out no Outcomes: every decision goes to Container.
+type slowRecorder struct{ *recorder }
+
+func (slowRecorder) Outcomes() *metrics.Outcomes { return nil }
 
 func testPod(t *testing.T, h *fakehost.Host, ann map[string]string) *api.PodSandbox {
 	t.Helper()
@@ -103,26 +112,48 @@ func TestOptions(t *testing.T) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	want := []string{"writable", "refused: " + errPolicy.Error(), "unchanged"}
+	// Refusals go to Container; the other decisions are one atomic add
+	// each on the recorder's Outcomes, by writable.Outcome.
+	want := []string{"refused: " + errPolicy.Error()}
 	if strings.Join(rec.containers, "|") != strings.Join(want, "|") {
 		t.Errorf("recorded containers %q, want %q", rec.containers, want)
 	}
-	if len(rec.events) != 3 || rec.events[0] != "CreateContainer" {
-		t.Errorf("recorded events %q, want 3 timed CreateContainer", rec.events)
+	for o, n := range map[writable.Outcome]uint64{writable.Writable: 1, writable.Unchanged: 1, writable.Guarded: 0} {
+		if got := rec.outcomes.Load(int(o)); got != n {
+			t.Errorf("outcome %s counted %d times, want %d", o, got, n)
+		}
+	}
+	// The handlers time nothing: events are timed on the stub's ttrpc
+	// server (internal/metrics/nritimer), so the handler path reads no clock.
+	if len(rec.events) != 0 {
+		t.Errorf("the handlers recorded events %q, want none", rec.events)
 	}
 }
 
-// Without WithMetrics nothing is timed: the clock is not read on the
-// container path.
-func TestNoMetricsNoClock(t *testing.T) {
+// Before Configure the quirks are the unknown runtime's.
+func TestQuirksBeforeConfigure(t *testing.T) {
 	p, err := New(fakehost.New(t).Config(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.opts.timed {
-		t.Fatal("a plugin without a recorder times its events")
-	}
 	if q := p.Quirks(); q.Kind != quirks.Unknown {
 		t.Fatalf("quirks before Configure: %+v", q)
+	}
+}
+
+// A recorder without Outcomes is told every decision through Container.
+func TestMetricsWithoutOutcomes(t *testing.T) {
+	h := fakehost.New(t)
+	rec := &recorder{}
+	p, err := New(h.Config(), nil, WithMetrics(slowRecorder{rec}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := testPod(t, h, map[string]string{annotations.WritableCgroups.Name: "true"})
+	if _, _, err := p.CreateContainer(context.Background(), pod, testContainer()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(rec.containers, "|") != "writable" || rec.outcomes.Load(int(writable.Writable)) != 0 {
+		t.Errorf("recorded containers %q, outcomes %d; want writable through Container only", rec.containers, rec.outcomes.Load(int(writable.Writable)))
 	}
 }

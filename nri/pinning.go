@@ -2,7 +2,6 @@ package nri
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -13,20 +12,20 @@ import (
 
 // pinningEvents are the events the CPU policy needs besides CreateContainer
 // (Synchronize is always delivered).
-const pinningEvents = "RunPodSandbox,StopContainer,RemoveContainer,RemovePodSandbox"
+const pinningEvents = "RunPodSandbox,StopContainer,RemoveContainer,RemovePodSandbox,UpdateContainer,UpdatePodSandbox"
 
 // RunPodSandbox gives a pod with a CPU budget its bubble. A bad budget or
-// no room for the bubble fails the pod.
+// no room for the bubble fails the pod (pinning.ErrPodRefused): the
+// runtime fails RunPodSandbox with this error, before any container.
 func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	pn := p.pin.Load()
 	if pod == nil || !pn.Active() {
 		return nil
 	}
-	defer p.timed("RunPodSandbox", p.clock())
 	upd, err := pn.AddPod(pod)
 	if err != nil {
 		p.eventLog(pod, nil).Error("pod refused", "error", err)
-		return fmt.Errorf("%w %s/%s: %w", ErrRefused, pod.GetNamespace(), pod.GetName(), err)
+		return err
 	}
 	p.send.Enqueue(upd)
 	return nil
@@ -54,6 +53,24 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 	return adj, pinning.Updates(upd), nil
 }
 
+// UpdateContainer is an in-place resize: refused for a pinned container,
+// otherwise kept to its cpuset, memory nodes and quota (pinning.Pinner.ResizeContainer).
+func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
+	if pn := p.pin.Load(); pod != nil && ctr != nil && pn.Active() {
+		return pn.ResizeContainer(p.log, pod, ctr, res)
+	}
+	return nil, nil
+}
+
+// UpdatePodSandbox is an in-place resize of the pod-level resources:
+// refused for a pinned pod (pinning.Pinner.ResizePod).
+func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, _, res *api.LinuxResources) error {
+	if pn := p.pin.Load(); pod != nil && pn.Active() {
+		return pn.ResizePod(p.log, pod, res)
+	}
+	return nil
+}
+
 // StopContainer returns a stopped container's CPUs to its pool and widens
 // the containers there.
 func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
@@ -61,7 +78,6 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	if ctr == nil || !pn.Active() {
 		return nil, nil
 	}
-	defer p.timed("StopContainer", p.clock())
 	return pinning.Updates(pn.RemoveContainer(ctr.GetId())), nil
 }
 
@@ -72,7 +88,6 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if ctr == nil || !pn.Active() {
 		return nil
 	}
-	defer p.timed("RemoveContainer", p.clock())
 	p.send.Enqueue(pn.RemoveContainer(ctr.GetId()))
 	return nil
 }
@@ -84,7 +99,6 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	if pod == nil {
 		return nil
 	}
-	defer p.timed("RemovePodSandbox", p.clock())
 	if rel, err := cgroupfs.PodPath(pod.GetLinux().GetCgroupParent()); err == nil {
 		p.h.Load().bounds.Forget(rel)
 	}

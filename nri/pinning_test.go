@@ -118,7 +118,10 @@ func TestUpdatesFromEventsWithoutReturn(t *testing.T) {
 		t.Fatal(err)
 	}
 	budget := &api.PodSandbox{Id: "p1", Name: "budget", Namespace: "default", Linux: &api.LinuxPodSandbox{
-		PodResources: &api.LinuxResources{Cpu: &api.LinuxCPU{Quota: api.Int64(400000), Period: api.UInt64(100000), Shares: api.UInt64(4096)}},
+		PodResources: &api.LinuxResources{
+			Cpu:    &api.LinuxCPU{Quota: api.Int64(400000), Period: api.UInt64(100000), Shares: api.UInt64(4096)},
+			Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)},
+		},
 	}}
 
 	for _, step := range []struct {

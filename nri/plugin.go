@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -25,7 +24,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
-	"github.com/cgdelegate/cgdelegate/internal/optin"
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/status"
@@ -258,7 +256,6 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if pod == nil || ctr == nil {
 		return nil, nil, nil
 	}
-	defer p.timed("CreateContainer", p.clock())
 	h := p.h.Load()
 	plan, err := h.decider.Decide(writable.Input{Pod: pod, Ctr: ctr, Host: h.checker})
 	if err == nil && plan.Delegates() {
@@ -273,8 +270,12 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		p.eventLog(pod, ctr).Error("container refused", "error", err)
 		return nil, nil, err
 	}
-	p.opts.metrics.Container(plan.Outcome.String(), nil)
-	p.logPlan(pod, ctr, &plan)
+	if o := p.opts.outcomes; o != nil {
+		o.Inc(int(plan.Outcome)) // one atomic add: the hot path's only metrics cost
+	} else {
+		p.opts.metrics.Container(plan.Outcome.String(), nil)
+	}
+	plan.Log(p.log, pod, ctr)
 	return adj, upd, nil
 }
 
@@ -288,39 +289,7 @@ func (p *Plugin) ensureBounds(h *host, pod *api.PodSandbox, plan *writable.Plan)
 	return nil
 }
 
-// logPlan says what the decision did, at the level it deserves.
-func (p *Plugin) logPlan(pod *api.PodSandbox, ctr *api.Container, plan *writable.Plan) {
-	switch {
-	case plan.Warning != nil:
-		p.eventLog(pod, ctr).Warn("runtime-writable cgroups would be refused (unsafe host or opt-in policy); allowed because guard is warn", "error", plan.Warning)
-	case plan.Outcome == writable.Privileged && plan.Request.Mode == optin.Writable:
-		p.eventLog(pod, ctr).Info("privileged container already has read-write cgroups; left alone", "annotation", plan.Request.Source)
-	case plan.Outcome == writable.ReadOnly:
-		p.eventLog(pod, ctr).Info("runtime made cgroups writable; made read-only as annotated", "annotation", plan.Request.Source)
-	case plan.Delegates() && p.log.Enabled(context.Background(), slog.LevelInfo):
-		p.eventLog(pod, ctr).Info("cgroups made writable", "reason", plan.Reason(), "podCgroup", plan.PodCgroup,
-			"bounds", plan.Bounds.String(), "addedCgroupNS", plan.Spec.AddCgroupNS)
-	}
-}
-
 // eventLog is a logger for one event; the plugin's logger is never changed.
 func (p *Plugin) eventLog(pod *api.PodSandbox, ctr *api.Container) *slog.Logger {
 	return logging.Event(p.log, pod, ctr)
-}
-
-// clock is the time an event starts, when a metrics recorder is set; the
-// clock is not read otherwise.
-func (p *Plugin) clock() time.Time {
-	if !p.opts.timed {
-		return time.Time{}
-	}
-	return time.Now()
-}
-
-// timed records the duration of an event that started at start (clock).
-// Called as defer p.timed(name, p.clock()): no closure, no allocation.
-func (p *Plugin) timed(event string, start time.Time) {
-	if p.opts.timed {
-		p.opts.metrics.Event(event, time.Since(start))
-	}
 }

@@ -35,10 +35,13 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
+	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
 	"github.com/cgdelegate/cgdelegate/internal/status"
+	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
 	"github.com/cgdelegate/cgdelegate/internal/version"
+	"github.com/cgdelegate/cgdelegate/internal/writable"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
@@ -77,7 +80,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		adv *advert.Advertiser
 		p   *nri.Plugin
 	)
-	opts := []nri.Option{nri.WithAdmission(optinpolicy.FromConfig), nri.WithConfigured(func() { adv.Refresh() })}
+	opts := []nri.Option{
+		nri.WithAdmission(optinpolicy.FromConfig), nri.WithAdmission(validatorRule(log)),
+		nri.WithConfigured(func() { adv.Refresh() }),
+	}
 	rec, metricsSrv, err := listenMetrics(cfg.MetricsAddress, prom.Options{
 		Supported: func() bool { return adv.Report().Supported },
 		Pinning:   func() *status.Pinning { return p.Pinning() },
@@ -86,16 +92,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot serve metrics", "error", err)
 		return 1
 	}
+	stubOpts := f.stubOptions(log)
 	if metricsSrv != nil {
 		defer stopMetrics(metricsSrv, log)
+		// Decisions are counted by the handlers; events are timed on the
+		// stub's ttrpc server, off the handlers' path.
 		opts = append(opts, nri.WithMetrics(rec))
+		stubOpts = append(stubOpts, nritimer.StubOption(rec))
 	}
 	p, err = nri.New(cfg, log, opts...)
 	if err != nil {
 		log.Error("cannot create plugin", "error", err)
 		return 1
 	}
-	s, err := stub.New(p, f.stubOptions(log)...)
+	s, err := stub.New(p, stubOpts...)
 	if err != nil {
 		log.Error("cannot create NRI stub", "error", err)
 		return 1
@@ -193,5 +203,20 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 		case <-t.C:
 			fn()
 		}
+	}
+}
+
+// validatorRule builds, from every config that comes into force, the rule
+// that refuses a container containerd's NRI default validator is set to
+// refuse (validatorcfg); containerd's config is read then, so a containerd
+// restarted with new settings is seen at its Configure. A config that can
+// not be read is logged and sets no rule.
+func validatorRule(log *slog.Logger) func(config.Config) writable.Check {
+	return func(cfg config.Config) writable.Check {
+		check, err := validatorcfg.FromConfig(cfg)
+		if err != nil {
+			log.Warn("containerd's NRI validator settings not known; a refusal by its reject_* settings will not name them", "error", err)
+		}
+		return check
 	}
 }

@@ -253,6 +253,7 @@ func TestDaemonSet(t *testing.T) {
 		{"featureFile", def.FeatureFile, false},
 		{"statusFile", def.StatusFile, false},
 		{"kubeletCPUManagerState", def.KubeletCPUManagerState, true},
+		{"containerdConfig", def.ContainerdConfig, true},
 	} {
 		host, m := hostPathOf(t, spec, plugin, tc.path)
 		if host != "" && host != tc.path {

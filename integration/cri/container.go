@@ -25,6 +25,54 @@ type ContainerSpec struct {
 	Resources *runtimeapi.LinuxContainerResources
 	// Privileged runs the container privileged.
 	Privileged bool
+	// CapAdd are capabilities added to the runtime's default set, as a
+	// pod's securityContext.capabilities.add ("SYS_ADMIN").
+	CapAdd []string
+	// SeccompRuntimeDefault asks for the runtime's default seccomp profile
+	// (securityContext.seccompProfile.type: RuntimeDefault); false sends no
+	// profile, which the runtime runs unconfined.
+	SeccompRuntimeDefault bool
+	// ProcMount is what a kubelet sends for securityContext.procMount:
+	// ProcMountDefault (its masked and read-only /proc and /sys paths) or
+	// ProcMountUnmasked (none); empty sends nothing.
+	ProcMount string
+}
+
+// The values of ContainerSpec.ProcMount.
+const (
+	ProcMountDefault  = "Default"
+	ProcMountUnmasked = "Unmasked"
+)
+
+// The paths a kubelet (v1.37, pkg/securitycontext) masks and makes
+// read-only for procMount: Default, without the per-CPU thermal_throttle
+// files it adds when the host has them.
+var (
+	kubeletMaskedPaths = []string{
+		"/proc/asound", "/proc/acpi", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware",
+		"/sys/devices/virtual/powercap",
+	}
+	kubeletReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+)
+
+// securityContext is the container's security context as a kubelet would
+// send it for spec.
+func (spec ContainerSpec) securityContext(ns *runtimeapi.NamespaceOption) *runtimeapi.LinuxContainerSecurityContext {
+	sc := &runtimeapi.LinuxContainerSecurityContext{Privileged: spec.Privileged, NamespaceOptions: ns}
+	if len(spec.CapAdd) > 0 {
+		sc.Capabilities = &runtimeapi.Capability{AddCapabilities: spec.CapAdd}
+	}
+	if spec.SeccompRuntimeDefault {
+		sc.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	}
+	switch spec.ProcMount {
+	case ProcMountDefault:
+		sc.MaskedPaths, sc.ReadonlyPaths = kubeletMaskedPaths, kubeletReadonlyPaths
+	case ProcMountUnmasked:
+		sc.MaskedPaths, sc.ReadonlyPaths = []string{}, []string{}
+	}
+	return sc
 }
 
 // Container is a created container.
@@ -64,11 +112,8 @@ func (p *Pod) CreateContainer(ctx context.Context, spec ContainerSpec) (*Contain
 		Labels:      map[string]string{"cgdelegate.test/container": spec.Name},
 		Annotations: ann,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources: res,
-			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
-				Privileged:       spec.Privileged,
-				NamespaceOptions: p.Spec.namespaces(),
-			},
+			Resources:       res,
+			SecurityContext: spec.securityContext(p.Spec.namespaces()),
 		},
 	}
 	resp, err := p.c.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{

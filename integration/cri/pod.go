@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -22,9 +24,13 @@ type PodSpec struct {
 	// Annotations are set on the sandbox config, and copied onto every
 	// container of the pod (as a kubelet would not, but a careful test does).
 	Annotations map[string]string
-	// CgroupParent is the pod cgroup for the cgroupfs driver. Empty means
-	// /kubepods/burstable/pod<UID>.
+	// CgroupParent is the pod cgroup. Empty means the one a kubelet gives
+	// a burstable pod: /kubepods/burstable/pod<UID> for the cgroupfs
+	// driver, kubepods-burstable-pod<UID>.slice with SystemdCgroup.
 	CgroupParent string
+	// SystemdCgroup says the runtime uses the systemd cgroup driver, so the
+	// default CgroupParent is a slice name.
+	SystemdCgroup bool
 	// RuntimeHandler selects a containerd runtime (empty: the default).
 	RuntimeHandler string
 	// PodNetwork gives the pod its own network namespace (through CNI)
@@ -48,6 +54,24 @@ type Pod struct {
 	c      *Client
 }
 
+// PodCgroupParent is the cgroup parent a kubelet gives a pod of the QoS
+// class ("burstable", "besteffort"; "" for Guaranteed, which sits directly
+// below kubepods): /kubepods/<qos>/pod<uid> for the cgroupfs driver, or,
+// for the systemd driver, the slice kubepods-<qos>-pod<uid>.slice, where
+// the kubelet escapes the UID's dashes, systemd's hierarchy separator, as
+// underscores.
+func PodCgroupParent(systemd bool, qos, uid string) string {
+	if !systemd {
+		return path.Join("/kubepods", qos, "pod"+uid)
+	}
+	parts := []string{"kubepods"}
+	if qos != "" {
+		parts = append(parts, qos)
+	}
+	parts = append(parts, "pod"+strings.ReplaceAll(uid, "-", "_"))
+	return strings.Join(parts, "-") + ".slice"
+}
+
 // UserNSPod returns the user-namespace options of a pod whose root maps to
 // host id base, with a 65536-wide range, as the kubelet allocates them.
 func UserNSPod(base uint32) *runtimeapi.UserNamespace {
@@ -63,7 +87,7 @@ func (s *PodSpec) defaults() {
 		s.UID = fmt.Sprintf("%s-%d", s.Name, time.Now().UnixNano())
 	}
 	if s.CgroupParent == "" {
-		s.CgroupParent = "/kubepods/burstable/pod" + s.UID
+		s.CgroupParent = PodCgroupParent(s.SystemdCgroup, "burstable", s.UID)
 	}
 	if s.LogRoot == "" {
 		s.LogRoot = "/var/log/pods"

@@ -112,8 +112,11 @@ func (e *guestEnv) prepareDaemonSet(ctx context.Context) (kubernetes.Static, str
 		}
 	}
 	for p, f := range st.Files {
-		if err := writeFile(p, string(f.Data), os.FileMode(f.Mode)); err != nil {
+		if err := writeFile(p, string(f.Data)); err != nil {
 			return st, "", err
+		}
+		if err := os.Chmod(p, os.FileMode(f.Mode)); err != nil {
+			return st, "", fmt.Errorf("static pod file %s: %w", p, err)
 		}
 	}
 	if err := os.Remove(e.paths.HookBinary); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -315,7 +315,8 @@ func readFileOr(t *testing.T, path string) string {
 }
 
 // containerCgroup is the node path of a container's cgroup: the one
-// directory below the pod cgroup whose name holds the container ID.
+// directory below the pod cgroup whose name holds the container ID
+// (<id> with the cgroupfs driver, cri-containerd-<id>.scope with systemd's).
 func (e *guestEnv) containerCgroup(t *testing.T, pod *cri.Pod, c *cri.Container) string {
 	t.Helper()
 	matches, _ := filepath.Glob(filepath.Join(e.podCgroup(pod), "*"+c.ID+"*"))

@@ -38,6 +38,12 @@ func harness(t *testing.T, e *guestEnv) {
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.subtree_control"); err != nil {
 		t.Errorf("no cgroup v2 root: %v", err)
 	}
+	// PID 1 is what the variant says: systemd, or the busybox init.sh.
+	if comm, err := os.ReadFile("/proc/1/comm"); err != nil {
+		t.Errorf("PID 1: %v", err)
+	} else if got := strings.TrimSpace(string(comm)) == "systemd"; got != e.variant.Systemd {
+		t.Errorf("PID 1 is %q, variant wants systemd %v", strings.TrimSpace(string(comm)), e.variant.Systemd)
+	}
 
 	v, err := e.cri.Runtime.Version(ctx, &runtimeapi.VersionRequest{})
 	if err != nil {
@@ -69,7 +75,8 @@ func harness(t *testing.T, e *guestEnv) {
 	if st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Errorf("container state %s, want RUNNING", st.GetState())
 	}
-	// The pod cgroup is where the cgroupfs driver was told to put it.
+	// The pod cgroup is where the cgroup driver was told to put it (the
+	// slice, expanded, with the systemd driver).
 	if _, err := os.Stat(e.podCgroup(pod) + "/cgroup.procs"); err != nil {
 		t.Errorf("pod cgroup %s: %v", e.podCgroup(pod), err)
 	}

@@ -4,6 +4,7 @@ package guest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/integration/cri"
 	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
+	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 )
 
 // The opt-in annotation (pod scope, bare key).
@@ -33,6 +35,7 @@ func scenarioCtx(t *testing.T) context.Context {
 func (e *guestEnv) runPod(ctx context.Context, t *testing.T, spec cri.PodSpec) *cri.Pod {
 	t.Helper()
 	spec.Name = podName(t, spec.Name)
+	spec.SystemdCgroup = e.variant.Systemd
 	pod, err := e.cri.RunPod(ctx, spec)
 	if err != nil {
 		t.Fatalf("run pod: %v", err)
@@ -108,9 +111,15 @@ func cgroupMount(ctx context.Context, t *testing.T, c *cri.Container) (inspect.M
 	return m, inspect.ByFSType(mounts, "cgroup2")
 }
 
-// podCgroup is the host path of the pod's cgroup (cgroupfs driver).
+// podCgroup is the host path of the pod's cgroup, found from its cgroup
+// parent as cgdelegate finds it (a systemd slice name is expanded).
 func (e *guestEnv) podCgroup(pod *cri.Pod) string {
-	return filepath.Join(e.paths.CgroupRoot, pod.Spec.CgroupParent)
+	rel, err := cgroupfs.PodPath(pod.Spec.CgroupParent)
+	if err != nil {
+		// The suite made the parent; a bad one is a bug of the suite.
+		panic(fmt.Sprintf("pod %s: %v", pod.Spec.Name, err))
+	}
+	return filepath.Join(e.paths.CgroupRoot, rel)
 }
 
 // readCgroupFile reads a file of a host cgroup, trimmed.

@@ -95,7 +95,7 @@ func (e *guestEnv) startKubelet(cfg kubelet.Config) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFile(e.paths.KubeletConfig, string(y), 0o644); err != nil {
+	if err := writeFile(e.paths.KubeletConfig, string(y)); err != nil {
 		return err
 	}
 	for _, d := range []string{e.paths.StaticPods, e.paths.KubeletRoot} {

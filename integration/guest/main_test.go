@@ -148,6 +148,13 @@ func (e *guestEnv) requirePlugin(t *testing.T) {
 func (e *guestEnv) setup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	// systemd mounted cgroup2 with nsdelegate; a variant without it gets
+	// the same mount without (init.sh mounts it so for the busybox ones).
+	if e.variant.Systemd && !e.variant.NSDelegate {
+		if err := e.cgroupRemount(false); err != nil {
+			return fmt.Errorf("setup: %w", err)
+		}
+	}
 	if err := os.MkdirAll(filepath.Dir(e.paths.ContainerdConfig), 0o755); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
@@ -157,7 +164,7 @@ func (e *guestEnv) setup() error {
 	e.pluginErr = e.pluginAvailable()
 	// The DaemonSet's pod brings its own config (the ConfigMap's).
 	if e.variant.Plugin != variant.PluginDaemonSet {
-		if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant), 0o644); err != nil {
+		if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant)); err != nil {
 			return fmt.Errorf("setup: plugin config: %w", err)
 		}
 	}
@@ -224,15 +231,18 @@ func pluginConfigYAML(v variant.Variant) string {
 	if v.Pinning {
 		s += "cpuPinning: true\n"
 	}
+	if servesMetrics(v) {
+		s += "metricsAddress: " + metricsAddress + "\n"
+	}
 	return s
 }
 
 // writeFile writes a file, creating its directory.
-func writeFile(path, content string, mode os.FileMode) error {
+func writeFile(path, content string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -380,7 +390,9 @@ func (e *guestEnv) dumpLogs() {
 	}
 }
 
-func containerdConfig(v variant.Variant) string {
+// containerdConfig is the variant's containerd config; extraImports are
+// imported after the shipped drop-in (a scenario's own settings).
+func containerdConfig(v variant.Variant, extraImports ...string) string {
 	runtime := func(name string, writable bool) string {
 		return fmt.Sprintf(`
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[1]s]
@@ -388,14 +400,19 @@ func containerdConfig(v variant.Variant) string {
       cgroup_writable = %[2]v
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[1]s.options]
         BinaryName = '/usr/local/bin/runc'
-        SystemdCgroup = false
-`, name, writable)
+        SystemdCgroup = %[3]v
+`, name, writable, v.Systemd)
 	}
 	// A fail-closed variant imports the shipped drop-in, which containerd
 	// merges over the NRI settings below.
-	imports := ""
+	var files []string
 	if v.FailClosed {
-		imports = "imports = ['" + containerdDropIn + "']\n"
+		files = append(files, containerdDropIn)
+	}
+	files = append(files, extraImports...)
+	imports := ""
+	if len(files) > 0 {
+		imports = "imports = ['" + strings.Join(files, "', '") + "']\n"
 	}
 	return `# Written by the cgdelegate integration suite (variant ` + v.Name + `).
 version = 3

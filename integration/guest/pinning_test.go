@@ -243,11 +243,10 @@ func (e *guestEnv) podCgroupPinning(t *testing.T, pod *cri.Pod, views ...cpuView
 }
 
 // hostCgroupCPUs reads cpuset.cpus (what the runtime wrote, not the
-// effective set) of a container's cgroup from the host, cgroupfs driver:
-// <cgroup parent>/<container id>.
+// effective set) of a container's cgroup from the host.
 func (e *guestEnv) hostCgroupCPUs(t *testing.T, c *cri.Container) string {
 	t.Helper()
-	return readCgroupFile(t, filepath.Join(e.podCgroup(c.Pod), c.ID), "cpuset.cpus")
+	return readCgroupFile(t, e.containerCgroup(t, c.Pod, c), "cpuset.cpus")
 }
 
 // runningViews reads every running container of the pod from inside.

@@ -4,7 +4,10 @@ package guest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cgdelegate/cgdelegate/integration/cri"
@@ -113,6 +116,24 @@ func usernsPod(t *testing.T, e *guestEnv) {
 	}
 	assertWritableMount(ctx, t, c)
 	assertUsernsDelegates(ctx, t, c)
+	// Seen from the host: the container's cgroup belongs to the host IDs
+	// its root maps to. With runc's systemd driver runc chowned the UID and
+	// the hook the GID too; they must agree, not undo each other.
+	dir := e.containerCgroup(t, pod, c)
+	for _, f := range []string{"", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"} {
+		fi, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			t.Errorf("host cgroup %s: %v", dir, err)
+			continue
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			t.Fatalf("host %s: no owner in %T", filepath.Join(dir, f), fi.Sys())
+		}
+		if st.Uid != 65536 || st.Gid != 65536 {
+			t.Errorf("host %s owned by %d:%d, want 65536:65536", filepath.Join(dir, f), st.Uid, st.Gid)
+		}
+	}
 }
 
 // assertUsernsDelegates checks that root in a user-namespaced writable

@@ -2,15 +2,21 @@ package inproc
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/containerd/nri/pkg/stub"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/status"
+	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
+	decide "github.com/cgdelegate/cgdelegate/internal/writable"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
@@ -24,7 +30,8 @@ func metricsEnv(t *testing.T, nsdelegate bool) (*env, *prom.Recorder) {
 		Pinning:   func() *status.Pinning { return e.p.Pinning() },
 	})
 	// The opt-in policy allows writable cgroups in namespace default only.
-	e = setup(t, nsdelegate, func(c *config.Config) { c.OptIn.Namespaces = []string{"default"} }, nri.WithMetrics(rec))
+	e = setupStub(t, nsdelegate, func(c *config.Config) { c.OptIn.Namespaces = []string{"default"} },
+		[]stub.Option{nritimer.StubOption(rec)}, nri.WithMetrics(rec))
 	return e, rec
 }
 
@@ -95,8 +102,12 @@ cgdelegate_node_supported 1
 		prom.ContainersTotal, prom.RefusalsTotal, prom.NodeSupported, prom.CPUs); err != nil {
 		t.Fatal(err)
 	}
-	if got := histogramCount(t, rec, "CreateContainer"); got != uint64(len(creates)) {
-		t.Fatalf("CreateContainer durations observed %d, want %d", got, len(creates))
+	// Every request the runtime sent is timed on the stub's ttrpc server,
+	// under its NRI event name.
+	for event, n := range map[string]int{"CreateContainer": len(creates), "Configure": 1, "Synchronize": 1} {
+		if got := histogramCount(t, rec, event); got != uint64(n) {
+			t.Errorf("%s durations observed %d, want %d", event, got, n)
+		}
 	}
 }
 
@@ -172,7 +183,7 @@ func histogramCount(t *testing.T, rec *prom.Recorder, event string) uint64 {
 func TestMetricsPinning(t *testing.T) {
 	var e *pinEnv
 	rec := prom.New(prom.Options{Pinning: func() *status.Pinning { return e.p.Pinning() }})
-	e = setupPinning(t, nil, nri.WithMetrics(rec))
+	e = setupPinningStub(t, nil, []stub.Option{nritimer.StubOption(rec)}, nri.WithMetrics(rec))
 	plain := Pod("plain", "p0", cgroupfsParent, nil)
 	e.mustRunPod(plain)
 	e.mustCreate(plain, Container(plain, "app"))
@@ -212,5 +223,56 @@ cgdelegate_cpus{pool="reserved"} 0
 	}
 	if got := histogramCount(t, rec, "RunPodSandbox"); got != 2 {
 		t.Errorf("RunPodSandbox durations observed %d, want 2", got)
+	}
+}
+
+// A containerd config whose default validator rejects OCI hooks: the
+// plugin refuses the writable container itself, naming the setting, counts
+// it as a policy refusal, and lets a plain container through.
+func TestValidatorRejectsHookOverNRI(t *testing.T) {
+	dir := t.TempDir()
+	ctdConfig := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(ctdConfig, []byte(`version = 3
+[plugins."io.containerd.nri.v1.nri".default_validator]
+  enable = true
+  reject_oci_hook_adjustment = true
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := prom.New(prom.Options{})
+	rule := func(cfg config.Config) decide.Check {
+		check, err := validatorcfg.FromConfig(cfg)
+		if err != nil {
+			t.Errorf("validator settings: %v", err)
+		}
+		return check
+	}
+	e := setupStub(t, true, func(c *config.Config) { c.ContainerdConfig = ctdConfig },
+		[]stub.Option{nritimer.StubOption(rec)}, nri.WithMetrics(rec), nri.WithAdmission(rule))
+	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	_, err := e.create(t, pod, Container(pod, "app"))
+	if err == nil {
+		t.Fatal("a writable container was not refused")
+	}
+	for _, want := range []string{"reject_oci_hook_adjustment = true", ctdConfig, "set reject_oci_hook_adjustment = false"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal does not mention %q: %v", want, err)
+		}
+	}
+	plain := Pod("plain", "u2", cgroupfsParent, nil)
+	if _, err := e.create(t, plain, Container(plain, "app")); err != nil {
+		t.Fatalf("plain container: %v", err)
+	}
+	for _, c := range []struct {
+		name, label, value string
+		want               float64
+	}{
+		{prom.ContainersTotal, "result", "refused", 1},
+		{prom.ContainersTotal, "result", "unchanged", 1},
+		{prom.RefusalsTotal, "cause", prom.CausePolicy, 1},
+	} {
+		if got := counter(t, rec, c.name, c.label, c.value); got != c.want {
+			t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.value, got, c.want)
+		}
 	}
 }

@@ -41,11 +41,19 @@ type pinEnv struct {
 	p    *nri.Plugin
 	stub stub.Stub
 	node *node
-	// opts build every plugin instance.
-	opts []nri.Option
+	// opts build every plugin instance; stubOpts are added to its stub.
+	opts     []nri.Option
+	stubOpts []stub.Option
 }
 
-func setupPinning(t *testing.T, mutate func(*config.Config), opts ...nri.Option) *pinEnv {
+func setupPinning(t *testing.T, mutate func(*config.Config)) *pinEnv {
+	t.Helper()
+	return setupPinningStub(t, mutate, nil)
+}
+
+// setupPinningStub is setupPinning with every plugin instance built with
+// opts and stubOpts added to its stub.
+func setupPinningStub(t *testing.T, mutate func(*config.Config), stubOpts []stub.Option, opts ...nri.Option) *pinEnv {
 	t.Helper()
 	host := fakehost.New(t)
 	if err := host.InstallSysfs(topologyTree); err != nil {
@@ -65,7 +73,7 @@ func setupPinning(t *testing.T, mutate func(*config.Config), opts ...nri.Option)
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	e := &pinEnv{t: t, host: host, cfg: cfg, rt: rt, node: newNode(), opts: opts}
+	e := &pinEnv{t: t, host: host, cfg: cfg, rt: rt, node: newNode(), opts: opts, stubOpts: stubOpts}
 	e.connect()
 	return e
 }
@@ -80,7 +88,7 @@ func (e *pinEnv) connect() []*api.ContainerUpdate {
 		e.t.Fatal(err)
 	}
 	e.rt.SetState(e.node.state())
-	s, err := e.rt.Connect(context.Background(), p, "cgdelegate", "50")
+	s, err := e.rt.Connect(context.Background(), p, "cgdelegate", "50", e.stubOpts...)
 	if err != nil {
 		e.t.Fatal(err)
 	}

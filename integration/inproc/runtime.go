@@ -118,9 +118,11 @@ func (rt *Runtime) TakeUpdates() [][]*api.ContainerUpdate {
 }
 
 // Connect starts a stub for plugin p on this runtime and waits until the
-// runtime has synchronized it. Stop the returned stub to disconnect.
-func (rt *Runtime) Connect(ctx context.Context, p any, name, idx string) (stub.Stub, error) {
-	s, err := stub.New(p, stub.WithSocketPath(rt.socket), stub.WithPluginName(name), stub.WithPluginIdx(idx))
+// runtime has synchronized it; opts are added to the stub's own. Stop the
+// returned stub to disconnect.
+func (rt *Runtime) Connect(ctx context.Context, p any, name, idx string, opts ...stub.Option) (stub.Stub, error) {
+	opts = append([]stub.Option{stub.WithSocketPath(rt.socket), stub.WithPluginName(name), stub.WithPluginIdx(idx)}, opts...)
+	s, err := stub.New(p, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("create stub for %s: %w", name, err)
 	}
@@ -170,6 +172,19 @@ func (rt *Runtime) StopContainer(ctx context.Context, pod *api.PodSandbox, ctr *
 // RemoveContainer relays RemoveContainer.
 func (rt *Runtime) RemoveContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) error {
 	return rt.r.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: pod, Container: ctr})
+}
+
+// UpdateContainer relays UpdateContainer (an in-place resize of ctr to
+// res) and returns the plugins' combined answer.
+func (rt *Runtime) UpdateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (*api.UpdateContainerResponse, error) {
+	return rt.r.UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: pod, Container: ctr, LinuxResources: res})
+}
+
+// UpdatePodSandbox relays UpdatePodSandbox (an in-place resize of the
+// pod-level resources to res).
+func (rt *Runtime) UpdatePodSandbox(ctx context.Context, pod *api.PodSandbox, res *api.LinuxResources) error {
+	_, err := rt.r.UpdatePodSandbox(ctx, &api.UpdatePodSandboxRequest{Pod: pod, LinuxResources: res})
+	return err
 }
 
 // countMetrics passes the adaptation's plugin count on to Connect.

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
 
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
@@ -33,9 +34,16 @@ type env struct {
 	adv  *advert.Advertiser
 }
 
-// setup starts a runtime side and connects the real plugin, built with
-// opts, to it over ttrpc.
-func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config), opts ...nri.Option) *env {
+// setup starts a runtime side and connects the real plugin to it over
+// ttrpc.
+func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config)) *env {
+	t.Helper()
+	return setupStub(t, nsdelegate, mutate, nil)
+}
+
+// setupStub is setup with the plugin built with opts and stubOpts added to
+// its stub.
+func setupStub(t *testing.T, nsdelegate bool, mutate func(*config.Config), stubOpts []stub.Option, opts ...nri.Option) *env {
 	t.Helper()
 	mounts := fakehost.NoNsdelegate
 	if nsdelegate {
@@ -65,7 +73,7 @@ func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config), opts ...n
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	s, err := rt.Connect(context.Background(), p, "cgdelegate", "50")
+	s, err := rt.Connect(context.Background(), p, "cgdelegate", "50", stubOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}

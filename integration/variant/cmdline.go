@@ -13,7 +13,9 @@ const Prefix = "cgd."
 
 // The parameter keys, without Prefix. integration/vm/init.sh reads
 // cgd.nsdelegate=0 itself, to mount cgroup2 before the guest runs, and
-// cgd.kubelet=1, to give the guest tests more time.
+// cgd.kubelet=1, to give the guest tests more time; the systemd variant's
+// guest unit (integration/vm/systemd.go) reads cgd.nsdelegate=0 to
+// remount the cgroup2 systemd mounted.
 const (
 	keyName           = "variant"
 	keyContainerd     = "containerd"
@@ -22,6 +24,7 @@ const (
 	keyCgroupWritable = "cgroup_writable"
 	keyPinning        = "pinning"
 	keyFailClosed     = "failclosed"
+	keySystemd        = "systemd"
 	keySMP            = "smp"
 	keyNUMA           = "numa"
 	keyKubelet        = "kubelet"
@@ -31,7 +34,7 @@ const (
 // keys are every parameter of a variant, in the order Encode writes them.
 var keys = []string{
 	keyName, keyContainerd, keyNSDelegate, keyPlugin, keyCgroupWritable,
-	keyPinning, keyFailClosed, keySMP, keyNUMA, keyKubelet, keyScenarios,
+	keyPinning, keyFailClosed, keySystemd, keySMP, keyNUMA, keyKubelet, keyScenarios,
 }
 
 // Sentinels of ParamError.
@@ -76,6 +79,7 @@ func (v Variant) params() map[string]string {
 		keyCgroupWritable: formatBool(v.CgroupWritable),
 		keyPinning:        formatBool(v.Pinning),
 		keyFailClosed:     formatBool(v.FailClosed),
+		keySystemd:        formatBool(v.Systemd),
 		keySMP:            strconv.Itoa(v.SMP),
 		keyNUMA:           formatBool(v.NUMA),
 		keyKubelet:        formatBool(v.Kubelet),
@@ -143,6 +147,7 @@ func Decode(cmdline string) (Variant, error) {
 		CgroupWritable: d.bool(keyCgroupWritable),
 		Pinning:        d.bool(keyPinning),
 		FailClosed:     d.bool(keyFailClosed),
+		Systemd:        d.bool(keySystemd),
 		SMP:            d.int(keySMP),
 		NUMA:           d.bool(keyNUMA),
 		Kubelet:        d.bool(keyKubelet),

@@ -13,7 +13,7 @@ const kernelNoise = "console=ttyS0 panic=-1 quiet cgdx=1 random.trust_cpu=on"
 
 func TestRoundTrip(t *testing.T) {
 	custom := Variant{
-		Name: "custom_1.x", Containerd: "v9.9.9", Plugin: PluginNone, CgroupWritable: true, FailClosed: true, SMP: 1,
+		Name: "custom_1.x-Systemd", Containerd: "v9.9.9", Plugin: PluginNone, CgroupWritable: true, FailClosed: true, Systemd: true, SMP: 1,
 		Scenarios: []Scenario{Demo, Harness},
 	}
 	kubelet := Variant{
@@ -90,6 +90,8 @@ func TestEncodeInvalid(t *testing.T) {
 		{"no scenarios", func(v *Variant) { v.Scenarios = nil }, "scenarios", ""},
 		{"unknown scenario", func(v *Variant) { v.Scenarios = []Scenario{"TestS01AnnotatedWritable"} }, "scenarios", "TestS01AnnotatedWritable"},
 		{"scenario twice", func(v *Variant) { v.Scenarios = []Scenario{Demo, Demo} }, "scenarios", "Demo,Demo"},
+		{"systemd without the name mark", func(v *Variant) { v.Systemd = true }, "systemd", "1"},
+		{"name mark without systemd", func(v *Variant) { v.Name = "demo-Systemd" }, "systemd", "0"},
 		{"kubelet scenario without a kubelet", func(v *Variant) { v.Scenarios = []Scenario{KubeletWritable} }, "scenarios", "KubeletWritable"},
 		{"kubelet not named", func(v *Variant) { v.Kubelet = true }, "kubelet", "1"},
 		{"DaemonSet pod without a kubelet", func(v *Variant) { v.Plugin = PluginDaemonSet }, "plugin", "daemonset"},

@@ -47,6 +47,18 @@ const (
 	// stopped, a pod that requires cgdelegate is refused with an error
 	// naming it, and a plain pod runs.
 	FailClosedPerPod Scenario = "FailClosedPerPod"
+	// OptInPolicy: the node's opt-in policy (optIn, put in force by
+	// SIGHUP) refuses a pod outside it, naming the rule and the value, and
+	// admits one inside it; it shows which runtime handler and user
+	// namespace containerd sends NRI.
+	OptInPolicy Scenario = "OptInPolicy"
+	// MetricsScraped: /metrics, scraped inside the VM, counts exactly the
+	// containers the scenario creates, by result and refusal cause.
+	MetricsScraped Scenario = "MetricsScraped"
+	// ValidatorRejectsHook: with containerd's default validator set to
+	// reject OCI hook adjustments, an opted-in container is refused and
+	// the error a user sees names the setting to change.
+	ValidatorRejectsHook Scenario = "ValidatorRejectsHook"
 	// NUMATopology checks the two-node topology the pinning scenarios use.
 	NUMATopology Scenario = "NUMATopology"
 	// PinningPodBudget: a pod budget becomes a bubble of exclusive CPUs.
@@ -66,6 +78,22 @@ const (
 	// killed; the kubelet restarts it, it reconnects, and no pod loses
 	// what it was given.
 	KubeletPluginPodRestart Scenario = "KubeletPluginPodRestart"
+	// InPodWorkers: in a writable pod, cgdelegate-init runs 20 workers in
+	// their own cgroups with their own limits, one is reported OOM, a
+	// fork-bomb of cgroups stops at the pod bound with the helper's
+	// message, and the delegate package's kernel tests pass in the pod.
+	InPodWorkers Scenario = "InPodWorkers"
+	// InPodExecAfterLeafMove: after cgdelegate-init (entrypoint) moved the
+	// container's processes into a leaf and enabled controllers, CRI
+	// ExecSync and a probe-shaped exec still work.
+	InPodExecAfterLeafMove Scenario = "InPodExecAfterLeafMove"
+	// InPodNestedRunc: a user-namespaced, unprivileged writable pod runs
+	// runc, whose nested container gets memory.max and pids.max through the
+	// delegated subtree.
+	InPodNestedRunc Scenario = "InPodNestedRunc"
+	// InPodSystemd: systemd is PID 1 of a writable pod, reaches running
+	// (or degraded), and makes a scope with MemoryMax in the pod's subtree.
+	InPodSystemd Scenario = "InPodSystemd"
 	// Demo is `make demo`: the story of what cgdelegate does to a pod.
 	Demo Scenario = "Demo"
 
@@ -97,8 +125,10 @@ var scenarios = []Scenario{
 	AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
 	RefusedWithoutNSDelegate, GuardCgroupWritable, HookRefusesAfterRemount,
 	UsernsPod, PluginMode, Restarts, FailClosedPerPod,
+	OptInPolicy, MetricsScraped, ValidatorRejectsHook,
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
 	KubeletDaemonSetPod, KubeletPluginPodRestart,
+	InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd,
 	Demo,
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 }

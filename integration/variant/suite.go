@@ -1,5 +1,7 @@
 package variant
 
+import "slices"
+
 // The containerd releases the suite runs against: the current release and
 // the newest 2.3 LTS the module proxy served when the suite was written.
 const (
@@ -13,9 +15,12 @@ func Suite() []Variant {
 		Harness, AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
 		HookRefusesAfterRemount, UsernsPod, PluginMode, Restarts,
 	}
+	// The in-pod helper (issue 10) runs on one containerd only: what it
+	// proves is the kernel's and runc's, not containerd's.
+	inPod := []Scenario{InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd}
 	noNSDelegate := []Scenario{Harness, RefusedWithoutNSDelegate, GuardCgroupWritable}
 	return []Variant{
-		{Name: "ctd24-nsdelegate-external", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: nsdelegate},
+		{Name: "ctd24-nsdelegate-external", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: append(slices.Clone(nsdelegate), inPod...)},
 		{
 			Name: "ctd24-nsdelegate-preregistered", Containerd: Containerd24, NSDelegate: true, Plugin: PluginPreregistered, SMP: 2,
 			Scenarios: []Scenario{Harness, AnnotatedWritable, PluginMode, Restarts},
@@ -29,10 +34,16 @@ func Suite() []Variant {
 		},
 		// The shipped containerd drop-in, fail closed per pod; the
 		// writable scenario shows the validator lets cgdelegate's own
-		// adjustments through.
+		// adjustments through. The operator scenarios (issue 9) share the
+		// boot: the opt-in policy by SIGHUP, /metrics (served in this
+		// variant only), and the validator told to reject hooks, last
+		// because it restarts containerd.
 		{
 			Name: "ctd24-failclosed", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, FailClosed: true, SMP: 2,
-			Scenarios: []Scenario{Harness, AnnotatedWritable, FailClosedPerPod},
+			Scenarios: []Scenario{
+				Harness, AnnotatedWritable, FailClosedPerPod,
+				OptInPolicy, MetricsScraped, ValidatorRejectsHook, // issue 9: operator controls
+			},
 		},
 		{Name: "ctd23-nsdelegate-external", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: nsdelegate},
 		{Name: "ctd23-no-nsdelegate", Containerd: Containerd23, Plugin: PluginExternal, SMP: 2, Scenarios: noNSDelegate},
@@ -45,6 +56,15 @@ func Suite() []Variant {
 			Name: "ctd24-daemonset-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginDaemonSet, FailClosed: true,
 			Pinning: true, SMP: 4, NUMA: true, Kubelet: true,
 			Scenarios: []Scenario{KubeletDaemonSetPod, KubeletPluginPodRestart},
+		},
+		// PID 1 is systemd and runc uses its systemd cgroup driver: pod
+		// cgroups are kubepods-<qos>-pod<uid>.slice units (issue 8).
+		{
+			Name: "ctd24-Systemd", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Systemd: true, SMP: 2,
+			Scenarios: []Scenario{
+				Harness, AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
+				HookRefusesAfterRemount, UsernsPod,
+			},
 		},
 		// The CPU pinning scenarios (issue 4), on four CPUs in two NUMA
 		// nodes. The kubelet starts only for the last scenario, after the
@@ -62,6 +82,17 @@ func Suite() []Variant {
 		{
 			Name: "ctd24-no-nsdelegate-Kubelet", Containerd: Containerd24, Plugin: PluginExternal, SMP: 2, Kubelet: true,
 			Scenarios: []Scenario{KubeletRefusedWithoutNSDelegate},
+		},
+		// Pinning on containerd 2.3 (issue 11, item 8).
+		{
+			Name: "ctd23-pinning-numa", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
+			Scenarios: []Scenario{Harness, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology},
+		},
+		// Pinning with the plugin pre-registered, cpuPinning in its
+		// Configure blob (issue 11, item 8).
+		{
+			Name: "ctd24-pinning-preregistered", Containerd: Containerd24, NSDelegate: true, Plugin: PluginPreregistered, Pinning: true, SMP: 4, NUMA: true,
+			Scenarios: []Scenario{Harness, PinningPodBudget, PinningDynamicAdd, NUMATopology},
 		},
 	}
 }

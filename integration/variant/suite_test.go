@@ -1,6 +1,7 @@
 package variant
 
 import (
+	"regexp"
 	"slices"
 	"testing"
 )
@@ -96,5 +97,25 @@ func TestDaemonSetVariants(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("no variant runs cgdelegate as the DaemonSet's pod")
+	}
+}
+
+// TestSystemdSelector: `go test -run 'TestVM/.*Systemd'` selects exactly
+// the variants whose PID 1 is systemd, and there is at least one.
+func TestSystemdSelector(t *testing.T) {
+	sel := regexp.MustCompile(".*" + SystemdMark)
+	n := 0
+	for _, v := range Suite() {
+		t.Run(v.Name, func(t *testing.T) {
+			if got := sel.MatchString(v.Name); got != v.Systemd {
+				t.Errorf("selector matches %v, Systemd = %v", got, v.Systemd)
+			}
+		})
+		if v.Systemd {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Error("the suite has no systemd variant")
 	}
 }

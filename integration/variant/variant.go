@@ -52,6 +52,13 @@ type Variant struct {
 	// contrib/containerd/cgdelegate.toml (NRI's default validator, per-pod
 	// required plugins) over the suite's own NRI settings.
 	FailClosed bool
+	// Systemd boots a Debian root filesystem whose PID 1 is systemd (which
+	// mounts cgroup2) instead of the busybox init, and containerd uses
+	// runc's systemd cgroup driver (SystemdCgroup = true): pod cgroups are
+	// kubepods-<qos>-pod<uid>.slice units. The variant's name must contain
+	// "Systemd" exactly when this is set, so `go test -run 'TestVM/.*Systemd'`
+	// selects these variants.
+	Systemd bool
 	// SMP is the number of virtual CPUs.
 	SMP int
 	// NUMA splits CPUs and memory evenly over two NUMA nodes.
@@ -64,6 +71,10 @@ type Variant struct {
 	// Scenarios run in this order; each must report a result.
 	Scenarios []Scenario
 }
+
+// SystemdMark is in the name of every variant with Systemd set, and of no
+// other.
+const SystemdMark = "Systemd"
 
 // Validate reports every problem of the variant, each as a *ParamError
 // naming the kernel parameter that carries the field.
@@ -79,6 +90,8 @@ func (v Variant) Validate() error {
 	check(keyContainerd, isToken(v.Containerd), "want a release such as %s", Containerd24)
 	check(keyPlugin, v.Plugin.valid(), "want %s, %s, %s or %s", PluginExternal, PluginPreregistered, PluginNone, PluginDaemonSet)
 	check(keyPlugin, v.Plugin != PluginDaemonSet || v.Kubelet, "the DaemonSet's pod needs a kubelet (cgd.kubelet=1)")
+	check(keySystemd, v.Systemd == strings.Contains(v.Name, SystemdMark),
+		"a variant named %q must have %s%s=%s", v.Name, Prefix, keySystemd, formatBool(strings.Contains(v.Name, SystemdMark)))
 	check(keySMP, v.SMP >= 1, "want at least one CPU")
 	check(keyNUMA, !v.NUMA || (v.SMP >= 2 && v.SMP%2 == 0), "two NUMA nodes need an even number of CPUs, not %d", v.SMP)
 	check(keyKubelet, v.Kubelet == strings.Contains(v.Name, "Kubelet"),

@@ -69,6 +69,12 @@ type artifacts struct {
 	ReleaseImage string
 	// ContainerdDropIn is contrib/containerd/cgdelegate.toml.
 	ContainerdDropIn string
+	// SystemdRootfs is the Debian root filesystem tar of the systemd
+	// variants (debianRootfs); empty when none is booted.
+	SystemdRootfs string
+	// SystemdPodImage is the OCI layout tar of the image whose PID 1 is
+	// systemd (scenario InPodSystemd); empty when no variant runs it.
+	SystemdPodImage string
 	// Kubelet is the kubelet binary; empty when no selected variant runs
 	// one (it is 90 MB, so it only goes into the initramfs of those that
 	// do).
@@ -313,8 +319,9 @@ func (b *builder) goBuild(ctx context.Context, out, pkg string, test bool, tags 
 	return dst, nil
 }
 
-// images writes the busybox and pause images as OCI layout tars.
-func (b *builder) images(busybox, pause string) ([]string, error) {
+// images writes the busybox and pause images as OCI layout tars; extra
+// are more files of the busybox image (the in-pod tools).
+func (b *builder) images(busybox, pause string, extra []ociimage.File) ([]string, error) {
 	applets, err := exec.Command(busybox, "--list").Output()
 	if err != nil {
 		return nil, fmt.Errorf("busybox --list: %w", err)
@@ -332,6 +339,7 @@ func (b *builder) images(busybox, pause string) ([]string, error) {
 	}
 	bb := append([]ociimage.File{}, base...)
 	bb = append(bb, ociimage.File{Name: "bin/busybox", Mode: 0o755, HostPath: busybox})
+	bb = append(bb, extra...)
 	sc := bufio.NewScanner(bytes.NewReader(applets))
 	for sc.Scan() {
 		if a := strings.TrimSpace(sc.Text()); a != "" && a != "busybox" {
@@ -364,7 +372,28 @@ func (b *builder) images(busybox, pause string) ([]string, error) {
 const (
 	busyboxImage = "cgd.local/busybox:1"
 	pauseImage   = "cgd.local/pause:1"
+	systemdImage = "cgd.local/systemd:1"
+	// systemdPodImagePath is where the initramfs holds the systemd image.
+	systemdPodImagePath = "cgd/pod-images/systemd.tar"
 )
+
+// systemdPodImage writes the image of scenario InPodSystemd: the Debian
+// root filesystem rootfs as its one layer, systemd as PID 1, and the
+// container env var systemd reads to know it runs in a container.
+func (b *builder) systemdPodImage(rootfs string) (string, error) {
+	p := filepath.Join(b.workDir, "image-systemd.tar")
+	f, err := os.Create(p) //nolint:forbidigo // scratch file in our own work dir
+	if err != nil {
+		return "", fmt.Errorf("image %s: %w", systemdImage, err)
+	}
+	werr := ociimage.WriteLayout(f, ociimage.Image{
+		Name: systemdImage, LayerTar: rootfs, Entrypoint: []string{"/sbin/init"}, Env: []string{"container=containerd"},
+	})
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return "", fmt.Errorf("image %s: %w", systemdImage, err)
+	}
+	return p, nil
+}
 
 const (
 	guestPasswd = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
@@ -435,21 +464,20 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet b
 	if a.NullCNI, err = b.goBuild(ctx, "nullcni", "./integration/vm/nullcni", false, ""); err != nil {
 		return nil, err
 	}
-	if a.Images, err = b.images(a.Busybox, pause); err != nil {
-		return nil, err
-	}
 	plugin, perr := b.goBuild(ctx, "cgdelegate", "./plugin", false, "")
 	hook, herr := b.goBuild(ctx, "cgdelegate-hook", "./hooks/cmd/cgdelegate-hook", false, "")
-	initBin, ierr := b.goBuild(ctx, "cgdelegate-init", "./cmd/cgdelegate-init", false, "")
-	if perr == nil && herr == nil {
+	tools, terr := b.inPodTools(ctx, a.Runc)
+	if perr == nil && herr == nil && terr == nil {
 		a.Plugin, a.Hook = plugin, hook
 	} else {
-		a.PluginErr = errors.Join(perr, herr)
+		a.PluginErr = errors.Join(perr, herr, terr)
 	}
-	if a.PluginErr == nil && ierr == nil {
-		a.ReleaseImage, a.PluginErr = b.releaseImage(plugin, hook, initBin)
-	} else {
-		a.PluginErr = errors.Join(a.PluginErr, ierr)
+	if a.Images, err = b.images(a.Busybox, pause, tools); err != nil {
+		return nil, err
+	}
+	if a.PluginErr == nil {
+		// cgdelegate-init as inPodTools built it.
+		a.ReleaseImage, a.PluginErr = b.releaseImage(plugin, hook, filepath.Join(b.workDir, "cgdelegate-init"))
 	}
 	return a, nil
 }
@@ -472,4 +500,27 @@ func (b *builder) releaseImage(binaries ...string) (string, error) {
 		return "", fmt.Errorf("release image %s: %w", img.Name, err)
 	}
 	return p, nil
+}
+
+// inPodTools are the busybox image's tools for the in-pod scenarios, in
+// /usr/local/bin: cgdelegate-init, the delegate package's test binary (its
+// kernel tests run inside a writable pod) and the static runc, for a
+// nested container.
+func (b *builder) inPodTools(ctx context.Context, runc string) ([]ociimage.File, error) {
+	initBin, err := b.goBuild(ctx, "cgdelegate-init", "./cmd/cgdelegate-init", false, "")
+	if err != nil {
+		return nil, err
+	}
+	delegateTest, err := b.goBuild(ctx, "delegate.test", "./delegate", true, "")
+	if err != nil {
+		return nil, err
+	}
+	return []ociimage.File{
+		{Name: "usr", Mode: 0o755, Dir: true},
+		{Name: "usr/local", Mode: 0o755, Dir: true},
+		{Name: "usr/local/bin", Mode: 0o755, Dir: true},
+		{Name: "usr/local/bin/cgdelegate-init", Mode: 0o755, HostPath: initBin},
+		{Name: "usr/local/bin/delegate.test", Mode: 0o755, HostPath: delegateTest},
+		{Name: "usr/local/bin/runc", Mode: 0o755, HostPath: runc},
+	}, nil
 }

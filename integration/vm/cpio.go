@@ -36,6 +36,11 @@ func cleanName(name string) string {
 }
 
 func (c *cpioWriter) header(name string, mode uint32, size int64, rdevMajor, rdevMinor uint32) {
+	c.headerOwned(name, mode, 0, 0, size, rdevMajor, rdevMinor)
+}
+
+// headerOwned writes one entry header owned by uid:gid.
+func (c *cpioWriter) headerOwned(name string, mode, uid, gid uint32, size int64, rdevMajor, rdevMinor uint32) {
 	if c.err != nil {
 		return
 	}
@@ -44,7 +49,7 @@ func (c *cpioWriter) header(name string, mode uint32, size int64, rdevMajor, rde
 	if mode&0o170000 == cpioModeDir {
 		nlink = 2
 	}
-	fields := []uint32{c.ino, mode, 0, 0, nlink, 0, uint32(size), 0, 0, rdevMajor, rdevMinor, uint32(len(name) + 1), 0}
+	fields := []uint32{c.ino, mode, uid, gid, nlink, 0, uint32(size), 0, 0, rdevMajor, rdevMinor, uint32(len(name) + 1), 0}
 	var b strings.Builder
 	b.WriteString("070701")
 	for _, f := range fields {

@@ -14,6 +14,8 @@ type cpioEntry struct {
 	data  string
 	major uint32
 	minor uint32
+	uid   uint32
+	gid   uint32
 }
 
 // readCPIO parses a newc archive (enough of it for the tests).
@@ -33,7 +35,7 @@ func readCPIO(t *testing.T, b []byte) []cpioEntry {
 			}
 			return uint32(v)
 		}
-		mode, size, rmaj, rmin, nsize := field(1), int(field(6)), field(9), field(10), int(field(11))
+		mode, uid, gid, size, rmaj, rmin, nsize := field(1), field(2), field(3), int(field(6)), field(9), field(10), int(field(11))
 		name := string(b[off+110 : off+110+nsize-1])
 		dataOff := align(off + 110 + nsize)
 		data := string(b[dataOff : dataOff+size])
@@ -41,7 +43,7 @@ func readCPIO(t *testing.T, b []byte) []cpioEntry {
 		if name == "TRAILER!!!" {
 			return out
 		}
-		out = append(out, cpioEntry{name: name, mode: mode, data: data, major: rmaj, minor: rmin})
+		out = append(out, cpioEntry{name: name, mode: mode, data: data, major: rmaj, minor: rmin, uid: uid, gid: gid})
 	}
 }
 

@@ -61,7 +61,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("cgdelegate did not build:\n%v", arts.PluginErr)
 	}
 	initrd := filepath.Join(workDir, "initramfs.cpio")
-	if err := packInitramfs(initrd, arts, v.Containerd, initrdOptions(v)); err != nil {
+	if err := packInitramfs(initrd, arts, bootOf(v)); err != nil {
 		t.Fatalf("initramfs: %v", err)
 	}
 	say("Built in %s. Booting the VM (software emulation; about a minute)...", since(start))

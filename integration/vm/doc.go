@@ -18,12 +18,23 @@
 //   - the kubelet (kubelet_build_test.go: k8s.io/kubernetes from the module
 //     proxy with its staging modules replaced by their published versions),
 //     cached by version, only when a selected variant runs one;
-//   - cgdelegate, cgdelegate-hook, cgdelegate-init, the guest test binary, a
-//     pause and a null CNI plugin, the busybox and pause OCI images, the
-//     release image (internal/ociimage.Release, what `make image` writes)
-//     and one uncompressed initramfs per containerd version and optional
-//     parts (only the variants that need them carry the kubelet's 90 MB and
-//     the release image's 35 MB), in a temporary work dir, every run.
+//   - for the systemd variants (Variant.Systemd), a Debian bookworm root
+//     filesystem (mmdebstrap minbase + systemd, dbus, kmod; builder
+//     debianRootfs, reusable for other package sets), cached as a tar under
+//     rootfs/<name>-<hash of the resolved package versions>;
+//   - cgdelegate, cgdelegate-hook, the guest test binary, a pause and a null
+//     CNI plugin, the busybox and pause OCI images and one uncompressed
+//     initramfs per containerd version, init and kubelet or not (only the
+//     kubelet variants carry its 90 MB), in a temporary work dir, every run.
+//   - the release image (internal/ociimage.Release, what `make image`
+//     writes), only in the initramfs of variants that run the DaemonSet's pod.
+//
+// Two inits: the busybox variants boot init.sh (busybox PID 1, cgroup2
+// mounted by the script); the systemd variants boot init-systemd.sh, which
+// copies the Debian root into a tmpfs and switch_roots to systemd, which
+// mounts cgroup2 (nsdelegate) and starts cgd-guest.service (systemd.go),
+// which runs guest-run.sh and powers off. More units (a kubelet) are one
+// more entry in systemdUnits.
 //
 // Knobs, all optional:
 //

@@ -12,8 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-
-	"github.com/cgdelegate/cgdelegate/integration/variant"
 )
 
 // nullCNIConfig gives pods that ask for their own network namespace one
@@ -26,31 +24,32 @@ const nullCNIConfig = `{"cniVersion": "1.0.0", "name": "cgd-null", "plugins": [{
 // imports.
 const releaseImagePath = "cgd/release/cgdelegate-image.tar"
 
-// initrdOpts are the optional, large parts of an initramfs.
-type initrdOpts struct {
-	Kubelet      bool // the kubelet binary (90 MB)
-	ReleaseImage bool // the release image (releaseImagePath)
-}
-
-// initrdOptions are what variant v needs in its initramfs.
-func initrdOptions(v variant.Variant) initrdOpts {
-	return initrdOpts{Kubelet: v.Kubelet, ReleaseImage: v.NeedsReleaseImage()}
-}
-
 //go:embed init.sh
 var initScript []byte
 
+//go:embed init-systemd.sh
+var initSystemdScript []byte
+
+//go:embed guest-run.sh
+var guestRunScript []byte
+
 // packInitramfs writes an uncompressed newc initramfs for one containerd
-// version, with the kubelet and the release image when the variant needs
-// them (initrdOptions). Uncompressed, because qemu loads it with a memcpy
-// while TCG would spend seconds in the kernel's decompressor.
-func packInitramfs(dst string, a *artifacts, containerdVersion string, opts initrdOpts) (err error) {
-	if opts.Kubelet && a.Kubelet == "" {
+// version, init and kubelet (boot). Uncompressed, because qemu loads it
+// with a memcpy while TCG would spend seconds in the kernel's decompressor.
+// With systemd, its root is the Debian root filesystem a.SystemdRootfs and
+// PID 1 becomes systemd; otherwise it is busybox and init.sh. Only kubelet
+// boots carry the kubelet's 90 MB, only DaemonSet boots the release image.
+func packInitramfs(dst string, a *artifacts, boot bootKind) (err error) {
+	containerdVersion := boot.containerd
+	if boot.kubelet && a.Kubelet == "" {
 		return fmt.Errorf("initramfs: the kubelet was not built")
 	}
 	ctrDir, ok := a.Containerd[containerdVersion]
 	if !ok {
 		return fmt.Errorf("initramfs: containerd %s was not built", containerdVersion)
+	}
+	if boot.systemd && a.SystemdRootfs == "" {
+		return errors.New("initramfs: the systemd root filesystem was not built")
 	}
 	f, err := os.Create(dst) //nolint:forbidigo // scratch file in our own work dir
 	if err != nil {
@@ -62,6 +61,29 @@ func packInitramfs(dst string, a *artifacts, containerdVersion string, opts init
 		}
 	}()
 	w := newCPIOWriter(f)
+	if boot.systemd {
+		// The suite's files first: the first entry of a path wins over the
+		// root filesystem's.
+		if err := writeSystemdFiles(w); err != nil {
+			return err
+		}
+		writeSuiteFiles(w, a, ctrDir, containerdVersion, "cgd/overlay.ko", boot)
+		w.Tar(a.SystemdRootfs, nil)
+		return w.Close()
+	}
+	if err := writeBusybox(w, a); err != nil {
+		return err
+	}
+	writeSuiteFiles(w, a, ctrDir, containerdVersion, "lib/modules/overlay.ko", boot)
+	w.Bytes("etc/passwd", 0o644, []byte(guestPasswd))
+	w.Bytes("etc/group", 0o644, []byte(guestGroup))
+	w.Bytes("etc/hostname", 0o644, []byte("cgd-vm\n"))
+	w.Bytes("etc/nsswitch.conf", 0o644, []byte("hosts: files\n"))
+	return w.Close()
+}
+
+// writeBusybox writes the busybox userland and init.sh as /init.
+func writeBusybox(w *cpioWriter, a *artifacts) error {
 	for _, d := range []string{
 		"bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin", "etc", "proc", "sys", "dev",
 		"run", "tmp", "root", "var/lib", "var/log", "lib/modules", "cgd/images", "opt/nri/plugins", "etc/nri/conf.d",
@@ -91,13 +113,44 @@ func packInitramfs(dst string, a *artifacts, containerdVersion string, opts init
 		}
 		w.Symlink(p, rel)
 	}
+	return nil
+}
 
+// writeSystemdFiles writes the systemd variants' stage one /init, the guest
+// unit's script and the configuration of systemdFiles.
+func writeSystemdFiles(w *cpioWriter) error {
+	w.Bytes("init", 0o755, initSystemdScript)
+	w.Bytes("cgd/guest-run.sh", 0o755, guestRunScript)
+	w.Dir("newroot", 0o755)
+	files, err := systemdFiles(systemdUnits, systemdMasked)
+	if err != nil {
+		return fmt.Errorf("initramfs: %w", err)
+	}
+	for _, f := range files {
+		if f.Link != "" {
+			w.Symlink(f.Name, f.Link)
+		} else {
+			w.Bytes(f.Name, f.Mode, []byte(f.Data))
+		}
+	}
+	return nil
+}
+
+// writeSuiteFiles writes what every variant's guest needs: containerd,
+// runc, cgdelegate, the guest test binary and its images, overlayfs (at
+// overlayKO), the CNI plugin, the kubelet and the release image when the
+// boot carries them, and the host
+// files the guest reads.
+func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, overlayKO string, boot bootKind) {
+	for _, d := range []string{"cgd/images", "opt/nri/plugins", "etc/nri/conf.d", "etc/containerd", "var/lib", "var/log"} {
+		w.Dir(d, 0o755)
+	}
 	for _, bin := range []string{"containerd", "ctr", "containerd-shim-runc-v2"} {
 		w.HostFile("usr/local/bin/"+bin, 0o755, filepath.Join(ctrDir, bin))
 	}
 	w.HostFile("usr/local/bin/runc", 0o755, a.Runc)
 	versions := fmt.Sprintf("containerd=%s\nrunc=%s\nkernel=%s\n", containerdVersion, runcVersion, a.KernelName)
-	if opts.Kubelet {
+	if boot.kubelet {
 		w.HostFile("usr/local/bin/kubelet", 0o755, a.Kubelet)
 		versions += "kubelet=" + kubeletVersion + "\n"
 	}
@@ -107,14 +160,18 @@ func packInitramfs(dst string, a *artifacts, containerdVersion string, opts init
 	} else {
 		w.Bytes("cgd/plugin-build-error", 0o644, []byte(a.PluginErr.Error()))
 	}
-	if opts.ReleaseImage && a.ReleaseImage != "" {
+	if boot.release && a.ReleaseImage != "" {
 		w.HostFile(releaseImagePath, 0o644, a.ReleaseImage)
 	}
 	w.HostFile("cgd/guest.test", 0o755, a.GuestTest)
 	for i, img := range a.Images {
 		w.HostFile(fmt.Sprintf("cgd/images/%d.tar", i), 0o644, img)
 	}
-	w.HostFile("lib/modules/overlay.ko", 0o644, a.OverlayKO)
+	// Not imported at boot: the scenario that needs it does.
+	if a.SystemdPodImage != "" {
+		w.HostFile(systemdPodImagePath, 0o644, a.SystemdPodImage)
+	}
+	w.HostFile(overlayKO, 0o644, a.OverlayKO)
 	// The shipped containerd drop-in; the guest imports it in fail-closed
 	// variants.
 	w.HostFile("etc/containerd/conf.d/cgdelegate.toml", 0o644, a.ContainerdDropIn)
@@ -122,12 +179,7 @@ func packInitramfs(dst string, a *artifacts, containerdVersion string, opts init
 	w.Symlink("opt/cni/bin/loopback", "nullcni")
 	w.Bytes("etc/cni/net.d/10-null.conflist", 0o644, []byte(nullCNIConfig))
 
-	w.Bytes("etc/passwd", 0o644, []byte(guestPasswd))
-	w.Bytes("etc/group", 0o644, []byte(guestGroup))
-	w.Bytes("etc/hostname", 0o644, []byte("cgd-vm\n"))
 	w.Bytes("etc/hosts", 0o644, []byte("127.0.0.1\tlocalhost cgd-vm\n::1\tlocalhost ip6-localhost\n"))
 	w.Bytes("etc/resolv.conf", 0o644, []byte("# no network in the integration VM\nnameserver 127.0.0.1\n"))
-	w.Bytes("etc/nsswitch.conf", 0o644, []byte("hosts: files\n"))
 	w.Bytes("cgd/versions", 0o644, []byte(versions))
-	return w.Close()
 }

@@ -2,10 +2,11 @@
 # install-deps.sh: idempotently install the host packages the VM integration
 # harness needs (qemu for the VM, busybox-static for the guest userland,
 # libseccomp-dev + a C toolchain for a static runc, cpio/xz/zstd for the
-# initramfs and the Debian kernel modules).
+# initramfs and the Debian kernel modules, mmdebstrap for the Debian root
+# filesystem of the systemd variants).
 set -euo pipefail
 
-pkgs=(qemu-system-x86 busybox-static libseccomp-dev gcc libc6-dev pkg-config cpio zstd xz-utils)
+pkgs=(qemu-system-x86 busybox-static libseccomp-dev gcc libc6-dev pkg-config cpio zstd xz-utils mmdebstrap)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -54,6 +54,20 @@ func kubeletGoMod(version string, staging []string) string {
 	return s.String()
 }
 
+// kubeletLDFlags strips the binary and stamps the version the kubelet
+// reports (--version, node status); without it a module build says
+// v0.0.0-master.
+func kubeletLDFlags(version string) string {
+	major, minor, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	var flags []string
+	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		flags = append(flags, "-X "+pkg+".gitVersion="+version, "-X "+pkg+".gitMajor="+major, "-X "+pkg+".gitMinor="+minor,
+			"-X "+pkg+".gitTreeState=clean")
+	}
+	return "-s -w " + strings.Join(flags, " ")
+}
+
 // kubelet builds k8s.io/kubernetes/cmd/kubelet at kubeletVersion (static,
 // about 10 minutes on 2 cores) and caches it by version.
 func (b *builder) kubelet(ctx context.Context) (string, error) {
@@ -90,7 +104,7 @@ func (b *builder) kubelet(ctx context.Context) (string, error) {
 		if _, err := b.run(ctx, src, env, "go", "mod", "tidy"); err != nil {
 			return err
 		}
-		if _, err := b.run(ctx, src, env, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(tmp, "kubelet"), "k8s.io/kubernetes/cmd/kubelet"); err != nil {
+		if _, err := b.run(ctx, src, env, "go", "build", "-trimpath", "-ldflags", kubeletLDFlags(kubeletVersion), "-o", filepath.Join(tmp, "kubelet"), "k8s.io/kubernetes/cmd/kubelet"); err != nil {
 			return err
 		}
 		return os.RemoveAll(src)

@@ -24,6 +24,9 @@ func TestStagingModules(t *testing.T) {
 	if _, err := stagingModules(bytes.NewReader([]byte("module x\n"))); err == nil {
 		t.Fatal("a go.mod without staging replaces was accepted")
 	}
+	if f := kubeletLDFlags("v1.37.2"); !strings.Contains(f, "k8s.io/component-base/version.gitVersion=v1.37.2") || !strings.Contains(f, "version.gitMinor=37 ") {
+		t.Fatalf("ldflags: %s", f)
+	}
 	mod := kubeletGoMod("v1.37.2", got)
 	if !strings.Contains(mod, "replace k8s.io/kubelet => k8s.io/kubelet v0.37.2\n") || !strings.Contains(mod, "require k8s.io/kubernetes v1.37.2") {
 		t.Fatalf("go.mod:\n%s", mod)

@@ -98,11 +98,13 @@ func TestVM(t *testing.T) {
 		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
 	}
 	var versions []string
-	withKubelet := false
+	systemd, systemdPod, withKubelet := false, false, false
 	for _, v := range vs {
 		if !slices.Contains(versions, v.Containerd) {
 			versions = append(versions, v.Containerd)
 		}
+		systemd = systemd || v.Systemd
+		systemdPod = systemdPod || slices.Contains(v.Scenarios, variant.InPodSystemd)
 		withKubelet = withKubelet || v.Kubelet
 	}
 
@@ -117,39 +119,62 @@ func TestVM(t *testing.T) {
 			t.Fatalf("cgdelegate or cgdelegate-hook did not build; the scenarios that need them will fail:\n%v", arts.PluginErr)
 		}
 	})
-	// One initramfs per containerd version, and per kubelet and release
-	// image or not: only the variants that need them carry their 90 and
-	// 35 MB.
-	initrds := map[string]string{}
+	if systemd || systemdPod {
+		if arts.SystemdRootfs, err = b.debianRootfs(ctx, systemdRootfsName, systemdPackages); err != nil {
+			t.Fatalf("building the systemd root filesystem: %v", err)
+		}
+	}
+	if systemdPod {
+		if arts.SystemdPodImage, err = b.systemdPodImage(arts.SystemdRootfs); err != nil {
+			t.Fatalf("building the systemd pod image: %v", err)
+		}
+	}
+	// One initramfs per containerd version, init, kubelet and release
+	// image: only the variants that need them carry their 90 and 35 MB.
+	initrds := map[bootKind]string{}
 	for _, v := range vs {
-		key := initrdKey(v)
-		if _, ok := initrds[key]; ok {
+		k := bootOf(v)
+		if _, ok := initrds[k]; ok {
 			continue
 		}
-		p := filepath.Join(workDir, "initramfs-"+key+".cpio")
-		if err := packInitramfs(p, arts, v.Containerd, initrdOptions(v)); err != nil {
+		p := filepath.Join(workDir, "initramfs-"+k.String()+".cpio")
+		if err := packInitramfs(p, arts, k); err != nil {
 			t.Fatalf("initramfs: %v", err)
 		}
-		initrds[key] = p
+		initrds[k] = p
 	}
 	log.Info("artifacts ready", "took", time.Since(start).Round(time.Second), "cache", cacheDir, "work", workDir)
 
 	for _, v := range vs {
-		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds[initrdKey(v)], workDir, v) })
+		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds[bootOf(v)], workDir, v) })
 	}
 	log.Info("integration suite done", "took", time.Since(start).Round(time.Second))
 }
 
-// initrdKey names the initramfs a variant boots.
-func initrdKey(v variant.Variant) string {
-	key := v.Containerd
-	if v.Kubelet {
-		key += "-kubelet"
+// bootKind tells the initramfs images of a run apart.
+type bootKind struct {
+	containerd       string
+	systemd, kubelet bool
+	release          bool // the release image (variant.NeedsReleaseImage)
+}
+
+// bootOf is the initramfs v boots.
+func bootOf(v variant.Variant) bootKind {
+	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.Kubelet, release: v.NeedsReleaseImage()}
+}
+
+func (k bootKind) String() string {
+	s := k.containerd
+	if k.systemd {
+		s += "-systemd"
 	}
-	if v.NeedsReleaseImage() {
-		key += "-release"
+	if k.kubelet {
+		s += "-kubelet"
 	}
-	return key
+	if k.release {
+		s += "-release"
+	}
+	return s
 }
 
 // maxBootAttempts bounds the boots of one variant when the guest kernel
@@ -167,8 +192,13 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		BootTimeout: 3 * time.Minute,
 		Timeout:     15 * time.Minute,
 	}
+	if v.Systemd {
+		// Twice the initramfs, a copy into the tmpfs and systemd's own
+		// start: about three times the busybox boot under TCG.
+		spec.BootTimeout = 6 * time.Minute
+	}
 	if v.Kubelet {
-		// init.sh gives the guest tests 20 minutes instead of 10.
+		// The guest gives the tests 20 minutes instead of 10.
 		spec.Timeout = 25 * time.Minute
 	}
 	verbose := os.Getenv("CGD_VM_VERBOSE") != ""

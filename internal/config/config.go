@@ -41,18 +41,20 @@ const (
 
 // Default values.
 const (
-	DefaultCgroupRoot      = "/sys/fs/cgroup"
-	DefaultMountinfoPath   = "/proc/1/mountinfo"
-	DefaultProcRoot        = "/proc"
-	DefaultSysfsRoot       = "/sys"
-	DefaultHookPath        = "/usr/local/bin/cgdelegate-hook"
-	DefaultMaxDescendants  = 250
-	DefaultMaxDepth        = 50
-	DefaultFeatureFile     = "/etc/kubernetes/node-feature-discovery/features.d/cgdelegate"
-	DefaultStatusFile      = "/run/cgdelegate/status.json"
-	DefaultKubeletCPUState = "/var/lib/kubelet/cpu_manager_state"
-	DefaultHookTimeout     = 10
-	// Disabled turns off an optional file (featureFile, statusFile).
+	DefaultCgroupRoot       = "/sys/fs/cgroup"
+	DefaultMountinfoPath    = "/proc/1/mountinfo"
+	DefaultProcRoot         = "/proc"
+	DefaultSysfsRoot        = "/sys"
+	DefaultHookPath         = "/usr/local/bin/cgdelegate-hook"
+	DefaultMaxDescendants   = 250
+	DefaultMaxDepth         = 50
+	DefaultFeatureFile      = "/etc/kubernetes/node-feature-discovery/features.d/cgdelegate"
+	DefaultStatusFile       = "/run/cgdelegate/status.json"
+	DefaultKubeletCPUState  = "/var/lib/kubelet/cpu_manager_state"
+	DefaultContainerdConfig = "/etc/containerd/config.toml"
+	DefaultHookTimeout      = 10
+	// Disabled turns off an optional file (featureFile, statusFile,
+	// containerdConfig).
 	Disabled = "none"
 )
 
@@ -115,6 +117,13 @@ type Config struct {
 	// cgroups at all. Empty allows every pod that asks.
 	OptIn OptIn `json:"optIn,omitzero"`
 
+	// ContainerdConfig is containerd's config file, read (with its imports)
+	// for NRI's default validator settings: a container whose adjustment
+	// the validator is set to refuse (reject_oci_hook_adjustment,
+	// reject_namespace_adjustment) is refused by cgdelegate first, with an
+	// error naming the setting. Missing or "none": nothing is read.
+	ContainerdConfig string `json:"containerdConfig,omitempty"`
+
 	// MetricsAddress is the host:port where the plugin serves Prometheus
 	// metrics at /metrics, e.g. "127.0.0.1:9767"; empty (the default)
 	// serves none. It is read from the config file at start-up.
@@ -159,6 +168,7 @@ func Default() Config {
 		StatusFile:             DefaultStatusFile,
 		TopologyScope:          ScopePod,
 		KubeletCPUManagerState: DefaultKubeletCPUState,
+		ContainerdConfig:       DefaultContainerdConfig,
 	}
 }
 
@@ -226,6 +236,7 @@ func (c Config) Validate() error {
 	abs("featureFile", c.FeatureFile, true)
 	abs("statusFile", c.StatusFile, true)
 	abs("kubeletCPUManagerState", c.KubeletCPUManagerState, false)
+	abs("containerdConfig", c.ContainerdConfig, true)
 
 	switch c.Guard {
 	case GuardEnforce, GuardWarn, GuardOff:
@@ -289,6 +300,9 @@ func validAddress(addr string) error {
 	}
 	return nil
 }
+
+// ContainerdConfigPath is ContainerdConfig, or "" when disabled.
+func (c Config) ContainerdConfigPath() string { return enabled(c.ContainerdConfig) }
 
 // FeatureFilePath is FeatureFile, or "" when disabled.
 func (c Config) FeatureFilePath() string { return enabled(c.FeatureFile) }

@@ -148,7 +148,7 @@ func TestEveryKeyDecodes(t *testing.T) {
 		CgroupRoot: "/a", MountinfoPath: "/b", ProcRoot: "/c", SysfsRoot: "/d", HookPath: "/e",
 		HookTimeout: 3, Guard: GuardWarn, MaxDescendants: 4, MaxDepth: 5, FeatureFile: Disabled, StatusFile: "/f",
 		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", StrictCPUReservation: true,
-		KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true, MetricsAddress: "127.0.0.1:9767",
+		KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true, MetricsAddress: "127.0.0.1:9767", ContainerdConfig: "/h",
 		OptIn: OptIn{Namespaces: []string{"team-*"}, RuntimeHandlers: []string{"runc"}, RequireUserNamespace: true},
 	}
 	v := reflect.ValueOf(want)

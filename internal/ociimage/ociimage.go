@@ -28,6 +28,12 @@ type Image struct {
 	// Name is the full reference containerd records, e.g. cgd.local/busybox:1.
 	Name  string
 	Files []File
+	// LayerTar, if set, is the host path of an uncompressed tar used as
+	// the layer as it is (a root filesystem mmdebstrap wrote), instead of
+	// Files; giving both is an error.
+	LayerTar string
+	// Env is the image config's environment, after PATH.
+	Env []string
 	// Entrypoint and Cmd for the image config.
 	Entrypoint, Cmd []string
 	// Labels are the image config's labels (org.opencontainers.image.*).
@@ -100,6 +106,21 @@ func layerTar(files []File) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// layer is the image's layer: LayerTar's content, or Files rendered.
+func (img Image) layer() ([]byte, error) {
+	if img.LayerTar == "" {
+		return layerTar(img.Files)
+	}
+	if len(img.Files) > 0 {
+		return nil, fmt.Errorf("layer: both LayerTar %s and %d Files given; give one", img.LayerTar, len(img.Files))
+	}
+	b, err := os.ReadFile(img.LayerTar)
+	if err != nil {
+		return nil, fmt.Errorf("layer: %w", err)
+	}
+	return b, nil
+}
+
 // Digest is the sha256 digest of b, as a descriptor names it.
 func Digest(b []byte) string {
 	sum := sha256.Sum256(b)
@@ -110,14 +131,14 @@ func Digest(b []byte) string {
 // `ctr images import` accepts; the manifest carries the image name in the
 // io.containerd.image.name annotation so no --base-name is needed.
 func WriteLayout(w io.Writer, img Image) error {
-	layer, err := layerTar(img.Files)
+	layer, err := img.layer()
 	if err != nil {
 		return fmt.Errorf("image %s: %w", img.Name, err)
 	}
 	run := map[string]any{
 		"Entrypoint": img.Entrypoint,
 		"Cmd":        img.Cmd,
-		"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		"Env":        append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, img.Env...),
 		"WorkingDir": "/",
 	}
 	if len(img.Labels) > 0 {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 )
@@ -96,5 +97,53 @@ func TestWriteOCILayout(t *testing.T) {
 	}
 	if got := strings.Join(names, " "); got != "bin/ bin/busybox bin/sh" {
 		t.Errorf("layer entries = %q", got)
+	}
+}
+
+func TestLayerTar(t *testing.T) {
+	var src bytes.Buffer
+	tw := tar.NewWriter(&src)
+	if err := tw.WriteHeader(&tar.Header{Name: "./sbin/init", Mode: 0o755, Size: 3, Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write([]byte("ELF")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/rootfs.tar"
+	if err := os.WriteFile(path, src.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		img     Image
+		wantErr string
+	}{
+		{"as it is", Image{Name: "cgd.local/systemd:1", LayerTar: path, Env: []string{"container=containerd"}}, ""},
+		{"both", Image{Name: "x:1", LayerTar: path, Files: []File{{Name: "a", Data: []byte("a")}}}, "give one"},
+		{"missing", Image{Name: "x:1", LayerTar: path + ".missing"}, "rootfs.tar.missing"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := WriteLayout(&out, tc.img)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("WriteLayout = %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(out.Bytes(), src.Bytes()) || !bytes.Contains(out.Bytes(), []byte(Digest(src.Bytes())[len("sha256:"):])) {
+				t.Error("the layout does not hold the tar as its layer blob")
+			}
+			if !bytes.Contains(out.Bytes(), []byte(`"container=containerd"`)) {
+				t.Error("the config lacks Env")
+			}
+		})
 	}
 }

@@ -27,8 +27,16 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/topology"
 )
 
-// ErrLifecycle marks a bad lifecycle annotation.
-var ErrLifecycle = errors.New("invalid lifecycle annotation")
+// Sentinel errors. Callers check them with errors.Is.
+var (
+	// ErrLifecycle marks a bad lifecycle annotation.
+	ErrLifecycle = errors.New("invalid lifecycle annotation")
+	// ErrPodRefused is wrapped by every error that refuses a pod at
+	// RunPodSandbox. containerd (2.3, 2.4: internal/cri/server/sandbox_run.go)
+	// fails the sandbox with "NRI RunPodSandbox failed: <this error>", and
+	// the kubelet reports it as the pod's FailedCreatePodSandBox event.
+	ErrPodRefused = errors.New("cgdelegate refused the pod")
+)
 
 // Pinner is the CPU pinning state built from one config.
 type Pinner struct {
@@ -178,17 +186,19 @@ func (p *Pinner) Assignment(id string) (policy.Assignment, bool) {
 }
 
 // AddPod gives a pod with a CPU budget its bubble. A pod already known is
-// not an error. It returns the node-shared containers to update.
+// not an error. It returns the node-shared containers to update. A pod that
+// can not be admitted (a bad budget, no room for its bubble) is an
+// ErrPodRefused error naming the pod and the numbers.
 func (p *Pinner) AddPod(pod *api.PodSandbox) ([]policy.Assignment, error) {
 	spec, err := podSpec(pod)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		var upd []policy.Assignment
+		upd, err = p.policy.AddPod(spec)
+		if err == nil || errors.Is(err, policy.ErrExists) {
+			return upd, nil
+		}
 	}
-	upd, err := p.policy.AddPod(spec)
-	if errors.Is(err, policy.ErrExists) {
-		return nil, nil
-	}
-	return upd, err
+	return nil, fmt.Errorf("%w %s/%s: %w", ErrPodRefused, pod.GetNamespace(), pod.GetName(), err)
 }
 
 // AddContainer places a container and returns its assignment and the other
@@ -253,7 +263,16 @@ func containerSpec(pod *api.PodSandbox, ctr *api.Container) (policy.ContainerSpe
 		Name:      ctr.GetName(),
 		Resources: res,
 		Lifecycle: lc,
+		PodQoS:    podres.PodQoSFromOOMScoreAdj(oomScoreAdj(ctr)),
 	}, nil
+}
+
+func oomScoreAdj(ctr *api.Container) *int64 {
+	if v := ctr.GetLinux().GetOomScoreAdj(); v != nil {
+		adj := v.GetValue()
+		return &adj
+	}
+	return nil
 }
 
 // lifecycle reads the container's lifecycle annotation: "init" for a plain

@@ -69,6 +69,11 @@ func TestUpdates(t *testing.T) {
 	if Updates(nil) != nil {
 		t.Error("no assignments must give no updates")
 	}
+	// A repair out of an exclusive slice puts the quota back.
+	r := Updates([]policy.Assignment{{ContainerID: "c", Pool: policy.PoolPodShared, CPUs: cpuset.New(3), Mems: cpuset.New(0), RestoreQuota: 150000}})
+	if cpu := r[0].GetLinux().GetResources().GetCpu(); cpu.GetQuota().GetValue() != 150000 || cpu.GetPeriod().GetValue() != 100000 {
+		t.Errorf("restored update = %v, want quota 150000 period 100000", cpu)
+	}
 }
 
 // TestContainerSpecPodLimits: the exact CRI values the kubelet sends for a

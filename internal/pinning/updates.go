@@ -4,6 +4,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgdelegate/cgdelegate/internal/podres"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
 )
 
@@ -29,8 +30,11 @@ func Updates(as []policy.Assignment) []*api.ContainerUpdate {
 	var str setStrings
 	for _, a := range as {
 		cpu := &api.LinuxCPU{Cpus: str.of(a.CPUs), Mems: str.of(a.Mems)}
-		if a.QuotaDisabled() {
+		switch {
+		case a.QuotaDisabled():
 			cpu.Quota = api.Int64(-1)
+		case a.RestoreQuota > 0:
+			cpu.Quota, cpu.Period = api.Int64(a.RestoreQuota), api.UInt64(podres.DefaultPeriod)
 		}
 		u := &api.ContainerUpdate{
 			ContainerId: a.ContainerID,

@@ -68,10 +68,25 @@ func (b Budget) CPUBudget() int64 {
 	return b.CPURequest
 }
 
-// WholeCPUs is CPUBudget rounded up to whole CPUs: the size of a pod's
-// bubble.
+// WholeCPUs is CPUBudget rounded up to whole CPUs.
 func (b Budget) WholeCPUs() int {
 	return int((b.CPUBudget() + 999) / 1000)
+}
+
+// BubbleCPUs is the size of the bubble a pod with this pod-level budget
+// gets: its CPU request when the budget is Guaranteed (ClassifyQoS) and the
+// request is a whole number of CPUs, otherwise 0 (no bubble: the pod runs
+// in the node shared pool and none of its containers is exclusive). This
+// is the kubelet's rule with PodLevelResourceManagers: v1.37
+// pkg/kubelet/cm/cpumanager/policy_static.go, podGuaranteedCPUs (pod QoS
+// from the pod-level resources, pkg/apis/core/v1/helper/qos ComputePodQOS,
+// must be Guaranteed; only an integral CPU request counts) and
+// allocatePodForAdd ("pod belongs in the shared pool" when it is 0).
+func (b Budget) BubbleCPUs() int {
+	if ClassifyQoS(b) != QoSGuaranteed || b.CPURequest%1000 != 0 {
+		return 0
+	}
+	return int(b.CPURequest / 1000)
 }
 
 // Validate checks the budget on its own: no negative values and no request

@@ -31,6 +31,24 @@ func ClassifyQoS(b Budget) QoSClass {
 	return QoSBurstable
 }
 
+// PodQoSFromOOMScoreAdj is the pod's QoS class as the kubelet's
+// oom_score_adj for one of its containers tells it
+// (pkg/kubelet/qos/policy.go, GetContainerOOMScoreAdjust): 1000 is a
+// BestEffort pod, 3..999 a Burstable one. -997 is a Guaranteed pod or a
+// node-critical one, and anything else (no value, a runtime's own) is not
+// the kubelet's: both give "" (unknown).
+func PodQoSFromOOMScoreAdj(adj *int64) QoSClass {
+	switch {
+	case adj == nil:
+		return ""
+	case *adj == BestEffortOOMScoreAdj:
+		return QoSBestEffort
+	case *adj >= 1000+GuaranteedOOMScoreAdj && *adj < BestEffortOOMScoreAdj:
+		return QoSBurstable
+	}
+	return ""
+}
+
 // CheckOOMScoreAdj cross-checks a class against the container's
 // oom_score_adj. Only the BestEffort score is conclusive: a container the
 // kubelet scored 1000 cannot have requests or limits.

@@ -20,8 +20,11 @@
 // strict-cpu-reservation) keeps them out of it too. From the usable CPUs:
 //
 //   - a pod bubble is a NUMA-aligned set of whole CPUs held by one pod
-//     (pod scope, pods with a CPU budget): ceil(pod CPU limit, or request
-//     when it has no limit);
+//     (pod scope, pods with a Guaranteed budget of whole CPUs): its CPU
+//     request (podres.Budget.BubbleCPUs, the kubelet's rule). A pod whose
+//     first container's oom_score_adj says it is not Guaranteed gives its
+//     bubble back (ContainerSpec.PodQoS); later such containers are
+//     refused with ErrQoS;
 //   - an exclusive slice is held by one Guaranteed container with integer
 //     CPUs, carved from its pod's bubble (pod scope) or from the node pool
 //     (container scope);
@@ -41,6 +44,15 @@
 // memory node (topology.MemoryNodes), however narrow its CPUs get: the
 // kubelet never narrows the memory of its shared pool, and narrowing it
 // would migrate the pages of pods whose memory lives on another node.
+// A bubble's NUMA nodes hold its pod's memory limit (placeBubble): the
+// nodes of the CPUs the allocator picks, or else the smallest, closest
+// group of nodes (all groups up to 12 nodes) with that much free memory and
+// the CPUs; a pinned container's mems are the nodes of its CPUs plus the
+// nodes the bubble was widened to. Free memory is MemTotal minus the
+// bubbles' reservations (podState.memShare); Rebuild reserves kept bubbles
+// again with a max flow (memory.spread). ErrInsufficientMemory refuses a pod
+// that fits nowhere.
+//
 // Exclusive containers run without a CFS quota (Assignment.QuotaDisabled,
 // quota -1); shared ones keep theirs.
 //

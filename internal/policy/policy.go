@@ -46,6 +46,8 @@ type Policy struct {
 	memNodes cpuset.CPUSet
 	// take is a cpualloc.Allocator's Take; tests replace it.
 	take takeFunc
+	// mem is the NUMA memory the bubbles hold.
+	mem memory
 
 	mu sync.Mutex
 	st *state
@@ -80,6 +82,7 @@ func New(t *topology.Topology, o Options) (*Policy, error) {
 		sharedReserved: sharedReserved, memNodes: t.MemoryNodes(), take: a.Take, st: newState(),
 	}
 	p.v = newView(p.usable, p.st)
+	p.mem = p.newMemory()
 	return p, nil
 }
 
@@ -113,7 +116,7 @@ func (p *Policy) updates(podID string, podChanged, nodeChanged bool, skip string
 	var podCPUs, podMems, nodeCPUs cpuset.CPUSet
 	if podChanged {
 		podCPUs = p.v.pod[podID]
-		podMems = p.topo.MemsOf(podCPUs)
+		podMems = p.pinnedMems(p.st.pods[podID], podCPUs)
 	}
 	if nodeChanged {
 		nodeCPUs = p.nodeCPUs(p.v)
@@ -157,10 +160,28 @@ func (p *Policy) takeFromNode(free cpuset.CPUSet, n int, what string) (cpuset.CP
 	return p.takeFrom(free, n, what)
 }
 
+// exclusiveCPUs is the number of exclusive CPUs c gets in pod ps: as the
+// kubelet's guaranteedCPUs (v1.37 pkg/kubelet/cm/cpumanager/policy_static.go),
+// only in a Guaranteed pod (its pod-level budget, or its oom_score_adj,
+// says so) for a Guaranteed container with whole CPUs.
+func (p *Policy) exclusiveCPUs(ps podState, c ContainerSpec) int {
+	n := c.Resources.ExclusiveCPUs()
+	if n == 0 || c.notGuaranteed() || (!ps.spec.Budget.IsZero() && podres.ClassifyQoS(ps.spec.Budget) != podres.QoSGuaranteed) {
+		return 0
+	}
+	return n
+}
+
+// demoted says why a pod whose pod-level budget reads as Guaranteed has no
+// bubble: container c's oom_score_adj says otherwise.
+func demoted(c ContainerSpec) string {
+	return fmt.Sprintf("no bubble: oom_score_adj of container %q says the pod is %s", c.Name, c.PodQoS)
+}
+
 // wantsBubble says whether a pod with budget b gets a bubble: in pod scope,
-// when b has a CPU budget.
+// when b is Guaranteed with whole CPUs (podres.Budget.BubbleCPUs).
 func (p *Policy) wantsBubble(b podres.Budget) bool {
-	return p.scope == config.ScopePod && b.HasCPU()
+	return p.scope == config.ScopePod && b.BubbleCPUs() > 0
 }
 
 // AddPod records a pod. In pod scope a pod with a CPU budget gets its
@@ -178,14 +199,15 @@ func (p *Policy) AddPod(spec PodSpec) ([]Assignment, error) {
 	if _, ok := p.st.pods[spec.ID]; ok {
 		return nil, fmt.Errorf("%w: pod %s", ErrExists, spec.ID)
 	}
-	ps := podState{spec: spec, bubble: cpuset.New()}
+	ps := podState{spec: spec, bubble: cpuset.New(), extraMems: cpuset.New()}
 	if p.wantsBubble(spec.Budget) {
-		n := spec.Budget.WholeCPUs()
-		b, err := p.takeFromNode(p.v.node, n, fmt.Sprintf("pod %s bubble (cpu budget %s)", spec.ID, podres.FormatMilliCPU(spec.Budget.CPUBudget())))
+		n := spec.Budget.BubbleCPUs()
+		what := fmt.Sprintf("pod %s bubble (cpu budget %s)", spec.ID, podres.FormatMilliCPU(spec.Budget.CPUBudget()))
+		b, extra, share, err := p.placeBubble(p.st, p.v.node, n, podMemory(spec.Budget), what)
 		if err != nil {
 			return nil, err
 		}
-		ps.bubble = b
+		ps.bubble, ps.extraMems, ps.memShare = b, extra, share
 	}
 	p.st.addPod(ps)
 	if ps.bubble.IsEmpty() {
@@ -253,6 +275,19 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 	// their CPUs are free again.
 	inBubble := !pod.bubble.IsEmpty()
 	freePod, freeNode := p.v.pod[spec.PodID], p.v.node
+	// The kubelet gives a pod that is not Guaranteed no bubble. Its
+	// oom_score_adj says so where the pod-level resources could not (NRI
+	// carries no memory request): the pod's first container returns the
+	// bubble; a later one is refused.
+	demote := inBubble && spec.notGuaranteed()
+	if demote && len(p.st.byPod[spec.PodID]) > 0 {
+		return Assignment{}, nil, fmt.Errorf("%w: container %q in pod %s: oom_score_adj says the pod is %s, but its pod-level resources %s read as Guaranteed "+
+			"and its bubble %s already holds containers (NRI does not carry the pod's memory request: state it with the resources.cgdelegate.io/pod annotation)",
+			ErrQoS, spec.Name, spec.PodID, spec.PodQoS, pod.spec.Budget, pod.bubble)
+	}
+	if demote {
+		inBubble, freeNode = false, freeNode.Union(pod.bubble)
+	}
 	relPod, relNode := cpuset.New(), cpuset.New()
 	var released []string
 	sharedUsed := false
@@ -287,7 +322,7 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 	}
 
 	cs := ctrState{spec: spec, pool: PoolNodeShared}
-	n := spec.Resources.ExclusiveCPUs()
+	n := p.exclusiveCPUs(pod, spec)
 	switch {
 	case inBubble:
 		if n == 0 {
@@ -324,9 +359,15 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 	for _, id := range released {
 		p.st.delCtr(id)
 	}
+	if demote {
+		pod.bubble, pod.extraMems, pod.memShare = cpuset.New(), cpuset.New(), nil
+		pod.degraded = demoted(spec)
+		p.st.pods[spec.PodID] = pod
+		delete(p.v.pod, spec.PodID)
+	}
 	p.st.addCtr(cs)
 	podChanged := inBubble && (!relPod.IsEmpty() || cs.pool == PoolExclusive)
-	nodeChanged := !inBubble && (!relNode.IsEmpty() || cs.pool == PoolExclusive)
+	nodeChanged := demote || !inBubble && (!relNode.IsEmpty() || cs.pool == PoolExclusive)
 	if podChanged {
 		p.v.pod[spec.PodID] = freePod
 	}
@@ -375,4 +416,94 @@ func (p *Policy) Assignments() []Assignment {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.allAssignments(p.st, p.v)
+}
+
+// Resize takes the new resources of a running container (an in-place
+// resize, NRI UpdateContainer) and returns its assignment, which the
+// resize must keep (an exclusive container keeps quota -1). As the kubelet
+// excludes in-place resize for pods under its pod-level resource managers
+// (KEP-5526), a resize that changes the CPU or memory of a container that
+// is exclusive or in a bubble is refused with ErrResize, as is one that
+// would make a node-shared container exclusive (that needs a new slice).
+// Anything else is recorded. An unknown container is not an error (ok
+// false). On error nothing changes.
+func (p *Policy) Resize(id string, res podres.Container) (a Assignment, ok bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, known := p.st.ctrs[id]
+	if !known {
+		return Assignment{}, false, nil
+	}
+	pod := p.st.pods[c.spec.PodID]
+	old := c.spec.Resources.Budget
+	if old.CPURequest == res.CPURequest && old.CPULimit == res.CPULimit && old.MemoryLimit == res.MemoryLimit {
+		return p.assign(p.st, p.v, c), true, nil
+	}
+	change := fmt.Sprintf("%s to %s", old, res.Budget)
+	next := c.spec
+	next.Resources = res
+	switch {
+	case c.pool == PoolExclusive || !pod.bubble.IsEmpty():
+		return Assignment{}, true, fmt.Errorf("%w: container %q in pod %s runs %s (cpus %s): resources %s: "+
+			"in-place resize of a pinned container is not supported, as with the kubelet's pod-level resource managers (KEP-5526); recreate the pod",
+			ErrResize, c.spec.Name, c.spec.PodID, c.pool, p.assign(p.st, p.v, c).CPUs, change)
+	case p.exclusiveCPUs(pod, next) > 0:
+		return Assignment{}, true, fmt.Errorf("%w: container %q in pod %s: resources %s would make it exclusive, which needs a new slice: recreate the pod",
+			ErrResize, c.spec.Name, c.spec.PodID, change)
+	}
+	if err := p.checkPod(pod, id, next); err != nil {
+		return Assignment{}, true, fmt.Errorf("%w: container %q: resources %s: %w", ErrResize, c.spec.Name, change, err)
+	}
+	c.spec = next
+	p.st.addCtr(c)
+	return p.assign(p.st, p.v, c), true, nil
+}
+
+// ResizePod takes a pod's new pod-level budget (NRI UpdatePodSandbox). A
+// pod with a bubble or an exclusive container, or one the new budget would
+// give a bubble, is refused with ErrResize (KEP-5526); otherwise the budget
+// is recorded. An unknown pod is not an error. On error nothing changes.
+func (p *Policy) ResizePod(id string, b podres.Budget) error {
+	if err := b.Validate(); err != nil {
+		return fmt.Errorf("%w: pod %s: %w", ErrInvalid, id, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pod, ok := p.st.pods[id]
+	if !ok || pod.spec.Budget.CPURequest == b.CPURequest && pod.spec.Budget.CPULimit == b.CPULimit && pod.spec.Budget.MemoryLimit == b.MemoryLimit {
+		return nil
+	}
+	change := fmt.Sprintf("pod budget %s to %s", pod.spec.Budget, b)
+	exclusive := slices.ContainsFunc(p.st.podContainers(id), func(cid string) bool { return p.st.ctrs[cid].pool == PoolExclusive })
+	switch {
+	case !pod.bubble.IsEmpty() || exclusive:
+		return fmt.Errorf("%w: pod %s (bubble %s): %s: in-place resize of a pinned pod is not supported, "+
+			"as with the kubelet's pod-level resource managers (KEP-5526); recreate the pod", ErrResize, id, pod.bubble, change)
+	case p.wantsBubble(b):
+		return fmt.Errorf("%w: pod %s: %s would give it a bubble: recreate the pod", ErrResize, id, change)
+	}
+	next := pod
+	next.spec.Budget = b
+	if err := p.checkPod(next, "", ContainerSpec{}); err != nil {
+		return fmt.Errorf("%w: pod %s: %s: %w", ErrResize, id, change, err)
+	}
+	p.st.pods[id] = next
+	return nil
+}
+
+// checkPod checks pod's budget against its containers, with container
+// skip replaced by next (none when skip is "").
+func (p *Policy) checkPod(pod podState, skip string, next ContainerSpec) error {
+	if pod.spec.Budget.IsZero() {
+		return nil
+	}
+	var named []podres.NamedContainer
+	for _, cid := range p.st.podContainers(pod.spec.ID) {
+		c := p.st.ctrs[cid].spec
+		if cid == skip {
+			c = next
+		}
+		named = append(named, podres.NamedContainer{Name: c.Name, Container: c.Resources})
+	}
+	return podres.CheckPod(pod.spec.Budget, named)
 }

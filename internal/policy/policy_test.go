@@ -63,9 +63,19 @@ func TestAddPod(t *testing.T) {
 		wantErr  string
 	}{
 		{name: "integer budget", budget: budget(4000), bubble: 4},
-		{name: "fractional budget rounds up", budget: budget(2500), bubble: 3},
-		{name: "request only", budget: podres.Budget{CPURequest: 1500}, bubble: 2},
-		{name: "limit wins over request", budget: podres.Budget{CPURequest: 1000, CPULimit: 3000}, bubble: 3},
+		// The kubelet's rule (podres.Budget.BubbleCPUs): only a Guaranteed
+		// budget with whole CPUs gets a bubble, of its CPU request.
+		{name: "fractional guaranteed budget gets none", budget: budget(2500)},
+		{name: "burstable request only gets none", budget: podres.Budget{CPURequest: 1500}},
+		{name: "burstable request below limit gets none", budget: podres.Budget{CPURequest: 1000, CPULimit: 3000, MemoryLimit: gib}},
+		{name: "cpu guaranteed without memory limit gets none", budget: podres.Budget{CPURequest: 2000, CPULimit: 2000}},
+		{
+			name: "memory request below limit gets none", budget: podres.Budget{CPURequest: 2000, CPULimit: 2000, MemoryRequest: gib, MemoryLimit: 2 * gib},
+		},
+		{
+			name: "annotated memory request equal to limit", budget: podres.Budget{CPURequest: 2000, CPULimit: 2000, MemoryRequest: gib, MemoryLimit: gib},
+			bubble: 2,
+		},
 		{name: "no budget", budget: podres.Budget{}},
 		{name: "memory only budget", budget: podres.Budget{MemoryLimit: gib}},
 		{name: "container scope has no bubbles", scope: config.ScopeContainer, budget: budget(4000)},
@@ -452,4 +462,60 @@ func TestSnapshotJSON(t *testing.T) {
 	if all := p.Assignments(); len(all) != 2 || all[0].ContainerID != "a" {
 		t.Errorf("Assignments %+v", all)
 	}
+}
+
+// TestPodQoSFromContainers: a container's oom_score_adj showing its pod is
+// not Guaranteed takes the bubble back (first container) or is refused
+// (later), and never gets exclusive CPUs (container scope).
+func TestPodQoSFromContainers(t *testing.T) {
+	burst := func(c ContainerSpec) ContainerSpec { c.PodQoS = podres.QoSBurstable; return c }
+	t.Run("first container returns the bubble", func(t *testing.T) {
+		p := mustNew(t, dualHT(), Options{})
+		mustAddPod(t, p, "plain", podres.Budget{})
+		mustAdd(t, p, ctr("n", "plain", bestEffort()))
+		mustAddPod(t, p, "p", budget(4000))
+		a, u, err := p.AddContainer(burst(ctr("c", "p", guaranteed(1000))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Pool != PoolNodeShared || !a.CPUs.Equals(p.usable) {
+			t.Errorf("assignment %+v, want node-shared on every usable cpu", a)
+		}
+		if len(u) != 1 || u[0].ContainerID != "n" || !u[0].CPUs.Equals(p.usable) {
+			t.Errorf("updates %+v, want n widened to %s", u, p.usable)
+		}
+		if st := p.Snapshot(); st.Pods[0].Bubble != "" || !strings.Contains(st.Pods[0].Degraded, "says the pod is Burstable") {
+			t.Errorf("pod status %+v, want no bubble and the reason", st.Pods[0])
+		}
+		checkInvariants(t, p)
+	})
+	t.Run("later container is refused", func(t *testing.T) {
+		p := mustNew(t, dualHT(), Options{})
+		mustAddPod(t, p, "p", budget(4000))
+		mustAdd(t, p, ctr("g", "p", guaranteed(1000)))
+		before := p.Snapshot()
+		_, _, err := p.AddContainer(burst(ctr("b", "p", burstable(500))))
+		if !errors.Is(err, ErrQoS) || !strings.Contains(err.Error(), "resources.cgdelegate.io/pod") {
+			t.Fatalf("err = %v, want ErrQoS naming the annotation", err)
+		}
+		if after := p.Snapshot(); !reflect.DeepEqual(before, after) {
+			t.Errorf("refusal changed the state")
+		}
+	})
+	t.Run("container scope: no exclusive cpus in a pod that is not guaranteed", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			budget podres.Budget
+			spec   ContainerSpec
+		}{
+			{"burstable pod budget", podres.Budget{CPURequest: 1000, CPULimit: 4000, MemoryLimit: gib}, ctr("c", "p", guaranteed(1000))},
+			{"oom_score_adj", podres.Budget{}, burst(ctr("c", "p", guaranteed(1000)))},
+		} {
+			p := mustNew(t, dualHT(), Options{Scope: "container"})
+			mustAddPod(t, p, "p", tc.budget)
+			if a, _ := mustAdd(t, p, tc.spec); a.Pool != PoolNodeShared {
+				t.Errorf("%s: pool %s, want node-shared", tc.name, a.Pool)
+			}
+		}
+	})
 }

@@ -1,10 +1,12 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +48,21 @@ func checkInvariants(t testing.TB, p *Policy) {
 			t.Fatalf("pod %s has a bubble in container scope", id)
 		}
 		seenBubble = seenBubble.Union(ps.bubble)
+		var shared int64
+		for n, b := range ps.memShare {
+			shared += b
+			if !p.podMems(ps).Contains(n) {
+				t.Fatalf("pod %s reserves memory on node %d outside its memory nodes %s", id, n, p.podMems(ps))
+			}
+		}
+		if want := podMemory(ps.spec.Budget); !ps.bubble.IsEmpty() && shared != want {
+			t.Fatalf("pod %s reserves %d bytes, its memory is %d", id, shared, want)
+		}
+	}
+	for n, used := range memUsed(p.st) {
+		if c := p.mem.capacity[n]; used > c {
+			t.Fatalf("node %d: bubbles reserve %d bytes of %d", n, used, c)
+		}
 	}
 	seenSlice := cpuset.New()
 	nodeSlices := cpuset.New()
@@ -106,7 +123,7 @@ func checkInvariants(t testing.TB, p *Policy) {
 			if !a.CPUs.Intersection(forbidden).IsEmpty() {
 				t.Fatalf("container %s runs on reserved/isolated cpus %s", id, a.CPUs.Intersection(forbidden))
 			}
-			if !a.Mems.Equals(p.topo.MemsOf(a.CPUs)) {
+			if !a.Mems.Equals(p.topo.MemsOf(a.CPUs).Union(ps.extraMems)) {
 				t.Fatalf("container %s mems %s for cpus %s", id, a.Mems, a.CPUs)
 			}
 		}
@@ -187,7 +204,9 @@ func randomBudget(rng *rand.Rand) podres.Budget {
 	case 1:
 		return podres.Budget{CPURequest: int64(500 + rng.IntN(4000))}
 	default:
-		return budget(int64(1+rng.IntN(6)) * 1000)
+		b := budget(int64(1+rng.IntN(6)) * 1000)
+		b.MemoryLimit = int64(1+rng.IntN(24)) * gib // nodes hold 16 GiB: some need two
+		return b
 	}
 }
 
@@ -213,6 +232,8 @@ func TestPropertyRandomOps(t *testing.T) {
 		opsPerTopo = 600 // 15,000 operations in all
 	)
 	total := 0
+	// seen counts the new rules' outcomes, so the run is known to reach them.
+	seen := map[string]int{}
 	for seed := range uint64(topologies) {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0x5eed))
@@ -246,6 +267,9 @@ func TestPropertyRandomOps(t *testing.T) {
 					c := ContainerSpec{
 						ID: fmt.Sprintf("ctr%d", next), PodID: podIDs[rng.IntN(len(podIDs))],
 						Name: fmt.Sprintf("c%d", next), Resources: randomContainer(rng),
+					}
+					if rng.IntN(12) == 0 { // the kubelet says the pod is Burstable
+						c.PodQoS = podres.QoSBurstable
 					}
 					switch rng.IntN(10) {
 					case 0:
@@ -293,6 +317,20 @@ func TestPropertyRandomOps(t *testing.T) {
 					// A plugin restart: rebuild from the runtime's view.
 					checkRebuild(t, p, r)
 				}
+				switch {
+				case errors.Is(err, ErrInsufficientMemory):
+					seen["memory refused"]++
+				case errors.Is(err, ErrQoS):
+					seen["qos refused"]++
+				}
+				for _, ps := range p.st.pods {
+					if !ps.extraMems.IsEmpty() {
+						seen["widened"]++
+					}
+					if strings.HasPrefix(ps.degraded, "no bubble: oom_score_adj") {
+						seen["qos demoted"]++
+					}
+				}
 				if err != nil {
 					if after := p.Snapshot(); !reflect.DeepEqual(before, after) {
 						t.Fatalf("op %d failed (%v) but changed the state", op, err)
@@ -309,7 +347,12 @@ func TestPropertyRandomOps(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("%d random operations", total)
+	t.Logf("%d random operations; %v", total, seen)
+	for _, k := range []string{"memory refused", "qos refused", "widened", "qos demoted"} {
+		if seen[k] == 0 {
+			t.Errorf("no %s in the run", k)
+		}
+	}
 	if total < 10000 {
 		t.Fatalf("only %d operations", total)
 	}
@@ -411,7 +454,7 @@ func benchPolicy(b *testing.B) *Policy {
 	}
 	for i := range 20 {
 		id := fmt.Sprintf("other-%d", i)
-		mustAddPod(b, p, id, budget(4000))
+		mustAddPod(b, p, id, memBudget(4000, 4*gib))
 		mustAdd(b, p, ctr(id+"-g", id, guaranteed(2000)))
 		mustAdd(b, p, ctr(id+"-s", id, bestEffort()))
 	}
@@ -458,16 +501,30 @@ func p99(d []time.Duration) float64 {
 }
 
 // BenchmarkAddPodBubble allocates and frees an 8-cpu bubble on the 256-CPU,
-// 8-NUMA node above (100 node-shared containers to update each way).
+// 8-NUMA node above (100 node-shared containers to update each way):
+// "fits" holds its 8 GiB on the nodes of its CPUs; "widened" needs 24 GiB,
+// more than a 16 GiB node, so the memory group search runs. The target is
+// the issue's: at most 50µs for the allocation.
 func BenchmarkAddPodBubble(b *testing.B) {
-	p := benchPolicy(b)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if _, err := p.AddPod(PodSpec{ID: "bench", Budget: budget(8000)}); err != nil {
-			b.Fatal(err)
-		}
-		p.RemovePod("bench")
+	for _, tc := range []struct {
+		name  string
+		b     podres.Budget
+		nodes int
+	}{{"fits", memBudget(8000, 8*gib), 1}, {"widened", memBudget(8000, 24*gib), 2}} {
+		b.Run(tc.name, func(b *testing.B) {
+			p := benchPolicy(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := p.AddPod(PodSpec{ID: "bench", Budget: tc.b}); err != nil {
+					b.Fatal(err)
+				}
+				if n := p.podMems(p.st.pods["bench"]).Size(); n != tc.nodes {
+					b.Fatalf("bubble on %d memory nodes, want %d", n, tc.nodes)
+				}
+				p.RemovePod("bench")
+			}
+		})
 	}
 }
 

@@ -81,6 +81,7 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 	r.admitPods(pods)
 	r.admitContainers(ctrs)
 	r.keepStampedBubbles()
+	r.keptBubblesMemory()
 	r.keepStampedSlices()
 	r.adoptUnstampedSlices()
 	r.allocateBubbles()
@@ -133,7 +134,7 @@ func (r *rebuild) admitPods(pods []PodSpec) {
 			r.note("pod %s budget ignored: %v", ps.ID, err)
 			ps.Budget = podres.Budget{}
 		}
-		r.st.addPod(podState{spec: ps, bubble: cpuset.New()})
+		r.st.addPod(podState{spec: ps, bubble: cpuset.New(), extraMems: cpuset.New()})
 	}
 }
 
@@ -163,7 +164,7 @@ func (r *rebuild) admitContainers(ctrs []ContainerState) {
 		}
 		if _, ok := r.st.pods[spec.PodID]; !ok {
 			r.note("container %s (%q) refers to unknown pod %s; placed in the node shared pool", spec.ID, spec.Name, spec.PodID)
-			r.st.addPod(podState{spec: PodSpec{ID: spec.PodID}, bubble: cpuset.New()})
+			r.st.addPod(podState{spec: PodSpec{ID: spec.PodID}, bubble: cpuset.New(), extraMems: cpuset.New()})
 		}
 		switch spec.Lifecycle {
 		case LifecycleRegular, LifecycleInit, LifecycleSidecar:
@@ -239,11 +240,16 @@ func (r *rebuild) keepStampedBubbles() {
 		if !r.p.wantsBubble(ps.spec.Budget) {
 			continue
 		}
+		if c, ok := r.notGuaranteed(id); ok {
+			ps.degraded = demoted(c)
+			r.st.pods[id] = ps
+			continue
+		}
 		cand, votes := stampedBubble(r.st, r.stamps, id)
 		if len(votes) > 1 {
 			r.note("pod %s containers disagree on the bubble (%v); trying %s", id, votes, cand)
 		}
-		n := ps.spec.Budget.WholeCPUs()
+		n := ps.spec.Budget.BubbleCPUs()
 		switch {
 		case cand.IsEmpty():
 			r.freshPods = append(r.freshPods, id)
@@ -263,6 +269,62 @@ func (r *rebuild) keepStampedBubbles() {
 			continue
 		}
 		r.freshPods = append(r.freshPods, id)
+	}
+}
+
+// notGuaranteed returns the first container of the pod whose
+// oom_score_adj says the pod is not Guaranteed.
+func (r *rebuild) notGuaranteed(podID string) (ContainerSpec, bool) {
+	for _, cid := range r.st.podContainers(podID) {
+		if c := r.st.ctrs[cid].spec; c.notGuaranteed() {
+			return c, true
+		}
+	}
+	return ContainerSpec{}, false
+}
+
+// keptBubblesMemory gives the kept bubbles their memory back (step 2): the
+// memory nodes are those of the bubble and those its pinned containers'
+// stamps name beyond them (a widened bubble), and the memory is reserved
+// there within the nodes' capacity when possible (memory.spread), beyond
+// it otherwise (what runs, runs). Pods on fewer memory nodes go first.
+func (r *rebuild) keptBubblesMemory() {
+	var ids []string
+	for _, id := range r.podIDs {
+		ps := r.st.pods[id]
+		if ps.bubble.IsEmpty() {
+			continue
+		}
+		cpuNodes := r.p.topo.MemsOf(ps.bubble)
+		for _, cid := range r.st.podContainers(id) {
+			if st := r.stamps[cid]; st != nil && st.Pool != PoolNodeShared && st.Bubble.Equals(ps.bubble) {
+				ps.extraMems = ps.extraMems.Union(st.Mems.Difference(cpuNodes))
+			}
+		}
+		ps.extraMems = ps.extraMems.Intersection(r.p.topo.MemoryNodes())
+		r.st.pods[id] = ps
+		ids = append(ids, id)
+	}
+	slices.SortStableFunc(ids, func(a, b string) int {
+		return cmp.Compare(r.p.podMems(r.st.pods[a]).Size(), r.p.podMems(r.st.pods[b]).Size())
+	})
+	if !r.p.mem.known {
+		return
+	}
+	var ds []demand
+	var with []string
+	for _, id := range ids {
+		ps := r.st.pods[id]
+		if mem := podMemory(ps.spec.Budget); mem > 0 {
+			cpuNodes := r.p.topo.MemsOf(ps.bubble)
+			ds = append(ds, demand{group: cpuNodes.Union(ps.extraMems).List(), first: cpuNodes, mem: mem})
+			with = append(with, id)
+		}
+	}
+	for k, share := range r.p.mem.spread(ds) {
+		ps := r.st.pods[with[k]]
+		ps.memShare = share
+		r.st.pods[with[k]] = ps
 	}
 }
 
@@ -293,7 +355,7 @@ func (r *rebuild) keepSlice(c ctrState, slice cpuset.CPUSet) {
 func (r *rebuild) keepStampedSlices() {
 	for _, id := range r.ctrIDs {
 		c := r.st.ctrs[id]
-		n := c.spec.Resources.ExclusiveCPUs()
+		n := r.p.exclusiveCPUs(r.st.pods[c.spec.PodID], c.spec)
 		ps := r.st.pods[c.spec.PodID]
 		if n == 0 || (ps.bubble.IsEmpty() && (r.p.scope != config.ScopeContainer || r.p.wantsBubble(ps.spec.Budget))) {
 			continue
@@ -331,7 +393,7 @@ func (r *rebuild) adoptUnstampedSlices() {
 	for _, id := range r.unstamped {
 		c := r.st.ctrs[id]
 		cur := r.current[id].CPUs
-		n := c.spec.Resources.ExclusiveCPUs()
+		n := r.p.exclusiveCPUs(r.st.pods[c.spec.PodID], c.spec)
 		domain, taken := r.sliceRoom(c)
 		free := domain.Difference(taken)
 		fits := cur.Size() == n && cur.IsSubsetOf(free)
@@ -356,18 +418,18 @@ func (r *rebuild) adoptUnstampedSlices() {
 func (r *rebuild) allocateBubbles() {
 	for _, id := range r.freshPods {
 		ps := r.st.pods[id]
-		b, err := r.p.takeFromNode(r.p.usable.Difference(r.claimed), ps.spec.Budget.WholeCPUs(), "pod "+id+" bubble")
+		b, extra, share, err := r.p.placeBubble(r.st, r.p.usable.Difference(r.claimed), ps.spec.Budget.BubbleCPUs(), podMemory(ps.spec.Budget), "pod "+id+" bubble")
 		if err != nil {
 			ps.degraded = err.Error()
 			r.st.pods[id] = ps
 			r.note("pod %s gets no bubble, its containers run in the node shared pool: %v", id, err)
 			continue
 		}
-		ps.bubble = b
+		ps.bubble, ps.extraMems, ps.memShare = b, extra, share
 		r.st.pods[id] = ps
 		r.claimed = r.claimed.Union(b)
 		for _, cid := range r.st.podContainers(id) {
-			if r.st.ctrs[cid].spec.Resources.ExclusiveCPUs() > 0 && !slices.Contains(r.freshCtrs, cid) {
+			if c := r.st.ctrs[cid]; r.p.exclusiveCPUs(ps, c.spec) > 0 && !slices.Contains(r.freshCtrs, cid) {
 				r.freshCtrs = append(r.freshCtrs, cid)
 			}
 		}
@@ -380,7 +442,7 @@ func (r *rebuild) allocateBubbles() {
 func (r *rebuild) carveSlices() {
 	for _, id := range r.freshCtrs {
 		c := r.st.ctrs[id]
-		n := c.spec.Resources.ExclusiveCPUs()
+		n := r.p.exclusiveCPUs(r.st.pods[c.spec.PodID], c.spec)
 		inBubble := !r.st.pods[c.spec.PodID].bubble.IsEmpty()
 		if !inBubble && r.p.scope != config.ScopeContainer {
 			continue // degraded pod
@@ -449,7 +511,11 @@ func (r *rebuild) diff(v *view) {
 			s.CPUs.Equals(c.slice) && !cur.CPUs.IsEmpty() && !cur.CPUs.Equals(c.slice) {
 			r.note("container %s runs on cpus %s but its stamp says %s; repaired", id, cur.CPUs, s.CPUs)
 		}
-		if !cur.CPUs.Equals(a.CPUs) || !cur.Mems.Equals(a.Mems) {
+		if lim := c.spec.Resources.CPULimit; c.pool != PoolExclusive && cur.CPUQuota == -1 && lim > 0 {
+			a.RestoreQuota = podres.QuotaFromMilliCPU(lim, podres.DefaultPeriod)
+			r.note("container %s runs without a cpu quota but is no longer exclusive; its quota for %s restored", id, podres.FormatMilliCPU(lim))
+		}
+		if !cur.CPUs.Equals(a.CPUs) || !cur.Mems.Equals(a.Mems) || a.RestoreQuota > 0 {
 			r.res.Updates = append(r.res.Updates, a)
 		}
 	}

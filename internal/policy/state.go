@@ -15,7 +15,16 @@ type podState struct {
 	// degraded says why a pod that should have a bubble has none (set by
 	// Rebuild only).
 	degraded string
+	// extraMems are the memory nodes the bubble was widened to beyond
+	// the nodes of its CPUs, when those could not hold the pod's memory.
+	extraMems cpuset.CPUSet
+	// memShare is the memory the bubble reserves on each node.
+	memShare map[int]int64
 }
+
+// memNodes are the pod's memory nodes: those of its bubble and the ones it
+// was widened to.
+func (p *Policy) podMems(ps podState) cpuset.CPUSet { return p.pinnedMems(ps, ps.bubble) }
 
 // ctrState is one container.
 type ctrState struct {
@@ -163,6 +172,6 @@ func (p *Policy) assign(s *state, v *view, c ctrState) Assignment {
 		a.CPUs, a.Mems = p.nodeCPUs(v), p.memNodes
 		return a
 	}
-	a.Mems = p.topo.MemsOf(a.CPUs)
+	a.Mems = p.pinnedMems(s.pods[c.spec.PodID], a.CPUs)
 	return a
 }

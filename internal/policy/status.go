@@ -25,6 +25,9 @@ type PodStatus struct {
 	Bubble string `json:"bubble,omitempty"`
 	// SharedPool is the bubble minus its slices (pods with a bubble).
 	SharedPool string `json:"sharedPool,omitempty"`
+	// Mems are the bubble's memory nodes: those of its CPUs, and those it
+	// was widened to when they could not hold the pod's memory.
+	Mems string `json:"mems,omitempty"`
 	// Degraded says why a budget pod has no bubble after a rebuild.
 	Degraded   string            `json:"degraded,omitempty"`
 	Containers []ContainerStatus `json:"containers"`
@@ -60,6 +63,7 @@ func (p *Policy) Snapshot() Status {
 		}
 		if pool, ok := p.v.pod[id]; ok {
 			st.SharedPool = pool.String()
+			st.Mems = p.podMems(ps).String()
 		}
 		for _, cid := range p.st.podContainers(id) {
 			c := p.st.ctrs[cid]

@@ -15,11 +15,19 @@ var (
 	ErrNoSharedCPUs = errors.New("pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers")
 	// ErrInsufficient means there are not enough free CPUs.
 	ErrInsufficient = errors.New("insufficient cpus")
+	// ErrInsufficientMemory means no group of NUMA nodes has the free
+	// memory a pod's bubble must hold.
+	ErrInsufficientMemory = errors.New("insufficient memory")
 	// ErrUnknownPod means a container arrived for a pod the policy does not
 	// know; add the pod first.
 	ErrUnknownPod = errors.New("unknown pod")
 	// ErrExists means a pod or container id is already known.
 	ErrExists = errors.New("already exists")
+	// ErrQoS refuses a container whose oom_score_adj says its pod is not
+	// Guaranteed, in a pod whose bubble already holds containers.
+	ErrQoS = errors.New("pod QoS mismatch")
+	// ErrResize refuses an in-place resize the policy can not apply.
+	ErrResize = errors.New("in-place resize refused")
 	// ErrInvalid means bad input: an empty id, an invalid budget, an
 	// unknown scope.
 	ErrInvalid = errors.New("invalid input")
@@ -76,6 +84,17 @@ type ContainerSpec struct {
 	Resources podres.Container
 	// Lifecycle marks init containers and sidecars.
 	Lifecycle Lifecycle
+	// PodQoS is the pod's QoS class as the container's oom_score_adj
+	// says (podres.PodQoSFromOOMScoreAdj); "" when it does not say. A
+	// Burstable or BestEffort pod gets no bubble and no exclusive CPUs,
+	// whatever its pod-level resources read as.
+	PodQoS podres.QoSClass
+}
+
+// notGuaranteed says the container's oom_score_adj shows its pod is not
+// Guaranteed.
+func (c ContainerSpec) notGuaranteed() bool {
+	return c.PodQoS == podres.QoSBurstable || c.PodQoS == podres.QoSBestEffort
 }
 
 // Assignment is where one container runs.
@@ -90,6 +109,10 @@ type Assignment struct {
 	Mems cpuset.CPUSet
 	// Bubble is the pod's bubble (empty without one), for the stamp.
 	Bubble cpuset.CPUSet
+	// RestoreQuota, when > 0, is the CFS quota (for podres.DefaultPeriod)
+	// to put back: a repair moved the container out of an exclusive slice,
+	// and the runtime still runs it without a quota (-1).
+	RestoreQuota int64
 }
 
 // QuotaDisabled says set the container's CFS quota to -1: an exclusive

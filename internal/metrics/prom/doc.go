@@ -2,9 +2,11 @@
 // (client_golang), served at /metrics.
 //
 // Use New for the metrics.Recorder handed to nri.WithMetrics, and Listen
-// to serve it when metricsAddress is set. Recording is cheap: every
-// counter and histogram a container start touches is resolved when the
-// Recorder is built. Gauges that describe the node (support, CPU pools) are
+// to serve it when metricsAddress is set, and hand the same Recorder to
+// nritimer.StubOption so that events are timed on the stub's ttrpc server.
+// Recording is cheap: a container decision is one atomic add on the
+// Recorder's metrics.Outcomes, and every other counter and histogram an
+// event touches is resolved when the Recorder is built. Gauges that describe the node (support, CPU pools) are
 // read at scrape time from the functions given in Options, so they cost
 // nothing between scrapes.
 //

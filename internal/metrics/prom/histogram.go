@@ -58,7 +58,7 @@ type events struct {
 
 func newEvents() *events {
 	return &events{
-		desc: prometheus.NewDesc(EventDuration, "Time the plugin took to handle an NRI event, by event name.",
+		desc: prometheus.NewDesc(EventDuration, "Time the plugin took to answer an NRI request, by event name: from the request reaching the plugin's ttrpc server to the answer (decoding, dispatch, handler).",
 			[]string{"event"}, nil),
 		other: map[string]*histogram{},
 	}

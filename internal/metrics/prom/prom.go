@@ -27,10 +27,9 @@ type Options struct {
 type Recorder struct {
 	reg *prometheus.Registry
 
-	// results are the cgdelegate_containers_total counters, in Results
-	// order; refusals are by cause.
-	containers   *prometheus.CounterVec
-	results      [6]prometheus.Counter
+	// containers are the cgdelegate_containers_total counts; refusals are
+	// by cause.
+	containers   *containers
 	refusals     map[string]prometheus.Counter
 	events       *events
 	sent, failed prometheus.Counter
@@ -42,13 +41,7 @@ var _ metrics.Recorder = (*Recorder)(nil)
 // process collectors, in a new registry.
 func New(o Options) *Recorder {
 	r := &Recorder{reg: prometheus.NewRegistry(), refusals: make(map[string]prometheus.Counter, len(Causes))}
-	r.containers = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: ContainersTotal,
-		Help: "CreateContainer decisions, by result: the cgroup mount outcome (unchanged, writable, readonly, guarded, privileged) or refused.",
-	}, []string{"result"})
-	for i, res := range Results {
-		r.results[i] = r.containers.WithLabelValues(res)
-	}
+	r.containers = newContainers()
 	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: RefusalsTotal,
 		Help: "Refused containers, by cause: " + strings.Join(Causes, ", ") + ".",
@@ -88,38 +81,16 @@ func (r *Recorder) Handler() http.Handler {
 // cause (Cause).
 func (r *Recorder) Container(outcome string, err error) {
 	if err != nil {
-		r.results[refused].Inc()
+		r.containers.count("refused")
 		r.refusals[Cause(err)].Inc()
 		return
 	}
-	if i := resultIndex(outcome); i >= 0 {
-		r.results[i].Inc()
-		return
-	}
-	r.containers.WithLabelValues(outcome).Inc() // an outcome added since
+	r.containers.count(outcome)
 }
 
-// refused is the index of "refused" in Results.
-const refused = 5
-
-// resultIndex is outcome's place in Results, without a map lookup.
-func resultIndex(outcome string) int {
-	switch outcome {
-	case "unchanged":
-		return 0
-	case "writable":
-		return 1
-	case "readonly":
-		return 2
-	case "guarded":
-		return 3
-	case "privileged":
-		return 4
-	case "refused":
-		return 5
-	}
-	return -1
-}
+// Outcomes implements metrics.Recorder: the counts behind
+// cgdelegate_containers_total, by writable.Outcome (OutcomeNames).
+func (r *Recorder) Outcomes() *metrics.Outcomes { return &r.containers.outcomes }
 
 // Event implements metrics.Recorder.
 func (r *Recorder) Event(name string, d time.Duration) { r.events.get(name).observe(d) }

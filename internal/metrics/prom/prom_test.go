@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,8 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/metrics"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
 	"github.com/cgdelegate/cgdelegate/internal/status"
+	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
 func TestContainers(t *testing.T) {
@@ -45,7 +48,7 @@ func TestContainers(t *testing.T) {
 				if res == tc.result {
 					want = 2
 				}
-				if got := testutil.ToFloat64(r.containers.WithLabelValues(res)); got != want {
+				if got := containerCount(t, r, res); got != want {
 					t.Errorf("%s{result=%q} = %v, want %v", ContainersTotal, res, got, want)
 				}
 			}
@@ -93,16 +96,50 @@ cgdelegate_refusals_total{cause="policy"} 0
 	}
 }
 
-func TestResultAndEventIndexes(t *testing.T) {
-	for i, res := range Results {
-		if resultIndex(res) != i {
-			t.Errorf("resultIndex(%q) = %d, want %d", res, resultIndex(res), i)
+// containerCount reads cgdelegate_containers_total{result}, 0 if absent.
+func containerCount(t *testing.T, r *Recorder, result string) float64 {
+	t.Helper()
+	families, err := r.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != ContainersTotal {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == result {
+				return m.GetCounter().GetValue()
+			}
 		}
 	}
-	if Results[refused] != "refused" {
-		t.Errorf("Results[refused] = %q", Results[refused])
+	return 0
+}
+
+// OutcomeNames are writable.Outcome's names by value, and Results lists
+// every one of them and refused; the plugin's fast path (Outcomes) counts
+// under the same series as Container.
+func TestResultAndEventIndexes(t *testing.T) {
+	for i, name := range OutcomeNames {
+		if got := writable.Outcome(i).String(); got != name {
+			t.Errorf("OutcomeNames[%d] = %q, writable.Outcome(%d) is %q", i, name, i, got)
+		}
+		if outcomeIndex(name) != i {
+			t.Errorf("outcomeIndex(%q) = %d, want %d", name, outcomeIndex(name), i)
+		}
+	}
+	if len(OutcomeNames) != int(writable.Guarded)+1 || len(OutcomeNames) > metrics.MaxOutcomes {
+		t.Errorf("%d OutcomeNames; writable.Guarded, the last outcome, is %d; Outcomes counts %d", len(OutcomeNames), writable.Guarded, metrics.MaxOutcomes)
+	}
+	if want := append(slices.Clone(OutcomeNames), "refused"); !sameSet(want, Results) {
+		t.Errorf("Results %q, want %q", Results, want)
 	}
 	r := New(Options{})
+	r.Outcomes().Inc(int(writable.Guarded))
+	r.Container("guarded", nil)
+	if got := containerCount(t, r, "guarded"); got != 2 {
+		t.Errorf("guarded counted %v through Outcomes and Container, want 2", got)
+	}
 	for i, e := range Events {
 		if r.events.get(e) != &r.events.known[i] {
 			t.Errorf("the %s histogram is not known[%d]", e, i)
@@ -296,8 +333,23 @@ func scrape(t *testing.T, r *Recorder) string {
 	return string(b)
 }
 
-// BenchmarkRecord is what one container start costs the recorder, without
-// reading the clock.
+func sameSet(a, b []string) bool {
+	a, b = slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b))
+	return slices.Equal(a, b)
+}
+
+// BenchmarkOutcome is what counting one container costs the plugin with
+// metrics on: one atomic add.
+func BenchmarkOutcome(b *testing.B) {
+	o := New(Options{}).Outcomes()
+	for b.Loop() {
+		o.Inc(int(writable.Unchanged))
+	}
+}
+
+// BenchmarkRecord is what one container start costs the recorder through
+// the Recorder interface (refusals take this path), and an event's
+// duration (recorded on the ttrpc server, not in the handler).
 func BenchmarkRecord(b *testing.B) {
 	r := New(Options{})
 	b.ReportAllocs()

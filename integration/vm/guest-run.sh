@@ -1,0 +1,31 @@
+#!/bin/sh
+# ExecStart of cgd-guest.service in the systemd variants: the counterpart of
+# stage two of integration/vm/init.sh. systemd has mounted the API file
+# systems and cgroup2, made / shared, set the hostname and brought lo up;
+# this loads overlayfs, prints CGD-BOOT, runs the guest test binary (which
+# starts containerd and cgdelegate itself, and remounts cgroup2 without
+# nsdelegate when the variant says so), prints CGD-DONE and powers the VM
+# off at once, as init.sh's reboot -f does: a clean stop would wait for the
+# containerd shims left in this unit's cgroup. (qemu runs with -no-reboot.)
+export HOME=/root
+
+insmod /cgd/overlay.ko || echo "CGD-FATAL insmod overlay"
+echo "CGD-TIMING systemd-unit uptime=$(cut -d' ' -f1 /proc/uptime)"
+echo "CGD-BOOT kernel=$(uname -r) cpus=$(nproc) init=$(cat /proc/1/comm) cgroup=$(grep ' /sys/fs/cgroup ' /proc/self/mountinfo | sed 's/.* - //')"
+
+# Kubelet variants get longer, as in init.sh.
+timeout=10m
+if grep -qw 'cgd.kubelet=1' /proc/cmdline; then
+	timeout=20m
+fi
+/cgd/guest.test -test.v -test.timeout=$timeout
+rc=$?
+# Where systemd spent the boot (the unit is Type=exec, so the boot has
+# finished by now).
+systemd-analyze time 2>&1 | sed 's/^/CGD-TIMING /'
+systemd-analyze blame 2>&1 | head -n 8 | sed 's/^/CGD-TIMING /'
+echo "CGD-DONE {\"exit\":$rc}"
+sync
+systemctl --force --force poweroff
+echo "CGD-FATAL systemctl poweroff failed"
+exit $rc

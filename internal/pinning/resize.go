@@ -1,0 +1,55 @@
+package pinning
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/logging"
+	"github.com/cgdelegate/cgdelegate/internal/podres"
+	"github.com/cgdelegate/cgdelegate/internal/policy"
+)
+
+// ResizeContainer decides an in-place resize of ctr to res (NRI
+// UpdateContainer) with policy.Policy.Resize. An allowed resize of a
+// container the policy places returns the update that keeps its cpuset,
+// memory nodes and, for an exclusive container, quota -1: the runtime merges
+// it into the resize, so an exclusive container never gets a quota back
+// through a resize. A refused one is an error naming the container and the
+// numbers; the runtime fails the resize with it.
+func (p *Pinner) ResizeContainer(log *slog.Logger, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (upd []*api.ContainerUpdate, err error) {
+	defer func() {
+		if err != nil {
+			logging.Event(log, pod, ctr).Error("resize refused", "error", err)
+		}
+	}()
+	next := &api.Container{
+		Id: ctr.GetId(), PodSandboxId: ctr.GetPodSandboxId(), Name: ctr.GetName(), Annotations: ctr.GetAnnotations(),
+		Linux: &api.LinuxContainer{Resources: res, OomScoreAdj: ctr.GetLinux().GetOomScoreAdj()},
+	}
+	c, err := podres.ContainerResources(pod, next)
+	if err != nil {
+		return nil, fmt.Errorf("resize: %w", err)
+	}
+	a, ok, err := p.policy.Resize(ctr.GetId(), c)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return Updates([]policy.Assignment{a}), nil
+}
+
+// ResizePod decides an in-place resize of a pod's pod-level resources (NRI
+// UpdatePodSandbox) with policy.Policy.ResizePod.
+func (p *Pinner) ResizePod(log *slog.Logger, pod *api.PodSandbox, res *api.LinuxResources) (err error) {
+	defer func() {
+		if err != nil {
+			logging.Event(log, pod, nil).Error("pod resize refused", "error", err)
+		}
+	}()
+	b, err := podres.PodBudget(&api.PodSandbox{Annotations: pod.GetAnnotations(), Linux: &api.LinuxPodSandbox{PodResources: res}})
+	if err != nil {
+		return fmt.Errorf("resize: pod budget: %w", err)
+	}
+	return p.policy.ResizePod(pod.GetId(), b)
+}
