@@ -6,7 +6,8 @@
 // The image is scratch-style: the given binaries under /usr/local/bin and
 // nothing else. Its entrypoint is the first binary; it is named
 // <-repo>:<-tag> (-tag defaults to -version) and labelled with the version,
-// source and license.
+// source and license. internal/ociimage.Release describes it, for the VM
+// suite too.
 // `ctr -n k8s.io images import` and `podman load` accept the archive.
 package main
 
@@ -17,18 +18,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/cgdelegate/cgdelegate/internal/atomicfile"
 	"github.com/cgdelegate/cgdelegate/internal/ociimage"
-)
-
-// Defaults of the image reference and labels.
-const (
-	defaultRepo   = "ghcr.io/cgdelegate/cgdelegate"
-	defaultSource = "https://github.com/cgdelegate/cgdelegate"
-	license       = "Apache-2.0"
-	binDir        = "usr/local/bin"
 )
 
 func main() {
@@ -39,18 +31,18 @@ func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mkimage", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("o", "", "output OCI layout tar (required)")
-	spec := spec{}
-	fs.StringVar(&spec.repo, "repo", defaultRepo, "image repository; the reference is <repo>:<version>")
-	fs.StringVar(&spec.version, "version", "", "image version label, e.g. git describe (required)")
-	fs.StringVar(&spec.tag, "tag", "", "image tag (default: the version)")
-	fs.StringVar(&spec.source, "source", defaultSource, "org.opencontainers.image.source label")
+	spec := ociimage.Release{}
+	fs.StringVar(&spec.Repo, "repo", ociimage.DefaultRepo, "image repository; the reference is <repo>:<version>")
+	fs.StringVar(&spec.Version, "version", "", "image version label, e.g. git describe (required)")
+	fs.StringVar(&spec.Tag, "tag", "", "image tag (default: the version)")
+	fs.StringVar(&spec.Source, "source", ociimage.DefaultSource, "org.opencontainers.image.source label")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	spec.binaries = fs.Args()
+	spec.Binaries = fs.Args()
 	if err := write(*out, spec); err != nil {
 		fmt.Fprintln(stderr, "mkimage:", err)
 		return 1
@@ -58,60 +50,12 @@ func run(args []string, stderr io.Writer) int {
 	return 0
 }
 
-// spec is what the image is made of.
-type spec struct {
-	repo, tag, version, source string
-	// binaries are host paths; the first is the entrypoint.
-	binaries []string
-}
-
-// image describes the release image: every binary under /usr/local/bin,
-// the first as the entrypoint.
-func (s spec) image() (ociimage.Image, error) {
-	var errs []error
-	if s.version == "" {
-		errs = append(errs, errors.New("-version is required"))
-	}
-	if s.repo == "" {
-		errs = append(errs, errors.New("-repo must not be empty"))
-	}
-	if len(s.binaries) == 0 {
-		errs = append(errs, errors.New("no binaries given"))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return ociimage.Image{}, err
-	}
-	files := []ociimage.File{
-		{Name: "usr", Mode: 0o755, Dir: true},
-		{Name: "usr/local", Mode: 0o755, Dir: true},
-		{Name: binDir, Mode: 0o755, Dir: true},
-	}
-	for _, b := range s.binaries {
-		files = append(files, ociimage.File{Name: binDir + "/" + filepath.Base(b), Mode: 0o755, HostPath: b})
-	}
-	tag := s.tag
-	if tag == "" {
-		tag = s.version
-	}
-	return ociimage.Image{
-		Name:       s.repo + ":" + tag,
-		Files:      files,
-		Entrypoint: []string{"/" + binDir + "/" + filepath.Base(s.binaries[0])},
-		Labels: map[string]string{
-			"org.opencontainers.image.version":  s.version,
-			"org.opencontainers.image.source":   s.source,
-			"org.opencontainers.image.licenses": license,
-			"org.opencontainers.image.title":    filepath.Base(s.binaries[0]),
-		},
-	}, nil
-}
-
 // write writes the image to path, atomically.
-func write(path string, s spec) error {
+func write(path string, s ociimage.Release) error {
 	if path == "" {
 		return errors.New("-o is required")
 	}
-	img, err := s.image()
+	img, err := s.Image()
 	if err != nil {
 		return err
 	}

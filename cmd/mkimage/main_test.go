@@ -118,7 +118,7 @@ func TestWrite(t *testing.T) {
 	}
 	for k, want := range map[string]string{
 		"org.opencontainers.image.version":  "v1.2.3-4-gabc",
-		"org.opencontainers.image.source":   defaultSource,
+		"org.opencontainers.image.source":   ociimage.DefaultSource,
 		"org.opencontainers.image.licenses": "Apache-2.0",
 	} {
 		if got := config.Config.Labels[k]; got != want {
@@ -153,7 +153,7 @@ func TestWriteTag(t *testing.T) {
 	if err := os.WriteFile(bin, []byte("ELF"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	img, err := spec{repo: "r.example/x", tag: "dev", version: "v2", binaries: []string{bin}}.image()
+	img, err := ociimage.Release{Repo: "r.example/x", Tag: "dev", Version: "v2", Binaries: []string{bin}}.Image()
 	if err != nil {
 		t.Fatal(err)
 	}

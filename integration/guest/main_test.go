@@ -85,6 +85,10 @@ type guestEnv struct {
 	// kubeletErr says why it is not running.
 	kubelet    *kubeletEnv
 	kubeletErr error
+	// dsPlugin is cgdelegate as the DaemonSet's static pod, deployed by
+	// the first scenario that needs it (requireDaemonSetPlugin); its
+	// failure is pluginErr.
+	dsPlugin *daemonSetPlugin
 	// setupErr fails every scenario when the VM could not be prepared.
 	setupErr error
 	// pluginErr says why the plugin is not running.
@@ -158,8 +162,11 @@ func (e *guestEnv) setup() error {
 		return fmt.Errorf("setup: containerd config: %w", err)
 	}
 	e.pluginErr = e.pluginAvailable()
-	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant)); err != nil {
-		return fmt.Errorf("setup: plugin config: %w", err)
+	// The DaemonSet's pod brings its own config (the ConfigMap's).
+	if e.variant.Plugin != variant.PluginDaemonSet {
+		if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant)); err != nil {
+			return fmt.Errorf("setup: plugin config: %w", err)
+		}
 	}
 	if e.pluginErr == nil && e.variant.Plugin == variant.PluginPreregistered {
 		if err := e.preinstallPlugin(); err != nil {
@@ -173,7 +180,9 @@ func (e *guestEnv) setup() error {
 	if err := e.importImages(ctx); err != nil {
 		return err
 	}
-	if e.pluginErr == nil && e.variant.Plugin != variant.PluginNone {
+	// The DaemonSet's pod starts with the kubelet, in the first scenario
+	// that needs it (requireDaemonSetPlugin).
+	if e.pluginErr == nil && e.variant.Plugin != variant.PluginNone && e.variant.Plugin != variant.PluginDaemonSet {
 		e.pluginErr = e.startPlugin(ctx, 0)
 	}
 	return nil
@@ -370,6 +379,11 @@ func (e *guestEnv) dumpLogs() {
 	logs := []string{e.paths.ContainerdLog, e.paths.PluginLog}
 	if e.kubelet != nil {
 		logs = append(logs, e.paths.KubeletLog)
+	}
+	if e.dsPlugin != nil {
+		// The DaemonSet pod's container logs, every restart.
+		pods, _ := filepath.Glob("/var/log/pods/" + e.dsPlugin.namespace + "_" + e.dsPlugin.sp.Full + "_*/*/*.log")
+		logs = append(logs, pods...)
 	}
 	for _, f := range logs {
 		fmt.Printf("CGD-LOG ===== tail of %s =====\n", f)

@@ -43,6 +43,8 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.KubeletUserns:                   kubeletUserns,
 	variant.KubeletPodLevelPinning:          kubeletPodLevelPinning,
 	variant.KubeletStartLatency:             kubeletStartLatency,
+	variant.KubeletDaemonSetPod:             kubeletDaemonSetPod,
+	variant.KubeletPluginPodRestart:         kubeletPluginPodRestart,
 }
 
 // Console markers of a scenario, read by integration/vm: its identifier

@@ -94,6 +94,7 @@ func TestEncodeInvalid(t *testing.T) {
 		{"name mark without systemd", func(v *Variant) { v.Name = "demo-Systemd" }, "systemd", "0"},
 		{"kubelet scenario without a kubelet", func(v *Variant) { v.Scenarios = []Scenario{KubeletWritable} }, "scenarios", "KubeletWritable"},
 		{"kubelet not named", func(v *Variant) { v.Kubelet = true }, "kubelet", "1"},
+		{"DaemonSet pod without a kubelet", func(v *Variant) { v.Plugin = PluginDaemonSet }, "plugin", "daemonset"},
 		{"named Kubelet without one", func(v *Variant) { v.Name = "ctd24-Kubelet" }, "kubelet", "0"},
 	}
 	for _, tc := range tests {

@@ -68,6 +68,16 @@ const (
 	// PinningPluginRestartDuringChurn: the plugin is killed during churn
 	// and rebuilds its state.
 	PinningPluginRestartDuringChurn Scenario = "PinningPluginRestartDuringChurn"
+	// KubeletDaemonSetPod: the release image, imported with ctr, runs as
+	// the static pod rendered from the shipped DaemonSet under the real
+	// kubelet, with the shipped containerd drop-in; an annotated pod gets
+	// a writable cgroup through it, and `cgdelegate status` on the node
+	// says supported.
+	KubeletDaemonSetPod Scenario = "KubeletDaemonSetPod"
+	// KubeletPluginPodRestart: cgdelegate's process in that pod is
+	// killed; the kubelet restarts it, it reconnects, and no pod loses
+	// what it was given.
+	KubeletPluginPodRestart Scenario = "KubeletPluginPodRestart"
 	// InPodWorkers: in a writable pod, cgdelegate-init runs 20 workers in
 	// their own cgroups with their own limits, one is reported OOM, a
 	// fork-bomb of cgroups stops at the pod bound with the helper's
@@ -120,6 +130,7 @@ var scenarios = []Scenario{
 	UsernsPod, PluginMode, Restarts, FailClosedPerPod,
 	OptInPolicy, MetricsScraped, ValidatorRejectsHook,
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
+	KubeletDaemonSetPod, KubeletPluginPodRestart,
 	InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd,
 	PinningContainerScope,
 	Demo,

@@ -47,6 +47,16 @@ func Suite() []Variant {
 		},
 		{Name: "ctd23-nsdelegate-external", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: nsdelegate},
 		{Name: "ctd23-no-nsdelegate", Containerd: Containerd23, Plugin: PluginExternal, SMP: 2, Scenarios: noNSDelegate},
+		// cgdelegate deployed as it ships: the release image, the
+		// DaemonSet's pod as a static pod of the real kubelet, the
+		// containerd drop-in as written; CPU pinning on (the ConfigMap's
+		// config plus cpuPinning: true), so the restart shows a pinned
+		// pod keeping its CPUs.
+		{
+			Name: "ctd24-daemonset-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginDaemonSet, FailClosed: true,
+			Pinning: true, SMP: 4, NUMA: true, Kubelet: true,
+			Scenarios: []Scenario{KubeletDaemonSetPod, KubeletPluginPodRestart},
+		},
 		// PID 1 is systemd and runc uses its systemd cgroup driver: pod
 		// cgroups are kubepods-<qos>-pod<uid>.slice units (issue 8).
 		{

@@ -78,6 +78,28 @@ func TestScenarioKnown(t *testing.T) {
 	}
 }
 
+// TestDaemonSetVariants: a variant that runs cgdelegate as the DaemonSet's
+// pod gets the release image and loads the shipped containerd drop-in as
+// written (FailClosed); no other variant carries the image.
+func TestDaemonSetVariants(t *testing.T) {
+	n := 0
+	for _, v := range append(Suite(), DemoVariant()) {
+		ds := v.Plugin == PluginDaemonSet
+		if v.NeedsReleaseImage() != ds {
+			t.Errorf("%s: NeedsReleaseImage %v, plugin %s", v.Name, v.NeedsReleaseImage(), v.Plugin)
+		}
+		if ds && !v.FailClosed {
+			t.Errorf("%s runs the DaemonSet's pod without the shipped containerd drop-in", v.Name)
+		}
+		if ds {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Error("no variant runs cgdelegate as the DaemonSet's pod")
+	}
+}
+
 // TestSystemdSelector: `go test -run 'TestVM/.*Systemd'` selects exactly
 // the variants whose PID 1 is systemd, and there is at least one.
 func TestSystemdSelector(t *testing.T) {

@@ -18,11 +18,19 @@ const (
 	PluginPreregistered Plugin = "preregistered"
 	// PluginNone: containerd runs without cgdelegate.
 	PluginNone Plugin = "none"
+	// PluginDaemonSet: cgdelegate runs as the kubelet's static pod
+	// rendered from contrib/kubernetes/daemonset.yaml, from the release
+	// image (`make image`) imported with ctr.
+	PluginDaemonSet Plugin = "daemonset"
 )
 
 func (p Plugin) valid() bool {
-	return p == PluginExternal || p == PluginPreregistered || p == PluginNone
+	return p == PluginExternal || p == PluginPreregistered || p == PluginNone || p == PluginDaemonSet
 }
+
+// NeedsReleaseImage reports whether the boot needs the release image in
+// its initramfs: only a variant that runs the DaemonSet's pod does.
+func (v Variant) NeedsReleaseImage() bool { return v.Plugin == PluginDaemonSet }
 
 // Variant is one boot of the VM: a host configuration and the guest
 // scenarios that run in it.
@@ -83,7 +91,8 @@ func (v Variant) Validate() error {
 	}
 	check(keyName, isToken(v.Name), "want letters, digits, '.', '_' or '-'")
 	check(keyContainerd, isToken(v.Containerd), "want a release such as %s", Containerd24)
-	check(keyPlugin, v.Plugin.valid(), "want %s, %s or %s", PluginExternal, PluginPreregistered, PluginNone)
+	check(keyPlugin, v.Plugin.valid(), "want %s, %s, %s or %s", PluginExternal, PluginPreregistered, PluginNone, PluginDaemonSet)
+	check(keyPlugin, v.Plugin != PluginDaemonSet || v.Kubelet, "the DaemonSet's pod needs a kubelet (cgd.kubelet=1)")
 	check(keySystemd, v.Systemd == strings.Contains(v.Name, SystemdMark),
 		"a variant named %q must have %s%s=%s", v.Name, Prefix, keySystemd, formatBool(strings.Contains(v.Name, SystemdMark)))
 	check(keySMP, v.SMP >= 1, "want at least one CPU")

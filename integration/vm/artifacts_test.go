@@ -31,6 +31,18 @@ type builder struct {
 	repo     string // module root of cgdelegate
 	cacheDir string // survives runs, keyed by version
 	workDir  string // this run's scratch space
+	// version is the Makefile's VERSION (git describe, else "dev"): our
+	// binaries are linked with it and the release image labelled with it.
+	version string
+}
+
+// gitVersion is what the Makefile's VERSION would be.
+func (b *builder) gitVersion(ctx context.Context) string {
+	out, err := b.run(ctx, b.repo, nil, "git", "describe", "--tags", "--always", "--dirty")
+	if err != nil {
+		return "dev"
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // artifacts are the host paths of everything a boot needs.
@@ -49,6 +61,12 @@ type artifacts struct {
 	// Plugin and Hook are empty when they did not build; PluginErr says why.
 	Plugin, Hook string
 	PluginErr    error
+	// ReleaseImage is the image `make image` writes (ociimage.Release:
+	// cgdelegate, cgdelegate-hook, cgdelegate-init), named
+	// ociimage.DefaultRepo:<git describe>; empty when the plugin did not
+	// build. Only variants that run the DaemonSet's pod get it
+	// (variant.NeedsReleaseImage).
+	ReleaseImage string
 	// ContainerdDropIn is contrib/containerd/cgdelegate.toml.
 	ContainerdDropIn string
 	// SystemdRootfs is the Debian root filesystem tar of the systemd
@@ -290,6 +308,10 @@ func (b *builder) goBuild(ctx context.Context, out, pkg string, test bool, tags 
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
+	if !test && b.version != "" {
+		// As `make build` links it (the Makefile's LDFLAGS).
+		args = append(args, "-ldflags", "-X github.com/cgdelegate/cgdelegate/internal/version.linked="+b.version)
+	}
 	args = append(args, pkg)
 	if _, err := b.run(ctx, b.repo, []string{"CGO_ENABLED=0", "GOFLAGS=-buildvcs=false"}, "go", args...); err != nil {
 		return "", err
@@ -429,6 +451,9 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet b
 			return nil, err
 		}
 	}
+	if b.version == "" {
+		b.version = b.gitVersion(ctx)
+	}
 	if a.GuestTest, err = b.goBuild(ctx, "guest.test", "./integration/guest", true, "integration_guest"); err != nil {
 		return nil, err
 	}
@@ -450,7 +475,31 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet b
 	if a.Images, err = b.images(a.Busybox, pause, tools); err != nil {
 		return nil, err
 	}
+	if a.PluginErr == nil {
+		// cgdelegate-init as inPodTools built it.
+		a.ReleaseImage, a.PluginErr = b.releaseImage(plugin, hook, filepath.Join(b.workDir, "cgdelegate-init"))
+	}
 	return a, nil
+}
+
+// releaseImage writes the release image as `make image` does (the same
+// ociimage.Release, the binaries in the same order), labelled with
+// b.version, the version they were linked with.
+func (b *builder) releaseImage(binaries ...string) (string, error) {
+	img, err := ociimage.Release{Repo: ociimage.DefaultRepo, Version: b.version, Binaries: binaries}.Image()
+	if err != nil {
+		return "", fmt.Errorf("release image: %w", err)
+	}
+	p := filepath.Join(b.workDir, "cgdelegate-image.tar")
+	f, err := os.Create(p) //nolint:forbidigo // scratch file in our own work dir
+	if err != nil {
+		return "", fmt.Errorf("release image: %w", err)
+	}
+	werr := ociimage.WriteLayout(f, img)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return "", fmt.Errorf("release image %s: %w", img.Name, err)
+	}
+	return p, nil
 }
 
 // inPodTools are the busybox image's tools for the in-pod scenarios, in

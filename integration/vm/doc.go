@@ -30,6 +30,8 @@
 //     delegate package's test binary, runc); when a variant runs
 //     InPodSystemd, the initramfs also holds an image made from the systemd
 //     root filesystem, which that scenario imports.
+//   - the release image (internal/ociimage.Release, what `make image`
+//     writes), only in the initramfs of variants that run the DaemonSet's pod.
 //
 // Two inits: the busybox variants boot init.sh (busybox PID 1, cgroup2
 // mounted by the script); the systemd variants boot init-systemd.sh, which

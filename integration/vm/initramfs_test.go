@@ -19,6 +19,11 @@ import (
 const nullCNIConfig = `{"cniVersion": "1.0.0", "name": "cgd-null", "plugins": [{"type": "nullcni"}]}
 `
 
+// releaseImagePath is where the guest finds the release image (the guest's
+// releaseImage); apart from the busybox and pause images, which every boot
+// imports.
+const releaseImagePath = "cgd/release/cgdelegate-image.tar"
+
 //go:embed init.sh
 var initScript []byte
 
@@ -33,7 +38,7 @@ var guestRunScript []byte
 // with a memcpy while TCG would spend seconds in the kernel's decompressor.
 // With systemd, its root is the Debian root filesystem a.SystemdRootfs and
 // PID 1 becomes systemd; otherwise it is busybox and init.sh. Only kubelet
-// boots carry the kubelet's 90 MB.
+// boots carry the kubelet's 90 MB, only DaemonSet boots the release image.
 func packInitramfs(dst string, a *artifacts, boot bootKind) (err error) {
 	containerdVersion := boot.containerd
 	if boot.kubelet && a.Kubelet == "" {
@@ -62,14 +67,14 @@ func packInitramfs(dst string, a *artifacts, boot bootKind) (err error) {
 		if err := writeSystemdFiles(w); err != nil {
 			return err
 		}
-		writeSuiteFiles(w, a, ctrDir, containerdVersion, "cgd/overlay.ko", boot.kubelet)
+		writeSuiteFiles(w, a, ctrDir, containerdVersion, "cgd/overlay.ko", boot)
 		w.Tar(a.SystemdRootfs, nil)
 		return w.Close()
 	}
 	if err := writeBusybox(w, a); err != nil {
 		return err
 	}
-	writeSuiteFiles(w, a, ctrDir, containerdVersion, "lib/modules/overlay.ko", boot.kubelet)
+	writeSuiteFiles(w, a, ctrDir, containerdVersion, "lib/modules/overlay.ko", boot)
 	w.Bytes("etc/passwd", 0o644, []byte(guestPasswd))
 	w.Bytes("etc/group", 0o644, []byte(guestGroup))
 	w.Bytes("etc/hostname", 0o644, []byte("cgd-vm\n"))
@@ -133,9 +138,10 @@ func writeSystemdFiles(w *cpioWriter) error {
 
 // writeSuiteFiles writes what every variant's guest needs: containerd,
 // runc, cgdelegate, the guest test binary and its images, overlayfs (at
-// overlayKO), the CNI plugin, the kubelet when withKubelet, and the host
+// overlayKO), the CNI plugin, the kubelet and the release image when the
+// boot carries them, and the host
 // files the guest reads.
-func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, overlayKO string, withKubelet bool) {
+func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, overlayKO string, boot bootKind) {
 	for _, d := range []string{"cgd/images", "opt/nri/plugins", "etc/nri/conf.d", "etc/containerd", "var/lib", "var/log"} {
 		w.Dir(d, 0o755)
 	}
@@ -144,7 +150,7 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 	}
 	w.HostFile("usr/local/bin/runc", 0o755, a.Runc)
 	versions := fmt.Sprintf("containerd=%s\nrunc=%s\nkernel=%s\n", containerdVersion, runcVersion, a.KernelName)
-	if withKubelet {
+	if boot.kubelet {
 		w.HostFile("usr/local/bin/kubelet", 0o755, a.Kubelet)
 		versions += "kubelet=" + kubeletVersion + "\n"
 	}
@@ -153,6 +159,9 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 		w.HostFile("usr/local/bin/cgdelegate-hook", 0o755, a.Hook)
 	} else {
 		w.Bytes("cgd/plugin-build-error", 0o644, []byte(a.PluginErr.Error()))
+	}
+	if boot.release && a.ReleaseImage != "" {
+		w.HostFile(releaseImagePath, 0o644, a.ReleaseImage)
 	}
 	w.HostFile("cgd/guest.test", 0o755, a.GuestTest)
 	for i, img := range a.Images {

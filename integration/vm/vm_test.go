@@ -129,8 +129,8 @@ func TestVM(t *testing.T) {
 			t.Fatalf("building the systemd pod image: %v", err)
 		}
 	}
-	// One initramfs per containerd version, init, and kubelet or not: only
-	// the variants that run a kubelet carry its 90 MB.
+	// One initramfs per containerd version, init, kubelet and release
+	// image: only the variants that need them carry their 90 and 35 MB.
 	initrds := map[bootKind]string{}
 	for _, v := range vs {
 		k := bootOf(v)
@@ -155,11 +155,12 @@ func TestVM(t *testing.T) {
 type bootKind struct {
 	containerd       string
 	systemd, kubelet bool
+	release          bool // the release image (variant.NeedsReleaseImage)
 }
 
 // bootOf is the initramfs v boots.
 func bootOf(v variant.Variant) bootKind {
-	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.Kubelet}
+	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.Kubelet, release: v.NeedsReleaseImage()}
 }
 
 func (k bootKind) String() string {
@@ -169,6 +170,9 @@ func (k bootKind) String() string {
 	}
 	if k.kubelet {
 		s += "-kubelet"
+	}
+	if k.release {
+		s += "-release"
 	}
 	return s
 }
