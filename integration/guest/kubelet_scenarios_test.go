@@ -41,10 +41,18 @@ func kubeletWritable(t *testing.T, e *guestEnv) {
 		t.Errorf("qosClass %q, want Burstable (a memory limit only)", p.Status.QOSClass)
 	}
 	podCg := e.kubeletPodCgroup(t, k, p)
-	if want := filepath.Join(e.paths.CgroupRoot, "kubepods", "burstable", "pod"+string(p.UID)); podCg != want {
+	// Where each driver puts a Burstable pod and its containers, written
+	// out rather than derived (kubelet.PodCgroup is what is being checked).
+	want := filepath.Join(e.paths.CgroupRoot, "kubepods", "burstable", "pod"+string(p.UID))
+	ctrCg := filepath.Join(podCg, c.ID)
+	if e.variant.Systemd {
+		want = filepath.Join(e.paths.CgroupRoot, "kubepods.slice", "kubepods-burstable.slice",
+			"kubepods-burstable-pod"+strings.ReplaceAll(string(p.UID), "-", "_")+".slice")
+		ctrCg = filepath.Join(podCg, "cri-containerd-"+c.ID+".scope")
+	}
+	if podCg != want {
 		t.Errorf("pod cgroup %s, want %s", podCg, want)
 	}
-	ctrCg := filepath.Join(podCg, c.ID)
 	if got := readCgroupFile(t, ctrCg, "memory.max"); got != strconv.Itoa(64*mib) {
 		t.Errorf("container cgroup %s: memory.max %s, want the kubelet's 64Mi", ctrCg, got)
 	}

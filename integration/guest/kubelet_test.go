@@ -53,12 +53,17 @@ type kubeletEnv struct {
 	node   string
 }
 
-// kubeletConfig is the guest kubelet's configuration: the cgroupfs driver
-// as runc is configured in containerdConfig, and no CPU manager, so that
-// cgdelegate pins.
+// kubeletConfig is the guest kubelet's configuration: the cgroup driver
+// runc is configured with in containerdConfig (systemd on the systemd
+// variants, cgroupfs otherwise), and no CPU manager, so that cgdelegate
+// pins.
 func (e *guestEnv) kubeletConfig() kubelet.Config {
+	driver := kubelet.CgroupFS
+	if e.variant.Systemd {
+		driver = kubelet.Systemd
+	}
 	return kubelet.Config{
-		CgroupDriver:     kubelet.CgroupFS,
+		CgroupDriver:     driver,
 		StaticPodPath:    e.paths.StaticPods,
 		RuntimeEndpoint:  "unix://" + e.paths.ContainerdSocket,
 		CPUManagerPolicy: "none",

@@ -60,12 +60,16 @@ func Suite() []Variant {
 		// PID 1 is systemd and runc uses its systemd cgroup driver: pod
 		// cgroups are kubepods-<qos>-pod<uid>.slice units (issue 8).
 		{
-			Name: "ctd24-Systemd", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Systemd: true, SMP: 2,
+			Name: "ctd24-Systemd-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Systemd: true, SMP: 2,
+			Kubelet: true,
 			Scenarios: []Scenario{
 				Harness, AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
 				HookRefusesAfterRemount, UsernsPod,
 				// The in-pod stories (issue 10) under runc's systemd driver.
 				InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd,
+				// Last: the kubelet (systemd driver) kills pods it did
+				// not make.
+				KubeletWritable, KubeletUserns,
 			},
 		},
 		// The CPU pinning scenarios (issue 4), on four CPUs in two NUMA
