@@ -326,10 +326,10 @@ func (e *guestEnv) containerCgroup(t *testing.T, pod *cri.Pod, c *cri.Container)
 	return matches[0]
 }
 
-// cgdelegateStatus runs `cgdelegate status` and parses its report.
-func (e *guestEnv) cgdelegateStatus(t *testing.T) (status.Report, string) {
+// cgdelegateStatus runs `cgdelegate status` with args and parses its report.
+func (e *guestEnv) cgdelegateStatus(t *testing.T, args ...string) (status.Report, string) {
 	t.Helper()
-	out, err := exec.Command(e.paths.PluginBinary, "status").Output()
+	out, err := exec.Command(e.paths.PluginBinary, append([]string{"status"}, args...)...).Output()
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
 		t.Fatalf("cgdelegate status: %v", err)

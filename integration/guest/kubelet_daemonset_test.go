@@ -3,7 +3,6 @@
 package guest
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -183,16 +182,7 @@ func procArgs(t *testing.T, pid int) []string {
 // config, as an operator would.
 func (e *guestEnv) nodeStatus(t *testing.T) (status.Report, string) {
 	t.Helper()
-	out, err := exec.Command(e.paths.PluginBinary, "status", "-config", dsConfig).Output()
-	var exitErr *exec.ExitError
-	if err != nil && !errors.As(err, &exitErr) {
-		t.Fatalf("cgdelegate status: %v", err)
-	}
-	rep, perr := status.Parse(bytes.NewReader(out))
-	if perr != nil {
-		t.Fatalf("cgdelegate status (%v): %v\n%s", err, perr, out)
-	}
-	return rep, string(out)
+	return e.cgdelegateStatus(t, "-config", dsConfig)
 }
 
 // assertNodeSupported checks `cgdelegate status` on the node: supported,

@@ -360,6 +360,15 @@ func byName(views ...cpuView) map[string]cpuView {
 	return m
 }
 
+// unionOf is every CPU of nodes.
+func unionOf(nodes map[int]cpuset.CPUSet) cpuset.CPUSet {
+	all := cpuset.New()
+	for _, set := range nodes {
+		all = all.Union(set)
+	}
+	return all
+}
+
 // pinningPodBudget: a pod whose 2-CPU budget comes through CRI
 // LinuxPodSandboxConfig.Resources gets a bubble on one NUMA node; its
 // Guaranteed 1-CPU container gets an exclusive CPU with the quota off, its
@@ -370,10 +379,7 @@ func pinningPodBudget(t *testing.T, e *guestEnv) {
 	logFrom := fileSize(e.paths.PluginLog)
 	t.Cleanup(func() { e.pluginLog(t, logFrom) })
 	nodes := nodeCPUs(t)
-	all := cpuset.New()
-	for _, set := range nodes {
-		all = all.Union(set)
-	}
+	all := unionOf(nodes)
 	// A pod without a budget runs in the node shared pool: every CPU now.
 	plain := e.runPod(ctx, t, cri.PodSpec{Name: "plain"})
 	pc := runContainer(ctx, t, plain, memoryOnly("node-pool"))
@@ -628,10 +634,7 @@ func pinningContainerScope(t *testing.T, e *guestEnv) {
 	logFrom := fileSize(e.paths.PluginLog)
 	t.Cleanup(func() { e.pluginLog(t, logFrom) })
 	nodes := nodeCPUs(t)
-	all := cpuset.New()
-	for _, set := range nodes {
-		all = all.Union(set)
-	}
+	all := unionOf(nodes)
 	plain := e.runPod(ctx, t, cri.PodSpec{Name: "plain"})
 	pc := runContainer(ctx, t, plain, memoryOnly("node-pool"))
 	if v := viewOf(ctx, t, pc); !v.CPUs.Equals(all) {
