@@ -215,7 +215,7 @@ func (p *Plugin) Reload(base config.Config) error {
 	}
 	if pinning.ConfigChanged(p.h.Load().cfg, cfg) {
 		p.mu.Unlock()
-		return fmt.Errorf("%w: the CPU pinning settings (cpuPinning, topologyScope, reservedCPUs, strictCPUReservation, "+
+		return fmt.Errorf("%w: the CPU pinning settings (cpuPinning, topologyScope, reservedCPUs, strictCPUReservation, reservedMemory, "+
 			"sysfsRoot, kubeletCPUManagerState, allowKubeletStaticCPUManager) changed; they take effect when the plugin restarts", ErrReload)
 	}
 	p.base = base

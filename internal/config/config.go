@@ -107,6 +107,14 @@ type Config struct {
 	// default (false) is the kubelet's: reserved CPUs stay in the node
 	// shared pool, where pods without a CPU budget run.
 	StrictCPUReservation bool `json:"strictCPUReservation,omitempty"`
+	// ReservedMemory is memory the pod bubbles (and, in container scope,
+	// the exclusive containers) never get, per NUMA node, in the form of
+	// the kubelet's --reserved-memory flag (its KubeletConfiguration
+	// reservedMemory): "0:memory=1Gi;1:memory=512Mi". Each node's MemTotal
+	// minus its reservation is what the bubbles may hold there. Empty (the
+	// default) reserves nothing: the kubelet has no default either, its
+	// static memory manager refuses to start without one.
+	ReservedMemory string `json:"reservedMemory,omitempty"`
 	// KubeletCPUManagerState is the kubelet cpu_manager_state file. When it
 	// names the static policy, cgdelegate refuses to pin CPUs.
 	KubeletCPUManagerState string `json:"kubeletCPUManagerState,omitempty"`
@@ -261,6 +269,9 @@ func (c Config) Validate() error {
 		if _, err := cpuset.Parse(c.ReservedCPUs); err != nil {
 			errs = append(errs, fmt.Errorf("reservedCPUs: %q is not a cpuset list: %w", c.ReservedCPUs, err))
 		}
+	}
+	if _, err := ParseReservedMemory(c.ReservedMemory); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, patterns("optIn.namespaces", c.OptIn.Namespaces, false)...)
 	errs = append(errs, patterns("optIn.runtimeHandlers", c.OptIn.RuntimeHandlers, true)...)

@@ -147,7 +147,7 @@ func TestEveryKeyDecodes(t *testing.T) {
 	want := Config{
 		CgroupRoot: "/a", MountinfoPath: "/b", ProcRoot: "/c", SysfsRoot: "/d", HookPath: "/e",
 		HookTimeout: 3, Guard: GuardWarn, MaxDescendants: 4, MaxDepth: 5, FeatureFile: Disabled, StatusFile: "/f",
-		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", StrictCPUReservation: true,
+		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", StrictCPUReservation: true, ReservedMemory: "0:memory=1Gi",
 		KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true, MetricsAddress: "127.0.0.1:9767", ContainerdConfig: "/h",
 		OptIn: OptIn{Namespaces: []string{"team-*"}, RuntimeHandlers: []string{"runc"}, RequireUserNamespace: true},
 	}

@@ -2,6 +2,9 @@ package policy
 
 import (
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -9,6 +12,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cgdelegate/cgdelegate/internal/podres"
+	"github.com/cgdelegate/cgdelegate/internal/topology"
 )
 
 func memBudget(milli, mem int64) podres.Budget {
@@ -254,4 +258,131 @@ func BenchmarkPlaceBubble256(b *testing.B) {
 			b.ReportMetric(float64(cpu)/float64(n), "cpu-ns/op")
 		})
 	}
+}
+
+// TestReservedMemoryOption: reservedMemory is checked against the
+// topology when the policy is built.
+func TestReservedMemoryOption(t *testing.T) {
+	noMemTotal := dualHT()
+	n := noMemTotal.NUMANodes[1]
+	n.MemoryBytes = 0
+	noMemTotal.NUMANodes[1] = n
+	tests := []struct {
+		name     string
+		topo     *topology.Topology
+		reserved map[int]int64
+		wantErr  []string
+	}{
+		{name: "none", topo: dualHT()},
+		{name: "some on both nodes", topo: dualHT(), reserved: map[int]int64{0: gib, 1: 512 << 20}},
+		{name: "a whole node", topo: dualHT(), reserved: map[int]int64{1: 16 * gib}},
+		{name: "unknown node", topo: dualHT(), reserved: map[int]int64{2: gib},
+			wantErr: []string{"reservedMemory: NUMA node 2 does not exist on this machine (NUMA nodes 0-1)"}},
+		{name: "more than the node has", topo: dualHT(), reserved: map[int]int64{0: 17 * gib},
+			wantErr: []string{"reservedMemory: NUMA node 0: 17Gi is more than the node has (MemTotal 16Gi)"}},
+		{name: "negative", topo: dualHT(), reserved: map[int]int64{0: -1},
+			wantErr: []string{"reservedMemory: NUMA node 0: -1 bytes is negative"}},
+		{name: "node without MemTotal", topo: noMemTotal, reserved: map[int]int64{1: gib},
+			wantErr: []string{"reservedMemory: NUMA node 1 reports no MemTotal, so 1Gi can not be reserved on it"}},
+		{name: "every problem", topo: dualHT(), reserved: map[int]int64{0: 20 * gib, 5: gib},
+			wantErr: []string{"NUMA node 0: 20Gi is more than", "NUMA node 5 does not exist"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := New(tc.topo, Options{ReservedMemory: tc.reserved})
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				for id, r := range tc.reserved {
+					if got, want := p.mem.capacity[id], int64(tc.topo.NUMANodes[id].MemoryBytes)-r; got != want {
+						t.Errorf("node %d capacity %d, want %d", id, got, want)
+					}
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("err = %v\nwant it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestReservedMemoryPlacement: bubbles get MemTotal minus reservedMemory
+// on each node (dualHT: 16 GiB per node).
+func TestReservedMemoryPlacement(t *testing.T) {
+	tests := []struct {
+		name     string
+		reserved map[int]int64
+		mem      int64
+		// wantMems is the pod's memory nodes and wantShare what it holds
+		// on each; wantErr the refusal.
+		wantMems  string
+		wantShare map[int]int64
+		wantErr   []string
+	}{
+		{
+			name: "fits next to the reservation", reserved: map[int]int64{0: 4 * gib}, mem: 12 * gib,
+			wantMems: "0", wantShare: map[int]int64{0: 12 * gib},
+		},
+		{
+			name: "moves away from a reserved node", reserved: map[int]int64{0: 8 * gib}, mem: 12 * gib,
+			wantMems: "1", wantShare: map[int]int64{1: 12 * gib},
+		},
+		{
+			name: "widens because of the reservation", reserved: map[int]int64{0: 8 * gib, 1: 8 * gib}, mem: 12 * gib,
+			wantMems: "0-1", wantShare: map[int]int64{0: 8 * gib, 1: 4 * gib},
+		},
+		{
+			name: "refused with the numbers", reserved: map[int]int64{0: gib, 1: 2 * gib}, mem: 30 * gib,
+			wantErr: []string{
+				"memory limit 30Gi does not fit, 29Gi free in all NUMA nodes together",
+				"node 0: 15Gi of 15Gi free (MemTotal 16Gi, reservedMemory 1Gi), node 1: 14Gi of 14Gi free (MemTotal 16Gi, reservedMemory 2Gi)",
+				"free is MemTotal minus reservedMemory",
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustNew(t, dualHT(), Options{ReservedMemory: tc.reserved})
+			_, err := p.AddPod(PodSpec{ID: "a", Budget: memBudget(2000, tc.mem)})
+			if tc.wantErr != nil {
+				if !errors.Is(err, ErrInsufficientMemory) {
+					t.Fatalf("err = %v, want ErrInsufficientMemory", err)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("err = %v\nwant it to contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps := p.st.pods["a"]
+			if got := p.podMems(ps).String(); got != tc.wantMems {
+				t.Errorf("memory nodes = %s, want %s", got, tc.wantMems)
+			}
+			if !maps.Equal(ps.memShare, tc.wantShare) {
+				t.Errorf("share = %v, want %v", ps.memShare, tc.wantShare)
+			}
+			if got, want := p.Snapshot().ReservedMemory, reservedText(tc.reserved); got != want {
+				t.Errorf("status reservedMemory = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+func reservedText(r map[int]int64) string {
+	var parts []string
+	for _, id := range slices.Sorted(maps.Keys(r)) {
+		parts = append(parts, fmt.Sprintf("%d:memory=%dGi", id, r[id]/gib))
+	}
+	return strings.Join(parts, ";")
 }

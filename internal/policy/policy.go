@@ -26,6 +26,11 @@ type Options struct {
 	// too, as the kubelet's strict-cpu-reservation option does. The default
 	// (false) is the kubelet's: reserved CPUs are shared.
 	StrictReservation bool
+	// ReservedMemory is the memory, in bytes per NUMA node, that no
+	// bubble and no exclusive container gets (config reservedMemory, the
+	// kubelet's reservedMemory). Every node named must exist and hold
+	// that much.
+	ReservedMemory map[int]int64
 }
 
 // takeFunc picks n CPUs out of available by topology.
@@ -82,7 +87,9 @@ func New(t *topology.Topology, o Options) (*Policy, error) {
 		sharedReserved: sharedReserved, memNodes: t.MemoryNodes(), take: a.Take, st: newState(),
 	}
 	p.v = newView(p.usable, p.st)
-	p.mem = p.newMemory()
+	if p.mem, err = p.newMemory(o.ReservedMemory); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
