@@ -129,11 +129,17 @@ func podMemory(b podres.Budget) int64 {
 	return b.MemoryRequest
 }
 
-// memUsed sums the memory the bubbles of s reserve on each node.
+// memUsed sums the memory the bubbles and the node-level slices of s
+// reserve on each node.
 func memUsed(s *state) map[int]int64 {
 	used := map[int]int64{}
 	for _, ps := range s.pods {
 		for n, b := range ps.memShare {
+			used[n] += b
+		}
+	}
+	for id := range s.memHolders {
+		for n, b := range s.ctrs[id].memShare {
 			used[n] += b
 		}
 	}
@@ -193,11 +199,22 @@ func (m *memory) share(g []int, cpuNodes cpuset.CPUSet, mem int64, used map[int]
 // smallest, closest group that holds both the memory and n free CPUs.
 // When no group does, the error gives the numbers.
 func (p *Policy) placeBubble(s *state, free cpuset.CPUSet, n int, mem int64, what string) (cpus, extra cpuset.CPUSet, share map[int]int64, err error) {
+	var used map[int]int64
+	if mem > 0 && p.mem.known {
+		used = memUsed(s)
+	}
+	return p.place(used, free, n, mem, what)
+}
+
+// place is placeBubble with the memory already used on each node: a
+// bubble, or (container scope) a node-level slice whose container's
+// memory limit its NUMA nodes must hold. used may be nil when mem is 0 or
+// memory is unknown.
+func (p *Policy) place(used map[int]int64, free cpuset.CPUSet, n int, mem int64, what string) (cpus, extra cpuset.CPUSet, share map[int]int64, err error) {
 	cpus, err = p.takeFromNode(free, n, what)
 	if err != nil || mem <= 0 || !p.mem.known {
 		return cpus, cpuset.New(), nil, err
 	}
-	used := memUsed(s)
 	cpuNodes := p.topo.MemsOf(cpus)
 	if g := cpuNodes.List(); p.mem.groupFree(g, used) >= mem {
 		return cpus, cpuset.New(), p.mem.share(g, cpuNodes, mem, used), nil
