@@ -278,16 +278,26 @@ func TestReservedMemoryOption(t *testing.T) {
 		{name: "none", topo: dualHT()},
 		{name: "some on both nodes", topo: dualHT(), reserved: map[int]int64{0: gib, 1: 512 << 20}},
 		{name: "a whole node", topo: dualHT(), reserved: map[int]int64{1: 16 * gib}},
-		{name: "unknown node", topo: dualHT(), reserved: map[int]int64{2: gib},
-			wantErr: []string{"reservedMemory: NUMA node 2 does not exist on this machine (NUMA nodes 0-1)"}},
-		{name: "more than the node has", topo: dualHT(), reserved: map[int]int64{0: 17 * gib},
-			wantErr: []string{"reservedMemory: NUMA node 0: 17Gi is more than the node has (MemTotal 16Gi)"}},
-		{name: "negative", topo: dualHT(), reserved: map[int]int64{0: -1},
-			wantErr: []string{"reservedMemory: NUMA node 0: -1 bytes is negative"}},
-		{name: "node without MemTotal", topo: noMemTotal, reserved: map[int]int64{1: gib},
-			wantErr: []string{"reservedMemory: NUMA node 1 reports no MemTotal, so 1Gi can not be reserved on it"}},
-		{name: "every problem", topo: dualHT(), reserved: map[int]int64{0: 20 * gib, 5: gib},
-			wantErr: []string{"NUMA node 0: 20Gi is more than", "NUMA node 5 does not exist"}},
+		{
+			name: "unknown node", topo: dualHT(), reserved: map[int]int64{2: gib},
+			wantErr: []string{"reservedMemory: NUMA node 2 does not exist on this machine (NUMA nodes 0-1)"},
+		},
+		{
+			name: "more than the node has", topo: dualHT(), reserved: map[int]int64{0: 17 * gib},
+			wantErr: []string{"reservedMemory: NUMA node 0: 17Gi is more than the node has (MemTotal 16Gi)"},
+		},
+		{
+			name: "negative", topo: dualHT(), reserved: map[int]int64{0: -1},
+			wantErr: []string{"reservedMemory: NUMA node 0: -1 bytes is negative"},
+		},
+		{
+			name: "node without MemTotal", topo: noMemTotal, reserved: map[int]int64{1: gib},
+			wantErr: []string{"reservedMemory: NUMA node 1 reports no MemTotal, so 1Gi can not be reserved on it"},
+		},
+		{
+			name: "every problem", topo: dualHT(), reserved: map[int]int64{0: 20 * gib, 5: gib},
+			wantErr: []string{"NUMA node 0: 20Gi is more than", "NUMA node 5 does not exist"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

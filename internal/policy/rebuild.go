@@ -60,15 +60,15 @@ type RebuildResult struct {
 //     earlier rebuild, which can not stamp it (an update carries no
 //     annotations): without adoption every later rebuild would carve it
 //     afresh and might move it;
-//  4b. reserve the memory of the kept bubbles and node-level slices
-//     (keptMemory);
-//  5. allocate fresh bubbles for budget pods without a kept one; a pod that
+//  5. reserve the memory of the kept bubbles and node-level slices on their
+//     memory nodes (a max flow, memory.spread);
+//  6. allocate fresh bubbles for budget pods without a kept one; a pod that
 //     does not fit is degraded to the node shared pool;
-//  6. carve fresh slices for exclusive-eligible containers without a kept
+//  7. carve fresh slices for exclusive-eligible containers without a kept
 //     one (in container scope, where their memory fits); one that does not
 //     fit is placed in its shared pool;
-//  7. put everything else in its shared pool;
-//  8. report an update for every container whose current cpuset differs
+//  8. put everything else in its shared pool;
+//  9. report an update for every container whose current cpuset differs
 //     from the result.
 //
 // Every stamp that was not kept is reported in Conflicts.
@@ -287,7 +287,7 @@ func (r *rebuild) notGuaranteed(podID string) (ContainerSpec, bool) {
 }
 
 // keptMemory gives the kept bubbles and node-level slices their memory
-// back (step 4b). Their memory nodes are those of their CPUs and those the
+// back (step 5). Their memory nodes are those of their CPUs and those the
 // stamps of their pinned containers name beyond them (a widened bubble or
 // slice; an adopted slice has no stamp, its current mems say). The memory
 // is reserved there within the nodes' capacity when possible
@@ -443,7 +443,7 @@ func (r *rebuild) adoptUnstampedSlices() {
 
 // allocateBubbles gives the pods in freshPods a new bubble, or degrades
 // them to the node shared pool; the exclusive-eligible containers of a pod
-// that got one need a fresh slice (step 5).
+// that got one need a fresh slice (step 6).
 func (r *rebuild) allocateBubbles() {
 	for _, id := range r.freshPods {
 		ps := r.st.pods[id]
@@ -467,7 +467,7 @@ func (r *rebuild) allocateBubbles() {
 }
 
 // carveSlices gives the containers in freshCtrs a new slice; one that does
-// not fit stays shared (step 6).
+// not fit stays shared (step 7).
 func (r *rebuild) carveSlices() {
 	for _, id := range r.freshCtrs {
 		c := r.st.ctrs[id]
@@ -504,7 +504,7 @@ func (r *rebuild) carveSlices() {
 }
 
 // placeShared puts every container without a slice in its shared pool and
-// returns the pools of the new state (step 7).
+// returns the pools of the new state (step 8).
 func (r *rebuild) placeShared() *view {
 	for _, id := range r.ctrIDs {
 		c := r.st.ctrs[id]
@@ -535,7 +535,7 @@ func (r *rebuild) placeShared() *view {
 }
 
 // diff reports an update for every container whose current cpuset differs
-// from its assignment under v (step 8).
+// from its assignment under v (step 9).
 func (r *rebuild) diff(v *view) {
 	for _, id := range r.ctrIDs {
 		c := r.st.ctrs[id]
