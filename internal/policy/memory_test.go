@@ -596,3 +596,39 @@ func TestContainerScopeRebuildKeepsMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestRebuildRecomputesSplit: after a restart the memory nodes of a
+// widened bubble are kept (stamps), and the split of its memory over them
+// is recomputed: the nodes of its CPUs first, as a fresh placement would,
+// not where room happened to be when it was placed. Total and nodes stay.
+func TestRebuildRecomputesSplit(t *testing.T) {
+	p := mustNew(t, dualHT(), Options{})
+	mustAddPod(t, p, "b", memBudget(2000, 10*gib))
+	mustAddPod(t, p, "a", memBudget(2000, 20*gib))
+	a, _ := mustAdd(t, p, ctr("ac", "a", guaranteed(1000)))
+	ps := p.st.pods["a"]
+	cpuNode := p.topo.MemsOf(ps.bubble).List()
+	if len(cpuNode) != 1 || p.podMems(ps).Size() != 2 {
+		t.Fatalf("a: bubble %s on nodes %v, memory nodes %s; want one cpu node, widened to two", ps.bubble, cpuNode, p.podMems(ps))
+	}
+	first, other := cpuNode[0], 1-cpuNode[0]
+	// b held 10Gi of a's cpu node when a was placed.
+	if want := map[int]int64{first: 6 * gib, other: 14 * gib}; !maps.Equal(ps.memShare, want) {
+		t.Fatalf("a placed next to b: share %v, want %v", ps.memShare, want)
+	}
+	p.RemovePod("b")
+
+	q := mustNew(t, dualHT(), Options{})
+	res := q.Rebuild([]PodSpec{{ID: "a", Budget: memBudget(2000, 20*gib)}},
+		[]ContainerState{{Spec: ctr("ac", "a", guaranteed(1000)), Stamp: a.Stamp(), CPUs: a.CPUs, Mems: a.Mems, CPUQuota: -1}})
+	if len(res.Conflicts) != 0 || len(res.Updates) != 0 {
+		t.Fatalf("rebuild: conflicts %v, updates %v", res.Conflicts, ids(res.Updates))
+	}
+	qs := q.st.pods["a"]
+	if !q.podMems(qs).Equals(p.podMems(ps)) {
+		t.Errorf("memory nodes %s after rebuild, want %s", q.podMems(qs), p.podMems(ps))
+	}
+	if want := map[int]int64{first: 16 * gib, other: 4 * gib}; !maps.Equal(qs.memShare, want) {
+		t.Errorf("recomputed share %v, want %v", qs.memShare, want)
+	}
+}

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -439,6 +440,7 @@ func checkRebuild(t testing.TB, p *Policy, r *fakeRuntime) {
 			recoverable = false
 		}
 	}
+	shares := memShares(p)
 	pods, ctrs := r.snapshot()
 	res := p.Rebuild(pods, ctrs)
 	if recoverable {
@@ -448,8 +450,53 @@ func checkRebuild(t testing.TB, p *Policy, r *fakeRuntime) {
 		if got := p.Snapshot(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("rebuild changed the state:\n%+v\n%+v", got, want)
 		}
+		// The per-node split is recomputed, not remembered: a holder on
+		// one memory node reserves exactly what it did there, one on
+		// several the same amount (on its nodes: checkInvariants).
+		after := memShares(p)
+		for id, before := range shares {
+			if before.nodes == 1 && !maps.Equal(before.share, after[id].share) {
+				t.Fatalf("rebuild moved %s's memory %v to %v", id, before.share, after[id].share)
+			}
+			if before.sum() != after[id].sum() {
+				t.Fatalf("rebuild reserved %d bytes for %s, was %d", after[id].sum(), id, before.sum())
+			}
+		}
 	}
 	r.apply(res.Updates...)
+}
+
+// held is what one bubble or node-level slice reserves, and on how many
+// memory nodes it lives.
+type held struct {
+	share map[int]int64
+	nodes int
+}
+
+func (h held) sum() int64 {
+	var s int64
+	for _, b := range h.share {
+		s += b
+	}
+	return s
+}
+
+// memShares returns what every bubble ("pod/<id>") and node-level slice
+// ("ctr/<id>") reserves.
+func memShares(p *Policy) map[string]held {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]held{}
+	for id, ps := range p.st.pods {
+		if len(ps.memShare) > 0 {
+			out["pod/"+id] = held{maps.Clone(ps.memShare), p.podMems(ps).Size()}
+		}
+	}
+	for id := range p.st.memHolders {
+		c := p.st.ctrs[id]
+		out["ctr/"+id] = held{maps.Clone(c.memShare), p.topo.MemsOf(c.slice).Union(c.extraMems).Size()}
+	}
+	return out
 }
 
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
