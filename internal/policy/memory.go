@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/podres"
 )
 
@@ -250,8 +251,12 @@ func (p *Policy) memError(what string, mem int64, used map[int]int64) error {
 			nodes[i] += fmt.Sprintf(" (MemTotal %s, reservedMemory %s)", podres.FormatMemory(p.mem.total[id]), podres.FormatMemory(r))
 		}
 	}
-	return fmt.Errorf("%w: %s: memory limit %s does not fit, %s free in all NUMA nodes together (%s; free is MemTotal minus reservedMemory minus the memory of the bubbles and exclusive containers)",
-		ErrInsufficientMemory, what, podres.FormatMemory(mem), podres.FormatMemory(p.mem.groupFree(ids, used)), strings.Join(nodes, ", "))
+	holders := "the bubbles"
+	if p.scope == config.ScopeContainer {
+		holders = "the exclusive containers"
+	}
+	return fmt.Errorf("%w: %s: memory limit %s does not fit, %s free in all NUMA nodes together (%s; free is MemTotal minus reservedMemory minus the memory of %s)",
+		ErrInsufficientMemory, what, podres.FormatMemory(mem), podres.FormatMemory(p.mem.groupFree(ids, used)), strings.Join(nodes, ", "), holders)
 }
 
 // pinnedMems is the cpuset.mems of a pinned container of pod ps running on

@@ -355,7 +355,7 @@ func TestReservedMemoryPlacement(t *testing.T) {
 			wantErr: []string{
 				"memory limit 30Gi does not fit, 29Gi free in all NUMA nodes together",
 				"node 0: 15Gi of 15Gi free (MemTotal 16Gi, reservedMemory 1Gi), node 1: 14Gi of 14Gi free (MemTotal 16Gi, reservedMemory 2Gi)",
-				"free is MemTotal minus reservedMemory",
+				"free is MemTotal minus reservedMemory minus the memory of the bubbles)",
 			},
 		},
 	}
@@ -452,6 +452,7 @@ func TestContainerScopeMemory(t *testing.T) {
 			wantErr: []string{
 				"memory limit 13Gi does not fit, 12Gi free in all NUMA nodes together",
 				"node 0: 0 of 16Gi free, node 1: 12Gi of 16Gi free",
+				"minus the memory of the exclusive containers)",
 			},
 		},
 	}
