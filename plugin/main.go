@@ -38,6 +38,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
+	"github.com/cgdelegate/cgdelegate/internal/reconnect"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
 	"github.com/cgdelegate/cgdelegate/internal/version"
@@ -149,7 +150,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Info("serving metrics", "address", metricsSrv.Addr().String(), "path", "/metrics")
 	}
 	log.Info("starting", "version", version.String(), "config", f.config, "cgroupRoot", cfg.CgroupRoot, "hook", cfg.HookPath)
-	if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	// A dropped connection (a request over the runtime's
+	// plugin_request_timeout, a runtime restart) is followed by a new one:
+	// the runtime configures and synchronizes the plugin again.
+	if err := reconnect.Run(ctx, log, reconnect.Default, s.Run); err != nil {
 		log.Error("plugin exited", "error", err)
 		return 1
 	}

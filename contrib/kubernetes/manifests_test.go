@@ -273,6 +273,41 @@ func TestDaemonSet(t *testing.T) {
 	}
 }
 
+// Both containers run with the least privilege the VM scenario
+// KubeletDaemonSetPod proves enough: not privileged, every capability
+// dropped and none added, no privilege escalation, a read-only root and
+// the runtime's default seccomp profile.
+func TestDaemonSetLeastPrivilege(t *testing.T) {
+	spec := only[appsv1.DaemonSet](t, daemonSetFile).Spec.Template.Spec
+	if spec.HostNetwork || spec.HostIPC {
+		t.Errorf("hostNetwork %v, hostIPC %v: the plugin needs neither", spec.HostNetwork, spec.HostIPC)
+	}
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		t.Run(c.Name, func(t *testing.T) {
+			sc := c.SecurityContext
+			if sc == nil {
+				t.Fatal("no securityContext")
+			}
+			for _, tc := range []struct {
+				field string
+				ok    bool
+			}{
+				{"privileged: false", sc.Privileged != nil && !*sc.Privileged},
+				{"allowPrivilegeEscalation: false", sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation},
+				{"readOnlyRootFilesystem: true", sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem},
+				{"capabilities.drop: [ALL]", sc.Capabilities != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"})},
+				{"no capabilities.add", sc.Capabilities == nil || len(sc.Capabilities.Add) == 0},
+				{"seccompProfile: RuntimeDefault", sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault},
+				{"no procMount, SELinux or AppArmor override", sc.ProcMount == nil && sc.SELinuxOptions == nil && sc.AppArmorProfile == nil},
+			} {
+				if !tc.ok {
+					t.Errorf("want %s, got %+v", tc.field, sc)
+				}
+			}
+		})
+	}
+}
+
 // The containerd drop-in enables the default validator and requires no
 // plugin globally: fail closed per pod, never per node.
 func TestContainerdDropIn(t *testing.T) {
