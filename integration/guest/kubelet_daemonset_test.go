@@ -365,8 +365,9 @@ func kubeletPluginPodRestart(t *testing.T, e *guestEnv) {
 	}
 
 	// The pod as it is now: on a loaded TCG host containerd may have
-	// dropped the plugin meanwhile (a request over the drop-in's 2 s
-	// plugin_request_timeout) and the kubelet restarted it.
+	// dropped the plugin meanwhile (a request over the drop-in's 5 s
+	// plugin_request_timeout); it reconnects by itself, and after repeated
+	// drops exits and the kubelet restarts it.
 	p := k.dsPod(ctx, t, ds, 0)
 	restarts := kubelet.ContainerStatus(p, dsPluginContainer).RestartCount
 	pids := e.containerPIDs(t, k, p, dsPluginContainer)

@@ -12,10 +12,14 @@ package reconnect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 )
+
+// ErrGaveUp: the connection was lost too often in a row.
+var ErrGaveUp = errors.New("reconnect: giving up")
 
 // Backoff is the wait before each reconnection: Min after a connection
 // that lasted at least Reset, doubling on every quick failure up to Max.
@@ -27,20 +31,27 @@ type Backoff struct {
 	// Reset is how long a connection must last for the next wait to be
 	// Min again.
 	Reset time.Duration
+	// GiveUp ends Run with an error after this many losses in a row of
+	// connections shorter than Reset (0: never), so that a process stuck in
+	// a bad state is restarted by its supervisor instead of timing out
+	// every new connection.
+	GiveUp int
 }
 
 // Default is the backoff cgdelegate runs with: a dropped plugin is back
-// within a second, a runtime that is down is retried every 30 s at most.
-var Default = Backoff{Min: time.Second, Max: 30 * time.Second, Reset: time.Minute}
+// within a second; after 6 quick losses in a row (about a minute of
+// waits) the plugin exits and the kubelet or systemd restarts it.
+var Default = Backoff{Min: time.Second, Max: 30 * time.Second, Reset: time.Minute, GiveUp: 6}
 
 // Run calls run until ctx is done, waiting between calls as b says, and
 // logs every lost connection (run returning while ctx is not done). It
-// returns nil once ctx is done.
+// returns nil once ctx is done, and an error wrapping ErrGaveUp and the
+// last loss after b.GiveUp quick losses in a row.
 func Run(ctx context.Context, log *slog.Logger, b Backoff, run func(context.Context) error) error {
 	if b.Min <= 0 || b.Max < b.Min {
 		return fmt.Errorf("reconnect: backoff Min %s, Max %s: want 0 < Min <= Max", b.Min, b.Max)
 	}
-	wait := b.Min
+	wait, quick := b.Min, 0
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		err := run(ctx)
@@ -49,7 +60,9 @@ func Run(ctx context.Context, log *slog.Logger, b Backoff, run func(context.Cont
 		}
 		lasted := time.Since(start)
 		if lasted >= b.Reset {
-			wait = b.Min
+			wait, quick = b.Min, 0
+		} else if quick++; b.GiveUp > 0 && quick >= b.GiveUp {
+			return fmt.Errorf("%w: %d connections in a row lasted less than %s; last: %w", ErrGaveUp, quick, b.Reset, err)
 		}
 		log.Error("connection to the runtime lost; reconnecting",
 			"error", err, "attempt", attempt, "connected", lasted.Round(time.Millisecond), "retryIn", wait)

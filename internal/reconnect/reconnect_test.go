@@ -94,3 +94,40 @@ func TestRunRefusesBadBackoff(t *testing.T) {
 		}
 	}
 }
+
+// GiveUp quick losses in a row end Run with ErrGaveUp and the last loss; a
+// long connection in between starts the count again.
+func TestRunGivesUp(t *testing.T) {
+	tests := []struct {
+		name string
+		// lasts is how long each run lasts; the test fails if Run calls
+		// run more often.
+		lasts []time.Duration
+		want  int // calls before Run gives up
+	}{
+		{"three quick losses", []time.Duration{0, 0, 0}, 3},
+		{"a long connection resets the count", []time.Duration{0, 0, 30 * time.Millisecond, 0, 0, 0}, 6},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			last := errors.New("ttrpc: server closed")
+			run := func(context.Context) error {
+				if calls == len(tc.lasts) {
+					t.Fatalf("run called %d times, want %d", calls+1, tc.want)
+				}
+				time.Sleep(tc.lasts[calls])
+				calls++
+				return last
+			}
+			b := Backoff{Min: time.Millisecond, Max: time.Millisecond, Reset: 20 * time.Millisecond, GiveUp: 3}
+			err := Run(context.Background(), slog.New(slog.DiscardHandler), b, run)
+			if !errors.Is(err, ErrGaveUp) || !errors.Is(err, last) {
+				t.Errorf("Run = %v, want ErrGaveUp wrapping the last loss", err)
+			}
+			if calls != tc.want {
+				t.Errorf("run called %d times, want %d", calls, tc.want)
+			}
+		})
+	}
+}
