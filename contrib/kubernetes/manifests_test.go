@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"go.yaml.in/yaml/v3"
@@ -328,6 +329,23 @@ func TestContainerdDropIn(t *testing.T) {
 	for _, s := range settings {
 		if strings.HasPrefix(s, "required_plugins") || strings.HasPrefix(s, "tolerate_missing_plugins_annotation") {
 			t.Errorf("%q: the drop-in must not require plugins globally", s)
+		}
+	}
+	// The timeouts README.md, "Request timeouts", explains: above
+	// containerd's 2 s default, far below the kubelet's 2 min CRI timeout.
+	for key, bounds := range map[string][2]time.Duration{
+		"plugin_request_timeout":      {5 * time.Second, 30 * time.Second},
+		"plugin_registration_timeout": {5 * time.Second, 30 * time.Second},
+	} {
+		var value string
+		for _, s := range settings {
+			if k, v, ok := strings.Cut(s, "="); ok && strings.TrimSpace(k) == key {
+				value = strings.Trim(strings.TrimSpace(v), `"`)
+			}
+		}
+		d, err := time.ParseDuration(value)
+		if err != nil || d < bounds[0] || d > bounds[1] {
+			t.Errorf("%s = %q (%v), want a duration in [%s, %s]", key, value, err, bounds[0], bounds[1])
 		}
 	}
 }
