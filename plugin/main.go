@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 
 	"github.com/cgdelegate/cgdelegate/internal/advert"
@@ -150,14 +151,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Info("serving metrics", "address", metricsSrv.Addr().String(), "path", "/metrics")
 	}
 	log.Info("starting", "version", version.String(), "config", f.config, "cgroupRoot", cfg.CgroupRoot, "hook", cfg.HookPath)
-	// A dropped connection (a request over the runtime's
-	// plugin_request_timeout, a runtime restart) is followed by a new one:
-	// the runtime configures and synchronizes the plugin again.
-	if err := reconnect.Run(ctx, log, reconnect.Default, s.Run); err != nil {
+	if err := serve(ctx, log, s.Run, os.Getenv(api.PluginSocketEnvVar) != ""); err != nil {
 		log.Error("plugin exited", "error", err)
 		return 1
 	}
 	return 0
+}
+
+// serve runs the plugin's connection (run, the stub's Run) until ctx is
+// done. An external plugin reconnects when the runtime drops it (a request
+// over plugin_request_timeout, a runtime restart), and the runtime
+// configures and synchronizes it again. A plugin the runtime started on a
+// connection it passed (launched) exits instead: that connection can not
+// be dialled again, and the runtime starts a new process.
+func serve(ctx context.Context, log *slog.Logger, run func(context.Context) error, launched bool) error {
+	if !launched {
+		return reconnect.Run(ctx, log, reconnect.Default, run)
+	}
+	if err := run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
 }
 
 // reloadOnHangup reloads the config file on every signal on hup, until ctx
