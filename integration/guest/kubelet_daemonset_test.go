@@ -257,6 +257,14 @@ func kubeletDaemonSetPod(t *testing.T, e *guestEnv) {
 	k, ds := e.requireDaemonSetPlugin(ctx, t)
 	p := k.dsPod(ctx, t, ds, 0)
 	t.Logf("kubelet: %s", kubelet.Describe(p))
+	if cs := kubelet.ContainerStatus(p, dsPluginContainer); cs.RestartCount > 0 {
+		// Why it restarted before the scenario did anything: the earlier
+		// runs' logs (the kubelet keeps <n>.log per restart).
+		logs, _ := filepath.Glob("/var/log/pods/" + ds.namespace + "_" + ds.sp.Full + "_*/" + dsPluginContainer + "/*.log")
+		for _, f := range logs {
+			t.Logf("%s (restarted %d times), tail of %s:\n%s", dsPluginContainer, cs.RestartCount, f, fileTail(f, 8))
+		}
+	}
 
 	// The init container ran the hook install and put the image's hook
 	// (the host's own build) back where hookPath says.
