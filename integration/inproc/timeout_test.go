@@ -99,7 +99,9 @@ func TestRequestTimeoutDropsAndReconnects(t *testing.T) {
 	go func() { done <- reconnect.Run(ctx, log, backoff, s.Run) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("reconnect.Run: %v", err)
+		}
 	})
 
 	pod := Pod("web", "u1", cgroupfsParent, writable(""))

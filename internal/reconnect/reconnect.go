@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// ErrGaveUp: the connection was lost too often in a row.
+// ErrGaveUp is returned when the connection was lost too often in a row.
 var ErrGaveUp = errors.New("reconnect: giving up")
 
 // Backoff is the wait before each reconnection: Min after a connection

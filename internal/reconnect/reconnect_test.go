@@ -20,10 +20,18 @@ func TestRunBacksOff(t *testing.T) {
 		// want are the minimum gaps between the ends and starts of runs.
 		want []time.Duration
 	}{
-		{"quick failures double up to Max", Backoff{Min: 20 * time.Millisecond, Max: 80 * time.Millisecond, Reset: time.Hour}, 0,
-			[]time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond, 80 * time.Millisecond}},
-		{"long connections wait Min", Backoff{Min: 20 * time.Millisecond, Max: 80 * time.Millisecond, Reset: 10 * time.Millisecond}, 15 * time.Millisecond,
-			[]time.Duration{20 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond}},
+		{
+			"quick failures double up to Max",
+			Backoff{Min: 20 * time.Millisecond, Max: 80 * time.Millisecond, Reset: time.Hour},
+			0,
+			[]time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond, 80 * time.Millisecond},
+		},
+		{
+			"long connections wait Min",
+			Backoff{Min: 20 * time.Millisecond, Max: 80 * time.Millisecond, Reset: 10 * time.Millisecond},
+			15 * time.Millisecond,
+			[]time.Duration{20 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
