@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 
 	"github.com/cgdelegate/cgdelegate/internal/advert"
@@ -38,6 +39,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
+	"github.com/cgdelegate/cgdelegate/internal/reconnect"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
 	"github.com/cgdelegate/cgdelegate/internal/version"
@@ -149,11 +151,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Info("serving metrics", "address", metricsSrv.Addr().String(), "path", "/metrics")
 	}
 	log.Info("starting", "version", version.String(), "config", f.config, "cgroupRoot", cfg.CgroupRoot, "hook", cfg.HookPath)
-	if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := serve(ctx, log, s.Run, os.Getenv(api.PluginSocketEnvVar) != ""); err != nil {
 		log.Error("plugin exited", "error", err)
 		return 1
 	}
 	return 0
+}
+
+// serve runs the plugin's connection (run, the stub's Run) until ctx is
+// done. An external plugin reconnects when the runtime drops it (a request
+// over plugin_request_timeout, a runtime restart), and the runtime
+// configures and synchronizes it again. A plugin the runtime started on a
+// connection it passed (launched) exits instead: that connection can not
+// be dialled again, and the runtime starts a new process.
+func serve(ctx context.Context, log *slog.Logger, run func(context.Context) error, launched bool) error {
+	if !launched {
+		return reconnect.Run(ctx, log, reconnect.Default, run)
+	}
+	if err := run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
 }
 
 // reloadOnHangup reloads the config file on every signal on hup, until ctx
