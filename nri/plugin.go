@@ -254,6 +254,7 @@ func (p *Plugin) apply(cfg config.Config) config.Config {
 // this container's creation.
 func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (adj *api.ContainerAdjustment, upd []*api.ContainerUpdate, err error) {
 	if pod == nil || ctr == nil {
+		p.opts.metrics.Container(writable.Unchanged.String(), nil) // left as it is
 		return nil, nil, nil
 	}
 	h := p.h.Load()
@@ -271,7 +272,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, nil, err
 	}
 	if o := p.opts.outcomes; o != nil {
-		o.Inc(int(plan.Outcome)) // one atomic add: the hot path's only metrics cost
+		o.Inc(int(plan.Outcome)) // one atomic add; none for Unchanged once it is derived (metrics.Outcomes)
 	} else {
 		p.opts.metrics.Container(plan.Outcome.String(), nil)
 	}

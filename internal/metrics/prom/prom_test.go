@@ -90,7 +90,7 @@ cgdelegate_refusals_total{cause="policy"} 0
 	if n := testutil.CollectAndCount(r.events); n != len(Events) {
 		t.Fatalf("%d event series, want %d", n, len(Events))
 	}
-	r.Event("UpdatePodSandbox", time.Microsecond)
+	r.Event("UpdatePodSandbox", time.Microsecond, false)
 	if n := testutil.CollectAndCount(r.events); n != len(Events)+1 {
 		t.Fatalf("%d event series after a new event, want %d", n, len(Events)+1)
 	}
@@ -164,7 +164,7 @@ func TestEvents(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := New(Options{})
-			r.Event(tc.event, tc.d)
+			r.Event(tc.event, tc.d, false)
 			out := scrape(t, r)
 			line := EventDuration + `_bucket{event="` + tc.event + `",le="` + tc.le + `"} 1`
 			if !strings.Contains(out, line) {
@@ -355,6 +355,6 @@ func BenchmarkRecord(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		r.Container("writable", nil)
-		r.Event("CreateContainer", 40*time.Microsecond)
+		r.Event("CreateContainer", 40*time.Microsecond, false)
 	}
 }
