@@ -55,7 +55,7 @@ func (p *Plugin) newHost(cfg config.Config, old *host) *host {
 	return &host{
 		cfg:     cfg,
 		checker: checker,
-		decider: writable.New(cfg, p.opts.admissionFor(cfg)...),
+		decider: writable.New(cfg, p.opts.admissionFor(cfg, p.Quirks())...),
 		fs:      fs,
 		bounds:  cgroupfs.NewPodBounds(fs),
 	}
@@ -175,6 +175,8 @@ func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (ap
 		return 0, fmt.Errorf("configure from %s %s: %w", runtime, version, err)
 	}
 	p.blob = blob
+	// The runtime first: admission rules built from cfg may depend on it.
+	p.runtime.Store(&runtimeInfo{status.Runtime{Name: runtime, Version: version}, quirks.For(runtime)})
 	if old := p.apply(cfg); pinning.ConfigChanged(old, cfg) || !p.pin.Load().Active() {
 		// Synchronize follows Configure and fills the new policy. Inactive
 		// pinning holds nothing worth keeping (a suspended state is
@@ -182,7 +184,6 @@ func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (ap
 		// static CPU manager is still active.
 		p.pin.Store(pinning.New(cfg, p.log))
 	}
-	p.runtime.Store(&runtimeInfo{status.Runtime{Name: runtime, Version: version}, quirks.For(runtime)})
 	p.mu.Unlock()
 	p.log.Info("configured", "runtime", runtime, "version", version, "blob", len(blob) > 0)
 	if p.opts.configured != nil {
