@@ -259,10 +259,14 @@ nri_validator_reject_oci_hook_adjustment = true
 		runtime string
 		want    []string
 	}{
-		{"containerd", []string{"containerd's NRI default validator", "reject_oci_hook_adjustment = true", ctdConfig,
-			"set reject_oci_hook_adjustment = false there and restart containerd"}},
-		{"cri-o", []string{"CRI-O's NRI default validator", "nri_validator_reject_oci_hook_adjustment = true under [crio.nri.default_validator]",
-			crioDropIn, "set nri_validator_reject_oci_hook_adjustment = false there and restart CRI-O"}},
+		{"containerd", []string{
+			"containerd's NRI default validator", "reject_oci_hook_adjustment = true", ctdConfig,
+			"set reject_oci_hook_adjustment = false there and restart containerd",
+		}},
+		{"cri-o", []string{
+			"CRI-O's NRI default validator", "nri_validator_reject_oci_hook_adjustment = true under [crio.nri.default_validator]",
+			crioDropIn, "set nri_validator_reject_oci_hook_adjustment = false there and restart CRI-O",
+		}},
 	} {
 		t.Run(tc.runtime, func(t *testing.T) {
 			rec := prom.New(prom.Options{})
