@@ -75,7 +75,7 @@ func setupRuntime(t *testing.T, runtime string, nsdelegate bool, mutate func(*co
 		t.Fatal(err)
 	}
 	adv = advert.New(p, nil)
-	rt, err := NewRuntime(runtime, "inproc")
+	rt, err := NewRuntime(runtime, "v2.4.2-inproc")
 	if err != nil {
 		t.Fatal(err)
 	}
