@@ -39,6 +39,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
+	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/reconnect"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
@@ -83,7 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		p   *nri.Plugin
 	)
 	opts := []nri.Option{
-		nri.WithAdmission(optinpolicy.FromConfig), nri.WithAdmission(validatorRule(log)),
+		nri.WithAdmission(optinpolicy.FromConfig),
+		nri.WithRuntimeAdmission(validatorRule(log)),
 		nri.WithConfigured(func() { adv.Refresh() }),
 	}
 	rec, metricsSrv, err := listenMetrics(cfg.MetricsAddress, prom.Options{
@@ -98,7 +100,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if metricsSrv != nil {
 		defer stopMetrics(metricsSrv, log)
 		// Decisions are counted by the handlers; events are timed on the
-		// stub's ttrpc server, off the handlers' path.
+		// stub's ttrpc server, off the handlers' path, and the unchanged
+		// decisions are counted from the timed requests
+		// (metrics.Outcomes).
 		opts = append(opts, nri.WithMetrics(rec))
 		stubOpts = append(stubOpts, nritimer.StubOption(rec))
 	}
@@ -225,15 +229,17 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 }
 
 // validatorRule builds, from every config that comes into force, the rule
-// that refuses a container containerd's NRI default validator is set to
-// refuse (validatorcfg); containerd's config is read then, so a containerd
-// restarted with new settings is seen at its Configure. A config that can
-// not be read is logged and sets no rule.
-func validatorRule(log *slog.Logger) func(config.Config) writable.Check {
-	return func(cfg config.Config) writable.Check {
-		check, err := validatorcfg.FromConfig(cfg)
+// that refuses a container the runtime's NRI default validator is set to
+// refuse (validatorcfg): containerd's or CRI-O's config, by the runtime
+// seen in Configure, is read then, so a runtime restarted with new
+// settings is seen at its Configure. A config that can not be read is
+// logged and sets no rule.
+func validatorRule(log *slog.Logger) func(config.Config, quirks.Quirks) writable.Check {
+	return func(cfg config.Config, q quirks.Quirks) writable.Check {
+		check, err := validatorcfg.FromConfig(cfg, q.Kind)
 		if err != nil {
-			log.Warn("containerd's NRI validator settings not known; a refusal by its reject_* settings will not name them", "error", err)
+			log.Warn("the runtime's NRI validator settings are not known; a refusal by its reject settings will not name them",
+				"runtime", q.Kind, "error", err)
 		}
 		return check
 	}

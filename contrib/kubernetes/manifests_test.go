@@ -255,6 +255,8 @@ func TestDaemonSet(t *testing.T) {
 		{"statusFile", def.StatusFile, false},
 		{"kubeletCPUManagerState", def.KubeletCPUManagerState, true},
 		{"containerdConfig", def.ContainerdConfig, true},
+		{"crioConfig", def.CRIOConfig, true},
+		{"crioConfigDir", def.CRIOConfigDir, true},
 	} {
 		host, m := hostPathOf(t, spec, plugin, tc.path)
 		if host != "" && host != tc.path {

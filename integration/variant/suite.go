@@ -41,13 +41,13 @@ func Suite() []Variant {
 		// writable scenario shows the validator lets cgdelegate's own
 		// adjustments through. The operator scenarios (issue 9) share the
 		// boot: the opt-in policy by SIGHUP, /metrics (served in this
-		// variant only), and the validator told to reject hooks, last
-		// because it restarts containerd.
+		// variant only), and the validator told to reject hooks, then
+		// namespaces, last because they restart containerd.
 		{
 			Name: "ctd24-failclosed", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, FailClosed: true, SMP: 2,
 			Scenarios: []Scenario{
 				Harness, AnnotatedWritable, FailClosedPerPod,
-				OptInPolicy, MetricsScraped, ValidatorRejectsHook, // issue 9: operator controls
+				OptInPolicy, MetricsScraped, ValidatorRejectsHook, ValidatorRejectsNamespace, // issue 9: operator controls
 			},
 		},
 		{Name: "ctd23-nsdelegate-external", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: nsdelegate},

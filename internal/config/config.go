@@ -52,9 +52,11 @@ const (
 	DefaultStatusFile       = "/run/cgdelegate/status.json"
 	DefaultKubeletCPUState  = "/var/lib/kubelet/cpu_manager_state"
 	DefaultContainerdConfig = "/etc/containerd/config.toml"
+	DefaultCRIOConfig       = "/etc/crio/crio.conf"
+	DefaultCRIOConfigDir    = "/etc/crio/crio.conf.d"
 	DefaultHookTimeout      = 10
 	// Disabled turns off an optional file (featureFile, statusFile,
-	// containerdConfig).
+	// containerdConfig, crioConfig, crioConfigDir).
 	Disabled = "none"
 )
 
@@ -131,6 +133,17 @@ type Config struct {
 	// reject_namespace_adjustment) is refused by cgdelegate first, with an
 	// error naming the setting. Missing or "none": nothing is read.
 	ContainerdConfig string `json:"containerdConfig,omitempty"`
+	// CRIOConfig is CRI-O's main config file (crio --config), read for
+	// the same settings under [crio.nri.default_validator]
+	// (nri_validator_reject_oci_hook_adjustment,
+	// nri_validator_reject_namespace_adjustment) when the runtime is CRI-O.
+	// Missing or "none": nothing is read from it.
+	CRIOConfig string `json:"crioConfig,omitempty"`
+	// CRIOConfigDir is CRI-O's drop-in directory (crio --config-dir),
+	// read after CRIOConfig as CRI-O reads it: every file in it and below,
+	// in lexical order, each overriding the keys it sets. Missing or
+	// "none": nothing is read from it.
+	CRIOConfigDir string `json:"crioConfigDir,omitempty"`
 
 	// MetricsAddress is the host:port where the plugin serves Prometheus
 	// metrics at /metrics, e.g. "127.0.0.1:9767"; empty (the default)
@@ -177,6 +190,8 @@ func Default() Config {
 		TopologyScope:          ScopePod,
 		KubeletCPUManagerState: DefaultKubeletCPUState,
 		ContainerdConfig:       DefaultContainerdConfig,
+		CRIOConfig:             DefaultCRIOConfig,
+		CRIOConfigDir:          DefaultCRIOConfigDir,
 	}
 }
 
@@ -245,6 +260,8 @@ func (c Config) Validate() error {
 	abs("statusFile", c.StatusFile, true)
 	abs("kubeletCPUManagerState", c.KubeletCPUManagerState, false)
 	abs("containerdConfig", c.ContainerdConfig, true)
+	abs("crioConfig", c.CRIOConfig, true)
+	abs("crioConfigDir", c.CRIOConfigDir, true)
 
 	switch c.Guard {
 	case GuardEnforce, GuardWarn, GuardOff:
@@ -314,6 +331,11 @@ func validAddress(addr string) error {
 
 // ContainerdConfigPath is ContainerdConfig, or "" when disabled.
 func (c Config) ContainerdConfigPath() string { return enabled(c.ContainerdConfig) }
+
+// CRIOConfigPaths are CRIOConfig and CRIOConfigDir, each "" when disabled.
+func (c Config) CRIOConfigPaths() (file, dir string) {
+	return enabled(c.CRIOConfig), enabled(c.CRIOConfigDir)
+}
 
 // FeatureFilePath is FeatureFile, or "" when disabled.
 func (c Config) FeatureFilePath() string { return enabled(c.FeatureFile) }
