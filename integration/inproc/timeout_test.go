@@ -148,6 +148,12 @@ func TestRequestTimeoutDropsAndReconnects(t *testing.T) {
 		t.Errorf("the timed-out request took %s, want the request timeout %s", took, timeout)
 	}
 
+	// The runtime reports the let-through container at the next
+	// Synchronize, as it was created: without cgdelegate's change.
+	slowCtr := Container(pod, "slow")
+	slowCtr.State = api.ContainerState_CONTAINER_RUNNING
+	rt.SetState([]*api.PodSandbox{pod}, []*api.Container{slowCtr})
+
 	// Dropped: a pod that requires cgdelegate is refused, a plain one runs.
 	if _, err := create("while-dropped"); err == nil || !strings.Contains(err.Error(), `required plugin "cgdelegate" not present`) {
 		t.Errorf("an annotated container while cgdelegate is dropped: %v, want the validator's refusal", err)
@@ -164,8 +170,18 @@ func TestRequestTimeoutDropsAndReconnects(t *testing.T) {
 	if !strings.Contains(logs.String(), "connection to the runtime lost; reconnecting") {
 		t.Errorf("the plugin did not log the lost connection:\n%s", logs.String())
 	}
+	// The reconnect's Synchronize says what was let through, naming it.
+	missed := ""
 	for _, l := range strings.Split(logs.String(), "\n") {
-		if strings.Contains(l, "connection to the runtime lost") {
+		if strings.Contains(l, "container runs without cgdelegate") {
+			missed = l
+		}
+	}
+	if !strings.Contains(missed, "container=slow") || !strings.Contains(missed, "asked for writable cgroups") {
+		t.Errorf("the reconnect did not report the let-through container (line %q):\n%s", missed, logs.String())
+	}
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "connection to the runtime lost") || strings.Contains(l, "without cgdelegate") {
 			t.Logf("plugin: %s", l)
 		}
 	}
