@@ -3,8 +3,11 @@
 package guest
 
 import (
+	"context"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -67,5 +70,38 @@ func restarts(t *testing.T, e *guestEnv) {
 		c := runContainer(ctx, t, podC, sleeper("c", 0))
 		assertWritableMount(ctx, t, c)
 		e.assertBounded(t, podC)
+		auditAfterOutage(ctx, t, e)
+	}
+}
+
+// auditAfterOutage: an opted-in container created while cgdelegate is down
+// (no per-pod required plugins here) runs read-only, and the next connect
+// says so by name; the containers cgdelegate made (a, b, c, still running)
+// are never named.
+func auditAfterOutage(ctx context.Context, t *testing.T, e *guestEnv) {
+	t.Helper()
+	from := fileSize(e.paths.PluginLog)
+	if err := e.plugin.Stop(20 * time.Second); err != nil {
+		t.Fatalf("stop plugin: %v", err)
+	}
+	restart := e.restartPluginOnce(ctx, t)
+	podD := e.runPod(ctx, t, cri.PodSpec{Name: "d", Annotations: writable()})
+	d := runContainer(ctx, t, podD, sleeper("missed", 0))
+	if out := shOK(ctx, t, d, "mkdir /sys/fs/cgroup/x 2>&1; echo rc=$?"); !strings.Contains(out, "rc=1") {
+		t.Errorf("created while cgdelegate was down, the container's cgroups are not read-only: %q", out)
+	}
+	restart()
+	b, err := os.ReadFile(e.paths.PluginLog)
+	if err != nil || int64(len(b)) < from {
+		t.Fatalf("plugin log: %v", err)
+	}
+	var named []string
+	for _, l := range strings.Split(string(b[from:]), "\n") {
+		if strings.Contains(l, "container runs without cgdelegate") {
+			named = append(named, l)
+		}
+	}
+	if len(named) != 1 || !strings.Contains(named[0], "container=missed ") || !strings.Contains(named[0], "recreate the container") {
+		t.Errorf("after the outage the plugin named %d containers, want exactly the one created without it (container=missed):\n%s", len(named), strings.Join(named, "\n"))
 	}
 }
