@@ -97,7 +97,7 @@ func kubeletPinningOracle(t *testing.T, e *guestEnv) {
 	if err := oracle.Validate(oracleAllowed); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 44*time.Minute)
 	defer cancel()
 	reserved, err := cpuset.Parse(oracleReserved)
 	if err != nil {
@@ -282,7 +282,7 @@ func (e *guestEnv) oracleObserve(ctx context.Context, t *testing.T, k *kubeletEn
 	}()
 	o := oracle.Observation{Manifest: p.Name}
 	var last *corev1.Pod
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(6 * time.Minute)
 	for {
 		kp, err := k.client.Pod(ctx, staticNamespace, sp.Full)
 		if err == nil && kp != nil {
@@ -300,7 +300,7 @@ func (e *guestEnv) oracleObserve(ctx context.Context, t *testing.T, k *kubeletEn
 			return o
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: neither admitted nor refused after 3 min: %s; containerd: %s", sp.Full, kubelet.Describe(last), e.describeContainers(ctx, sp.Full))
+			t.Fatalf("%s: neither admitted nor refused after 6 min: %s; containerd: %s", sp.Full, kubelet.Describe(last), e.describeContainers(ctx, sp.Full))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
