@@ -12,7 +12,7 @@ import (
 
 // pinningEvents are the events the CPU policy needs besides CreateContainer
 // (Synchronize is always delivered).
-const pinningEvents = "RunPodSandbox,StopContainer,RemoveContainer,RemovePodSandbox,UpdateContainer,UpdatePodSandbox"
+const pinningEvents = "RunPodSandbox,StopPodSandbox,StopContainer,RemoveContainer,RemovePodSandbox,UpdateContainer,UpdatePodSandbox"
 
 // RunPodSandbox gives a pod with a CPU budget its bubble. A bad budget or
 // no room for the bubble fails the pod (pinning.ErrPodRefused): the
@@ -92,9 +92,21 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	return nil
 }
 
-// RemovePodSandbox forgets the pod's bounds and returns its bubble to the
-// node shared pool; the widened containers are updated with
-// UpdateContainers.
+// StopPodSandbox returns the pod's bubble to the node shared pool when the
+// pod stops (a stopped sandbox never runs again), as the kubelet frees a
+// terminated pod's CPUs without waiting for the sandbox's garbage
+// collection, which may come minutes later; the widened containers are
+// updated with UpdateContainers.
+func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	if pn := p.pin.Load(); pod != nil && pn.Active() {
+		p.send.Enqueue(pn.RemovePod(pod.GetId()))
+	}
+	return nil
+}
+
+// RemovePodSandbox forgets the pod's bounds and returns its bubble, if
+// StopPodSandbox did not, to the node shared pool; the widened containers
+// are updated with UpdateContainers.
 func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	if pod == nil {
 		return nil
