@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/cpuset"
 
 	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
@@ -47,7 +48,26 @@ const (
 // oracleAllowed are the differences cgdelegate has on purpose; the README
 // ("Compared with the kubelet's pod-level resource managers") says the
 // same. Every other difference fails the scenario.
-var oracleAllowed = []oracle.Allowance{}
+var oracleAllowed = []oracle.Allowance{
+	// A Guaranteed pod without a bubble (fractional CPUs): the kubelet's
+	// Static memory manager pins its memory to one NUMA node although its
+	// CPUs float over the node shared pool; cgdelegate narrows memory only
+	// with CPUs, so the pages stay local to wherever the CPUs run.
+	{Manifest: "oracle-fractional", Container: "*", Field: "memNodes", Kubelet: "1", Cgdelegate: "2", Why: whyMemWithCPUs},
+	{Manifest: "oracle-fractional", Container: "*", Field: "memsAligned", Kubelet: "false", Cgdelegate: "true", Why: whyMemWithCPUs},
+	// A bubble over two NUMA nodes: the kubelet gives every container the
+	// pod's memory nodes; cgdelegate gives a pinned container the nodes of
+	// its own CPUs, so an exclusive container on one node allocates there.
+	{Manifest: "oracle-wide", Container: "*", Field: "memNodes", Kubelet: "2", Cgdelegate: "1", Why: whyMemPerContainer},
+	{Manifest: "oracle-wide", Container: "*", Field: "memsAligned", Kubelet: "false", Cgdelegate: "true", Why: whyMemPerContainer},
+	{Manifest: "oracle-all-cpus", Container: "*", Field: "memNodes", Kubelet: "2", Cgdelegate: "1", Why: whyMemPerContainer},
+	{Manifest: "oracle-all-cpus", Container: "*", Field: "memsAligned", Kubelet: "false", Cgdelegate: "true", Why: whyMemPerContainer},
+}
+
+const (
+	whyMemWithCPUs     = "cgdelegate narrows cpuset.mems only together with CPUs (a bubble); the kubelet's Static memory manager also pins the memory of a Guaranteed pod whose CPUs are shared"
+	whyMemPerContainer = "cgdelegate gives a pinned container the memory nodes of its own CPUs; the kubelet gives every container the pod's memory nodes"
+)
 
 // oracleKubeletConfig is the kubelet's configuration for one pass: the
 // same reserved CPUs and feature gates in both; with static, the static
@@ -279,6 +299,11 @@ func (e *guestEnv) oracleObserve(ctx context.Context, t *testing.T, k *kubeletEn
 		if err := k.remove(rctx, e, sp); err != nil {
 			t.Errorf("remove %s: %v", sp.Full, err)
 		}
+		// The next manifest must find the node empty: wait for the
+		// sandbox to stop too (cgdelegate returns the bubble then).
+		if err := e.waitSandboxStopped(rctx, sp.Full); err != nil {
+			t.Errorf("remove %s: %v", sp.Full, err)
+		}
 	}()
 	o := oracle.Observation{Manifest: p.Name}
 	var last *corev1.Pod
@@ -319,6 +344,25 @@ func (e *guestEnv) oracleObserve(ctx context.Context, t *testing.T, k *kubeletEn
 		o.Containers = append(o.Containers, e.oracleView(ctx, t, last, c.Name, oracle.RoleApp))
 	}
 	return o
+}
+
+// waitSandboxStopped waits until containerd has no ready sandbox of the
+// kubelet pod called full.
+func (e *guestEnv) waitSandboxStopped(ctx context.Context, full string) error {
+	for {
+		resp, err := e.cri.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+			State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+			LabelSelector: map[string]string{labelPodName: full, labelPodNamespace: staticNamespace},
+		}})
+		if err == nil && len(resp.GetItems()) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sandbox of %s still ready (%v): %w", full, err, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 func isSidecar(c corev1.Container) bool {
