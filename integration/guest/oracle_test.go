@@ -359,7 +359,10 @@ func (e *guestEnv) waitSandboxStopped(ctx context.Context, full string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("sandbox of %s still ready (%v): %w", full, err, ctx.Err())
+			if err != nil {
+				return fmt.Errorf("sandbox of %s: %w (last: %w)", full, ctx.Err(), err)
+			}
+			return fmt.Errorf("sandbox of %s still ready: %w", full, ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

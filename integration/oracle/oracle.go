@@ -159,13 +159,13 @@ func Normalise(o Observation, t Topology) (Shape, error) {
 		if !slices.Contains([]Role{RoleApp, RoleInit, RoleSidecar}, c.Role) {
 			return Shape{}, fmt.Errorf("%w: %s container %q: role %q: want app, init or sidecar", ErrInvalid, o.Manifest, c.Name, c.Role)
 		}
-		cpus, err := cpuset.Parse(c.CPUs)
-		if err != nil || cpus.IsEmpty() {
-			return Shape{}, fmt.Errorf("%w: %s container %q: cpus %q: want a non-empty cpu list (%v)", ErrInvalid, o.Manifest, c.Name, c.CPUs, err)
+		cpus, err := parseList(c.CPUs)
+		if err != nil {
+			return Shape{}, fmt.Errorf("%w: %s container %q: cpus %q: %w", ErrInvalid, o.Manifest, c.Name, c.CPUs, err)
 		}
-		mems, err := cpuset.Parse(c.Mems)
-		if err != nil || mems.IsEmpty() {
-			return Shape{}, fmt.Errorf("%w: %s container %q: mems %q: want a non-empty node list (%v)", ErrInvalid, o.Manifest, c.Name, c.Mems, err)
+		mems, err := parseList(c.Mems)
+		if err != nil {
+			return Shape{}, fmt.Errorf("%w: %s container %q: mems %q: %w", ErrInvalid, o.Manifest, c.Name, c.Mems, err)
 		}
 		q, err := quota(c.CPUMax)
 		if err != nil {
@@ -199,6 +199,21 @@ func Normalise(o Observation, t Topology) (Shape, error) {
 	}
 	s.BubbleCPUs, s.BubbleNodes = bubble.Size(), t.nodesOf(bubble).Size()
 	return s, nil
+}
+
+// errEmptyList is a cpuset.cpus or cpuset.mems with nothing in it.
+var errEmptyList = errors.New("want a non-empty list")
+
+// parseList parses a non-empty Linux list ("0-3,5").
+func parseList(s string) (cpuset.CPUSet, error) {
+	set, err := cpuset.Parse(s)
+	if err != nil {
+		return cpuset.CPUSet{}, err
+	}
+	if set.IsEmpty() {
+		return cpuset.CPUSet{}, errEmptyList
+	}
+	return set, nil
 }
 
 // parsed is a Container with its sets and quota parsed.

@@ -256,8 +256,10 @@ func TestCompare(t *testing.T) {
 
 func TestCompareRejections(t *testing.T) {
 	empty := Observation{Manifest: "e", Reason: "EmptyPodSharedPoolError: pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers"}
-	cgdEmpty := Observation{Manifest: "e", Reason: `container "sh": pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers`,
-		Containers: []Container{ctr("a", "4", "1", "max 100000")}}
+	cgdEmpty := Observation{
+		Manifest: "e", Reason: `container "sh": pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers`,
+		Containers: []Container{ctr("a", "4", "1", "max 100000")},
+	}
 	if d := Compare(mustShape(t, empty), mustShape(t, cgdEmpty)); len(d) != 0 {
 		t.Errorf("same rejection: %v", d)
 	}
