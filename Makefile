@@ -76,8 +76,12 @@ demo-inproc: build
 
 # The VM suite (integration/vm): installs its host packages if missing
 # (idempotent), then builds, boots and reports every scenario.
+# Two steps with their own time limits: the ingredients (kernel, containerd,
+# runc, kubelet, systemd root filesystem; cached by version, about 30 minutes
+# on a cold 2-core machine, seconds when cached), then the boots.
 integration:
 	bash integration/vm/install-deps.sh
+	CGD_INGREDIENTS=1 $(GO) test -tags integration_vm -count=1 -v -run '^TestIngredients$$' -timeout 80m ./integration/vm/
 	$(GO) test -tags integration_vm -count=1 -v -timeout 40m ./integration/vm/
 
 clean:

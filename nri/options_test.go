@@ -35,7 +35,7 @@ func (r *recorder) Container(outcome string, err error) {
 	r.containers = append(r.containers, outcome)
 }
 
-func (r *recorder) Event(name string, d time.Duration) {
+func (r *recorder) Event(name string, d time.Duration, _ bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if d > 0 {

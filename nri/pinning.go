@@ -122,10 +122,14 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 	return nil
 }
 
-// Synchronize rebuilds the allocation state from the runtime's pods and
-// containers and returns the updates that repair every container whose
-// cpuset disagrees.
+// Synchronize logs every container created without cgdelegate (an audit:
+// after a reconnect, what was missed is said), rebuilds the allocation state
+// from the runtime's pods and containers and returns the updates that repair
+// every container whose cpuset disagrees.
 func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	p.h.Load().decider.Audit(pods, ctrs, func(pod *api.PodSandbox, ctr *api.Container, err error) {
+		p.eventLog(pod, ctr).Error("container runs without cgdelegate", "error", err)
+	})
 	pn := p.pin.Load()
 	if !pn.Active() {
 		return nil, nil

@@ -55,7 +55,7 @@ func (p *Plugin) newHost(cfg config.Config, old *host) *host {
 	return &host{
 		cfg:     cfg,
 		checker: checker,
-		decider: writable.New(cfg, p.opts.admissionFor(cfg)...),
+		decider: writable.New(cfg, p.opts.admissionFor(cfg, p.Quirks())...),
 		fs:      fs,
 		bounds:  cgroupfs.NewPodBounds(fs),
 	}
@@ -175,6 +175,8 @@ func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (ap
 		return 0, fmt.Errorf("configure from %s %s: %w", runtime, version, err)
 	}
 	p.blob = blob
+	// The runtime first: admission rules built from cfg may depend on it.
+	p.runtime.Store(&runtimeInfo{status.Runtime{Name: runtime, Version: version}, quirks.For(runtime)})
 	if old := p.apply(cfg); pinning.ConfigChanged(old, cfg) || !p.pin.Load().Active() {
 		// Synchronize follows Configure and fills the new policy. Inactive
 		// pinning holds nothing worth keeping (a suspended state is
@@ -182,7 +184,6 @@ func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (ap
 		// static CPU manager is still active.
 		p.pin.Store(pinning.New(cfg, p.log))
 	}
-	p.runtime.Store(&runtimeInfo{status.Runtime{Name: runtime, Version: version}, quirks.For(runtime)})
 	p.mu.Unlock()
 	p.log.Info("configured", "runtime", runtime, "version", version, "blob", len(blob) > 0)
 	if p.opts.configured != nil {
@@ -215,7 +216,7 @@ func (p *Plugin) Reload(base config.Config) error {
 	}
 	if pinning.ConfigChanged(p.h.Load().cfg, cfg) {
 		p.mu.Unlock()
-		return fmt.Errorf("%w: the CPU pinning settings (cpuPinning, topologyScope, reservedCPUs, strictCPUReservation, "+
+		return fmt.Errorf("%w: the CPU pinning settings (cpuPinning, topologyScope, reservedCPUs, strictCPUReservation, reservedMemory, "+
 			"sysfsRoot, kubeletCPUManagerState, allowKubeletStaticCPUManager) changed; they take effect when the plugin restarts", ErrReload)
 	}
 	p.base = base
@@ -254,6 +255,7 @@ func (p *Plugin) apply(cfg config.Config) config.Config {
 // this container's creation.
 func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (adj *api.ContainerAdjustment, upd []*api.ContainerUpdate, err error) {
 	if pod == nil || ctr == nil {
+		p.opts.metrics.Container(writable.Unchanged.String(), nil) // left as it is
 		return nil, nil, nil
 	}
 	h := p.h.Load()
@@ -271,7 +273,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, nil, err
 	}
 	if o := p.opts.outcomes; o != nil {
-		o.Inc(int(plan.Outcome)) // one atomic add: the hot path's only metrics cost
+		o.Inc(int(plan.Outcome)) // one atomic add; none for Unchanged once it is derived (metrics.Outcomes)
 	} else {
 		p.opts.metrics.Container(plan.Outcome.String(), nil)
 	}

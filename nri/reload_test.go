@@ -93,6 +93,7 @@ func TestReloadRefused(t *testing.T) {
 		{name: "bad pattern", mutate: func(c *config.Config) { c.OptIn.Namespaces = []string{"team-["} }, wantErr: `optIn.namespaces: "team-["`},
 		{name: "blob no longer valid over the new file", blob: "maxDepth: 3\n", mutate: func(c *config.Config) { c.HookPath = "relative" }, wantErr: `hookPath: "relative"`},
 		{name: "pinning changed", mutate: func(c *config.Config) { c.CPUPinning = true }, wantErr: "CPU pinning settings"},
+		{name: "reservedMemory changed", mutate: func(c *config.Config) { c.ReservedMemory = "0:memory=1Gi" }, wantErr: "reservedMemory"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,7 +113,8 @@ func TestReloadRefused(t *testing.T) {
 			if !errors.Is(err, ErrReload) || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("Reload = %v, want ErrReload naming %q", err, tc.wantErr)
 			}
-			if got := p.Config(); got.MaxDepth != before.MaxDepth || got.HookPath != before.HookPath || got.CPUPinning || len(got.OptIn.Namespaces) != 0 {
+			if got := p.Config(); got.MaxDepth != before.MaxDepth || got.HookPath != before.HookPath || got.CPUPinning || len(got.OptIn.Namespaces) != 0 ||
+				got.ReservedMemory != "" {
 				t.Fatalf("config changed by a refused reload: %+v", got)
 			}
 			if configured != 1 {

@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 
 	"github.com/cgdelegate/cgdelegate/internal/advert"
@@ -38,6 +39,8 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
+	"github.com/cgdelegate/cgdelegate/internal/quirks"
+	"github.com/cgdelegate/cgdelegate/internal/reconnect"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
 	"github.com/cgdelegate/cgdelegate/internal/version"
@@ -81,7 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		p   *nri.Plugin
 	)
 	opts := []nri.Option{
-		nri.WithAdmission(optinpolicy.FromConfig), nri.WithAdmission(validatorRule(log)),
+		nri.WithAdmission(optinpolicy.FromConfig),
+		nri.WithRuntimeAdmission(validatorRule(log)),
 		nri.WithConfigured(func() { adv.Refresh() }),
 	}
 	rec, metricsSrv, err := listenMetrics(cfg.MetricsAddress, prom.Options{
@@ -96,7 +100,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if metricsSrv != nil {
 		defer stopMetrics(metricsSrv, log)
 		// Decisions are counted by the handlers; events are timed on the
-		// stub's ttrpc server, off the handlers' path.
+		// stub's ttrpc server, off the handlers' path, and the unchanged
+		// decisions are counted from the timed requests
+		// (metrics.Outcomes).
 		opts = append(opts, nri.WithMetrics(rec))
 		stubOpts = append(stubOpts, nritimer.StubOption(rec))
 	}
@@ -149,11 +155,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Info("serving metrics", "address", metricsSrv.Addr().String(), "path", "/metrics")
 	}
 	log.Info("starting", "version", version.String(), "config", f.config, "cgroupRoot", cfg.CgroupRoot, "hook", cfg.HookPath)
-	if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := serve(ctx, log, s.Run, os.Getenv(api.PluginSocketEnvVar) != ""); err != nil {
 		log.Error("plugin exited", "error", err)
 		return 1
 	}
 	return 0
+}
+
+// serve runs the plugin's connection (run, the stub's Run) until ctx is
+// done. An external plugin reconnects when the runtime drops it (a request
+// over plugin_request_timeout, a runtime restart), and the runtime
+// configures and synchronizes it again. A plugin the runtime started on a
+// connection it passed (launched) exits instead: that connection can not
+// be dialled again, and the runtime starts a new process.
+func serve(ctx context.Context, log *slog.Logger, run func(context.Context) error, launched bool) error {
+	if !launched {
+		return reconnect.Run(ctx, log, reconnect.Default, run)
+	}
+	if err := run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
 }
 
 // reloadOnHangup reloads the config file on every signal on hup, until ctx
@@ -207,15 +229,17 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 }
 
 // validatorRule builds, from every config that comes into force, the rule
-// that refuses a container containerd's NRI default validator is set to
-// refuse (validatorcfg); containerd's config is read then, so a containerd
-// restarted with new settings is seen at its Configure. A config that can
-// not be read is logged and sets no rule.
-func validatorRule(log *slog.Logger) func(config.Config) writable.Check {
-	return func(cfg config.Config) writable.Check {
-		check, err := validatorcfg.FromConfig(cfg)
+// that refuses a container the runtime's NRI default validator is set to
+// refuse (validatorcfg): containerd's or CRI-O's config, by the runtime
+// seen in Configure, is read then, so a runtime restarted with new
+// settings is seen at its Configure. A config that can not be read is
+// logged and sets no rule.
+func validatorRule(log *slog.Logger) func(config.Config, quirks.Quirks) writable.Check {
+	return func(cfg config.Config, q quirks.Quirks) writable.Check {
+		check, err := validatorcfg.FromConfig(cfg, q.Kind)
 		if err != nil {
-			log.Warn("containerd's NRI validator settings not known; a refusal by its reject_* settings will not name them", "error", err)
+			log.Warn("the runtime's NRI validator settings are not known; a refusal by its reject settings will not name them",
+				"runtime", q.Kind, "error", err)
 		}
 		return check
 	}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
@@ -233,5 +235,48 @@ func TestMetricsAddressBusy(t *testing.T) {
 		if !strings.Contains(errOut.String(), w) {
 			t.Errorf("stderr lacks %s:\n%s", w, errOut.String())
 		}
+	}
+}
+
+// A plugin the runtime launched exits at the first lost connection; an
+// external one connects again until its context is done.
+func TestServe(t *testing.T) {
+	lost := errors.New("ttrpc: server closed")
+	tests := []struct {
+		name      string
+		launched  bool
+		wantErr   error
+		wantCalls int
+	}{
+		{"launched by the runtime", true, lost, 1},
+		{"external", false, nil, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			calls := 0
+			run := func(context.Context) error {
+				calls++
+				if calls == 2 {
+					cancel()
+					return context.Canceled
+				}
+				return lost
+			}
+			done := make(chan error, 1)
+			go func() { done <- serve(ctx, slog.New(slog.DiscardHandler), run, tc.launched) }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+					t.Errorf("serve = %v, want %v", err, tc.wantErr)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("serve did not return")
+			}
+			if calls != tc.wantCalls {
+				t.Errorf("connected %d times, want %d", calls, tc.wantCalls)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"go.yaml.in/yaml/v3"
@@ -254,6 +255,8 @@ func TestDaemonSet(t *testing.T) {
 		{"statusFile", def.StatusFile, false},
 		{"kubeletCPUManagerState", def.KubeletCPUManagerState, true},
 		{"containerdConfig", def.ContainerdConfig, true},
+		{"crioConfig", def.CRIOConfig, true},
+		{"crioConfigDir", def.CRIOConfigDir, true},
 	} {
 		host, m := hostPathOf(t, spec, plugin, tc.path)
 		if host != "" && host != tc.path {
@@ -270,6 +273,41 @@ func TestDaemonSet(t *testing.T) {
 	}
 	if host, _ := hostPathOf(t, spec, initC, initC.Command[2]); host != "" && host != def.HookPath {
 		t.Errorf("the hook is installed at %s on the host, hookPath is %s", host, def.HookPath)
+	}
+}
+
+// Both containers run with the least privilege the VM scenario
+// KubeletDaemonSetPod proves enough: not privileged, every capability
+// dropped and none added, no privilege escalation, a read-only root and
+// the runtime's default seccomp profile.
+func TestDaemonSetLeastPrivilege(t *testing.T) {
+	spec := only[appsv1.DaemonSet](t, daemonSetFile).Spec.Template.Spec
+	if spec.HostNetwork || spec.HostIPC {
+		t.Errorf("hostNetwork %v, hostIPC %v: the plugin needs neither", spec.HostNetwork, spec.HostIPC)
+	}
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		t.Run(c.Name, func(t *testing.T) {
+			sc := c.SecurityContext
+			if sc == nil {
+				t.Fatal("no securityContext")
+			}
+			for _, tc := range []struct {
+				field string
+				ok    bool
+			}{
+				{"privileged: false", sc.Privileged != nil && !*sc.Privileged},
+				{"allowPrivilegeEscalation: false", sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation},
+				{"readOnlyRootFilesystem: true", sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem},
+				{"capabilities.drop: [ALL]", sc.Capabilities != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"})},
+				{"no capabilities.add", sc.Capabilities == nil || len(sc.Capabilities.Add) == 0},
+				{"seccompProfile: RuntimeDefault", sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault},
+				{"no procMount, SELinux or AppArmor override", sc.ProcMount == nil && sc.SELinuxOptions == nil && sc.AppArmorProfile == nil},
+			} {
+				if !tc.ok {
+					t.Errorf("want %s, got %+v", tc.field, sc)
+				}
+			}
+		})
 	}
 }
 
@@ -293,6 +331,23 @@ func TestContainerdDropIn(t *testing.T) {
 	for _, s := range settings {
 		if strings.HasPrefix(s, "required_plugins") || strings.HasPrefix(s, "tolerate_missing_plugins_annotation") {
 			t.Errorf("%q: the drop-in must not require plugins globally", s)
+		}
+	}
+	// The timeouts README.md, "Request timeouts", explains: above
+	// containerd's 2 s default, far below the kubelet's 2 min CRI timeout.
+	for key, bounds := range map[string][2]time.Duration{
+		"plugin_request_timeout":      {5 * time.Second, 30 * time.Second},
+		"plugin_registration_timeout": {5 * time.Second, 30 * time.Second},
+	} {
+		var value string
+		for _, s := range settings {
+			if k, v, ok := strings.Cut(s, "="); ok && strings.TrimSpace(k) == key {
+				value = strings.Trim(strings.TrimSpace(v), `"`)
+			}
+		}
+		d, err := time.ParseDuration(value)
+		if err != nil || d < bounds[0] || d > bounds[1] {
+			t.Errorf("%s = %q (%v), want a duration in [%s, %s]", key, value, err, bounds[0], bounds[1])
 		}
 	}
 }

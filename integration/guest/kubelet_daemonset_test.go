@@ -257,6 +257,14 @@ func kubeletDaemonSetPod(t *testing.T, e *guestEnv) {
 	k, ds := e.requireDaemonSetPlugin(ctx, t)
 	p := k.dsPod(ctx, t, ds, 0)
 	t.Logf("kubelet: %s", kubelet.Describe(p))
+	if cs := kubelet.ContainerStatus(p, dsPluginContainer); cs.RestartCount > 0 {
+		// Why it restarted before the scenario did anything: the earlier
+		// runs' logs (the kubelet keeps <n>.log per restart).
+		logs, _ := filepath.Glob("/var/log/pods/" + ds.namespace + "_" + ds.sp.Full + "_*/" + dsPluginContainer + "/*.log")
+		for _, f := range logs {
+			t.Logf("%s (restarted %d times), tail of %s:\n%s", dsPluginContainer, cs.RestartCount, f, fileTail(f, 8))
+		}
+	}
 
 	// The init container ran the hook install and put the image's hook
 	// (the host's own build) back where hookPath says.
@@ -303,6 +311,8 @@ func kubeletDaemonSetPod(t *testing.T, e *guestEnv) {
 	if err1 != nil || err2 != nil || mine == its {
 		t.Errorf("the plugin's mount namespace %s (%v), the node's %s (%v): want its own", its, err2, mine, err1)
 	}
+	// It runs with the DaemonSet's reduced privileges, not privileged.
+	assertSecurityContext(t, pids[0], p.Spec.Containers[0].SecurityContext)
 	// The image's binary is the build the image is labelled with.
 	_, wantVersion, _ := strings.Cut(ds.imported, ":")
 	if out, err := exec.Command(fmt.Sprintf("/proc/%d/exe", pids[0]), "-version").Output(); err != nil || strings.TrimSpace(string(out)) != "cgdelegate "+wantVersion {
@@ -363,8 +373,9 @@ func kubeletPluginPodRestart(t *testing.T, e *guestEnv) {
 	}
 
 	// The pod as it is now: on a loaded TCG host containerd may have
-	// dropped the plugin meanwhile (a request over the drop-in's 2 s
-	// plugin_request_timeout) and the kubelet restarted it.
+	// dropped the plugin meanwhile (a request over the drop-in's 5 s
+	// plugin_request_timeout); it reconnects by itself, and after repeated
+	// drops exits and the kubelet restarts it.
 	p := k.dsPod(ctx, t, ds, 0)
 	restarts := kubelet.ContainerStatus(p, dsPluginContainer).RestartCount
 	pids := e.containerPIDs(t, k, p, dsPluginContainer)
@@ -463,4 +474,73 @@ func (e *guestEnv) logPluginDrops(t *testing.T) {
 			}
 		}
 	})
+}
+
+// capBits are the capabilities a DaemonSet container may add, by the name
+// Kubernetes uses, as bits of /proc/<pid>/status Cap* (linux/capability.h).
+var capBits = map[corev1.Capability]uint{
+	"CHOWN": 0, "DAC_OVERRIDE": 1, "DAC_READ_SEARCH": 2, "FOWNER": 3, "KILL": 5,
+	"SYS_PTRACE": 19, "SYS_ADMIN": 21, "SYS_RESOURCE": 24,
+}
+
+// assertSecurityContext checks that process pid runs as sc says: with
+// exactly the added capabilities when all are dropped, no_new_privs for
+// allowPrivilegeEscalation: false, a seccomp filter for RuntimeDefault and
+// a read-only root for readOnlyRootFilesystem. It logs the LSM label.
+func assertSecurityContext(t *testing.T, pid int, sc *corev1.SecurityContext) {
+	t.Helper()
+	if sc == nil || (sc.Privileged != nil && *sc.Privileged) {
+		t.Errorf("the DaemonSet's plugin container is privileged (%+v), want least privilege", sc)
+		return
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			status[k] = strings.TrimSpace(v)
+		}
+	}
+	if sc.Capabilities != nil && slices.Contains(sc.Capabilities.Drop, "ALL") {
+		var want uint64
+		for _, c := range sc.Capabilities.Add {
+			bit, ok := capBits[c]
+			if !ok {
+				t.Fatalf("capability %s: add its bit to capBits", c)
+			}
+			want |= 1 << bit
+		}
+		for _, f := range []string{"CapEff", "CapPrm", "CapBnd"} {
+			got, err := strconv.ParseUint(status[f], 16, 64)
+			if err != nil || got != want {
+				t.Errorf("plugin %s = %q (%v), want %016x (drop ALL, add %v)", f, status[f], err, want, sc.Capabilities.Add)
+			}
+		}
+	}
+	if sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation && status["NoNewPrivs"] != "1" {
+		t.Errorf("plugin NoNewPrivs = %q, want 1 (allowPrivilegeEscalation: false)", status["NoNewPrivs"])
+	}
+	if sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault && status["Seccomp"] != "2" {
+		t.Errorf("plugin Seccomp = %q, want 2 (a filter: RuntimeDefault)", status["Seccomp"])
+	}
+	if sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem {
+		mi, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rootOpts string
+		for _, l := range strings.Split(string(mi), "\n") {
+			// ID parent major:minor root mountpoint options ...
+			if f := strings.Fields(l); len(f) > 5 && f[4] == "/" {
+				rootOpts = f[5] // the last mount on / is what the process sees
+			}
+		}
+		if !slices.Contains(strings.Split(rootOpts, ","), "ro") {
+			t.Errorf("plugin root mounted %q, want ro (readOnlyRootFilesystem)", rootOpts)
+		}
+	}
+	label, _ := os.ReadFile(fmt.Sprintf("/proc/%d/attr/current", pid))
+	t.Logf("plugin runs with CapEff %s, NoNewPrivs %s, Seccomp %s, LSM label %q", status["CapEff"], status["NoNewPrivs"], status["Seccomp"], strings.TrimSpace(string(label)))
 }

@@ -320,6 +320,47 @@ func validatorRejectsHook(t *testing.T, e *guestEnv) {
 	runContainer(ctx, t, plain, sleeper("plain", 0))
 }
 
+// rejectNamespacesDropIn sets containerd's default validator to refuse
+// every plugin's namespace adjustment.
+const (
+	rejectNamespacesDropIn = "/etc/containerd/conf.d/zz-reject-namespaces.toml"
+	rejectNamespacesConfig = `version = 3
+[plugins."io.containerd.nri.v1.nri".default_validator]
+  enable = true
+  reject_namespace_adjustment = true
+`
+)
+
+// validatorRejectsNamespace: containerd's default validator with
+// reject_namespace_adjustment = true refuses any plugin's namespace change.
+// cgdelegate adds a cgroup namespace only to a spec that has none, and
+// containerd's CRI gives every non-privileged container on a cgroup v2 host
+// its own (privileged ones cgdelegate leaves alone): so cgdelegate makes no
+// namespace adjustment, the validator refuses nothing, and an opted-in
+// container runs writable in its own cgroup namespace. That the validator
+// runs with this config shows in a pod requiring a plugin that is not
+// there: refused in the validator's words.
+func validatorRejectsNamespace(t *testing.T, e *guestEnv) {
+	e.requirePlugin(t)
+	if !e.variant.FailClosed || e.variant.Plugin != variant.PluginExternal {
+		t.Fatalf("variant %s: this scenario needs the fail-closed drop-in and an external plugin", e.variant.Name)
+	}
+	ctx := scenarioCtx(t)
+	e.restartContainerdWith(ctx, t, rejectNamespacesDropIn, rejectNamespacesConfig)
+	t.Cleanup(func() { e.restartContainerdWith(context.Background(), t, "", "") })
+
+	absent := e.runPod(ctx, t, cri.PodSpec{Name: "requires-absent", Annotations: map[string]string{requiredPluginsAnnotation: `["absent"]`}})
+	_, err := absent.CreateContainer(ctx, sleeper("refused", 0))
+	t.Logf("the validator in force: %v", err)
+	requireErrContains(t, "CreateContainer (requires a plugin that is not there)", err, `required plugin "absent"`)
+
+	pod := e.runPod(ctx, t, cri.PodSpec{Name: "annotated", Annotations: writable()})
+	c := runContainer(ctx, t, pod, sleeper("writable", 0))
+	assertWritableMount(ctx, t, c)
+	shOK(ctx, t, c, "mkdir /sys/fs/cgroup/child && rmdir /sys/fs/cgroup/child")
+	t.Logf("reject_namespace_adjustment = true: the opted-in container runs writable (containerd gave it a cgroup namespace; cgdelegate added none)")
+}
+
 // restartContainerdWith restarts containerd with the suite's config plus
 // one more imported drop-in (none when path is empty), and reconnects the
 // external plugin.

@@ -361,6 +361,17 @@ func byName(views ...cpuView) map[string]cpuView {
 }
 
 // unionOf is every CPU of nodes.
+// nodeOf returns the NUMA nodes of cpus.
+func nodeOf(nodes map[int]cpuset.CPUSet, cpus cpuset.CPUSet) cpuset.CPUSet {
+	var ids []int
+	for id, set := range nodes {
+		if !set.Intersection(cpus).IsEmpty() {
+			ids = append(ids, id)
+		}
+	}
+	return cpuset.New(ids...)
+}
+
 func unionOf(nodes map[int]cpuset.CPUSet) cpuset.CPUSet {
 	all := cpuset.New()
 	for _, set := range nodes {
@@ -621,10 +632,12 @@ func numaTopology(t *testing.T, _ *guestEnv) {
 
 // pinningContainerScope: with topologyScope: container there are no
 // bubbles. A Guaranteed 1-CPU container (oom_score_adj -997) gets one
-// exclusive CPU from the node pool with its quota off, and the node-shared
-// container keeps every other CPU and every memory node; a burstable
-// container in a pod the kubelet scored Burstable gets no exclusive CPU;
-// removing the pod widens the shared container again.
+// exclusive CPU from the node pool with its quota off and the memory node
+// of that CPU, and the node-shared container keeps every other CPU and
+// every memory node; a burstable container in a pod the kubelet scored
+// Burstable gets no exclusive CPU; an exclusive container whose memory
+// limit no node holds alone gets both memory nodes, one no node group
+// holds is refused; removing the pod widens the shared container again.
 func pinningContainerScope(t *testing.T, e *guestEnv) {
 	e.requirePinning(t)
 	if !e.variant.ContainerScope {
@@ -662,6 +675,28 @@ func pinningContainerScope(t *testing.T, e *guestEnv) {
 	bc := runContainer(ctx, t, bpod, spec)
 	if v := viewOf(ctx, t, bc); v.exclusive() || !v.CPUs.Equals(all.Difference(vx.CPUs)) {
 		t.Errorf("container of a Burstable pod: %s, want the node shared pool with its quota", v)
+	}
+
+	// The exclusive container's memory nodes hold its memory limit: its
+	// 64Mi fit the node of its cpu; 1.5Gi fit no ~1Gi node alone and are
+	// widened to both; 4Gi fit nowhere and are refused with the numbers.
+	if want := nodeOf(nodes, vx.CPUs); !vx.Mems.Equals(want) {
+		t.Errorf("exclusive container mems %s, want the node of its cpu %s", vx.Mems, want)
+	}
+	wideSpec := guaranteed("wide")
+	wideSpec.Resources.MemoryLimitInBytes = 1536 * mib
+	vw := viewOf(ctx, t, runContainer(ctx, t, pod, wideSpec))
+	t.Logf("exclusive 1.5Gi: %s", vw)
+	if vw.CPUs.Size() != 1 || !vw.exclusive() || !vw.Mems.Equals(cpuset.New(0, 1)) {
+		t.Errorf("exclusive 1.5Gi container: %s, want one cpu, quota off, mems 0-1", vw)
+	}
+	fatSpec := guaranteed("fat")
+	fatSpec.Resources.MemoryLimitInBytes = 4096 * mib
+	if _, err := pod.CreateContainer(ctx, fatSpec); err == nil || !strings.Contains(err.Error(), "insufficient memory") ||
+		!strings.Contains(err.Error(), "memory limit 4Gi does not fit") {
+		t.Errorf("4Gi exclusive container: err = %v, want insufficient memory with the numbers", err)
+	} else {
+		t.Logf("4Gi exclusive container refused: %v", err)
 	}
 
 	if err := pod.Remove(); err != nil {

@@ -28,6 +28,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.OptInPolicy:                     optInPolicy,
 	variant.MetricsScraped:                  metricsScraped,
 	variant.ValidatorRejectsHook:            validatorRejectsHook,
+	variant.ValidatorRejectsNamespace:       validatorRejectsNamespace,
 	variant.NUMATopology:                    numaTopology,
 	variant.PinningPodBudget:                pinningPodBudget,
 	variant.PinningDynamicAdd:               pinningDynamicAdd,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
+	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
 )
 
@@ -132,6 +133,49 @@ func TestPinningQoS(t *testing.T) {
 				t.Errorf("pool %s, want exclusive", stamp.Pool)
 			case tc.wantBubble == 0 && (stamp.Pool != policy.PoolNodeShared || adjCPU(resp).GetQuota() != nil):
 				t.Errorf("pool %s quota %v, want node-shared with its own quota", stamp.Pool, adjCPU(resp).GetQuota())
+			}
+		})
+	}
+}
+
+// TestPinningReservedMemory: reservedMemory is kept back from the bubbles
+// (a pod that fits the bare nodes is refused, with the numbers), and a
+// reservation the node can not hold leaves pinning inactive with the
+// reason, while writable cgroups keep working.
+func TestPinningReservedMemory(t *testing.T) {
+	t.Run("kept back from the bubbles", func(t *testing.T) {
+		e := setupPinning(t, func(c *config.Config) { c.ReservedMemory = "0:memory=4Gi;1:memory=4Gi" })
+		if got := e.p.Pinning().Allocations.(policy.Status).ReservedMemory; got != "0:memory=4Gi;1:memory=4Gi" {
+			t.Errorf("status reservedMemory = %q", got)
+		}
+		err := e.runPod(WithPodResources(Pod("fat", "p1", cgroupfsParent, nil), 2000, 2000, 30*gi))
+		for _, w := range []string{
+			"cgdelegate refused the pod default/fat", "memory limit 30Gi", "24Gi free in all NUMA nodes together",
+			"node 0: 12Gi of 12Gi free (MemTotal 16Gi, reservedMemory 4Gi)",
+		} {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("RunPodSandbox err = %v\nwant it to contain %q", err, w)
+			}
+		}
+		e.mustRunPod(WithPodResources(Pod("fits", "p2", cgroupfsParent, nil), 2000, 2000, 20*gi))
+		if mems := e.p.Pinning().Allocations.(policy.Status).Pods[0].Mems; mems != "0-1" {
+			t.Errorf("20Gi on two 12Gi nodes: memory nodes %q, want 0-1", mems)
+		}
+	})
+	for _, tc := range []struct{ name, reserved, want string }{
+		{"unknown NUMA node", "2:memory=1Gi", "reservedMemory: NUMA node 2 does not exist on this machine (NUMA nodes 0-1)"},
+		{"more than the node has", "1:memory=17Gi", "reservedMemory: NUMA node 1: 17Gi is more than the node has (MemTotal 16Gi)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setupPinning(t, func(c *config.Config) { c.ReservedMemory = tc.reserved })
+			st := e.p.Pinning()
+			if st == nil || st.Active || !strings.Contains(st.Reason, tc.want) {
+				t.Fatalf("status pinning = %+v, want inactive with reason ~ %q", st, tc.want)
+			}
+			pod := Pod("w", "p1", cgroupfsParent, writable(""))
+			e.mustRunPod(pod)
+			if resp := e.mustCreate(pod, Container(pod, "app")); cgroupMount(resp.GetAdjust().GetMounts()) == nil {
+				t.Errorf("writable cgroups lost: adjustment mounts %v", resp.GetAdjust().GetMounts())
 			}
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
+	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
 	decide "github.com/cgdelegate/cgdelegate/internal/writable"
@@ -226,53 +227,85 @@ cgdelegate_cpus{pool="reserved"} 0
 	}
 }
 
-// A containerd config whose default validator rejects OCI hooks: the
-// plugin refuses the writable container itself, naming the setting, counts
-// it as a policy refusal, and lets a plain container through.
+// A runtime whose default validator rejects OCI hooks (containerd's
+// config, or CRI-O's drop-in): the plugin refuses the writable container
+// itself, naming the setting and the file of the runtime it runs under,
+// counts it as a policy refusal, and lets a plain container through. The
+// rule is wired as plugin/main wires it, by the runtime seen in Configure.
 func TestValidatorRejectsHookOverNRI(t *testing.T) {
 	dir := t.TempDir()
 	ctdConfig := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(ctdConfig, []byte(`version = 3
+	crioDropIns := filepath.Join(dir, "crio.conf.d")
+	crioDropIn := filepath.Join(crioDropIns, "20-hardening.conf")
+	for path, content := range map[string]string{
+		ctdConfig: `version = 3
 [plugins."io.containerd.nri.v1.nri".default_validator]
   enable = true
   reject_oci_hook_adjustment = true
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rec := prom.New(prom.Options{})
-	rule := func(cfg config.Config) decide.Check {
-		check, err := validatorcfg.FromConfig(cfg)
-		if err != nil {
-			t.Errorf("validator settings: %v", err)
-		}
-		return check
-	}
-	e := setupStub(t, true, func(c *config.Config) { c.ContainerdConfig = ctdConfig },
-		[]stub.Option{nritimer.StubOption(rec)}, nri.WithMetrics(rec), nri.WithAdmission(rule))
-	pod := Pod("web", "u1", cgroupfsParent, writable(""))
-	_, err := e.create(t, pod, Container(pod, "app"))
-	if err == nil {
-		t.Fatal("a writable container was not refused")
-	}
-	for _, want := range []string{"reject_oci_hook_adjustment = true", ctdConfig, "set reject_oci_hook_adjustment = false"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("refusal does not mention %q: %v", want, err)
-		}
-	}
-	plain := Pod("plain", "u2", cgroupfsParent, nil)
-	if _, err := e.create(t, plain, Container(plain, "app")); err != nil {
-		t.Fatalf("plain container: %v", err)
-	}
-	for _, c := range []struct {
-		name, label, value string
-		want               float64
-	}{
-		{prom.ContainersTotal, "result", "refused", 1},
-		{prom.ContainersTotal, "result", "unchanged", 1},
-		{prom.RefusalsTotal, "cause", prom.CausePolicy, 1},
+`,
+		crioDropIn: `[crio.nri.default_validator]
+nri_enable_default_validator = true
+nri_validator_reject_oci_hook_adjustment = true
+`,
 	} {
-		if got := counter(t, rec, c.name, c.label, c.value); got != c.want {
-			t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.value, got, c.want)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
 		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		runtime string
+		want    []string
+	}{
+		{"containerd", []string{
+			"containerd's NRI default validator", "reject_oci_hook_adjustment = true", ctdConfig,
+			"set reject_oci_hook_adjustment = false there and restart containerd",
+		}},
+		{"cri-o", []string{
+			"CRI-O's NRI default validator", "nri_validator_reject_oci_hook_adjustment = true under [crio.nri.default_validator]",
+			crioDropIn, "set nri_validator_reject_oci_hook_adjustment = false there and restart CRI-O",
+		}},
+	} {
+		t.Run(tc.runtime, func(t *testing.T) {
+			rec := prom.New(prom.Options{})
+			rule := func(cfg config.Config, q quirks.Quirks) decide.Check {
+				check, err := validatorcfg.FromConfig(cfg, q.Kind)
+				if err != nil {
+					t.Errorf("validator settings: %v", err)
+				}
+				return check
+			}
+			e := setupRuntime(t, tc.runtime, true, func(c *config.Config) {
+				c.ContainerdConfig, c.CRIOConfig, c.CRIOConfigDir = ctdConfig, config.Disabled, crioDropIns
+			}, []stub.Option{nritimer.StubOption(rec)}, nri.WithMetrics(rec), nri.WithRuntimeAdmission(rule))
+			pod := Pod("web", "u1", cgroupfsParent, writable(""))
+			_, err := e.create(t, pod, Container(pod, "app"))
+			if err == nil {
+				t.Fatal("a writable container was not refused")
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("refusal does not mention %q: %v", want, err)
+				}
+			}
+			plain := Pod("plain", "u2", cgroupfsParent, nil)
+			if _, err := e.create(t, plain, Container(plain, "app")); err != nil {
+				t.Fatalf("plain container: %v", err)
+			}
+			for _, c := range []struct {
+				name, label, value string
+				want               float64
+			}{
+				{prom.ContainersTotal, "result", "refused", 1},
+				{prom.ContainersTotal, "result", "unchanged", 1},
+				{prom.RefusalsTotal, "cause", prom.CausePolicy, 1},
+			} {
+				if got := counter(t, rec, c.name, c.label, c.value); got != c.want {
+					t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.value, got, c.want)
+				}
+			}
+		})
 	}
 }

@@ -41,8 +41,9 @@ type Runtime struct {
 
 // NewRuntime creates and starts a runtime side listening on a socket in a
 // short temporary directory (Unix socket paths are limited to ~108 bytes,
-// which t.TempDir() can exceed). Close removes it.
-func NewRuntime(name, version string) (*Runtime, error) {
+// which t.TempDir() can exceed). opts are added to the adaptation's own
+// (e.g. adaptation.WithDefaultValidator). Close removes it.
+func NewRuntime(name, version string, opts ...adaptation.Option) (*Runtime, error) {
 	quietNRILogs()
 	dir, err := os.MkdirTemp("", "cgd-nri-")
 	if err != nil {
@@ -54,12 +55,13 @@ func NewRuntime(name, version string) (*Runtime, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("create plugin dir: %w", err)
 	}
-	rt.r, err = adaptation.New(name, version, rt.sync, rt.update,
+	opts = append([]adaptation.Option{
 		adaptation.WithSocketPath(rt.socket),
 		adaptation.WithPluginPath(empty),
 		adaptation.WithPluginConfigPath(empty),
 		adaptation.WithMetrics(countMetrics{rt.counts}),
-	)
+	}, opts...)
+	rt.r, err = adaptation.New(name, version, rt.sync, rt.update, opts...)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("create NRI adaptation: %w", err)
@@ -147,6 +149,9 @@ func (rt *Runtime) Connect(ctx context.Context, p any, name, idx string, opts ..
 		return nil, ctx.Err()
 	}
 }
+
+// Socket is the path plugins connect to.
+func (rt *Runtime) Socket() string { return rt.socket }
 
 // RunPod relays RunPodSandbox.
 func (rt *Runtime) RunPod(ctx context.Context, pod *api.PodSandbox) error {

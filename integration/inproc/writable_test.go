@@ -45,6 +45,13 @@ func setup(t *testing.T, nsdelegate bool, mutate func(*config.Config)) *env {
 // its stub.
 func setupStub(t *testing.T, nsdelegate bool, mutate func(*config.Config), stubOpts []stub.Option, opts ...nri.Option) *env {
 	t.Helper()
+	return setupRuntime(t, "containerd", nsdelegate, mutate, stubOpts, opts...)
+}
+
+// setupRuntime is setupStub with a runtime of that name (what Configure
+// tells the plugin).
+func setupRuntime(t *testing.T, runtime string, nsdelegate bool, mutate func(*config.Config), stubOpts []stub.Option, opts ...nri.Option) *env {
+	t.Helper()
 	mounts := fakehost.NoNsdelegate
 	if nsdelegate {
 		mounts = fakehost.Nsdelegate
@@ -68,7 +75,7 @@ func setupStub(t *testing.T, nsdelegate bool, mutate func(*config.Config), stubO
 		t.Fatal(err)
 	}
 	adv = advert.New(p, nil)
-	rt, err := NewRuntime("containerd", "v2.4.2-inproc")
+	rt, err := NewRuntime(runtime, "v2.4.2-inproc")
 	if err != nil {
 		t.Fatal(err)
 	}

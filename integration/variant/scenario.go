@@ -59,6 +59,11 @@ const (
 	// reject OCI hook adjustments, an opted-in container is refused and
 	// the error a user sees names the setting to change.
 	ValidatorRejectsHook Scenario = "ValidatorRejectsHook"
+	// ValidatorRejectsNamespace: with containerd's default validator set to
+	// reject namespace adjustments, an opted-in container still runs
+	// writable: containerd gives it a cgroup namespace, so cgdelegate adds
+	// none and the validator has nothing to refuse.
+	ValidatorRejectsNamespace Scenario = "ValidatorRejectsNamespace"
 	// NUMATopology checks the two-node topology the pinning scenarios use.
 	NUMATopology Scenario = "NUMATopology"
 	// PinningPodBudget: a pod budget becomes a bubble of exclusive CPUs.
@@ -133,7 +138,7 @@ var scenarios = []Scenario{
 	AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
 	RefusedWithoutNSDelegate, GuardCgroupWritable, HookRefusesAfterRemount,
 	UsernsPod, PluginMode, Restarts, FailClosedPerPod,
-	OptInPolicy, MetricsScraped, ValidatorRejectsHook,
+	OptInPolicy, MetricsScraped, ValidatorRejectsHook, ValidatorRejectsNamespace,
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
 	KubeletDaemonSetPod, KubeletPluginPodRestart,
 	InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd,

@@ -25,7 +25,12 @@ func Suite() []Variant {
 			Name: "ctd24-nsdelegate-preregistered", Containerd: Containerd24, NSDelegate: true, Plugin: PluginPreregistered, SMP: 2,
 			Scenarios: []Scenario{Harness, AnnotatedWritable, PluginMode, Restarts},
 		},
-		{Name: "ctd24-no-nsdelegate", Containerd: Containerd24, Plugin: PluginExternal, SMP: 2, Scenarios: noNSDelegate},
+		// The kubelet's view of the same refusal shares the boot, last
+		// (a kubelet kills pods it did not make).
+		{
+			Name: "ctd24-no-nsdelegate-Kubelet", Containerd: Containerd24, Plugin: PluginExternal, SMP: 2, Kubelet: true,
+			Scenarios: append(slices.Clone(noNSDelegate), KubeletRefusedWithoutNSDelegate),
+		},
 		// Every container of the default runtime is writable here, so the
 		// guard refuses them all: only the guard scenario fits.
 		{
@@ -36,13 +41,13 @@ func Suite() []Variant {
 		// writable scenario shows the validator lets cgdelegate's own
 		// adjustments through. The operator scenarios (issue 9) share the
 		// boot: the opt-in policy by SIGHUP, /metrics (served in this
-		// variant only), and the validator told to reject hooks, last
-		// because it restarts containerd.
+		// variant only), and the validator told to reject hooks, then
+		// namespaces, last because they restart containerd.
 		{
 			Name: "ctd24-failclosed", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, FailClosed: true, SMP: 2,
 			Scenarios: []Scenario{
 				Harness, AnnotatedWritable, FailClosedPerPod,
-				OptInPolicy, MetricsScraped, ValidatorRejectsHook, // issue 9: operator controls
+				OptInPolicy, MetricsScraped, ValidatorRejectsHook, ValidatorRejectsNamespace, // issue 9: operator controls
 			},
 		},
 		{Name: "ctd23-nsdelegate-external", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: nsdelegate},
@@ -93,10 +98,6 @@ func Suite() []Variant {
 		{
 			Name: "ctd24-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Kubelet: true,
 			Scenarios: []Scenario{KubeletWritable, KubeletUserns, KubeletStartLatency},
-		},
-		{
-			Name: "ctd24-no-nsdelegate-Kubelet", Containerd: Containerd24, Plugin: PluginExternal, SMP: 2, Kubelet: true,
-			Scenarios: []Scenario{KubeletRefusedWithoutNSDelegate},
 		},
 		// Pinning on containerd 2.3 (issue 11, item 8).
 		{

@@ -3,10 +3,11 @@
 # harness needs (qemu for the VM, busybox-static for the guest userland,
 # libseccomp-dev + a C toolchain for a static runc, cpio/xz/zstd for the
 # initramfs and the Debian kernel modules, mmdebstrap for the Debian root
-# filesystem of the systemd variants).
+# filesystem of the systemd variants, podman for TestPodmanLoad: `podman load`
+# of `make image`'s archive).
 set -euo pipefail
 
-pkgs=(qemu-system-x86 busybox-static libseccomp-dev gcc libc6-dev pkg-config cpio zstd xz-utils mmdebstrap)
+pkgs=(qemu-system-x86 busybox-static libseccomp-dev gcc libc6-dev pkg-config cpio zstd xz-utils mmdebstrap podman)
 
 missing=()
 for p in "${pkgs[@]}"; do

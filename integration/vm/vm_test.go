@@ -68,7 +68,46 @@ func repoRoot(t *testing.T) string {
 func TestVM(t *testing.T) {
 	start := time.Now()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cacheDir := defaultCacheDir()
+	vs := selectVariants(variant.Suite())
+	if len(vs) == 0 {
+		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
+	}
+	workDir := newWorkDir(t)
+	arts, initrds := prepare(t, log, vs, workDir)
+	for _, v := range vs {
+		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds[bootOf(v)], workDir, v) })
+	}
+	log.Info("integration suite done", "took", time.Since(start).Round(time.Second))
+}
+
+// TestIngredients builds and caches what the selected variants boot (kernel,
+// containerd, runc, the kubelet, the systemd root filesystem, the images and
+// initramfs) without booting anything. `make integration` runs it first, on
+// its own time limit: on a cold machine the builds alone take longer than
+// the boots, and the suite's limit is for the boots.
+func TestIngredients(t *testing.T) {
+	if os.Getenv("CGD_INGREDIENTS") == "" {
+		t.Skip("set CGD_INGREDIENTS=1 to build the VM ingredients only (make integration does)")
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	vs := selectVariants(variant.Suite())
+	if len(vs) == 0 {
+		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
+	}
+	_, initrds := prepare(t, log, vs, newWorkDir(t))
+	for k, p := range initrds {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("initramfs %s: %v", k, err)
+		}
+		t.Logf("initramfs %s: %d MiB", k, st.Size()>>20)
+	}
+}
+
+// newWorkDir is a run's scratch directory, removed at the end; a failed
+// run keeps its console logs, CGD_KEEP_WORKDIR keeps everything.
+func newWorkDir(t *testing.T) string {
+	t.Helper()
 	workDir, err := os.MkdirTemp("", "cgd-vm-")
 	if err != nil {
 		t.Fatal(err)
@@ -92,11 +131,17 @@ func TestVM(t *testing.T) {
 		}
 		os.RemoveAll(workDir)
 	})
+	return workDir
+}
 
-	vs := selectVariants(variant.Suite())
-	if len(vs) == 0 {
-		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
-	}
+// prepare builds (or takes from the cache) everything vs boot and packs one
+// initramfs per boot kind. The systemd root filesystem is built while the
+// Go builds run: mmdebstrap mostly waits on the archive and dpkg, one core
+// at most, so the two overlap well on a cold machine.
+func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir string) (*artifacts, map[bootKind]string) {
+	t.Helper()
+	start := time.Now()
+	cacheDir := defaultCacheDir()
 	var versions []string
 	systemd, systemdPod, withKubelet := false, false, false
 	for _, v := range vs {
@@ -110,20 +155,35 @@ func TestVM(t *testing.T) {
 
 	b := &builder{log: log, repo: repoRoot(t), cacheDir: cacheDir, workDir: workDir}
 	ctx := context.Background()
+	type rootfsResult struct {
+		path string
+		err  error
+	}
+	rootfs := make(chan rootfsResult, 1)
+	if systemd || systemdPod {
+		go func() {
+			p, err := b.debianRootfs(ctx, systemdRootfsName, systemdPackages)
+			log.Info("systemd root filesystem ready", "took", time.Since(start).Round(time.Second), "err", err)
+			rootfs <- rootfsResult{p, err}
+		}()
+	} else {
+		rootfs <- rootfsResult{}
+	}
 	arts, err := b.buildAll(ctx, versions, withKubelet)
+	r := <-rootfs // never leave the goroutine behind, even on a failed build
 	if err != nil {
 		t.Fatalf("building the VM: %v", err)
 	}
+	log.Info("builds done", "took", time.Since(start).Round(time.Second))
 	t.Run("build/plugin", func(t *testing.T) {
 		if arts.PluginErr != nil {
 			t.Fatalf("cgdelegate or cgdelegate-hook did not build; the scenarios that need them will fail:\n%v", arts.PluginErr)
 		}
 	})
-	if systemd || systemdPod {
-		if arts.SystemdRootfs, err = b.debianRootfs(ctx, systemdRootfsName, systemdPackages); err != nil {
-			t.Fatalf("building the systemd root filesystem: %v", err)
-		}
+	if r.err != nil {
+		t.Fatalf("building the systemd root filesystem: %v", r.err)
 	}
+	arts.SystemdRootfs = r.path
 	if systemdPod {
 		if arts.SystemdPodImage, err = b.systemdPodImage(arts.SystemdRootfs); err != nil {
 			t.Fatalf("building the systemd pod image: %v", err)
@@ -144,11 +204,7 @@ func TestVM(t *testing.T) {
 		initrds[k] = p
 	}
 	log.Info("artifacts ready", "took", time.Since(start).Round(time.Second), "cache", cacheDir, "work", workDir)
-
-	for _, v := range vs {
-		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds[bootOf(v)], workDir, v) })
-	}
-	log.Info("integration suite done", "took", time.Since(start).Round(time.Second))
+	return arts, initrds
 }
 
 // bootKind tells the initramfs images of a run apart.

@@ -52,9 +52,11 @@ const (
 	DefaultStatusFile       = "/run/cgdelegate/status.json"
 	DefaultKubeletCPUState  = "/var/lib/kubelet/cpu_manager_state"
 	DefaultContainerdConfig = "/etc/containerd/config.toml"
+	DefaultCRIOConfig       = "/etc/crio/crio.conf"
+	DefaultCRIOConfigDir    = "/etc/crio/crio.conf.d"
 	DefaultHookTimeout      = 10
 	// Disabled turns off an optional file (featureFile, statusFile,
-	// containerdConfig).
+	// containerdConfig, crioConfig, crioConfigDir).
 	Disabled = "none"
 )
 
@@ -107,6 +109,14 @@ type Config struct {
 	// default (false) is the kubelet's: reserved CPUs stay in the node
 	// shared pool, where pods without a CPU budget run.
 	StrictCPUReservation bool `json:"strictCPUReservation,omitempty"`
+	// ReservedMemory is memory the pod bubbles (and, in container scope,
+	// the exclusive containers) never get, per NUMA node, in the form of
+	// the kubelet's --reserved-memory flag (its KubeletConfiguration
+	// reservedMemory): "0:memory=1Gi;1:memory=512Mi". Each node's MemTotal
+	// minus its reservation is what the bubbles may hold there. Empty (the
+	// default) reserves nothing: the kubelet has no default either, its
+	// static memory manager refuses to start without one.
+	ReservedMemory string `json:"reservedMemory,omitempty"`
 	// KubeletCPUManagerState is the kubelet cpu_manager_state file. When it
 	// names the static policy, cgdelegate refuses to pin CPUs.
 	KubeletCPUManagerState string `json:"kubeletCPUManagerState,omitempty"`
@@ -123,6 +133,17 @@ type Config struct {
 	// reject_namespace_adjustment) is refused by cgdelegate first, with an
 	// error naming the setting. Missing or "none": nothing is read.
 	ContainerdConfig string `json:"containerdConfig,omitempty"`
+	// CRIOConfig is CRI-O's main config file (crio --config), read for
+	// the same settings under [crio.nri.default_validator]
+	// (nri_validator_reject_oci_hook_adjustment,
+	// nri_validator_reject_namespace_adjustment) when the runtime is CRI-O.
+	// Missing or "none": nothing is read from it.
+	CRIOConfig string `json:"crioConfig,omitempty"`
+	// CRIOConfigDir is CRI-O's drop-in directory (crio --config-dir),
+	// read after CRIOConfig as CRI-O reads it: every file in it and below,
+	// in lexical order, each overriding the keys it sets. Missing or
+	// "none": nothing is read from it.
+	CRIOConfigDir string `json:"crioConfigDir,omitempty"`
 
 	// MetricsAddress is the host:port where the plugin serves Prometheus
 	// metrics at /metrics, e.g. "127.0.0.1:9767"; empty (the default)
@@ -169,6 +190,8 @@ func Default() Config {
 		TopologyScope:          ScopePod,
 		KubeletCPUManagerState: DefaultKubeletCPUState,
 		ContainerdConfig:       DefaultContainerdConfig,
+		CRIOConfig:             DefaultCRIOConfig,
+		CRIOConfigDir:          DefaultCRIOConfigDir,
 	}
 }
 
@@ -237,6 +260,8 @@ func (c Config) Validate() error {
 	abs("statusFile", c.StatusFile, true)
 	abs("kubeletCPUManagerState", c.KubeletCPUManagerState, false)
 	abs("containerdConfig", c.ContainerdConfig, true)
+	abs("crioConfig", c.CRIOConfig, true)
+	abs("crioConfigDir", c.CRIOConfigDir, true)
 
 	switch c.Guard {
 	case GuardEnforce, GuardWarn, GuardOff:
@@ -261,6 +286,9 @@ func (c Config) Validate() error {
 		if _, err := cpuset.Parse(c.ReservedCPUs); err != nil {
 			errs = append(errs, fmt.Errorf("reservedCPUs: %q is not a cpuset list: %w", c.ReservedCPUs, err))
 		}
+	}
+	if _, err := ParseReservedMemory(c.ReservedMemory); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, patterns("optIn.namespaces", c.OptIn.Namespaces, false)...)
 	errs = append(errs, patterns("optIn.runtimeHandlers", c.OptIn.RuntimeHandlers, true)...)
@@ -303,6 +331,11 @@ func validAddress(addr string) error {
 
 // ContainerdConfigPath is ContainerdConfig, or "" when disabled.
 func (c Config) ContainerdConfigPath() string { return enabled(c.ContainerdConfig) }
+
+// CRIOConfigPaths are CRIOConfig and CRIOConfigDir, each "" when disabled.
+func (c Config) CRIOConfigPaths() (file, dir string) {
+	return enabled(c.CRIOConfig), enabled(c.CRIOConfigDir)
+}
 
 // FeatureFilePath is FeatureFile, or "" when disabled.
 func (c Config) FeatureFilePath() string { return enabled(c.FeatureFile) }

@@ -53,6 +53,14 @@ func TestParse(t *testing.T) {
 		{name: "anchor and alias", in: "maxDepth: &n 7\nmaxDescendants: *n\n", check: func(c Config) bool { return c.MaxDepth == 7 && c.MaxDescendants == 7 }},
 		{name: "booleans", in: "cpuPinning: true\nallowKubeletStaticCPUManager: false\n", check: func(c Config) bool { return c.CPUPinning && !c.AllowKubeletStaticCPUManager }},
 		{name: "feature file disabled", in: "featureFile: none\n", check: func(c Config) bool { return c.FeatureFilePath() == "" }},
+		{name: "CRI-O config default", in: "", check: func(c Config) bool {
+			f, d := c.CRIOConfigPaths()
+			return f == "/etc/crio/crio.conf" && d == "/etc/crio/crio.conf.d"
+		}},
+		{name: "CRI-O config disabled", in: "crioConfig: none\ncrioConfigDir: /srv/crio.d\n", check: func(c Config) bool {
+			f, d := c.CRIOConfigPaths()
+			return f == "" && d == "/srv/crio.d"
+		}},
 		{name: "json works too", in: `{"cgroupRoot": "/run/cgroup2"}`, check: func(c Config) bool { return c.CgroupRoot == "/run/cgroup2" }},
 		{name: "json numbers and booleans", in: `{"maxDepth": 5, "cpuPinning": true}`, check: func(c Config) bool { return c.MaxDepth == 5 && c.CPUPinning }},
 		{name: "reserved", in: "reservedCPUs: 0-1,4\n", check: func(c Config) bool { return c.Reserved().Size() == 3 }},
@@ -120,6 +128,9 @@ func TestParse(t *testing.T) {
 		{name: "metrics port too large", in: "metricsAddress: \":70000\"\n", wantErr: []string{`metricsAddress: ":70000" has port "70000"`}},
 		{name: "metrics port number", in: "metricsAddress: 9767\n", wantErr: []string{`metricsAddress: "9767" is not host:port`}},
 		{name: "relative feature file", in: "featureFile: features\n", wantErr: []string{`featureFile: "features"`}},
+		{name: "relative CRI-O config", in: "crioConfig: crio.conf\ncrioConfigDir: \"\"\n", wantErr: []string{
+			`crioConfig: "crio.conf" is not an absolute path`, `crioConfigDir: "" is not an absolute path`,
+		}},
 		{name: "not yaml", in: "guard: [\n", wantErr: []string{"decode config"}},
 		{name: "not a mapping", in: "- guard\n", wantErr: []string{"decode config", "want a mapping of keys, got a list"}},
 		{name: "two documents", in: "guard: warn\n---\nguard: off\n", wantErr: []string{"decode config", "want one YAML document"}},
@@ -147,8 +158,9 @@ func TestEveryKeyDecodes(t *testing.T) {
 	want := Config{
 		CgroupRoot: "/a", MountinfoPath: "/b", ProcRoot: "/c", SysfsRoot: "/d", HookPath: "/e",
 		HookTimeout: 3, Guard: GuardWarn, MaxDescendants: 4, MaxDepth: 5, FeatureFile: Disabled, StatusFile: "/f",
-		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", StrictCPUReservation: true,
+		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", StrictCPUReservation: true, ReservedMemory: "0:memory=1Gi",
 		KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true, MetricsAddress: "127.0.0.1:9767", ContainerdConfig: "/h",
+		CRIOConfig: "/i", CRIOConfigDir: "/j",
 		OptIn: OptIn{Namespaces: []string{"team-*"}, RuntimeHandlers: []string{"runc"}, RequireUserNamespace: true},
 	}
 	v := reflect.ValueOf(want)

@@ -21,9 +21,11 @@ type Recorder interface {
 	// "privileged", "unchanged"), and err the refusal (outcome is then
 	// "refused").
 	Container(outcome string, err error)
-	// Event records how long the plugin took to handle one NRI event
-	// (its NRI name, e.g. "CreateContainer").
-	Event(name string, d time.Duration)
+	// Event records how long the plugin took to answer one NRI request
+	// (its NRI event name, e.g. "CreateContainer"), and whether the answer
+	// was an error (a refused container, or a request that could not be
+	// decoded).
+	Event(name string, d time.Duration, failed bool)
 	// Updates records one batch of container updates sent after an event:
 	// how many were sent and how many the runtime failed.
 	Updates(sent, failed int)
@@ -38,26 +40,46 @@ type Recorder interface {
 // writable.Outcome value), with one atomic add each: the only metrics cost
 // on the container path. The Recorder that hands it out reads it at scrape
 // time.
-type Outcomes struct{ n [MaxOutcomes]atomic.Uint64 }
+//
+// Index 0 (writable.Unchanged: nothing asked, the mount left alone, by far
+// the most common decision) costs nothing once the Recorder derives its
+// count from the CreateContainer requests it sees answered (SetImplicit):
+// Inc(0) then only reads a flag, so the default container's path has no
+// atomic add at all.
+type Outcomes struct {
+	n        [MaxOutcomes]atomic.Uint64
+	implicit atomic.Bool
+}
 
 // MaxOutcomes bounds the indexes Outcomes counts.
 const MaxOutcomes = 8
 
 // Inc counts one decision with index i; an index out of range is not
-// counted.
+// counted, nor is index 0 once it is implicit.
 func (o *Outcomes) Inc(i int) {
+	if i == 0 && o.implicit.Load() {
+		return
+	}
 	if i >= 0 && i < MaxOutcomes {
 		o.n[i].Add(1)
 	}
 }
 
-// Load is the count of index i (0 out of range).
+// Load is the count of index i (0 out of range). Index 0 stops growing
+// once it is implicit.
 func (o *Outcomes) Load(i int) uint64 {
 	if i >= 0 && i < MaxOutcomes {
 		return o.n[i].Load()
 	}
 	return 0
 }
+
+// SetImplicit stops counting index 0: the Recorder derives it from now on.
+// It can not be undone.
+func (o *Outcomes) SetImplicit() { o.implicit.Store(true) }
+
+// Implicit reports whether index 0 is derived rather than counted.
+func (o *Outcomes) Implicit() bool { return o.implicit.Load() }
 
 // Nop records nothing.
 type Nop struct{}
@@ -66,7 +88,7 @@ type Nop struct{}
 func (Nop) Container(string, error) {}
 
 // Event implements Recorder.
-func (Nop) Event(string, time.Duration) {}
+func (Nop) Event(string, time.Duration, bool) {}
 
 // Updates implements Recorder.
 func (Nop) Updates(int, int) {}

@@ -86,12 +86,14 @@ func New(cfg config.Config, log *slog.Logger) *Pinner {
 	}
 	pol, err := policy.New(topo, policy.Options{
 		Scope: cfg.TopologyScope, Reserved: cfg.Reserved(), StrictReservation: cfg.StrictCPUReservation,
+		ReservedMemory: cfg.ReservedMemoryBytes(),
 	})
 	if err != nil {
 		return inactive(fmt.Sprintf("cannot build the CPU policy: %v", err))
 	}
 	snap := pol.Snapshot()
-	log.Info("CPU pinning active", "scope", snap.Scope, "usableCPUs", snap.UsableCPUs, "reservedCPUs", snap.ReservedCPUs)
+	log.Info("CPU pinning active", "scope", snap.Scope, "usableCPUs", snap.UsableCPUs, "reservedCPUs", snap.ReservedCPUs,
+		"reservedMemory", snap.ReservedMemory)
 	return &Pinner{policy: pol, kubelet: kw}
 }
 
@@ -100,7 +102,7 @@ func New(cfg config.Config, log *slog.Logger) *Pinner {
 func ConfigChanged(a, b config.Config) bool {
 	return a.CPUPinning != b.CPUPinning || a.TopologyScope != b.TopologyScope ||
 		a.ReservedCPUs != b.ReservedCPUs || a.StrictCPUReservation != b.StrictCPUReservation ||
-		a.SysfsRoot != b.SysfsRoot ||
+		a.ReservedMemory != b.ReservedMemory || a.SysfsRoot != b.SysfsRoot ||
 		a.KubeletCPUManagerState != b.KubeletCPUManagerState ||
 		a.AllowKubeletStaticCPUManager != b.AllowKubeletStaticCPUManager
 }

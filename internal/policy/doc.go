@@ -50,10 +50,21 @@
 // nodes of the CPUs the allocator picks, or else the smallest, closest
 // group of nodes (all groups up to 12 nodes) with that much free memory and
 // the CPUs; a pinned container's mems are the nodes of its CPUs plus the
-// nodes the bubble was widened to. Free memory is MemTotal minus the
-// bubbles' reservations (podState.memShare); Rebuild reserves kept bubbles
-// again with a max flow (memory.spread). ErrInsufficientMemory refuses a pod
-// that fits nowhere.
+// nodes the bubble was widened to. Free memory is MemTotal minus
+// Options.ReservedMemory minus the reservations of the bubbles
+// (podState.memShare) and, in container scope, of the exclusive containers:
+// there a node-level slice's NUMA nodes hold its container's memory limit
+// by the same rules (ctrState.memShare, extraMems). ErrInsufficientMemory
+// refuses a pod or container that fits nowhere.
+//
+// Rebuild keeps each holder's memory nodes (from the stamps) and
+// recomputes how its memory is split over them, with a max flow
+// (memory.spread) that finds a split within every node's capacity
+// whenever one exists. The split is bookkeeping the kernel never sees
+// (pages land anywhere in cpuset.mems), so it is not stamped: a holder on
+// one memory node reserves exactly what it did; one on several reserves
+// the same total on the same nodes, the nodes of its CPUs first, which may
+// differ from the split it got when it was placed (TestRebuildRecomputesSplit).
 //
 // Exclusive containers run without a CFS quota (Assignment.QuotaDisabled,
 // quota -1); shared ones keep theirs.

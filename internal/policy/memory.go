@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/podres"
 )
 
@@ -18,12 +20,17 @@ import (
 const maxGroupNodes = 12
 
 // memory is the NUMA memory the bubbles may use: each node's capacity
-// (its MemTotal) and the node groups to try, smallest first.
+// (its MemTotal minus reservedMemory) and the node groups to try, smallest
+// first.
 type memory struct {
-	// capacity is each node's MemTotal in bytes; known is false when no
-	// node reports it, and then memory is not checked.
+	// capacity is each node's MemTotal minus its reserved memory, in
+	// bytes; known is false when no node reports MemTotal, and then memory
+	// is not checked.
 	capacity map[int]int64
 	known    bool
+	// total is each node's MemTotal; reserved what reservedMemory keeps
+	// back on it.
+	total, reserved map[int]int64
 	// groups are the candidate node groups, by size, then by the sum of
 	// the distances between their nodes, then by ids.
 	groups [][]int
@@ -31,14 +38,47 @@ type memory struct {
 	nodeCPUs map[int]cpuset.CPUSet
 }
 
-func (p *Policy) newMemory() memory {
-	m := memory{capacity: map[int]int64{}, nodeCPUs: map[int]cpuset.CPUSet{}}
+// newMemory builds the memory model of p's topology with reserved bytes
+// kept back on each node. A reservation on a node that does not exist, or
+// larger than its MemTotal, or on a node without MemTotal, is an error
+// (ErrInvalid) naming the field, the node and the numbers.
+func (p *Policy) newMemory(reserved map[int]int64) (memory, error) {
+	m := memory{
+		capacity: map[int]int64{}, total: map[int]int64{}, reserved: map[int]int64{},
+		nodeCPUs: map[int]cpuset.CPUSet{},
+	}
 	ids := p.topo.NUMANodeIDs()
 	for _, id := range ids {
 		n := p.topo.NUMANodes[id]
-		m.capacity[id] = int64(n.MemoryBytes) //nolint:gosec // MemTotal fits an int64
+		m.total[id] = int64(n.MemoryBytes) //nolint:gosec // MemTotal fits an int64
 		m.known = m.known || n.MemoryBytes > 0
 		m.nodeCPUs[id] = p.topo.CPUsInNUMANodes(id)
+	}
+	var errs []error
+	for _, id := range slices.Sorted(maps.Keys(reserved)) {
+		r := reserved[id]
+		_, exists := m.total[id]
+		switch {
+		case r < 0:
+			errs = append(errs, fmt.Errorf("%w: reservedMemory: NUMA node %d: %d bytes is negative", ErrInvalid, id, r))
+		case !exists:
+			errs = append(errs, fmt.Errorf("%w: reservedMemory: NUMA node %d does not exist on this machine (NUMA nodes %s)",
+				ErrInvalid, id, cpuset.New(ids...)))
+		case m.total[id] == 0:
+			errs = append(errs, fmt.Errorf("%w: reservedMemory: NUMA node %d reports no MemTotal, so %s can not be reserved on it",
+				ErrInvalid, id, podres.FormatMemory(r)))
+		case r > m.total[id]:
+			errs = append(errs, fmt.Errorf("%w: reservedMemory: NUMA node %d: %s is more than the node has (MemTotal %s)",
+				ErrInvalid, id, podres.FormatMemory(r), podres.FormatMemory(m.total[id])))
+		default:
+			m.reserved[id] = r
+		}
+	}
+	if len(errs) > 0 {
+		return memory{}, errors.Join(errs...)
+	}
+	for _, id := range ids {
+		m.capacity[id] = m.total[id] - m.reserved[id]
 	}
 	if len(ids) <= maxGroupNodes {
 		for mask := 1; mask < 1<<len(ids); mask++ {
@@ -68,7 +108,17 @@ func (p *Policy) newMemory() memory {
 	slices.SortStableFunc(m.groups, func(a, b []int) int {
 		return cmp.Or(cmp.Compare(len(a), len(b)), cmp.Compare(spread(a), spread(b)), slices.Compare(a, b))
 	})
-	return m
+	return m, nil
+}
+
+// reservedString is the reserved memory in the config's form,
+// "0:memory=1Gi;1:memory=512Mi"; "" when none.
+func (m *memory) reservedString() string {
+	var parts []string
+	for _, id := range slices.Sorted(maps.Keys(m.reserved)) {
+		parts = append(parts, fmt.Sprintf("%d:memory=%s", id, podres.FormatMemory(m.reserved[id])))
+	}
+	return strings.Join(parts, ";")
 }
 
 // podMemory is the memory a pod's bubble must hold: its memory limit, or
@@ -80,11 +130,17 @@ func podMemory(b podres.Budget) int64 {
 	return b.MemoryRequest
 }
 
-// memUsed sums the memory the bubbles of s reserve on each node.
+// memUsed sums the memory the bubbles and the node-level slices of s
+// reserve on each node.
 func memUsed(s *state) map[int]int64 {
 	used := map[int]int64{}
 	for _, ps := range s.pods {
 		for n, b := range ps.memShare {
+			used[n] += b
+		}
+	}
+	for id := range s.memHolders {
+		for n, b := range s.ctrs[id].memShare {
 			used[n] += b
 		}
 	}
@@ -144,11 +200,22 @@ func (m *memory) share(g []int, cpuNodes cpuset.CPUSet, mem int64, used map[int]
 // smallest, closest group that holds both the memory and n free CPUs.
 // When no group does, the error gives the numbers.
 func (p *Policy) placeBubble(s *state, free cpuset.CPUSet, n int, mem int64, what string) (cpus, extra cpuset.CPUSet, share map[int]int64, err error) {
+	var used map[int]int64
+	if mem > 0 && p.mem.known {
+		used = memUsed(s)
+	}
+	return p.place(used, free, n, mem, what)
+}
+
+// place is placeBubble with the memory already used on each node: a
+// bubble, or (container scope) a node-level slice whose container's
+// memory limit its NUMA nodes must hold. used may be nil when mem is 0 or
+// memory is unknown.
+func (p *Policy) place(used map[int]int64, free cpuset.CPUSet, n int, mem int64, what string) (cpus, extra cpuset.CPUSet, share map[int]int64, err error) {
 	cpus, err = p.takeFromNode(free, n, what)
 	if err != nil || mem <= 0 || !p.mem.known {
 		return cpus, cpuset.New(), nil, err
 	}
-	used := memUsed(s)
 	cpuNodes := p.topo.MemsOf(cpus)
 	if g := cpuNodes.List(); p.mem.groupFree(g, used) >= mem {
 		return cpus, cpuset.New(), p.mem.share(g, cpuNodes, mem, used), nil
@@ -180,9 +247,16 @@ func (p *Policy) memError(what string, mem int64, used map[int]int64) error {
 	nodes := make([]string, len(ids))
 	for i, id := range ids {
 		nodes[i] = fmt.Sprintf("node %d: %s of %s free", id, podres.FormatMemory(p.mem.free(id, used)), podres.FormatMemory(p.mem.capacity[id]))
+		if r := p.mem.reserved[id]; r > 0 {
+			nodes[i] += fmt.Sprintf(" (MemTotal %s, reservedMemory %s)", podres.FormatMemory(p.mem.total[id]), podres.FormatMemory(r))
+		}
 	}
-	return fmt.Errorf("%w: %s: memory limit %s does not fit, %s free in all NUMA nodes together (%s; free is MemTotal minus the bubbles' memory)",
-		ErrInsufficientMemory, what, podres.FormatMemory(mem), podres.FormatMemory(p.mem.groupFree(ids, used)), strings.Join(nodes, ", "))
+	holders := "the bubbles"
+	if p.scope == config.ScopeContainer {
+		holders = "the exclusive containers"
+	}
+	return fmt.Errorf("%w: %s: memory limit %s does not fit, %s free in all NUMA nodes together (%s; free is MemTotal minus reservedMemory minus the memory of %s)",
+		ErrInsufficientMemory, what, podres.FormatMemory(mem), podres.FormatMemory(p.mem.groupFree(ids, used)), strings.Join(nodes, ", "), holders)
 }
 
 // pinnedMems is the cpuset.mems of a pinned container of pod ps running on

@@ -2,13 +2,19 @@ package policy
 
 import (
 	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/podres"
+	"github.com/cgdelegate/cgdelegate/internal/topology"
 )
 
 func memBudget(milli, mem int64) podres.Budget {
@@ -253,5 +259,377 @@ func BenchmarkPlaceBubble256(b *testing.B) {
 			cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
 			b.ReportMetric(float64(cpu)/float64(n), "cpu-ns/op")
 		})
+	}
+}
+
+// TestReservedMemoryOption: reservedMemory is checked against the
+// topology when the policy is built.
+func TestReservedMemoryOption(t *testing.T) {
+	noMemTotal := dualHT()
+	n := noMemTotal.NUMANodes[1]
+	n.MemoryBytes = 0
+	noMemTotal.NUMANodes[1] = n
+	tests := []struct {
+		name     string
+		topo     *topology.Topology
+		reserved map[int]int64
+		wantErr  []string
+	}{
+		{name: "none", topo: dualHT()},
+		{name: "some on both nodes", topo: dualHT(), reserved: map[int]int64{0: gib, 1: 512 << 20}},
+		{name: "a whole node", topo: dualHT(), reserved: map[int]int64{1: 16 * gib}},
+		{
+			name: "unknown node", topo: dualHT(), reserved: map[int]int64{2: gib},
+			wantErr: []string{"reservedMemory: NUMA node 2 does not exist on this machine (NUMA nodes 0-1)"},
+		},
+		{
+			name: "more than the node has", topo: dualHT(), reserved: map[int]int64{0: 17 * gib},
+			wantErr: []string{"reservedMemory: NUMA node 0: 17Gi is more than the node has (MemTotal 16Gi)"},
+		},
+		{
+			name: "negative", topo: dualHT(), reserved: map[int]int64{0: -1},
+			wantErr: []string{"reservedMemory: NUMA node 0: -1 bytes is negative"},
+		},
+		{
+			name: "node without MemTotal", topo: noMemTotal, reserved: map[int]int64{1: gib},
+			wantErr: []string{"reservedMemory: NUMA node 1 reports no MemTotal, so 1Gi can not be reserved on it"},
+		},
+		{
+			name: "every problem", topo: dualHT(), reserved: map[int]int64{0: 20 * gib, 5: gib},
+			wantErr: []string{"NUMA node 0: 20Gi is more than", "NUMA node 5 does not exist"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := New(tc.topo, Options{ReservedMemory: tc.reserved})
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				for id, r := range tc.reserved {
+					if got, want := p.mem.capacity[id], int64(tc.topo.NUMANodes[id].MemoryBytes)-r; got != want {
+						t.Errorf("node %d capacity %d, want %d", id, got, want)
+					}
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("err = %v\nwant it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestReservedMemoryPlacement: bubbles get MemTotal minus reservedMemory
+// on each node (dualHT: 16 GiB per node).
+func TestReservedMemoryPlacement(t *testing.T) {
+	tests := []struct {
+		name     string
+		reserved map[int]int64
+		mem      int64
+		// wantMems is the pod's memory nodes and wantShare what it holds
+		// on each; wantErr the refusal.
+		wantMems  string
+		wantShare map[int]int64
+		wantErr   []string
+	}{
+		{
+			name: "fits next to the reservation", reserved: map[int]int64{0: 4 * gib}, mem: 12 * gib,
+			wantMems: "0", wantShare: map[int]int64{0: 12 * gib},
+		},
+		{
+			name: "moves away from a reserved node", reserved: map[int]int64{0: 8 * gib}, mem: 12 * gib,
+			wantMems: "1", wantShare: map[int]int64{1: 12 * gib},
+		},
+		{
+			name: "widens because of the reservation", reserved: map[int]int64{0: 8 * gib, 1: 8 * gib}, mem: 12 * gib,
+			wantMems: "0-1", wantShare: map[int]int64{0: 8 * gib, 1: 4 * gib},
+		},
+		{
+			name: "refused with the numbers", reserved: map[int]int64{0: gib, 1: 2 * gib}, mem: 30 * gib,
+			wantErr: []string{
+				"memory limit 30Gi does not fit, 29Gi free in all NUMA nodes together",
+				"node 0: 15Gi of 15Gi free (MemTotal 16Gi, reservedMemory 1Gi), node 1: 14Gi of 14Gi free (MemTotal 16Gi, reservedMemory 2Gi)",
+				"free is MemTotal minus reservedMemory minus the memory of the bubbles)",
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustNew(t, dualHT(), Options{ReservedMemory: tc.reserved})
+			_, err := p.AddPod(PodSpec{ID: "a", Budget: memBudget(2000, tc.mem)})
+			if tc.wantErr != nil {
+				if !errors.Is(err, ErrInsufficientMemory) {
+					t.Fatalf("err = %v, want ErrInsufficientMemory", err)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("err = %v\nwant it to contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps := p.st.pods["a"]
+			if got := p.podMems(ps).String(); got != tc.wantMems {
+				t.Errorf("memory nodes = %s, want %s", got, tc.wantMems)
+			}
+			if !maps.Equal(ps.memShare, tc.wantShare) {
+				t.Errorf("share = %v, want %v", ps.memShare, tc.wantShare)
+			}
+			if got, want := p.Snapshot().ReservedMemory, reservedText(tc.reserved); got != want {
+				t.Errorf("status reservedMemory = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+func reservedText(r map[int]int64) string {
+	var parts []string
+	for _, id := range slices.Sorted(maps.Keys(r)) {
+		parts = append(parts, fmt.Sprintf("%d:memory=%dGi", id, r[id]/gib))
+	}
+	return strings.Join(parts, ";")
+}
+
+func memCtr(id string, cpus int, mem int64) ContainerSpec {
+	milli := int64(cpus) * 1000
+	return ctr(id, "pod", podres.NewContainer(podres.Budget{CPURequest: milli, CPULimit: milli, MemoryLimit: mem}))
+}
+
+// TestContainerScopeMemory: in container scope an exclusive container's
+// NUMA nodes hold its memory limit, by the bubbles' rules (dualHT: two
+// nodes of 16 GiB).
+func TestContainerScopeMemory(t *testing.T) {
+	tests := []struct {
+		name     string
+		reserved map[int]int64
+		before   []ContainerSpec
+		ctr      ContainerSpec
+		// wantMems is the container's cpuset.mems, wantCPUNodes the
+		// nodes of its cpus, wantShare the memory it reserves per node.
+		wantMems, wantCPUNodes string
+		wantShare              map[int]int64
+		wantErr                []string
+	}{
+		{
+			name: "fits one node", ctr: memCtr("a", 4, 8*gib),
+			wantMems: "0", wantCPUNodes: "0", wantShare: map[int]int64{0: 8 * gib},
+		},
+		{
+			name:   "prefers the node with room",
+			before: []ContainerSpec{memCtr("a", 2, 12*gib)},
+			ctr:    memCtr("b", 2, 8*gib),
+			// The allocator's best fit is node 0 next to a, which has 4 GiB left.
+			wantMems: "1", wantCPUNodes: "1", wantShare: map[int]int64{1: 8 * gib},
+		},
+		{
+			name: "widens to a second node", ctr: memCtr("a", 2, 20*gib),
+			wantMems: "0-1", wantCPUNodes: "0", wantShare: map[int]int64{0: 16 * gib, 1: 4 * gib},
+		},
+		{
+			name: "reservedMemory kept back", reserved: map[int]int64{0: 10 * gib}, ctr: memCtr("a", 2, 8*gib),
+			wantMems: "1", wantCPUNodes: "1", wantShare: map[int]int64{1: 8 * gib},
+		},
+		{
+			name: "larger than the machine", ctr: memCtr("a", 2, 40*gib),
+			wantErr: []string{
+				`container "a" in pod pod exclusive cpus: memory limit 40Gi does not fit, 32Gi free in all NUMA nodes together`,
+				"node 0: 16Gi of 16Gi free, node 1: 16Gi of 16Gi free",
+			},
+		},
+		{
+			name:   "larger than what the others left",
+			before: []ContainerSpec{memCtr("a", 2, 20*gib)},
+			ctr:    memCtr("b", 2, 13*gib),
+			wantErr: []string{
+				"memory limit 13Gi does not fit, 12Gi free in all NUMA nodes together",
+				"node 0: 0 of 16Gi free, node 1: 12Gi of 16Gi free",
+				"minus the memory of the exclusive containers)",
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustNew(t, dualHT(), Options{Scope: config.ScopeContainer, ReservedMemory: tc.reserved})
+			mustAddPod(t, p, "pod", podres.Budget{})
+			for _, c := range tc.before {
+				mustAdd(t, p, c)
+			}
+			before := p.Snapshot()
+			a, _, err := p.AddContainer(tc.ctr)
+			if tc.wantErr != nil {
+				if !errors.Is(err, ErrInsufficientMemory) {
+					t.Fatalf("err = %v, want ErrInsufficientMemory", err)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("err = %v\nwant it to contain %q", err, w)
+					}
+				}
+				if after := p.Snapshot(); !reflect.DeepEqual(before, after) {
+					t.Errorf("refusal changed the state: %+v", after)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := p.st.ctrs[tc.ctr.ID]
+			if a.Pool != PoolExclusive || a.Mems.String() != tc.wantMems {
+				t.Errorf("assignment %s mems %s, want exclusive on %s", a.Pool, a.Mems, tc.wantMems)
+			}
+			if got := p.topo.MemsOf(a.CPUs).String(); got != tc.wantCPUNodes {
+				t.Errorf("cpus %s on nodes %s, want %s", a.CPUs, got, tc.wantCPUNodes)
+			}
+			if !maps.Equal(c.memShare, tc.wantShare) {
+				t.Errorf("share = %v, want %v", c.memShare, tc.wantShare)
+			}
+			if st := a.Stamp(); !strings.Contains(st, "mems="+tc.wantMems) {
+				t.Errorf("stamp %q does not record mems %s", st, tc.wantMems)
+			}
+		})
+	}
+}
+
+// TestContainerScopeMemoryReleased: a removed container, a removed pod and
+// a completed init container give their memory back.
+func TestContainerScopeMemoryReleased(t *testing.T) {
+	newP := func() *Policy {
+		p := mustNew(t, dualHT(), Options{Scope: config.ScopeContainer})
+		mustAddPod(t, p, "pod", podres.Budget{})
+		return p
+	}
+	refused := func(p *Policy, c ContainerSpec) {
+		t.Helper()
+		if _, _, err := p.AddContainer(c); !errors.Is(err, ErrInsufficientMemory) {
+			t.Fatalf("%s admitted: err = %v", c.ID, err)
+		}
+	}
+	t.Run("container removed", func(t *testing.T) {
+		p := newP()
+		mustAdd(t, p, memCtr("a", 2, 30*gib))
+		refused(p, memCtr("b", 2, 16*gib))
+		p.RemoveContainer("a")
+		mustAdd(t, p, memCtr("b", 2, 16*gib))
+		if len(memUsed(p.st)) != 1 {
+			t.Errorf("reserved %v, want b's 16Gi on one node", memUsed(p.st))
+		}
+	})
+	t.Run("pod removed", func(t *testing.T) {
+		p := newP()
+		mustAdd(t, p, memCtr("a", 2, 30*gib))
+		p.RemovePod("pod")
+		if used := memUsed(p.st); len(used) != 0 {
+			t.Errorf("pod removed, memory still reserved: %v", used)
+		}
+	})
+	t.Run("init container completed", func(t *testing.T) {
+		p := newP()
+		init := memCtr("init", 2, 30*gib)
+		init.Lifecycle = LifecycleInit
+		mustAdd(t, p, init)
+		// The app container starts once init has completed: init's 30Gi
+		// are free for it.
+		mustAdd(t, p, memCtr("app", 2, 30*gib))
+		if _, ok := p.st.ctrs["init"]; ok {
+			t.Fatal("init container still held")
+		}
+		var sum int64
+		for _, b := range memUsed(p.st) {
+			sum += b
+		}
+		if sum != 30*gib {
+			t.Errorf("reserved %d bytes, want app's 30Gi", sum)
+		}
+	})
+}
+
+// TestContainerScopeRebuildKeepsMemory: a rebuild finds a widened
+// container's memory nodes in its stamp (or, unstamped, its current mems)
+// and reserves its memory again, so the same refusal follows.
+func TestContainerScopeRebuildKeepsMemory(t *testing.T) {
+	for _, stamped := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stamped=%v", stamped), func(t *testing.T) {
+			p := mustNew(t, dualHT(), Options{Scope: config.ScopeContainer})
+			mustAddPod(t, p, "pod", podres.Budget{})
+			wide, _ := mustAdd(t, p, memCtr("a-wide", 2, 20*gib))
+			narrow, _ := mustAdd(t, p, memCtr("b-narrow", 2, 10*gib))
+			var cs []ContainerState
+			for _, a := range []Assignment{wide, narrow} {
+				c := ContainerState{Spec: memCtr(a.ContainerID, 2, p.st.ctrs[a.ContainerID].spec.Resources.MemoryLimit), CPUs: a.CPUs, Mems: a.Mems, CPUQuota: -1}
+				if stamped {
+					c.Stamp = a.Stamp()
+				}
+				cs = append(cs, c)
+			}
+			q := mustNew(t, dualHT(), Options{Scope: config.ScopeContainer})
+			res := q.Rebuild([]PodSpec{{ID: "pod"}}, cs)
+			if len(res.Conflicts) != 0 || len(res.Updates) != 0 {
+				t.Fatalf("rebuild: conflicts %v, updates %v", res.Conflicts, ids(res.Updates))
+			}
+			for _, a := range []Assignment{wide, narrow} {
+				got, _ := q.Assignment(a.ContainerID)
+				if !got.Mems.Equals(a.Mems) || !got.CPUs.Equals(a.CPUs) {
+					t.Errorf("%s on %s/%s after rebuild, want %s/%s", a.ContainerID, got.CPUs, got.Mems, a.CPUs, a.Mems)
+				}
+			}
+			var sum int64
+			for n, b := range memUsed(q.st) {
+				sum += b
+				if b > q.mem.capacity[n] {
+					t.Errorf("node %d: %d bytes reserved of %d", n, b, q.mem.capacity[n])
+				}
+			}
+			if sum != 30*gib {
+				t.Errorf("rebuild reserved %d bytes, want 30Gi", sum)
+			}
+			if _, _, err := q.AddContainer(memCtr("c", 1, 3*gib)); !errors.Is(err, ErrInsufficientMemory) {
+				t.Errorf("2Gi left, a 3Gi container: err = %v, want ErrInsufficientMemory", err)
+			}
+		})
+	}
+}
+
+// TestRebuildRecomputesSplit: after a restart the memory nodes of a
+// widened bubble are kept (stamps), and the split of its memory over them
+// is recomputed: the nodes of its CPUs first, as a fresh placement would,
+// not where room happened to be when it was placed. Total and nodes stay.
+func TestRebuildRecomputesSplit(t *testing.T) {
+	p := mustNew(t, dualHT(), Options{})
+	mustAddPod(t, p, "b", memBudget(2000, 10*gib))
+	mustAddPod(t, p, "a", memBudget(2000, 20*gib))
+	a, _ := mustAdd(t, p, ctr("ac", "a", guaranteed(1000)))
+	ps := p.st.pods["a"]
+	cpuNode := p.topo.MemsOf(ps.bubble).List()
+	if len(cpuNode) != 1 || p.podMems(ps).Size() != 2 {
+		t.Fatalf("a: bubble %s on nodes %v, memory nodes %s; want one cpu node, widened to two", ps.bubble, cpuNode, p.podMems(ps))
+	}
+	first, other := cpuNode[0], 1-cpuNode[0]
+	// b held 10Gi of a's cpu node when a was placed.
+	if want := map[int]int64{first: 6 * gib, other: 14 * gib}; !maps.Equal(ps.memShare, want) {
+		t.Fatalf("a placed next to b: share %v, want %v", ps.memShare, want)
+	}
+	p.RemovePod("b")
+
+	q := mustNew(t, dualHT(), Options{})
+	res := q.Rebuild([]PodSpec{{ID: "a", Budget: memBudget(2000, 20*gib)}},
+		[]ContainerState{{Spec: ctr("ac", "a", guaranteed(1000)), Stamp: a.Stamp(), CPUs: a.CPUs, Mems: a.Mems, CPUQuota: -1}})
+	if len(res.Conflicts) != 0 || len(res.Updates) != 0 {
+		t.Fatalf("rebuild: conflicts %v, updates %v", res.Conflicts, ids(res.Updates))
+	}
+	qs := q.st.pods["a"]
+	if !q.podMems(qs).Equals(p.podMems(ps)) {
+		t.Errorf("memory nodes %s after rebuild, want %s", q.podMems(qs), p.podMems(ps))
+	}
+	if want := map[int]int64{first: 16 * gib, other: 4 * gib}; !maps.Equal(qs.memShare, want) {
+		t.Errorf("recomputed share %v, want %v", qs.memShare, want)
 	}
 }

@@ -26,6 +26,11 @@ type Options struct {
 	// too, as the kubelet's strict-cpu-reservation option does. The default
 	// (false) is the kubelet's: reserved CPUs are shared.
 	StrictReservation bool
+	// ReservedMemory is the memory, in bytes per NUMA node, that no
+	// bubble and no exclusive container gets (config reservedMemory, the
+	// kubelet's reservedMemory). Every node named must exist and hold
+	// that much.
+	ReservedMemory map[int]int64
 }
 
 // takeFunc picks n CPUs out of available by topology.
@@ -82,7 +87,9 @@ func New(t *topology.Topology, o Options) (*Policy, error) {
 		sharedReserved: sharedReserved, memNodes: t.MemoryNodes(), take: a.Take, st: newState(),
 	}
 	p.v = newView(p.usable, p.st)
-	p.mem = p.newMemory()
+	if p.mem, err = p.newMemory(o.ReservedMemory); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -348,11 +355,24 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 		cs.pool, cs.slice = PoolExclusive, slice
 		freePod = freePod.Difference(slice)
 	case p.scope == config.ScopeContainer && n > 0:
-		slice, err := p.takeFromNode(freeNode, n, fmt.Sprintf("container %q exclusive cpus", spec.Name))
+		// As a bubble, the slice's NUMA nodes must hold the container's
+		// memory; the init containers released give theirs back.
+		mem := podMemory(spec.Resources.Budget)
+		var used map[int]int64
+		if mem > 0 && p.mem.known {
+			used = memUsed(p.st)
+			for _, id := range released {
+				for node, b := range p.st.ctrs[id].memShare {
+					used[node] -= b
+				}
+			}
+		}
+		what := fmt.Sprintf("container %q in pod %s exclusive cpus", spec.Name, spec.PodID)
+		slice, extra, share, err := p.place(used, freeNode, n, mem, what)
 		if err != nil {
 			return Assignment{}, nil, err
 		}
-		cs.pool, cs.slice = PoolExclusive, slice
+		cs.pool, cs.slice, cs.extraMems, cs.memShare = PoolExclusive, slice, extra, share
 		freeNode = freeNode.Difference(slice)
 	default:
 		if freeNode.IsEmpty() && p.sharedReserved.IsEmpty() {

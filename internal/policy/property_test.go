@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -27,8 +28,12 @@ import (
 //     StrictReservation, the online non-isolated reserved CPUs;
 //   - in a pod with a bubble, every container's cpuset is inside it;
 //   - every shared container has a non-empty pool;
-//   - pinned containers' mems are the NUMA nodes of their cpus;
-//     node-shared containers' mems are every memory node;
+//   - pinned containers' mems are the NUMA nodes of their cpus and those
+//     their bubble or node-level slice was widened to; node-shared
+//     containers' mems are every memory node;
+//   - bubbles and node-level slices reserve their memory within the
+//     nodes' capacity (MemTotal minus reservedMemory) and on their own
+//     memory nodes, and nothing else reserves any;
 //   - the node pool is the usable CPUs minus bubbles and node-level slices.
 func checkInvariants(t testing.TB, p *Policy) {
 	t.Helper()
@@ -93,6 +98,16 @@ func checkInvariants(t testing.TB, p *Policy) {
 	if indexed != len(p.st.ctrs) || len(p.st.byPod) != len(p.st.pods) {
 		t.Fatalf("pod index holds %d containers of %d, %d pods of %d", indexed, len(p.st.ctrs), len(p.st.byPod), len(p.st.pods))
 	}
+	for id := range p.st.memHolders {
+		if len(p.st.ctrs[id].memShare) == 0 {
+			t.Fatalf("memory index has %s, which reserves none", id)
+		}
+	}
+	for id, c := range p.st.ctrs {
+		if _, ok := p.st.memHolders[id]; ok != (len(c.memShare) > 0) {
+			t.Fatalf("memory index and container %s (%v) disagree", id, c.memShare)
+		}
+	}
 	for id := range p.st.nodeShared {
 		if p.st.ctrs[id].pool != PoolNodeShared {
 			t.Fatalf("node-shared index has %s (%s)", id, p.st.ctrs[id].pool)
@@ -123,10 +138,11 @@ func checkInvariants(t testing.TB, p *Policy) {
 			if !a.CPUs.Intersection(forbidden).IsEmpty() {
 				t.Fatalf("container %s runs on reserved/isolated cpus %s", id, a.CPUs.Intersection(forbidden))
 			}
-			if !a.Mems.Equals(p.topo.MemsOf(a.CPUs).Union(ps.extraMems)) {
+			if !a.Mems.Equals(p.topo.MemsOf(a.CPUs).Union(ps.extraMems).Union(c.extraMems)) {
 				t.Fatalf("container %s mems %s for cpus %s", id, a.Mems, a.CPUs)
 			}
 		}
+		checkCtrMemory(t, p, ps, c, a)
 		if !ps.bubble.IsEmpty() && !a.CPUs.IsSubsetOf(ps.bubble) {
 			t.Fatalf("container %s cpus %s outside pod %s bubble %s", id, a.CPUs, c.spec.PodID, ps.bubble)
 		}
@@ -152,6 +168,30 @@ func checkInvariants(t testing.TB, p *Policy) {
 	}
 	if want := p.usable.Difference(seenBubble).Difference(nodeSlices); !want.Equals(v.node) {
 		t.Fatalf("node pool %s, want %s", v.node, want)
+	}
+}
+
+// checkCtrMemory: only an exclusive container with a node-level slice
+// (container scope) reserves memory, all of its memory limit when memory
+// is known, on its own memory nodes; only such a container is widened.
+func checkCtrMemory(t testing.TB, p *Policy, ps podState, c ctrState, a Assignment) {
+	t.Helper()
+	nodeLevel := c.pool == PoolExclusive && ps.bubble.IsEmpty()
+	if !nodeLevel {
+		if len(c.memShare) > 0 || !c.extraMems.IsEmpty() {
+			t.Fatalf("container %s (%s, pod bubble %s) reserves memory %v / widened to %s", c.spec.ID, c.pool, ps.bubble, c.memShare, c.extraMems)
+		}
+		return
+	}
+	var sum int64
+	for n, b := range c.memShare {
+		sum += b
+		if !a.Mems.Contains(n) {
+			t.Fatalf("container %s reserves memory on node %d outside its mems %s", c.spec.ID, n, a.Mems)
+		}
+	}
+	if want := podMemory(c.spec.Resources.Budget); p.mem.known && sum != want {
+		t.Fatalf("container %s reserves %d bytes, its memory is %d", c.spec.ID, sum, want)
 	}
 }
 
@@ -187,7 +227,10 @@ func randomTopo(rng *rand.Rand) (*topology.Topology, cpuset.CPUSet) {
 func randomContainer(rng *rand.Rand) podres.Container {
 	switch rng.IntN(6) {
 	case 0, 1:
-		return guaranteed(int64(1+rng.IntN(3)) * 1000)
+		// Up to 20 GiB: in container scope some widen past a 16 GiB node
+		// or find no room.
+		milli := int64(1+rng.IntN(3)) * 1000
+		return podres.NewContainer(podres.Budget{CPURequest: milli, CPULimit: milli, MemoryLimit: int64(1+rng.IntN(20)) * gib})
 	case 2:
 		return guaranteed(int64(100 + rng.IntN(1900)))
 	case 3:
@@ -243,7 +286,16 @@ func TestPropertyRandomOps(t *testing.T) {
 				scope = config.ScopeContainer
 			}
 			strict := seed%3 == 1 // both reservation modes, in both scopes
-			p := mustNew(t, topo, Options{Scope: scope, Reserved: reserved, StrictReservation: strict})
+			var reservedMem map[int]int64
+			if seed%2 == 1 { // reservedMemory on some nodes
+				reservedMem = map[int]int64{}
+				for _, id := range topo.NUMANodeIDs() {
+					if rng.IntN(2) == 0 {
+						reservedMem[id] = int64(1+rng.IntN(4)) * gib
+					}
+				}
+			}
+			p := mustNew(t, topo, Options{Scope: scope, Reserved: reserved, StrictReservation: strict, ReservedMemory: reservedMem})
 			initial := p.Snapshot()
 			r := newFakeRuntime()
 			next := 0
@@ -318,10 +370,17 @@ func TestPropertyRandomOps(t *testing.T) {
 					checkRebuild(t, p, r)
 				}
 				switch {
+				case errors.Is(err, ErrInsufficientMemory) && scope == config.ScopeContainer:
+					seen["container memory refused"]++
 				case errors.Is(err, ErrInsufficientMemory):
 					seen["memory refused"]++
 				case errors.Is(err, ErrQoS):
 					seen["qos refused"]++
+				}
+				for _, c := range p.st.ctrs {
+					if !c.extraMems.IsEmpty() {
+						seen["container widened"]++
+					}
 				}
 				for _, ps := range p.st.pods {
 					if !ps.extraMems.IsEmpty() {
@@ -345,10 +404,18 @@ func TestPropertyRandomOps(t *testing.T) {
 			if final := p.Snapshot(); !reflect.DeepEqual(initial, final) || len(p.st.ctrs) != 0 {
 				t.Fatalf("after removing everything:\n%+v\nwant\n%+v", final, initial)
 			}
+			for n, b := range memUsed(p.st) {
+				if b != 0 {
+					t.Fatalf("after removing everything node %d still has %d bytes reserved", n, b)
+				}
+			}
+			if len(p.st.memHolders) != 0 {
+				t.Fatalf("after removing everything the memory index holds %v", p.st.memHolders)
+			}
 		})
 	}
 	t.Logf("%d random operations; %v", total, seen)
-	for _, k := range []string{"memory refused", "qos refused", "widened", "qos demoted"} {
+	for _, k := range []string{"memory refused", "qos refused", "widened", "qos demoted", "container memory refused", "container widened"} {
 		if seen[k] == 0 {
 			t.Errorf("no %s in the run", k)
 		}
@@ -373,6 +440,7 @@ func checkRebuild(t testing.TB, p *Policy, r *fakeRuntime) {
 			recoverable = false
 		}
 	}
+	shares := memShares(p)
 	pods, ctrs := r.snapshot()
 	res := p.Rebuild(pods, ctrs)
 	if recoverable {
@@ -382,8 +450,53 @@ func checkRebuild(t testing.TB, p *Policy, r *fakeRuntime) {
 		if got := p.Snapshot(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("rebuild changed the state:\n%+v\n%+v", got, want)
 		}
+		// The per-node split is recomputed, not remembered: a holder on
+		// one memory node reserves exactly what it did there, one on
+		// several the same amount (on its nodes: checkInvariants).
+		after := memShares(p)
+		for id, before := range shares {
+			if before.nodes == 1 && !maps.Equal(before.share, after[id].share) {
+				t.Fatalf("rebuild moved %s's memory %v to %v", id, before.share, after[id].share)
+			}
+			if before.sum() != after[id].sum() {
+				t.Fatalf("rebuild reserved %d bytes for %s, was %d", after[id].sum(), id, before.sum())
+			}
+		}
 	}
 	r.apply(res.Updates...)
+}
+
+// held is what one bubble or node-level slice reserves, and on how many
+// memory nodes it lives.
+type held struct {
+	share map[int]int64
+	nodes int
+}
+
+func (h held) sum() int64 {
+	var s int64
+	for _, b := range h.share {
+		s += b
+	}
+	return s
+}
+
+// memShares returns what every bubble ("pod/<id>") and node-level slice
+// ("ctr/<id>") reserves.
+func memShares(p *Policy) map[string]held {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]held{}
+	for id, ps := range p.st.pods {
+		if len(ps.memShare) > 0 {
+			out["pod/"+id] = held{maps.Clone(ps.memShare), p.podMems(ps).Size()}
+		}
+	}
+	for id := range p.st.memHolders {
+		c := p.st.ctrs[id]
+		out["ctr/"+id] = held{maps.Clone(c.memShare), p.topo.MemsOf(c.slice).Union(c.extraMems).Size()}
+	}
+	return out
 }
 
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {

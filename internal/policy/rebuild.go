@@ -60,12 +60,15 @@ type RebuildResult struct {
 //     earlier rebuild, which can not stamp it (an update carries no
 //     annotations): without adoption every later rebuild would carve it
 //     afresh and might move it;
-//  5. allocate fresh bubbles for budget pods without a kept one; a pod that
+//  5. reserve the memory of the kept bubbles and node-level slices on their
+//     memory nodes (a max flow, memory.spread);
+//  6. allocate fresh bubbles for budget pods without a kept one; a pod that
 //     does not fit is degraded to the node shared pool;
-//  6. carve fresh slices for exclusive-eligible containers without a kept
-//     one; one that does not fit is placed in its shared pool;
-//  7. put everything else in its shared pool;
-//  8. report an update for every container whose current cpuset differs
+//  7. carve fresh slices for exclusive-eligible containers without a kept
+//     one (in container scope, where their memory fits); one that does not
+//     fit is placed in its shared pool;
+//  8. put everything else in its shared pool;
+//  9. report an update for every container whose current cpuset differs
 //     from the result.
 //
 // Every stamp that was not kept is reported in Conflicts.
@@ -81,9 +84,9 @@ func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 	r.admitPods(pods)
 	r.admitContainers(ctrs)
 	r.keepStampedBubbles()
-	r.keptBubblesMemory()
 	r.keepStampedSlices()
 	r.adoptUnstampedSlices()
+	r.keptMemory()
 	r.allocateBubbles()
 	r.carveSlices()
 	v := r.placeShared()
@@ -283,13 +286,21 @@ func (r *rebuild) notGuaranteed(podID string) (ContainerSpec, bool) {
 	return ContainerSpec{}, false
 }
 
-// keptBubblesMemory gives the kept bubbles their memory back (step 2): the
-// memory nodes are those of the bubble and those its pinned containers'
-// stamps name beyond them (a widened bubble), and the memory is reserved
-// there within the nodes' capacity when possible (memory.spread), beyond
-// it otherwise (what runs, runs). Pods on fewer memory nodes go first.
-func (r *rebuild) keptBubblesMemory() {
-	var ids []string
+// keptMemory gives the kept bubbles and node-level slices their memory
+// back (step 5). Their memory nodes are those of their CPUs and those the
+// stamps of their pinned containers name beyond them (a widened bubble or
+// slice; an adopted slice has no stamp, its current mems say). The memory
+// is reserved there within the nodes' capacity when possible
+// (memory.spread), beyond it otherwise (what runs, runs). Holders on fewer
+// memory nodes go first, pods before containers, each by id.
+func (r *rebuild) keptMemory() {
+	type holder struct {
+		pod, ctr string // one of them
+		cpuNodes cpuset.CPUSet
+		extra    cpuset.CPUSet
+		mem      int64
+	}
+	var hs []holder
 	for _, id := range r.podIDs {
 		ps := r.st.pods[id]
 		if ps.bubble.IsEmpty() {
@@ -301,30 +312,48 @@ func (r *rebuild) keptBubblesMemory() {
 				ps.extraMems = ps.extraMems.Union(st.Mems.Difference(cpuNodes))
 			}
 		}
-		ps.extraMems = ps.extraMems.Intersection(r.p.topo.MemoryNodes())
+		ps.extraMems = ps.extraMems.Intersection(r.p.memNodes)
 		r.st.pods[id] = ps
-		ids = append(ids, id)
+		hs = append(hs, holder{pod: id, cpuNodes: cpuNodes, extra: ps.extraMems, mem: podMemory(ps.spec.Budget)})
 	}
-	slices.SortStableFunc(ids, func(a, b string) int {
-		return cmp.Compare(r.p.podMems(r.st.pods[a]).Size(), r.p.podMems(r.st.pods[b]).Size())
+	for _, id := range r.ctrIDs {
+		c := r.st.ctrs[id]
+		if c.pool != PoolExclusive || !r.st.pods[c.spec.PodID].bubble.IsEmpty() {
+			continue
+		}
+		cpuNodes := r.p.topo.MemsOf(c.slice)
+		mems := r.current[id].Mems
+		if st := r.stamps[id]; st != nil {
+			mems = st.Mems
+		}
+		c.extraMems = mems.Difference(cpuNodes).Intersection(r.p.memNodes)
+		r.st.addCtr(c)
+		hs = append(hs, holder{ctr: id, cpuNodes: cpuNodes, extra: c.extraMems, mem: podMemory(c.spec.Resources.Budget)})
+	}
+	slices.SortStableFunc(hs, func(a, b holder) int {
+		return cmp.Compare(a.cpuNodes.Union(a.extra).Size(), b.cpuNodes.Union(b.extra).Size())
 	})
 	if !r.p.mem.known {
 		return
 	}
 	var ds []demand
-	var with []string
-	for _, id := range ids {
-		ps := r.st.pods[id]
-		if mem := podMemory(ps.spec.Budget); mem > 0 {
-			cpuNodes := r.p.topo.MemsOf(ps.bubble)
-			ds = append(ds, demand{group: cpuNodes.Union(ps.extraMems).List(), first: cpuNodes, mem: mem})
-			with = append(with, id)
+	var with []holder
+	for _, h := range hs {
+		if h.mem > 0 {
+			ds = append(ds, demand{group: h.cpuNodes.Union(h.extra).List(), first: h.cpuNodes, mem: h.mem})
+			with = append(with, h)
 		}
 	}
 	for k, share := range r.p.mem.spread(ds) {
-		ps := r.st.pods[with[k]]
-		ps.memShare = share
-		r.st.pods[with[k]] = ps
+		if h := with[k]; h.pod != "" {
+			ps := r.st.pods[h.pod]
+			ps.memShare = share
+			r.st.pods[h.pod] = ps
+		} else {
+			c := r.st.ctrs[h.ctr]
+			c.memShare = share
+			r.st.addCtr(c)
+		}
 	}
 }
 
@@ -414,7 +443,7 @@ func (r *rebuild) adoptUnstampedSlices() {
 
 // allocateBubbles gives the pods in freshPods a new bubble, or degrades
 // them to the node shared pool; the exclusive-eligible containers of a pod
-// that got one need a fresh slice (step 5).
+// that got one need a fresh slice (step 6).
 func (r *rebuild) allocateBubbles() {
 	for _, id := range r.freshPods {
 		ps := r.st.pods[id]
@@ -438,7 +467,7 @@ func (r *rebuild) allocateBubbles() {
 }
 
 // carveSlices gives the containers in freshCtrs a new slice; one that does
-// not fit stays shared (step 6).
+// not fit stays shared (step 7).
 func (r *rebuild) carveSlices() {
 	for _, id := range r.freshCtrs {
 		c := r.st.ctrs[id]
@@ -459,7 +488,12 @@ func (r *rebuild) carveSlices() {
 		case inBubble:
 			slice, err = r.p.takeFrom(free, n, fmt.Sprintf("container %s slice in pod %s bubble", id, c.spec.PodID))
 		default:
-			slice, err = r.p.takeFromNode(free, n, "container "+id+" exclusive cpus")
+			mem := podMemory(c.spec.Resources.Budget)
+			var used map[int]int64
+			if mem > 0 && r.p.mem.known {
+				used = memUsed(r.st)
+			}
+			slice, c.extraMems, c.memShare, err = r.p.place(used, free, n, mem, "container "+id+" exclusive cpus")
 		}
 		if err != nil {
 			r.note("container %s gets no exclusive cpus and runs in its shared pool: %v", id, err)
@@ -470,7 +504,7 @@ func (r *rebuild) carveSlices() {
 }
 
 // placeShared puts every container without a slice in its shared pool and
-// returns the pools of the new state (step 7).
+// returns the pools of the new state (step 8).
 func (r *rebuild) placeShared() *view {
 	for _, id := range r.ctrIDs {
 		c := r.st.ctrs[id]
@@ -501,7 +535,7 @@ func (r *rebuild) placeShared() *view {
 }
 
 // diff reports an update for every container whose current cpuset differs
-// from its assignment under v (step 8).
+// from its assignment under v (step 9).
 func (r *rebuild) diff(v *view) {
 	for _, id := range r.ctrIDs {
 		c := r.st.ctrs[id]

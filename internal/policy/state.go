@@ -33,6 +33,12 @@ type ctrState struct {
 	// slice is the exclusive slice (PoolExclusive only). It lies in the
 	// pod's bubble when the pod has one, otherwise in the node pool.
 	slice cpuset.CPUSet
+	// extraMems and memShare are, for a node-level slice (container
+	// scope), the memory nodes beyond those of the slice's CPUs and the
+	// memory the container reserves on each node, as a bubble's are.
+	// A slice in a bubble has neither: the bubble holds the pod's memory.
+	extraMems cpuset.CPUSet
+	memShare  map[int]int64
 }
 
 // state is the whole allocation. The pools are derived from it (see view).
@@ -44,12 +50,16 @@ type state struct {
 	byPod map[string]map[string]struct{}
 	// nodeShared holds the ids of the node-shared containers.
 	nodeShared map[string]struct{}
+	// memHolders holds the ids of the containers that reserve memory
+	// (ctrState.memShare).
+	memHolders map[string]struct{}
 }
 
 func newState() *state {
 	return &state{
 		pods: map[string]podState{}, ctrs: map[string]ctrState{},
 		byPod: map[string]map[string]struct{}{}, nodeShared: map[string]struct{}{},
+		memHolders: map[string]struct{}{},
 	}
 }
 
@@ -68,6 +78,11 @@ func (s *state) addCtr(c ctrState) {
 	} else {
 		delete(s.nodeShared, c.spec.ID)
 	}
+	if len(c.memShare) > 0 {
+		s.memHolders[c.spec.ID] = struct{}{}
+	} else {
+		delete(s.memHolders, c.spec.ID)
+	}
 }
 
 func (s *state) delCtr(id string) {
@@ -78,6 +93,7 @@ func (s *state) delCtr(id string) {
 	delete(s.ctrs, id)
 	delete(s.byPod[c.spec.PodID], id)
 	delete(s.nodeShared, id)
+	delete(s.memHolders, id)
 }
 
 // podContainers returns the ids of the pod's containers, sorted.
@@ -154,8 +170,9 @@ func (p *Policy) nodeCPUs(v *view) cpuset.CPUSet {
 
 // assign builds the Assignment of c in s under v. Pinned containers (an
 // exclusive slice, a pod shared pool) get the NUMA nodes of their CPUs as
-// mems; node-shared ones every memory node, as the kubelet never narrows
-// the memory of its shared pool.
+// mems, and the nodes their bubble's (or, for a node-level slice, their
+// own) memory was widened to; node-shared ones every memory node, as the
+// kubelet never narrows the memory of its shared pool.
 func (p *Policy) assign(s *state, v *view, c ctrState) Assignment {
 	a := Assignment{
 		ContainerID: c.spec.ID,
@@ -173,5 +190,8 @@ func (p *Policy) assign(s *state, v *view, c ctrState) Assignment {
 		return a
 	}
 	a.Mems = p.pinnedMems(s.pods[c.spec.PodID], a.CPUs)
+	if !c.extraMems.IsEmpty() {
+		a.Mems = a.Mems.Union(c.extraMems)
+	}
 	return a
 }

@@ -9,9 +9,12 @@ import (
 // Status is the allocation table for `cgdelegate status`. Sets are Linux
 // cpuset lists ("0-3,8"); an empty string is the empty set.
 type Status struct {
-	Scope          string      `json:"scope"`
-	UsableCPUs     string      `json:"usableCPUs"`
-	ReservedCPUs   string      `json:"reservedCPUs"`
+	Scope        string `json:"scope"`
+	UsableCPUs   string `json:"usableCPUs"`
+	ReservedCPUs string `json:"reservedCPUs"`
+	// ReservedMemory is the memory kept back per NUMA node, in the
+	// config's form ("0:memory=1Gi"); empty when none.
+	ReservedMemory string      `json:"reservedMemory,omitempty"`
 	NodeSharedPool string      `json:"nodeSharedPool"`
 	NodeSharedMems string      `json:"nodeSharedMems"`
 	Pods           []PodStatus `json:"pods"`
@@ -51,6 +54,7 @@ func (p *Policy) Snapshot() Status {
 		Scope:          string(p.scope),
 		UsableCPUs:     p.usable.String(),
 		ReservedCPUs:   p.reserved.String(),
+		ReservedMemory: p.mem.reservedString(),
 		NodeSharedPool: p.nodeCPUs(p.v).String(),
 		NodeSharedMems: p.memNodes.String(),
 		Pods:           []PodStatus{},

@@ -1,16 +1,19 @@
-// Package validatorcfg reads what containerd's NRI default validator is set
-// to reject, from containerd's own config files, so that cgdelegate refuses
-// a container it could not adjust anyway with an error naming the setting.
+// Package validatorcfg reads what the runtime's NRI default validator is
+// set to reject, from the runtime's own config files, so that cgdelegate
+// refuses a container it could not adjust anyway with an error naming the
+// setting.
 //
 // NRI's Configure tells a plugin the runtime's name and version, never its
 // validator settings, and the validator's own refusal ("plugin "cgdelegate"
 // attempted restricted OCI hook injection") does not say which setting to
-// change. Use Read with containerd's config.toml (config containerdConfig):
-// it follows imports as containerd does (globs, paths relative to the
-// importing file, main file first, later files override earlier ones) and
-// returns which settings reject cgdelegate's adjustments and where they are
-// set. It knows nothing of CRI-O, whose [crio.nri.default_validator] it does
-// not read.
+// change. Use FromConfig with the runtime seen in Configure. For containerd,
+// Read takes its config.toml (config containerdConfig) and follows imports
+// as containerd does (globs, paths relative to the importing file, main
+// file first, later files override earlier ones). For CRI-O, ReadCRIO takes
+// crio.conf and the crio.conf.d directory (crioConfig, crioConfigDir) and
+// reads them as CRI-O does (crio.go). Both return which settings reject
+// cgdelegate's adjustments and where they are set. Settings given on the
+// runtime's command line are not seen.
 package validatorcfg
 
 import (
@@ -24,6 +27,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 	"github.com/cgdelegate/cgdelegate/ocispec"
 )
@@ -31,7 +35,7 @@ import (
 // Table is where containerd keeps the default validator's settings.
 const Table = `[plugins."io.containerd.nri.v1.nri".default_validator]`
 
-// The settings that reject cgdelegate's adjustments.
+// The containerd settings that reject cgdelegate's adjustments.
 const (
 	// RejectHooks refuses any plugin's OCI hook (cgdelegate's createRuntime
 	// hook, on every writable container).
@@ -41,44 +45,82 @@ const (
 	RejectNamespaces = "reject_namespace_adjustment"
 )
 
+// Dialect is how one runtime names the default validator's settings.
+type Dialect struct {
+	// Runtime is the runtime's name in messages ("containerd", "CRI-O").
+	Runtime string
+	// Table is the TOML table holding the settings.
+	Table string
+	// The keys: the validator on, hooks refused, namespaces refused.
+	EnableKey, RejectHooksKey, RejectNamespacesKey string
+}
+
+// Containerd and CRIO are the two runtimes' dialects.
+var (
+	Containerd = Dialect{"containerd", Table, "enable", RejectHooks, RejectNamespaces}
+	CRIO       = Dialect{"CRI-O", CRIOTable, "nri_enable_default_validator", CRIORejectHooks, CRIORejectNamespaces}
+)
+
 // Setting is one validator key in force and the file that set it.
 type Setting struct {
 	On   bool
 	File string
 }
 
-// Validator is what the default validator is set to, after every import.
+// Validator is what a runtime's default validator is set to, after every
+// file the runtime reads.
 type Validator struct {
+	Keys             Dialect
 	Enable           Setting
 	RejectHooks      Setting
 	RejectNamespaces Setting
 }
 
-// Rejects returns the setting (RejectHooks or RejectNamespaces) that makes
-// the enabled validator refuse an adjustment with a hook (hook) or a
-// namespace (ns), and the file that sets it; "" when none does.
+// Rejects returns the setting (its key in v.Keys) that makes the enabled
+// validator refuse an adjustment with a hook (hook) or a namespace (ns),
+// and the file that sets it; "" when none does.
 func (v Validator) Rejects(hook, ns bool) (key, file string) {
 	switch {
 	case !v.Enable.On:
 		return "", ""
 	case hook && v.RejectHooks.On:
-		return RejectHooks, v.RejectHooks.File
+		return v.Keys.RejectHooksKey, v.RejectHooks.File
 	case ns && v.RejectNamespaces.On:
-		return RejectNamespaces, v.RejectNamespaces.File
+		return v.Keys.RejectNamespacesKey, v.RejectNamespaces.File
 	}
 	return "", ""
 }
 
-// ErrRead is wrapped by every error of Read.
-var ErrRead = errors.New("cannot read containerd's NRI validator settings")
+// set sets on v every validator key of values (the validator table of the
+// file at path).
+func (v *Validator) set(path string, values map[string]any) error {
+	for key, dst := range map[string]*Setting{
+		v.Keys.EnableKey: &v.Enable, v.Keys.RejectHooksKey: &v.RejectHooks, v.Keys.RejectNamespacesKey: &v.RejectNamespaces,
+	} {
+		val, ok := values[key]
+		if !ok {
+			continue
+		}
+		b, isBool := val.(bool)
+		if !isBool {
+			return fmt.Errorf("%s: %s %s = %v is not a boolean", path, v.Keys.Table, key, val)
+		}
+		*dst = Setting{On: b, File: path}
+	}
+	return nil
+}
 
-// maxFiles bounds the imports followed (an import cycle, a huge glob).
-const maxFiles = 64
+// ErrRead is wrapped by every error of Read and ReadCRIO.
+var ErrRead = errors.New("cannot read the runtime's NRI validator settings")
+
+// maxFiles bounds the files read (an import cycle, a huge glob, a huge
+// drop-in directory).
+const maxFiles = 256
 
 // Read reads containerd's config file at path and every file it imports.
 // A missing main file is no error: the zero Validator (nothing rejected).
 func Read(path string) (Validator, error) {
-	var v Validator
+	v := Validator{Keys: Containerd}
 	pending := []string{path}
 	seen := map[string]bool{}
 	for len(pending) > 0 {
@@ -92,7 +134,7 @@ func Read(path string) (Validator, error) {
 		}
 		imports, err := readFile(file, &v)
 		if errors.Is(err, fs.ErrNotExist) && file == path {
-			return Validator{}, nil
+			return Validator{Keys: Containerd}, nil
 		}
 		if err != nil {
 			return Validator{}, fmt.Errorf("%w: %w", ErrRead, err)
@@ -136,16 +178,8 @@ func readFile(path string, v *Validator) ([]string, error) {
 	if err := md.PrimitiveDecode(prim, &nri); err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", path, Table, err)
 	}
-	for key, dst := range map[string]*Setting{"enable": &v.Enable, RejectHooks: &v.RejectHooks, RejectNamespaces: &v.RejectNamespaces} {
-		val, ok := nri.DefaultValidator[key]
-		if !ok {
-			continue
-		}
-		b, isBool := val.(bool)
-		if !isBool {
-			return nil, fmt.Errorf("%s: %s %s = %v is not a boolean", path, Table, key, val)
-		}
-		*dst = Setting{On: b, File: path}
+	if err := v.set(path, nri.DefaultValidator); err != nil {
+		return nil, err
 	}
 	return f.Imports, nil
 }
@@ -168,21 +202,34 @@ func resolve(path string, imports []string) ([]string, error) {
 	return out, nil
 }
 
-// ErrRejected is wrapped by the refusal of Check: the runtime's validator
-// would refuse the container's adjustment anyway, with a message that does
-// not name the setting.
-var ErrRejected = errors.New("containerd's NRI default validator is set to refuse cgdelegate's adjustment")
+// ErrRejected is wrapped by the refusal of Check, after the runtime's
+// name: the runtime's validator would refuse the container's adjustment
+// anyway, with a message that does not name the setting.
+var ErrRejected = errors.New("NRI default validator is set to refuse cgdelegate's adjustment")
 
-// FromConfig reads the validator settings of the containerd config
-// cfg.ContainerdConfig names and returns the admission rule for them (nil
-// when they refuse nothing cgdelegate does, or the file is disabled or
-// missing), for nri.WithAdmission.
-func FromConfig(cfg config.Config) (writable.Check, error) {
-	path := cfg.ContainerdConfigPath()
-	if path == "" {
+// FromConfig reads the validator settings of the runtime the plugin runs
+// under (runtime, from Configure): containerd's config cfg.ContainerdConfig
+// names, or CRI-O's cfg.CRIOConfig and cfg.CRIOConfigDir. It returns the
+// admission rule for them, for nri.WithAdmission: nil when they refuse
+// nothing cgdelegate does, the files are disabled or missing, or the
+// runtime is neither (nothing is known of its validator).
+func FromConfig(cfg config.Config, runtime quirks.Kind) (writable.Check, error) {
+	var (
+		v   Validator
+		err error
+	)
+	switch runtime {
+	case quirks.Containerd:
+		path := cfg.ContainerdConfigPath()
+		if path == "" {
+			return nil, nil
+		}
+		v, err = Read(path)
+	case quirks.CRIO:
+		v, err = ReadCRIO(cfg.CRIOConfigPaths())
+	default:
 		return nil, nil
 	}
-	v, err := Read(path)
 	if err != nil {
 		return nil, err
 	}
@@ -202,11 +249,12 @@ func (v Validator) Check(hookPath string) writable.Check {
 			return nil
 		}
 		what := "OCI hook (cgdelegate-hook, createRuntime)"
-		if key == RejectNamespaces {
+		if key == v.Keys.RejectNamespacesKey {
 			what = "cgroup namespace"
 		}
-		return fmt.Errorf("%w: %s = true under %s in %s refuses the %s cgdelegate adds to this container; "+
-			"set %s = false there and restart containerd, or do not ask for writable cgroups", ErrRejected, key, Table, file, what, key)
+		return fmt.Errorf("%s's %w: %s = true under %s in %s refuses the %s cgdelegate adds to this container; "+
+			"set %s = false there and restart %s, or do not ask for writable cgroups",
+			v.Keys.Runtime, ErrRejected, key, v.Keys.Table, file, what, key, v.Keys.Runtime)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
@@ -145,8 +146,10 @@ func TestCheck(t *testing.T) {
 	withHook := &api.Container{Hooks: &api.Hooks{CreateRuntime: []*api.Hook{{Path: hook}}}}
 	withNS := &api.Container{Linux: &api.LinuxContainer{Namespaces: []*api.LinuxNamespace{{Type: "cgroup"}}}}
 	plain := &api.Container{}
-	hooks := Validator{Enable: Setting{true, "/etc/containerd/config.toml"}, RejectHooks: Setting{true, "/etc/containerd/conf.d/x.toml"}}
-	nss := Validator{Enable: Setting{true, "/c"}, RejectNamespaces: Setting{true, "/c"}}
+	hooks := Validator{Keys: Containerd, Enable: Setting{true, "/etc/containerd/config.toml"}, RejectHooks: Setting{true, "/etc/containerd/conf.d/x.toml"}}
+	nss := Validator{Keys: Containerd, Enable: Setting{true, "/c"}, RejectNamespaces: Setting{true, "/c"}}
+	crioHooks := Validator{Keys: CRIO, Enable: Setting{true, "/etc/crio/crio.conf.d/10-cgdelegate.conf"}, RejectHooks: Setting{true, "/etc/crio/crio.conf.d/20-hardening.conf"}}
+	crioNS := Validator{Keys: CRIO, Enable: Setting{true, "/etc/crio/crio.conf"}, RejectNamespaces: Setting{true, "/etc/crio/crio.conf"}}
 	for _, tc := range []struct {
 		name  string
 		v     Validator
@@ -154,11 +157,22 @@ func TestCheck(t *testing.T) {
 		nilOK bool // Check returns no rule
 		want  []string
 	}{
-		{name: "nothing rejected", v: Validator{Enable: Setting{true, "/c"}}, nilOK: true},
+		{name: "nothing rejected", v: Validator{Keys: Containerd, Enable: Setting{true, "/c"}}, nilOK: true},
 		{name: "hooks rejected", v: hooks, ctr: plain, want: []string{
-			"reject_oci_hook_adjustment = true", `[plugins."io.containerd.nri.v1.nri".default_validator]`,
-			"/etc/containerd/conf.d/x.toml", "set reject_oci_hook_adjustment = false", "OCI hook",
+			"containerd's NRI default validator is set to refuse cgdelegate's adjustment: reject_oci_hook_adjustment = true under " +
+				`[plugins."io.containerd.nri.v1.nri".default_validator] in /etc/containerd/conf.d/x.toml refuses the OCI hook`,
+			"set reject_oci_hook_adjustment = false there and restart containerd",
 		}},
+		{name: "CRI-O: hooks rejected", v: crioHooks, ctr: plain, want: []string{
+			"CRI-O's NRI default validator is set to refuse cgdelegate's adjustment: nri_validator_reject_oci_hook_adjustment = true under " +
+				"[crio.nri.default_validator] in /etc/crio/crio.conf.d/20-hardening.conf refuses the OCI hook (cgdelegate-hook, createRuntime)",
+			"set nri_validator_reject_oci_hook_adjustment = false there and restart CRI-O",
+		}},
+		{name: "CRI-O: hook already in the spec", v: crioHooks, ctr: withHook},
+		{name: "CRI-O: namespaces rejected, no cgroupns", v: crioNS, ctr: plain, want: []string{
+			"nri_validator_reject_namespace_adjustment = true under [crio.nri.default_validator] in /etc/crio/crio.conf refuses the cgroup namespace",
+		}},
+		{name: "CRI-O: namespaces rejected, has cgroupns", v: crioNS, ctr: withNS},
 		{name: "hook already in the spec", v: hooks, ctr: withHook},
 		{name: "namespaces rejected, no cgroupns", v: nss, ctr: plain, want: []string{"reject_namespace_adjustment = true", "cgroup namespace"}},
 		{name: "namespaces rejected, has cgroupns", v: nss, ctr: withNS},
@@ -190,16 +204,38 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// FromConfig reads the file the config names; "none" reads nothing.
+// FromConfig reads the files of the runtime seen in Configure; "none"
+// reads nothing, and neither does an unknown runtime.
 func TestFromConfig(t *testing.T) {
-	dir := write(t, map[string]string{"config.toml": mainHead + enable + "  reject_oci_hook_adjustment = true\n"})
+	dir := write(t, map[string]string{
+		"config.toml":                mainHead + enable + "  reject_oci_hook_adjustment = true\n",
+		"crio.conf":                  "[crio.nri.default_validator]\nnri_enable_default_validator = true\n",
+		"crio.conf.d/20-reject.conf": "[crio.nri.default_validator]\nnri_validator_reject_oci_hook_adjustment = true\n",
+	})
 	cfg := config.Default()
 	cfg.ContainerdConfig = filepath.Join(dir, "config.toml")
-	if check, err := FromConfig(cfg); err != nil || check == nil {
-		t.Fatalf("FromConfig = %v, %v; want a rule", check, err)
-	}
-	cfg.ContainerdConfig = config.Disabled
-	if check, err := FromConfig(cfg); err != nil || check != nil {
-		t.Fatalf("FromConfig(none) = %v, %v; want no rule", check != nil, err)
+	cfg.CRIOConfig, cfg.CRIOConfigDir = filepath.Join(dir, "crio.conf"), filepath.Join(dir, "crio.conf.d")
+	noCRIODir := cfg
+	noCRIODir.CRIOConfigDir = config.Disabled
+	noContainerd := cfg
+	noContainerd.ContainerdConfig = config.Disabled
+	for _, tc := range []struct {
+		name     string
+		cfg      config.Config
+		runtime  quirks.Kind
+		wantRule bool
+	}{
+		{"containerd", cfg, quirks.Containerd, true},
+		{"containerd, none", noContainerd, quirks.Containerd, false},
+		{"CRI-O", cfg, quirks.CRIO, true},
+		{"CRI-O, no drop-in directory", noCRIODir, quirks.CRIO, false},
+		{"unknown runtime", cfg, quirks.Unknown, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			check, err := FromConfig(tc.cfg, tc.runtime)
+			if err != nil || (check != nil) != tc.wantRule {
+				t.Fatalf("FromConfig = rule %v, %v; want rule %v", check != nil, err, tc.wantRule)
+			}
+		})
 	}
 }

@@ -33,7 +33,9 @@ func StubOption(r metrics.Recorder) stub.Option {
 // request's NRI event name (EventName): from the decoded frame reaching the
 // plugin's ttrpc server to the answer being ready, so it covers decoding
 // the request, the stub's dispatch and the plugin's handler, and not the
-// encoding of the answer or the socket.
+// encoding of the answer or the socket. A request answered with an error
+// (a refused container, or one that could not be decoded) is recorded as
+// failed.
 func Interceptor(r metrics.Recorder) ttrpc.UnaryServerInterceptor {
 	return func(ctx context.Context, unmarshal ttrpc.Unmarshaler, info *ttrpc.UnaryServerInfo, m ttrpc.Method) (any, error) {
 		start := time.Now()
@@ -44,7 +46,7 @@ func Interceptor(r metrics.Recorder) ttrpc.UnaryServerInterceptor {
 			unmarshal = func(v any) error { req = v; return inner(v) }
 		}
 		resp, err := m(ctx, unmarshal)
-		r.Event(EventName(method, req), time.Since(start))
+		r.Event(EventName(method, req), time.Since(start), err != nil)
 		return resp, err
 	}
 }

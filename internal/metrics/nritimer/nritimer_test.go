@@ -35,16 +35,19 @@ func TestEventName(t *testing.T) {
 }
 
 type event struct {
-	name string
-	d    time.Duration
+	name   string
+	d      time.Duration
+	failed bool
 }
 
 type recorder struct{ events []event }
 
-func (*recorder) Container(string, error)              {}
-func (r *recorder) Event(name string, d time.Duration) { r.events = append(r.events, event{name, d}) }
-func (*recorder) Updates(int, int)                     {}
-func (*recorder) Outcomes() *metrics.Outcomes          { return nil }
+func (*recorder) Container(string, error) {}
+func (r *recorder) Event(name string, d time.Duration, failed bool) {
+	r.events = append(r.events, event{name, d, failed})
+}
+func (*recorder) Updates(int, int)            {}
+func (*recorder) Outcomes() *metrics.Outcomes { return nil }
 
 // The interceptor times the method, names the event from the decoded
 // request, and passes the answer and the error through unchanged.
@@ -91,8 +94,8 @@ func TestInterceptor(t *testing.T) {
 			if len(rec.events) != 1 {
 				t.Fatalf("recorded %d events, want 1: %v", len(rec.events), rec.events)
 			}
-			if got := rec.events[0]; got.name != tc.wantName || got.d < tc.sleep {
-				t.Errorf("recorded %q %v, want %q and at least %v", got.name, got.d, tc.wantName, tc.sleep)
+			if got := rec.events[0]; got.name != tc.wantName || got.d < tc.sleep || got.failed != (tc.err != nil) {
+				t.Errorf("recorded %q %v failed %v, want %q, at least %v, failed %v", got.name, got.d, got.failed, tc.wantName, tc.sleep, tc.err != nil)
 			}
 		})
 	}

@@ -35,6 +35,15 @@ func (h *histogram) observe(d time.Duration) {
 	h.sum.Add(int64(d))
 }
 
+// count is the number of observations.
+func (h *histogram) count() uint64 {
+	var n uint64
+	for i := range h.counts {
+		n += h.counts[i].Load()
+	}
+	return n
+}
+
 func (h *histogram) metric(desc *prometheus.Desc, event string) prometheus.Metric {
 	buckets := make(map[float64]uint64, len(eventBounds))
 	var n uint64
@@ -45,6 +54,8 @@ func (h *histogram) metric(desc *prometheus.Desc, event string) prometheus.Metri
 	n += h.counts[len(eventBounds)].Load()
 	return prometheus.MustNewConstHistogram(desc, n, time.Duration(h.sum.Load()).Seconds(), buckets, event)
 }
+
+const createContainer = "CreateContainer"
 
 // events are the duration histograms by event name: Events resolved
 // once, others added on first use.
@@ -67,7 +78,7 @@ func newEvents() *events {
 // get is the histogram for an event name.
 func (e *events) get(name string) *histogram {
 	switch name {
-	case "CreateContainer":
+	case createContainer:
 		return &e.known[0]
 	case "RunPodSandbox":
 		return &e.known[1]

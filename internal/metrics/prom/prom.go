@@ -41,7 +41,8 @@ var _ metrics.Recorder = (*Recorder)(nil)
 // process collectors, in a new registry.
 func New(o Options) *Recorder {
 	r := &Recorder{reg: prometheus.NewRegistry(), refusals: make(map[string]prometheus.Counter, len(Causes))}
-	r.containers = newContainers()
+	r.events = newEvents()
+	r.containers = newContainers(r.events.get(createContainer))
 	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: RefusalsTotal,
 		Help: "Refused containers, by cause: " + strings.Join(Causes, ", ") + ".",
@@ -49,7 +50,6 @@ func New(o Options) *Recorder {
 	for _, c := range Causes {
 		r.refusals[c] = refusals.WithLabelValues(c)
 	}
-	r.events = newEvents()
 	updates := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: ContainerUpdatesTotal,
 		Help: "Container updates sent to the runtime after an event (CPU pool changes), by result: sent or failed.",
@@ -92,8 +92,15 @@ func (r *Recorder) Container(outcome string, err error) {
 // cgdelegate_containers_total, by writable.Outcome (OutcomeNames).
 func (r *Recorder) Outcomes() *metrics.Outcomes { return &r.containers.outcomes }
 
-// Event implements metrics.Recorder.
-func (r *Recorder) Event(name string, d time.Duration) { r.events.get(name).observe(d) }
+// Event implements metrics.Recorder. A CreateContainer request also
+// counts towards the derived unchanged count (containers.unchanged), before
+// it enters the histogram.
+func (r *Recorder) Event(name string, d time.Duration, failed bool) {
+	if name == createContainer {
+		r.containers.answered(failed)
+	}
+	r.events.get(name).observe(d)
+}
 
 // Updates implements metrics.Recorder.
 func (r *Recorder) Updates(sent, failed int) {

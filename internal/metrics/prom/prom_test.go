@@ -90,7 +90,7 @@ cgdelegate_refusals_total{cause="policy"} 0
 	if n := testutil.CollectAndCount(r.events); n != len(Events) {
 		t.Fatalf("%d event series, want %d", n, len(Events))
 	}
-	r.Event("UpdatePodSandbox", time.Microsecond)
+	r.Event("UpdatePodSandbox", time.Microsecond, false)
 	if n := testutil.CollectAndCount(r.events); n != len(Events)+1 {
 		t.Fatalf("%d event series after a new event, want %d", n, len(Events)+1)
 	}
@@ -164,7 +164,7 @@ func TestEvents(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := New(Options{})
-			r.Event(tc.event, tc.d)
+			r.Event(tc.event, tc.d, false)
 			out := scrape(t, r)
 			line := EventDuration + `_bucket{event="` + tc.event + `",le="` + tc.le + `"} 1`
 			if !strings.Contains(out, line) {
@@ -339,11 +339,20 @@ func sameSet(a, b []string) bool {
 }
 
 // BenchmarkOutcome is what counting one container costs the plugin with
-// metrics on: one atomic add.
+// metrics on: one atomic add (writable), or none once unchanged is derived.
 func BenchmarkOutcome(b *testing.B) {
-	o := New(Options{}).Outcomes()
-	for b.Loop() {
-		o.Inc(int(writable.Unchanged))
+	for _, tc := range []struct {
+		name    string
+		outcome writable.Outcome
+	}{{"writable", writable.Writable}, {"unchanged-derived", writable.Unchanged}} {
+		b.Run(tc.name, func(b *testing.B) {
+			r := New(Options{})
+			r.Event(createContainer, time.Microsecond, false) // the interceptor is there: unchanged is derived
+			o := r.Outcomes()
+			for b.Loop() {
+				o.Inc(int(tc.outcome))
+			}
+		})
 	}
 }
 
@@ -355,6 +364,6 @@ func BenchmarkRecord(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		r.Container("writable", nil)
-		r.Event("CreateContainer", 40*time.Microsecond)
+		r.Event("CreateContainer", 40*time.Microsecond, false)
 	}
 }
