@@ -92,11 +92,9 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	return nil
 }
 
-// StopPodSandbox returns the pod's bubble to the node shared pool when the
-// pod stops (a stopped sandbox never runs again), as the kubelet frees a
-// terminated pod's CPUs without waiting for the sandbox's garbage
-// collection, which may come minutes later; the widened containers are
-// updated with UpdateContainers.
+// StopPodSandbox returns the pod's bubble (a stopped sandbox never runs
+// again), as the kubelet frees a terminated pod's CPUs before the sandbox's
+// removal; the widened containers are updated with UpdateContainers.
 func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	if pn := p.pin.Load(); pod != nil && pn.Active() {
 		p.send.Enqueue(pn.RemovePod(pod.GetId()))
@@ -104,22 +102,16 @@ func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	return nil
 }
 
-// RemovePodSandbox forgets the pod's bounds and returns its bubble, if
-// StopPodSandbox did not, to the node shared pool; the widened containers
-// are updated with UpdateContainers.
-func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
+// RemovePodSandbox forgets the pod's bounds and returns its bubble if
+// StopPodSandbox did not.
+func (p *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	if pod == nil {
 		return nil
 	}
 	if rel, err := cgroupfs.PodPath(pod.GetLinux().GetCgroupParent()); err == nil {
 		p.h.Load().bounds.Forget(rel)
 	}
-	pn := p.pin.Load()
-	if !pn.Active() {
-		return nil
-	}
-	p.send.Enqueue(pn.RemovePod(pod.GetId()))
-	return nil
+	return p.StopPodSandbox(ctx, pod)
 }
 
 // Synchronize logs every container created without cgdelegate (an audit:

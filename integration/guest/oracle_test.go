@@ -33,11 +33,11 @@ import (
 
 const (
 	// oracleReserved is reservedSystemCPUs of the kubelet and reservedCPUs
-	// of cgdelegate in both passes.
+	// of cgdelegate.
 	oracleReserved = "0"
-	// oracleReservedMemory is what NUMA node 0 keeps back for the system
-	// under the kubelet's Static memory manager (it refuses to start with
-	// none).
+	// oracleReservedMemory is what NUMA node 0 keeps back for the system:
+	// reservedMemory of the kubelet's Static memory manager (it refuses to
+	// start with none) and of cgdelegate.
 	oracleReservedMemory = "64Mi"
 	// markOracle precedes one manifest's two observations on the console.
 	markOracle = "CGD-ORACLE "
@@ -102,7 +102,11 @@ func (e *guestEnv) oraclePasses() []oraclePass {
 	off.Pinning = false
 	return []oraclePass{
 		{name: "kubelet", pluginYAML: pluginConfigYAML(off), kubelet: e.oracleKubeletConfig(true)},
-		{name: "cgdelegate", pluginYAML: pluginConfigYAML(e.variant) + "reservedCPUs: \"" + oracleReserved + "\"\n", kubelet: e.oracleKubeletConfig(false)},
+		{
+			name: "cgdelegate", kubelet: e.oracleKubeletConfig(false),
+			pluginYAML: pluginConfigYAML(e.variant) + "reservedCPUs: \"" + oracleReserved + "\"\n" +
+				"reservedMemory: \"0:memory=" + oracleReservedMemory + "\"\n",
+		},
 	}
 }
 
