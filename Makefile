@@ -82,7 +82,7 @@ demo-inproc: build
 integration:
 	bash integration/vm/install-deps.sh
 	CGD_INGREDIENTS=1 $(GO) test -tags integration_vm -count=1 -v -run '^TestIngredients$$' -timeout 80m ./integration/vm/
-	$(GO) test -tags integration_vm -count=1 -v -timeout 40m ./integration/vm/
+	$(GO) test -tags integration_vm -count=1 -v -timeout 55m ./integration/vm/
 
 clean:
 	rm -rf $(BINDIR)

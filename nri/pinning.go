@@ -12,7 +12,7 @@ import (
 
 // pinningEvents are the events the CPU policy needs besides CreateContainer
 // (Synchronize is always delivered).
-const pinningEvents = "RunPodSandbox,StopContainer,RemoveContainer,RemovePodSandbox,UpdateContainer,UpdatePodSandbox"
+const pinningEvents = "RunPodSandbox,StopPodSandbox,StopContainer,RemoveContainer,RemovePodSandbox,UpdateContainer,UpdatePodSandbox"
 
 // RunPodSandbox gives a pod with a CPU budget its bubble. A bad budget or
 // no room for the bubble fails the pod (pinning.ErrPodRefused): the
@@ -92,22 +92,26 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	return nil
 }
 
-// RemovePodSandbox forgets the pod's bounds and returns its bubble to the
-// node shared pool; the widened containers are updated with
-// UpdateContainers.
-func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
+// StopPodSandbox returns the pod's bubble (a stopped sandbox never runs
+// again), as the kubelet frees a terminated pod's CPUs before the sandbox's
+// removal; the widened containers are updated with UpdateContainers.
+func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	if pn := p.pin.Load(); pod != nil && pn.Active() {
+		p.send.Enqueue(pn.RemovePod(pod.GetId()))
+	}
+	return nil
+}
+
+// RemovePodSandbox forgets the pod's bounds and returns its bubble if
+// StopPodSandbox did not.
+func (p *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	if pod == nil {
 		return nil
 	}
 	if rel, err := cgroupfs.PodPath(pod.GetLinux().GetCgroupParent()); err == nil {
 		p.h.Load().bounds.Forget(rel)
 	}
-	pn := p.pin.Load()
-	if !pn.Active() {
-		return nil
-	}
-	p.send.Enqueue(pn.RemovePod(pod.GetId()))
-	return nil
+	return p.StopPodSandbox(ctx, pod)
 }
 
 // Synchronize logs every container created without cgdelegate (an audit:

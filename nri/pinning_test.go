@@ -32,7 +32,7 @@ func TestConfigureEvents(t *testing.T) {
 	// RemovePodSandbox is always subscribed (the pod bounds cache forgets
 	// the pod); these come only with active pinning.
 	pinEvents := []api.Event{
-		api.Event_RUN_POD_SANDBOX, api.Event_STOP_CONTAINER, api.Event_REMOVE_CONTAINER,
+		api.Event_RUN_POD_SANDBOX, api.Event_STOP_POD_SANDBOX, api.Event_STOP_CONTAINER, api.Event_REMOVE_CONTAINER,
 	}
 	tests := []struct {
 		name    string
@@ -96,9 +96,9 @@ func (u *blockingUpdater) UpdateContainers(us []*api.ContainerUpdate) ([]*api.Co
 	return nil, nil
 }
 
-// TestUpdatesFromEventsWithoutReturn: RunPodSandbox and RemovePodSandbox
-// change the node shared pool but cannot return updates; they are sent
-// after the handler returns, never from inside it.
+// TestUpdatesFromEventsWithoutReturn: RunPodSandbox, StopPodSandbox and
+// RemovePodSandbox change the node shared pool but cannot return updates;
+// they are sent after the handler returns, never from inside it.
 func TestUpdatesFromEventsWithoutReturn(t *testing.T) {
 	p, err := New(pinConfig(t), slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -131,6 +131,9 @@ func TestUpdatesFromEventsWithoutReturn(t *testing.T) {
 	}{
 		{"RunPodSandbox", func() error { return p.RunPodSandbox(ctx, budget) }, 12},
 		{"RemovePodSandbox", func() error { return p.RemovePodSandbox(ctx, budget) }, 16},
+		{"RunPodSandbox again", func() error { return p.RunPodSandbox(ctx, budget) }, 12},
+		// The bubble is back at the stop, not at the removal.
+		{"StopPodSandbox", func() error { return p.StopPodSandbox(ctx, budget) }, 16},
 	} {
 		runtimeLock.Lock() // the runtime is inside the event
 		if err := step.event(); err != nil {

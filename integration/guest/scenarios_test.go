@@ -43,6 +43,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.KubeletRefusedWithoutNSDelegate: kubeletRefusedWithoutNSDelegate,
 	variant.KubeletUserns:                   kubeletUserns,
 	variant.KubeletPodLevelPinning:          kubeletPodLevelPinning,
+	variant.KubeletPinningOracle:            kubeletPinningOracle,
 	variant.KubeletStartLatency:             kubeletStartLatency,
 	variant.KubeletDaemonSetPod:             kubeletDaemonSetPod,
 	variant.KubeletPluginPodRestart:         kubeletPluginPodRestart,

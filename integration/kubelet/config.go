@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/cpuset"
 	"sigs.k8s.io/yaml"
 )
 
@@ -40,6 +42,32 @@ type Config struct {
 	ReadOnlyPort int
 	// FeatureGates are passed as they are.
 	FeatureGates map[string]bool
+	// ReservedSystemCPUs is the kubelet's reservedSystemCPUs (a Linux CPU
+	// list); the static CPU manager needs it (or CPUs reserved otherwise,
+	// which this harness does not write).
+	ReservedSystemCPUs string
+	// TopologyManagerPolicy is none, best-effort, restricted or
+	// single-numa-node; empty leaves the kubelet's default (none).
+	TopologyManagerPolicy string
+	// TopologyManagerScope is container or pod; empty leaves the default
+	// (container).
+	TopologyManagerScope string
+	// MemoryManagerPolicy is None or Static; empty leaves the default
+	// (None). Static needs ReservedMemory.
+	MemoryManagerPolicy string
+	// ReservedMemory is the memory each NUMA node keeps back for the
+	// system (the kubelet's reservedMemory). The kubelet requires the sum
+	// to equal its node allocatable reservation, so YAML also writes it
+	// as systemReserved memory (every eviction threshold is 0%).
+	ReservedMemory []MemoryReservation
+}
+
+// MemoryReservation is the memory one NUMA node keeps back.
+type MemoryReservation struct {
+	// NUMANode is the node's number.
+	NUMANode int
+	// Memory is a Kubernetes quantity, e.g. "128Mi".
+	Memory string
 }
 
 // DefaultReadOnlyPort is the kubelet's traditional read-only port.
@@ -78,6 +106,36 @@ func (c Config) Validate() error {
 	if c.ReadOnlyPort < 1 || c.ReadOnlyPort > 65535 {
 		bad("ReadOnlyPort", c.ReadOnlyPort, "want a TCP port")
 	}
+	if c.ReservedSystemCPUs != "" {
+		if _, err := cpuset.Parse(c.ReservedSystemCPUs); err != nil {
+			bad("ReservedSystemCPUs", c.ReservedSystemCPUs, "want a Linux CPU list: "+err.Error())
+		}
+	} else if c.CPUManagerPolicy == "static" {
+		bad("ReservedSystemCPUs", c.ReservedSystemCPUs, "the static CPU manager needs reserved CPUs")
+	}
+	if !slices.Contains([]string{"", "none", "best-effort", "restricted", "single-numa-node"}, c.TopologyManagerPolicy) {
+		bad("TopologyManagerPolicy", c.TopologyManagerPolicy, "want none, best-effort, restricted or single-numa-node")
+	}
+	if !slices.Contains([]string{"", "container", "pod"}, c.TopologyManagerScope) {
+		bad("TopologyManagerScope", c.TopologyManagerScope, "want container or pod")
+	}
+	if !slices.Contains([]string{"", "None", "Static"}, c.MemoryManagerPolicy) {
+		bad("MemoryManagerPolicy", c.MemoryManagerPolicy, "want None or Static")
+	}
+	if c.MemoryManagerPolicy == "Static" && len(c.ReservedMemory) == 0 {
+		bad("ReservedMemory", "[]", "the Static memory manager needs memory reserved on some NUMA node")
+	}
+	nodes := map[int]bool{}
+	for i, r := range c.ReservedMemory {
+		field := fmt.Sprintf("ReservedMemory[%d]", i)
+		if q, err := resource.ParseQuantity(r.Memory); err != nil || q.Sign() <= 0 {
+			bad(field+".Memory", r.Memory, "want a positive quantity such as 128Mi")
+		}
+		if r.NUMANode < 0 || nodes[r.NUMANode] {
+			bad(field+".NUMANode", r.NUMANode, "want a node number, each node once")
+		}
+		nodes[r.NUMANode] = true
+	}
 	return errors.Join(errs...)
 }
 
@@ -101,6 +159,17 @@ type kubeletConfiguration struct {
 	CPUManagerPolicy              string            `json:"cpuManagerPolicy"`
 	FileCheckFrequency            string            `json:"fileCheckFrequency"`
 	FeatureGates                  map[string]bool   `json:"featureGates,omitempty"`
+	ReservedSystemCPUs            string            `json:"reservedSystemCPUs,omitempty"`
+	TopologyManagerPolicy         string            `json:"topologyManagerPolicy,omitempty"`
+	TopologyManagerScope          string            `json:"topologyManagerScope,omitempty"`
+	MemoryManagerPolicy           string            `json:"memoryManagerPolicy,omitempty"`
+	SystemReserved                map[string]string `json:"systemReserved,omitempty"`
+	ReservedMemory                []reservedMemory  `json:"reservedMemory,omitempty"`
+}
+
+type reservedMemory struct {
+	NUMANode int               `json:"numaNode"`
+	Limits   map[string]string `json:"limits"`
 }
 
 type authentication struct {
@@ -127,7 +196,10 @@ type authorization struct {
 //   - image GC only at 100% disk use: the images are imported, never
 //     pulled, and must stay;
 //   - the manifest directory is also re-listed every second, on top of the
-//     kubelet's inotify watch.
+//     kubelet's inotify watch;
+//   - ReservedMemory, summed, is also systemReserved memory, so that it
+//     equals the node allocatable reservation as the memory manager
+//     requires.
 func (c Config) YAML() ([]byte, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -151,6 +223,19 @@ func (c Config) YAML() ([]byte, error) {
 		CPUManagerPolicy:            c.CPUManagerPolicy,
 		FileCheckFrequency:          "1s",
 		FeatureGates:                c.FeatureGates,
+		ReservedSystemCPUs:          c.ReservedSystemCPUs,
+		TopologyManagerPolicy:       c.TopologyManagerPolicy,
+		TopologyManagerScope:        c.TopologyManagerScope,
+		MemoryManagerPolicy:         c.MemoryManagerPolicy,
+	}
+	if len(c.ReservedMemory) > 0 {
+		total := resource.Quantity{}
+		for _, r := range c.ReservedMemory {
+			q := resource.MustParse(r.Memory) // checked by Validate
+			total.Add(q)
+			kc.ReservedMemory = append(kc.ReservedMemory, reservedMemory{NUMANode: r.NUMANode, Limits: map[string]string{"memory": q.String()}})
+		}
+		kc.SystemReserved = map[string]string{"memory": total.String()}
 	}
 	kc.Authentication.Anonymous.Enabled = true
 	kc.Authorization.Mode = "AlwaysAllow"

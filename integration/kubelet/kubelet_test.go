@@ -52,6 +52,53 @@ func TestConfigYAML(t *testing.T) {
 	}
 }
 
+func TestConfigResourceManagers(t *testing.T) {
+	c := validConfig(CgroupFS)
+	c.CPUManagerPolicy, c.ReservedSystemCPUs = "static", "0"
+	c.TopologyManagerPolicy, c.TopologyManagerScope = "best-effort", "pod"
+	c.MemoryManagerPolicy = "Static"
+	c.ReservedMemory = []MemoryReservation{{NUMANode: 0, Memory: "96Mi"}, {NUMANode: 1, Memory: "32Mi"}}
+	b, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		CPUManagerPolicy      string            `json:"cpuManagerPolicy"`
+		ReservedSystemCPUs    string            `json:"reservedSystemCPUs"`
+		TopologyManagerPolicy string            `json:"topologyManagerPolicy"`
+		TopologyManagerScope  string            `json:"topologyManagerScope"`
+		MemoryManagerPolicy   string            `json:"memoryManagerPolicy"`
+		SystemReserved        map[string]string `json:"systemReserved"`
+		ReservedMemory        []struct {
+			NUMANode int               `json:"numaNode"`
+			Limits   map[string]string `json:"limits"`
+		} `json:"reservedMemory"`
+	}
+	if err := yaml.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if got.CPUManagerPolicy != "static" || got.ReservedSystemCPUs != "0" || got.TopologyManagerPolicy != "best-effort" ||
+		got.TopologyManagerScope != "pod" || got.MemoryManagerPolicy != "Static" {
+		t.Errorf("resource managers not written:\n%s", b)
+	}
+	if got.SystemReserved["memory"] != "128Mi" {
+		t.Errorf("systemReserved %v, want memory 128Mi (the sum of reservedMemory)", got.SystemReserved)
+	}
+	if len(got.ReservedMemory) != 2 || got.ReservedMemory[1].NUMANode != 1 || got.ReservedMemory[1].Limits["memory"] != "32Mi" {
+		t.Errorf("reservedMemory %+v", got.ReservedMemory)
+	}
+	// Without them, none of the fields is written.
+	b, err = validConfig(CgroupFS).YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"reservedSystemCPUs", "topologyManager", "memoryManagerPolicy", "systemReserved", "reservedMemory"} {
+		if strings.Contains(string(b), f) {
+			t.Errorf("default config writes %s:\n%s", f, b)
+		}
+	}
+}
+
 func TestConfigInvalid(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -63,6 +110,15 @@ func TestConfigInvalid(t *testing.T) {
 		{"tcp endpoint", func(c *Config) { c.RuntimeEndpoint = "tcp://x" }, []string{"RuntimeEndpoint", `"tcp://x"`}},
 		{"cpu manager", func(c *Config) { c.CPUManagerPolicy = "dynamic" }, []string{"CPUManagerPolicy", `"dynamic"`}},
 		{"port", func(c *Config) { c.ReadOnlyPort = 70000 }, []string{"ReadOnlyPort", `"70000"`}},
+		{"static without reserved cpus", func(c *Config) { c.CPUManagerPolicy = "static" }, []string{"ReservedSystemCPUs", "reserved CPUs"}},
+		{"reserved cpus", func(c *Config) { c.ReservedSystemCPUs = "0-" }, []string{"ReservedSystemCPUs", `"0-"`}},
+		{"topology policy", func(c *Config) { c.TopologyManagerPolicy = "best_effort" }, []string{"TopologyManagerPolicy", `"best_effort"`}},
+		{"topology scope", func(c *Config) { c.TopologyManagerScope = "node" }, []string{"TopologyManagerScope", `"node"`}},
+		{"memory policy", func(c *Config) { c.MemoryManagerPolicy = "static" }, []string{"MemoryManagerPolicy", `"static"`}},
+		{"static memory without reservation", func(c *Config) { c.MemoryManagerPolicy = "Static" }, []string{"ReservedMemory", "Static"}},
+		{"reserved memory", func(c *Config) {
+			c.ReservedMemory = []MemoryReservation{{NUMANode: 0, Memory: "lots"}, {NUMANode: 0, Memory: "1Mi"}}
+		}, []string{"ReservedMemory[0].Memory", `"lots"`, "ReservedMemory[1].NUMANode"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -85,6 +85,15 @@ func Suite() []Variant {
 			Kubelet:   true,
 			Scenarios: []Scenario{Harness, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology, KubeletPodLevelPinning},
 		},
+		// The kubelet's own pod-level resource managers against cgdelegate's
+		// pinning (issue 11), on eight CPUs in two NUMA nodes: with CPU 0
+		// reserved, a node of four free CPUs holds the three-exclusive pod,
+		// and a six-CPU pod needs both nodes. Four CPUs are too few for that.
+		{
+			Name: "ctd24-numa-smp8-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 8, NUMA: true,
+			Kubelet:   true,
+			Scenarios: []Scenario{KubeletPinningOracle},
+		},
 		// A real kubelet (issue 8) with static pods, on both kinds of host.
 		{
 			Name: "ctd24-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Kubelet: true,

@@ -71,6 +71,10 @@ timeout=10m
 if grep -qw 'cgd.kubelet=1' /proc/cmdline; then
 	timeout=20m
 fi
+# The pinning oracle runs ten pods twice, one after the other.
+if grep -q 'KubeletPinningOracle' /proc/cmdline; then
+	timeout=45m
+fi
 /cgd/guest.test -test.v -test.timeout=$timeout
 rc=$?
 echo "CGD-DONE {\"exit\":$rc}"

@@ -257,6 +257,10 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		// The guest gives the tests 20 minutes instead of 10.
 		spec.Timeout = 25 * time.Minute
 	}
+	if slices.Contains(v.Scenarios, variant.KubeletPinningOracle) {
+		// The guest gives the oracle 45 minutes (init.sh).
+		spec.Timeout = 50 * time.Minute
+	}
 	verbose := os.Getenv("CGD_VM_VERBOSE") != ""
 	var rep *consoleReport
 	for attempt := 1; ; attempt++ {

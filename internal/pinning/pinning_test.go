@@ -41,6 +41,42 @@ func TestLifecycleAnnotation(t *testing.T) {
 	}
 }
 
+// TestSnapshotLivePods: a pod whose containers all exited (a stopped
+// sandbox the runtime still lists) or that has none yet is left out of the
+// rebuild, so it holds no bubble; a pod with a created or running
+// container is kept.
+func TestSnapshotLivePods(t *testing.T) {
+	budget := &api.LinuxPodSandbox{PodResources: &api.LinuxResources{
+		Cpu:    &api.LinuxCPU{Quota: api.Int64(200000), Period: api.UInt64(100000), Shares: api.UInt64(2048)},
+		Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)},
+	}}
+	pods := []*api.PodSandbox{
+		{Id: "running", Name: "running", Namespace: "default", Linux: budget},
+		{Id: "created", Name: "created", Namespace: "default", Linux: budget},
+		{Id: "stopped", Name: "stopped", Namespace: "default", Linux: budget},
+		{Id: "empty", Name: "empty", Namespace: "default", Linux: budget},
+	}
+	ctr := func(id, pod string, st api.ContainerState) *api.Container {
+		return &api.Container{Id: id, PodSandboxId: pod, Name: id, State: st, Linux: &api.LinuxContainer{}}
+	}
+	ctrs := []*api.Container{
+		ctr("r", "running", api.ContainerState_CONTAINER_RUNNING),
+		ctr("c", "created", api.ContainerState_CONTAINER_CREATED),
+		ctr("s", "stopped", api.ContainerState_CONTAINER_STOPPED),
+	}
+	specs, states := snapshot(slog.New(slog.DiscardHandler), pods, ctrs)
+	var ids []string
+	for _, s := range specs {
+		ids = append(ids, s.ID)
+	}
+	if len(ids) != 2 || ids[0] != "running" || ids[1] != "created" {
+		t.Errorf("pods kept %v, want [running created]", ids)
+	}
+	if len(states) != 2 {
+		t.Errorf("containers kept %d, want 2 (the stopped one holds nothing)", len(states))
+	}
+}
+
 func TestUpdates(t *testing.T) {
 	as := []policy.Assignment{
 		{ContainerID: "a", CPUs: cpuset.New(0, 1), Mems: cpuset.New(0)},

@@ -11,9 +11,9 @@ import (
 )
 
 // Synchronize rebuilds the allocation state from the runtime's pods and
-// containers (the truth after a plugin or runtime restart). Values that do
-// not parse are logged and dropped rather than failing the whole
-// synchronization.
+// containers (the truth after a plugin or runtime restart); pods without a
+// live container are left out (livePods). Values that do not parse are
+// logged and dropped rather than failing the whole synchronization.
 func (p *Pinner) Synchronize(log *slog.Logger, pods []*api.PodSandbox, ctrs []*api.Container) policy.RebuildResult {
 	specs, states := snapshot(log, pods, ctrs)
 	res := p.policy.Rebuild(specs, states)
@@ -61,7 +61,30 @@ func snapshot(log *slog.Logger, pods []*api.PodSandbox, ctrs []*api.Container) (
 		st.Mems = parseSet(l, "mems", cpu.GetMems())
 		states = append(states, st)
 	}
-	return specs, states
+	return livePods(log, specs, states, byID), states
+}
+
+// livePods keeps the pods with a live (created, running or paused)
+// container. The runtime lists stopped sandboxes too (containerd 2.4
+// lists every sandbox not in an unknown state, and NRI carries no sandbox
+// state) until the kubelet's garbage collection removes them, which may
+// take minutes; a stopped pod must hold no bubble, as the kubelet frees a
+// terminated pod's CPUs. A pod whose containers are still to come gets its
+// bubble with its first container (AddContainer records an unknown pod).
+func livePods(log *slog.Logger, specs []policy.PodSpec, states []policy.ContainerState, byID map[string]*api.PodSandbox) []policy.PodSpec {
+	live := make(map[string]bool, len(states))
+	for _, st := range states {
+		live[st.Spec.PodID] = true
+	}
+	out := specs[:0]
+	for _, s := range specs {
+		if live[s.ID] {
+			out = append(out, s)
+			continue
+		}
+		logging.Event(log, byID[s.ID], nil).Debug("synchronize: pod without a live container left out (stopped, or its containers are still to come)")
+	}
+	return out
 }
 
 func parseSet(l *slog.Logger, what, s string) cpuset.CPUSet {

@@ -36,8 +36,10 @@
 //     a CPU budget (and, in container scope, every non-exclusive container)
 //     run there.
 //
-// Bubbles and node-level slices always leave at least one usable CPU in the
-// node shared pool, so a pod without a budget can always start.
+// Bubbles and node-level slices always leave a CPU in the node shared
+// pool, so a pod without a budget can always start: the reserved CPUs when
+// they are shared (then, like the kubelet, every usable CPU may be pinned),
+// otherwise at least one usable CPU.
 //
 // cpuset.mems of a pinned container (an exclusive slice, a pod shared pool)
 // is the set of NUMA nodes of its CPUs. A node-shared container keeps every

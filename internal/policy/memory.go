@@ -190,7 +190,7 @@ func (m *memory) share(g []int, cpuNodes cpuset.CPUSet, mem int64, used map[int]
 }
 
 // placeBubble picks n CPUs out of free (the node shared pool, of which one
-// CPU stays) for a pod whose bubble must hold mem bytes, in s. It returns
+// CPU stays unless reserved CPUs are shared, see takeFromNode) for a pod whose bubble must hold mem bytes, in s. It returns
 // the CPUs, the memory nodes beyond those of the CPUs (extra) and the
 // memory reserved on each node.
 //

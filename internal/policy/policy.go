@@ -158,9 +158,14 @@ func (p *Policy) takeFrom(free cpuset.CPUSet, n int, what string) (cpuset.CPUSet
 	return got, nil
 }
 
-// takeFromNode picks n CPUs from the node shared pool, leaving at least one.
+// takeFromNode picks n CPUs from the node shared pool (free: its usable
+// CPUs). When reserved CPUs stay in that pool they are enough for the
+// shared containers, and every usable CPU may go, as the kubelet's static
+// policy allocates every CPU but the reserved ones (v1.37
+// policy_static.go, GetAvailableCPUs); without them (no reservation, or
+// StrictReservation) at least one usable CPU stays.
 func (p *Policy) takeFromNode(free cpuset.CPUSet, n int, what string) (cpuset.CPUSet, error) {
-	if free.Size()-n < 1 {
+	if p.sharedReserved.IsEmpty() && free.Size()-n < 1 {
 		return cpuset.CPUSet{}, fmt.Errorf("%w: %s needs %d cpus, the node pool has %d free (%s) and keeps at least one for shared containers",
 			ErrInsufficient, what, n, free.Size(), free)
 	}

@@ -69,9 +69,34 @@ func TestReservedCPUs(t *testing.T) {
 			if s := p.Snapshot(); s.NodeSharedPool != node.String() {
 				t.Errorf("status node shared pool %q, want %q", s.NodeSharedPool, node)
 			}
-			// Nothing is left for more pinning, whatever the reserved cpus.
-			if _, err := p.AddPod(PodSpec{ID: "more", Budget: budget(1000)}); tc.scope == config.ScopePod && err == nil {
-				t.Errorf("a bubble was carved from the last usable cpu or a reserved one")
+			// The last usable cpu can be pinned only when the reserved cpus
+			// stay in the node shared pool (as the kubelet's static policy
+			// pins every cpu but the reserved ones); never a reserved one.
+			lastOK := !tc.strict && !reserved.IsEmpty()
+			if tc.scope == config.ScopePod {
+				_, err := p.AddPod(PodSpec{ID: "more", Budget: budget(1000)})
+				if lastOK != (err == nil) {
+					t.Fatalf("bubble from the last usable cpu %s: err %v, want success %v", left, err, lastOK)
+				}
+			} else {
+				_, _, err := p.AddContainer(ctr("more", "nb", guaranteed(1000)))
+				if lastOK != (err == nil) {
+					t.Fatalf("slice of the last usable cpu %s: err %v, want success %v", left, err, lastOK)
+				}
+			}
+			if lastOK {
+				got, _ := p.Assignment("sh")
+				if !got.CPUs.Equals(reserved) {
+					t.Errorf("node shared with every usable cpu pinned: %s, want the reserved %s", got.CPUs, reserved)
+				}
+				// And nothing more: the reserved cpus are never pinned.
+				if tc.scope == config.ScopePod {
+					if _, err := p.AddPod(PodSpec{ID: "even-more", Budget: budget(1000)}); err == nil {
+						t.Errorf("a bubble was carved from a reserved cpu")
+					}
+				} else if _, _, err := p.AddContainer(ctr("even-more", "nb", guaranteed(1000))); err == nil {
+					t.Errorf("a slice was carved from a reserved cpu")
+				}
 			}
 			checkInvariants(t, p)
 		})
