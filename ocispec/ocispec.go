@@ -48,6 +48,11 @@ type MountState struct {
 	PrivilegedLike bool
 }
 
+// RuntimeWritable reports a read-write cgroup file system mount at
+// /sys/fs/cgroup that the runtime made (containerd's cgroup_writable),
+// not a user's bind.
+func (st MountState) RuntimeWritable() bool { return st.Mount != nil && st.ReadWrite && !st.Bind }
+
 // Inspect reports on the container's /sys/fs/cgroup and /sys mounts. When
 // several mounts share a destination the last one wins, as it is mounted
 // on top.

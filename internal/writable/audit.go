@@ -53,7 +53,7 @@ func (d *Decider) missed(pod *api.PodSandbox, ctr *api.Container) error {
 	if mnt.PrivilegedLike {
 		return nil
 	}
-	runtimeWritable := mnt.Mount != nil && mnt.ReadWrite && !mnt.Bind
+	runtimeWritable := mnt.RuntimeWritable()
 	hooked := ocispec.HasHook(ctr, d.cfg.HookPath)
 	switch {
 	case req.Mode == optin.Writable && !hooked:

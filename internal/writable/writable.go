@@ -229,7 +229,7 @@ func (d *Decider) Decide(in Input) (Plan, error) {
 	}
 	plan := Plan{Request: req}
 	mnt := ocispec.Inspect(in.Ctr.GetMounts())
-	runtimeWritable := mnt.Mount != nil && mnt.ReadWrite && !mnt.Bind
+	runtimeWritable := mnt.RuntimeWritable()
 	switch {
 	case mnt.PrivilegedLike:
 		plan.Outcome = Privileged
