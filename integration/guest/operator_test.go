@@ -285,28 +285,31 @@ func parseSamples(r io.Reader) (map[string]float64, error) {
 	return out, sc.Err()
 }
 
-// rejectHooksDropIn turns on the default validator's rejection of OCI hook
-// adjustments; validatorRejectsHook imports it after the shipped drop-in.
-const (
-	rejectHooksDropIn = "/etc/containerd/conf.d/zz-reject-hooks.toml"
-	rejectHooksConfig = `version = 3
-[plugins."io.containerd.nri.v1.nri".default_validator]
-  enable = true
-  reject_oci_hook_adjustment = true
-`
-)
-
-// validatorRejectsHook: containerd's default validator with
-// reject_oci_hook_adjustment = true refuses every container cgdelegate
-// gives its hook; the CRI error a user sees must name that setting.
-func validatorRejectsHook(t *testing.T, e *guestEnv) {
+// withValidatorSetting restarts containerd, for the scenario's length, with
+// a drop-in (imported after the shipped one) that turns on the default
+// validator's setting (a reject_* key), and returns the scenario's context.
+func (e *guestEnv) withValidatorSetting(t *testing.T, setting string) context.Context {
+	t.Helper()
 	e.requirePlugin(t)
 	if !e.variant.FailClosed || e.variant.Plugin != variant.PluginExternal {
 		t.Fatalf("variant %s: this scenario needs the fail-closed drop-in and an external plugin", e.variant.Name)
 	}
 	ctx := scenarioCtx(t)
-	e.restartContainerdWith(ctx, t, rejectHooksDropIn, rejectHooksConfig)
+	dropIn := "/etc/containerd/conf.d/zz-" + strings.ReplaceAll(setting, "_", "-") + ".toml"
+	e.restartContainerdWith(ctx, t, dropIn, `version = 3
+[plugins."io.containerd.nri.v1.nri".default_validator]
+  enable = true
+  `+setting+` = true
+`)
 	t.Cleanup(func() { e.restartContainerdWith(context.Background(), t, "", "") })
+	return ctx
+}
+
+// validatorRejectsHook: containerd's default validator with
+// reject_oci_hook_adjustment = true refuses every container cgdelegate
+// gives its hook; the CRI error a user sees must name that setting.
+func validatorRejectsHook(t *testing.T, e *guestEnv) {
+	ctx := e.withValidatorSetting(t, "reject_oci_hook_adjustment")
 
 	pod := e.runPod(ctx, t, cri.PodSpec{Name: "annotated", Annotations: writable()})
 	_, err := pod.CreateContainer(ctx, sleeper("refused", 0))
@@ -320,17 +323,6 @@ func validatorRejectsHook(t *testing.T, e *guestEnv) {
 	runContainer(ctx, t, plain, sleeper("plain", 0))
 }
 
-// rejectNamespacesDropIn sets containerd's default validator to refuse
-// every plugin's namespace adjustment.
-const (
-	rejectNamespacesDropIn = "/etc/containerd/conf.d/zz-reject-namespaces.toml"
-	rejectNamespacesConfig = `version = 3
-[plugins."io.containerd.nri.v1.nri".default_validator]
-  enable = true
-  reject_namespace_adjustment = true
-`
-)
-
 // validatorRejectsNamespace: containerd's default validator with
 // reject_namespace_adjustment = true refuses any plugin's namespace change.
 // cgdelegate adds a cgroup namespace only to a spec that has none, and
@@ -341,13 +333,7 @@ const (
 // runs with this config shows in a pod requiring a plugin that is not
 // there: refused in the validator's words.
 func validatorRejectsNamespace(t *testing.T, e *guestEnv) {
-	e.requirePlugin(t)
-	if !e.variant.FailClosed || e.variant.Plugin != variant.PluginExternal {
-		t.Fatalf("variant %s: this scenario needs the fail-closed drop-in and an external plugin", e.variant.Name)
-	}
-	ctx := scenarioCtx(t)
-	e.restartContainerdWith(ctx, t, rejectNamespacesDropIn, rejectNamespacesConfig)
-	t.Cleanup(func() { e.restartContainerdWith(context.Background(), t, "", "") })
+	ctx := e.withValidatorSetting(t, "reject_namespace_adjustment")
 
 	absent := e.runPod(ctx, t, cri.PodSpec{Name: "requires-absent", Annotations: map[string]string{requiredPluginsAnnotation: `["absent"]`}})
 	_, err := absent.CreateContainer(ctx, sleeper("refused", 0))
