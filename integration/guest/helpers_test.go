@@ -16,6 +16,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/integration/cri"
 	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
+	"github.com/cgdelegate/cgdelegate/integration/variant"
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 )
 
@@ -177,4 +178,32 @@ func (e *guestEnv) restartPluginOnce(ctx context.Context, t *testing.T) func() {
 	}
 	t.Cleanup(restart)
 	return restart
+}
+
+// withPluginConfig restarts the external plugin with extra after the
+// variant's config for the rest of the scenario; at its end (after the
+// scenario's own cleanups, which were registered later) the plugin runs
+// with the variant's config again.
+func (e *guestEnv) withPluginConfig(ctx context.Context, t *testing.T, extra string) {
+	t.Helper()
+	if e.variant.Plugin != variant.PluginExternal || e.plugin == nil {
+		t.Fatalf("variant %s: reconfiguring cgdelegate needs the external plugin, not %s", e.variant.Name, e.variant.Plugin)
+	}
+	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant)+extra); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant)); err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := e.restartPlugin(rctx); err != nil {
+			t.Errorf("cleanup: restart cgdelegate with the variant's config: %v", err)
+		}
+	})
+	if err := e.restartPlugin(ctx); err != nil {
+		t.Fatalf("restart cgdelegate with %q added to its config: %v", extra, err)
+	}
 }

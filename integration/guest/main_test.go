@@ -234,9 +234,6 @@ func pluginConfigYAML(v variant.Variant) string {
 	if servesMetrics(v) {
 		s += "metricsAddress: " + metricsAddress + "\n"
 	}
-	if v.ContainerScope {
-		s += "topologyScope: container\n"
-	}
 	return s
 }
 

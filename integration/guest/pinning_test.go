@@ -630,7 +630,8 @@ func numaTopology(t *testing.T, _ *guestEnv) {
 	}
 }
 
-// pinningContainerScope: with topologyScope: container there are no
+// pinningContainerScope: cgdelegate restarted with topologyScope:
+// container (and with the variant's config again at the end); there are no
 // bubbles. A Guaranteed 1-CPU container (oom_score_adj -997) gets one
 // exclusive CPU from the node pool with its quota off and the memory node
 // of that CPU, and the node-shared container keeps every other CPU and
@@ -640,11 +641,9 @@ func numaTopology(t *testing.T, _ *guestEnv) {
 // holds is refused; removing the pod widens the shared container again.
 func pinningContainerScope(t *testing.T, e *guestEnv) {
 	e.requirePinning(t)
-	if !e.variant.ContainerScope {
-		t.Fatalf("variant %s does not pin in container scope", e.variant.Name)
-	}
 	ctx := scenarioCtx(t)
 	logFrom := fileSize(e.paths.PluginLog)
+	e.withPluginConfig(ctx, t, "topologyScope: container\n")
 	t.Cleanup(func() { e.pluginLog(t, logFrom) })
 	nodes := nodeCPUs(t)
 	all := unionOf(nodes)

@@ -23,7 +23,6 @@ const (
 	keyPlugin         = "plugin"
 	keyCgroupWritable = "cgroup_writable"
 	keyPinning        = "pinning"
-	keyContainerScope = "container_scope"
 	keyFailClosed     = "failclosed"
 	keySystemd        = "systemd"
 	keySMP            = "smp"
@@ -36,7 +35,6 @@ const (
 var keys = []string{
 	keyName, keyContainerd, keyNSDelegate, keyPlugin, keyCgroupWritable,
 	keyPinning, keyFailClosed, keySystemd, keySMP, keyNUMA, keyKubelet, keyScenarios,
-	keyContainerScope,
 }
 
 // Sentinels of ParamError.
@@ -86,7 +84,6 @@ func (v Variant) params() map[string]string {
 		keyNUMA:           formatBool(v.NUMA),
 		keyKubelet:        formatBool(v.Kubelet),
 		keyScenarios:      strings.Join(scenarios, ","),
-		keyContainerScope: formatBool(v.ContainerScope),
 	}
 }
 
@@ -154,7 +151,6 @@ func Decode(cmdline string) (Variant, error) {
 		SMP:            d.int(keySMP),
 		NUMA:           d.bool(keyNUMA),
 		Kubelet:        d.bool(keyKubelet),
-		ContainerScope: d.bool(keyContainerScope),
 	}
 	if s := d.raw[keyScenarios]; s != "" {
 		for _, id := range strings.Split(s, ",") {

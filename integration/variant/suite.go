@@ -21,10 +21,6 @@ func Suite() []Variant {
 	noNSDelegate := []Scenario{Harness, RefusedWithoutNSDelegate, GuardCgroupWritable}
 	return []Variant{
 		{Name: "ctd24-nsdelegate-external", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: append(slices.Clone(nsdelegate), inPod...)},
-		{
-			Name: "ctd24-nsdelegate-preregistered", Containerd: Containerd24, NSDelegate: true, Plugin: PluginPreregistered, SMP: 2,
-			Scenarios: []Scenario{Harness, AnnotatedWritable, PluginMode, Restarts},
-		},
 		// The kubelet's view of the same refusal shares the boot, last
 		// (a kubelet kills pods it did not make).
 		{
@@ -50,7 +46,6 @@ func Suite() []Variant {
 				OptInPolicy, MetricsScraped, ValidatorRejectsHook, ValidatorRejectsNamespace, // issue 9: operator controls
 			},
 		},
-		{Name: "ctd23-nsdelegate-external", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: nsdelegate},
 		{Name: "ctd23-no-nsdelegate", Containerd: Containerd23, Plugin: PluginExternal, SMP: 2, Scenarios: noNSDelegate},
 		// cgdelegate deployed as it ships: the release image, the
 		// DaemonSet's pod as a static pod of the real kubelet, the
@@ -78,12 +73,17 @@ func Suite() []Variant {
 			},
 		},
 		// The CPU pinning scenarios (issue 4), on four CPUs in two NUMA
-		// nodes. The kubelet starts only for the last scenario, after the
-		// CRI ones (a kubelet kills pods it did not make).
+		// nodes; PinningContainerScope restarts cgdelegate in container
+		// scope (issue 11, item 8) and back. The kubelet starts only for
+		// the last scenario, after the CRI ones (a kubelet kills pods it
+		// did not make).
 		{
 			Name: "ctd24-numa-smp4-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
-			Kubelet:   true,
-			Scenarios: []Scenario{Harness, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology, KubeletPodLevelPinning},
+			Kubelet: true,
+			Scenarios: []Scenario{
+				Harness, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology,
+				PinningContainerScope, KubeletPodLevelPinning,
+			},
 		},
 		// The kubelet's own pod-level resource managers against cgdelegate's
 		// pinning (issue 11), on eight CPUs in two NUMA nodes: with CPU 0
@@ -99,22 +99,20 @@ func Suite() []Variant {
 			Name: "ctd24-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Kubelet: true,
 			Scenarios: []Scenario{KubeletWritable, KubeletUserns, KubeletStartLatency},
 		},
-		// Pinning on containerd 2.3 (issue 11, item 8).
+		// containerd 2.3: the writable scenarios and pinning (issue 11,
+		// item 8) share one boot, as they share a production node: every
+		// boot costs about 20 s of kernel, containerd and plugin start
+		// under TCG before its first scenario.
 		{
-			Name: "ctd23-pinning-numa", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
-			Scenarios: []Scenario{Harness, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology},
+			Name: "ctd23-nsdelegate-pinning", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
+			Scenarios: append(slices.Clone(nsdelegate), PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology),
 		},
-		// Pinning with the plugin pre-registered, cpuPinning in its
-		// Configure blob (issue 11, item 8).
+		// The plugin pre-registered (started by containerd from
+		// /opt/nri/plugins, its config in the Configure blob), with pinning
+		// (issue 11, item 8) in the same boot.
 		{
-			Name: "ctd24-pinning-preregistered", Containerd: Containerd24, NSDelegate: true, Plugin: PluginPreregistered, Pinning: true, SMP: 4, NUMA: true,
-			Scenarios: []Scenario{Harness, PinningPodBudget, PinningDynamicAdd, NUMATopology},
-		},
-		// Pinning in container scope (issue 11, item 8).
-		{
-			Name: "ctd24-pinning-container-scope", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal,
-			Pinning: true, ContainerScope: true, SMP: 4, NUMA: true,
-			Scenarios: []Scenario{Harness, PinningContainerScope},
+			Name: "ctd24-preregistered", Containerd: Containerd24, NSDelegate: true, Plugin: PluginPreregistered, Pinning: true, SMP: 4, NUMA: true,
+			Scenarios: []Scenario{Harness, AnnotatedWritable, PluginMode, Restarts, PinningPodBudget, PinningDynamicAdd, NUMATopology},
 		},
 	}
 }

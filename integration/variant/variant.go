@@ -48,9 +48,6 @@ type Variant struct {
 	CgroupWritable bool
 	// Pinning runs cgdelegate with CPU pinning (cpuPinning: true).
 	Pinning bool
-	// ContainerScope pins in container scope (topologyScope: container);
-	// only with Pinning.
-	ContainerScope bool
 	// FailClosed has containerd import the shipped drop-in
 	// contrib/containerd/cgdelegate.toml (NRI's default validator, per-pod
 	// required plugins) over the suite's own NRI settings.
@@ -96,7 +93,6 @@ func (v Variant) Validate() error {
 	check(keySystemd, v.Systemd == strings.Contains(v.Name, SystemdMark),
 		"a variant named %q must have %s%s=%s", v.Name, Prefix, keySystemd, formatBool(strings.Contains(v.Name, SystemdMark)))
 	check(keySMP, v.SMP >= 1, "want at least one CPU")
-	check(keyContainerScope, !v.ContainerScope || v.Pinning, "container scope needs pinning")
 	check(keyNUMA, !v.NUMA || (v.SMP >= 2 && v.SMP%2 == 0), "two NUMA nodes need an even number of CPUs, not %d", v.SMP)
 	check(keyKubelet, v.Kubelet == strings.Contains(v.Name, "Kubelet"),
 		"a variant runs a kubelet exactly when its name contains \"Kubelet\" (name %q)", v.Name)
