@@ -192,18 +192,23 @@ func (e *guestEnv) withPluginConfig(ctx context.Context, t *testing.T, extra str
 	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant)+extra); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant)); err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := e.restartPlugin(rctx); err != nil {
-			t.Errorf("cleanup: restart cgdelegate with the variant's config: %v", err)
-		}
-	})
+	t.Cleanup(func() { e.restorePluginConfig(t) })
 	if err := e.restartPlugin(ctx); err != nil {
 		t.Fatalf("restart cgdelegate with %q added to its config: %v", extra, err)
+	}
+}
+
+// restorePluginConfig writes the variant's own plugin config and restarts
+// the external plugin with it (a scenario's cleanup).
+func (e *guestEnv) restorePluginConfig(t *testing.T) {
+	t.Helper()
+	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant)); err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := e.restartPlugin(ctx); err != nil {
+		t.Errorf("cleanup: restart cgdelegate with the variant's config: %v", err)
 	}
 }

@@ -276,15 +276,7 @@ func (e *guestEnv) stopKubelet(t *testing.T) {
 // config.
 func (e *guestEnv) oracleRestore(t *testing.T) {
 	e.stopKubelet(t)
-	if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant)); err != nil {
-		t.Errorf("cleanup: %v", err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := e.restartPlugin(ctx); err != nil {
-		t.Errorf("cleanup: restart cgdelegate: %v", err)
-	}
+	e.restorePluginConfig(t)
 }
 
 // oracleObserve runs one manifest until the pod is admitted (every
