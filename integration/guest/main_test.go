@@ -155,6 +155,9 @@ func (e *guestEnv) setup() error {
 			return fmt.Errorf("setup: %w", err)
 		}
 	}
+	if err := holdCFSBandwidth(e.paths.CgroupRoot); err != nil {
+		e.log.Warn("the CFS bandwidth static key is not held; the guest may die of an Oops: int3 under TCG", "err", err)
+	}
 	if err := os.MkdirAll(filepath.Dir(e.paths.ContainerdConfig), 0o755); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
@@ -184,6 +187,33 @@ func (e *guestEnv) setup() error {
 	// that needs it (requireDaemonSetPlugin).
 	if e.pluginErr == nil && e.variant.Plugin != variant.PluginNone && e.variant.Plugin != variant.PluginDaemonSet {
 		e.pluginErr = e.startPlugin(ctx, 0)
+	}
+	return nil
+}
+
+// cfsBandwidthHold is the empty cgroup below the root whose CPU quota
+// stays for the whole boot (holdCFSBandwidth).
+const cfsBandwidthHold = "cgd-cfs-bandwidth-hold"
+
+// holdCFSBandwidth puts a CPU quota on an empty cgroup of its own for the
+// whole boot. The kernel switches its CFS bandwidth static key by live code
+// patching (int3 first, then the new bytes) whenever the first CPU quota on
+// the node is set or the last one goes, which pods with CPU limits do all
+// the time; under multi-threaded TCG that patching sometimes races the
+// emulator and the guest dies with "Oops: int3" in enqueue_entity or
+// update_curr (twice in one boot of ctd24-daemonset-Kubelet). With a quota
+// that stays, the key is switched once, here, before any container runs.
+// The quota (ten CPUs) never throttles: no task is in the cgroup.
+func holdCFSBandwidth(root string) error {
+	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+cpu"), 0o644); err != nil {
+		return fmt.Errorf("enable the cpu controller below %s: %w", root, err)
+	}
+	dir := filepath.Join(root, cfsBandwidthHold)
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("hold the CFS bandwidth key: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cpu.max"), []byte("1000000 100000"), 0o644); err != nil {
+		return fmt.Errorf("hold the CFS bandwidth key: %w", err)
 	}
 	return nil
 }
