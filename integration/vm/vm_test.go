@@ -271,9 +271,10 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 			}
 		})
 		// Multi-threaded TCG occasionally loses a race with the kernel's
-		// int3-based code patching (an "Oops: int3" in early boot). That is
-		// the emulator, not the product: boot again, loudly, a bounded
-		// number of times.
+		// int3-based code patching (an "Oops: int3" in early boot, or
+		// later where a static key flips; the guest holds the CFS
+		// bandwidth one, see holdCFSBandwidth). That is the emulator, not
+		// the product: boot again, loudly, a bounded number of times.
 		if err == nil || !rep.KernelCrashed || attempt == maxBootAttempts {
 			break
 		}
