@@ -17,6 +17,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/integration/cri"
 	"github.com/cgdelegate/cgdelegate/integration/variant"
+	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 )
 
 // paths are the guest file locations the suite uses.
@@ -205,17 +206,14 @@ const cfsBandwidthHold = "cgd-cfs-bandwidth-hold"
 // that stays, the key is switched once, here, before any container runs.
 // The quota (ten CPUs) never throttles: no task is in the cgroup.
 func holdCFSBandwidth(root string) error {
-	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+cpu"), 0o644); err != nil {
-		return fmt.Errorf("enable the cpu controller below %s: %w", root, err)
+	cg := cgroupfs.New(root, "/sys")
+	if err := cg.Write("", "cgroup.subtree_control", "+cpu"); err != nil {
+		return err
 	}
-	dir := filepath.Join(root, cfsBandwidthHold)
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.Mkdir(cg.Dir(cfsBandwidthHold), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("hold the CFS bandwidth key: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "cpu.max"), []byte("1000000 100000"), 0o644); err != nil {
-		return fmt.Errorf("hold the CFS bandwidth key: %w", err)
-	}
-	return nil
+	return cg.Write(cfsBandwidthHold, "cpu.max", "1000000 100000")
 }
 
 func (e *guestEnv) pluginAvailable() error {
