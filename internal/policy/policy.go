@@ -178,7 +178,8 @@ func (p *Policy) takeFromNode(free cpuset.CPUSet, n int, what string) (cpuset.CP
 // says so) for a Guaranteed container with whole CPUs.
 func (p *Policy) exclusiveCPUs(ps podState, c ContainerSpec) int {
 	n := c.Resources.ExclusiveCPUs()
-	if n == 0 || c.notGuaranteed() || (!ps.spec.Budget.IsZero() && podres.ClassifyQoS(ps.spec.Budget) != podres.QoSGuaranteed) {
+	if n == 0 || c.notGuaranteed() || ps.spec.notGuaranteed() ||
+		(!ps.spec.Budget.IsZero() && podres.ClassifyQoS(ps.spec.Budget) != podres.QoSGuaranteed) {
 		return 0
 	}
 	return n
@@ -190,10 +191,11 @@ func demoted(c ContainerSpec) string {
 	return fmt.Sprintf("no bubble: oom_score_adj of container %q says the pod is %s", c.Name, c.PodQoS)
 }
 
-// wantsBubble says whether a pod with budget b gets a bubble: in pod scope,
-// when b is Guaranteed with whole CPUs (podres.Budget.BubbleCPUs).
-func (p *Policy) wantsBubble(b podres.Budget) bool {
-	return p.scope == config.ScopePod && b.BubbleCPUs() > 0
+// wantsBubble says whether a pod gets a bubble: in pod scope, when its
+// budget is Guaranteed with whole CPUs (podres.Budget.BubbleCPUs) and its
+// cgroup parent does not say it is Burstable or BestEffort.
+func (p *Policy) wantsBubble(s PodSpec) bool {
+	return p.scope == config.ScopePod && s.Budget.BubbleCPUs() > 0 && !s.notGuaranteed()
 }
 
 // AddPod records a pod. In pod scope a pod with a CPU budget gets its
@@ -212,7 +214,7 @@ func (p *Policy) AddPod(spec PodSpec) ([]Assignment, error) {
 		return nil, fmt.Errorf("%w: pod %s", ErrExists, spec.ID)
 	}
 	ps := podState{spec: spec, bubble: cpuset.New(), extraMems: cpuset.New()}
-	if p.wantsBubble(spec.Budget) {
+	if p.wantsBubble(spec) {
 		n := spec.Budget.BubbleCPUs()
 		what := fmt.Sprintf("pod %s bubble (cpu budget %s)", spec.ID, podres.FormatMilliCPU(spec.Budget.CPUBudget()))
 		b, extra, share, err := p.placeBubble(p.st, p.v.node, n, podMemory(spec.Budget), what)
@@ -529,7 +531,7 @@ func (p *Policy) ResizePod(id string, b podres.Budget) error {
 	case !pod.bubble.IsEmpty() || exclusive:
 		return fmt.Errorf("%w: pod %s (bubble %s): %s: in-place resize of a pinned pod is not supported; %s; recreate the pod",
 			ErrResize, id, pod.bubble, change, KubeletResizeReason)
-	case p.wantsBubble(b) && !notGuaranteed:
+	case p.wantsBubble(PodSpec{Budget: b, QoS: pod.spec.QoS}) && !notGuaranteed:
 		return fmt.Errorf("%w: pod %s: %s would give it a bubble; %s; recreate the pod", ErrResize, id, change, KubeletResizeReason)
 	}
 	pod.spec.Budget = b

@@ -79,6 +79,16 @@ type PodSpec struct {
 	// Budget is the pod-level budget (podres.PodBudget); the zero budget
 	// means none.
 	Budget podres.Budget
+	// QoS is the pod's QoS class as its cgroup parent says
+	// (podres.PodQoSFromCgroupParent); "" when it does not say. A
+	// Burstable or BestEffort pod gets no bubble and no exclusive CPUs,
+	// whatever its budget reads as.
+	QoS podres.QoSClass
+}
+
+// notGuaranteed says the pod's cgroup parent shows it is not Guaranteed.
+func (s PodSpec) notGuaranteed() bool {
+	return s.QoS == podres.QoSBurstable || s.QoS == podres.QoSBestEffort
 }
 
 // ContainerSpec is what the policy needs to know about a container.
