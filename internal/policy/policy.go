@@ -198,6 +198,22 @@ func (p *Policy) wantsBubble(s PodSpec) bool {
 	return p.scope == config.ScopePod && s.Budget.BubbleCPUs() > 0 && !s.notGuaranteed()
 }
 
+// Places reports whether the policy places pod id: it has a bubble or an
+// exclusive container. Only such a pod has budgets for the policy to
+// check.
+func (p *Policy) Places(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.places(id)
+}
+
+func (p *Policy) places(id string) bool {
+	if !p.st.pods[id].bubble.IsEmpty() {
+		return true
+	}
+	return slices.ContainsFunc(p.st.podContainers(id), func(cid string) bool { return p.st.ctrs[cid].pool == PoolExclusive })
+}
+
 // AddPod records a pod. In pod scope a pod with a CPU budget gets its
 // bubble now, and the node shared pool shrinks: the returned updates are for
 // every container there.
@@ -509,14 +525,17 @@ func (p *Policy) Resize(id string, res podres.Container) (a Assignment, ok bool,
 // for it to refuse. An unknown pod is not an error. On error nothing
 // changes.
 func (p *Policy) ResizePod(id string, b podres.Budget) error {
-	if err := b.Validate(); err != nil {
-		return fmt.Errorf("%w: pod %s: %w", ErrInvalid, id, err)
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pod, ok := p.st.pods[id]
 	if !ok || pod.spec.Budget.Equivalent(b) {
 		return nil
+	}
+	if err := b.Validate(); err != nil {
+		if !p.places(id) {
+			return nil // nothing to check, and nothing worth recording
+		}
+		return fmt.Errorf("%w: pod %s: %w", ErrInvalid, id, err)
 	}
 	// A request within a weight step of the limit is the limit: a
 	// Guaranteed pod's read back (see podres.SameCPURequest).
@@ -524,11 +543,9 @@ func (p *Policy) ResizePod(id string, b podres.Budget) error {
 		b.CPURequest = b.CPULimit
 	}
 	change := fmt.Sprintf("pod budget %s to %s", pod.spec.Budget, b)
-	ctrs := p.st.podContainers(id)
-	exclusive := slices.ContainsFunc(ctrs, func(cid string) bool { return p.st.ctrs[cid].pool == PoolExclusive })
-	notGuaranteed := slices.ContainsFunc(ctrs, func(cid string) bool { return p.st.ctrs[cid].spec.notGuaranteed() })
+	notGuaranteed := slices.ContainsFunc(p.st.podContainers(id), func(cid string) bool { return p.st.ctrs[cid].spec.notGuaranteed() })
 	switch {
-	case !pod.bubble.IsEmpty() || exclusive:
+	case p.places(id):
 		return fmt.Errorf("%w: pod %s (bubble %s): %s: in-place resize of a pinned pod is not supported; %s; recreate the pod",
 			ErrResize, id, pod.bubble, change, KubeletResizeReason)
 	case p.wantsBubble(PodSpec{Budget: b, QoS: pod.spec.QoS}) && !notGuaranteed:
