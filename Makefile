@@ -22,8 +22,8 @@ CONFDIR   ?= /etc/cgdelegate
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/cgdelegate ./plugin
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/cgdelegate-hook ./hooks/cmd/cgdelegate-hook
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/cgdelegate ./cmd/cgdelegate
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/cgdelegate-hook ./cmd/cgdelegate-hook
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/cgdelegate-init ./cmd/cgdelegate-init
 
 # An OCI image layout archive of the static binaries, written in Go without a

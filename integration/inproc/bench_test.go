@@ -16,7 +16,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
-	"github.com/cgdelegate/cgdelegate/nri"
+	"github.com/cgdelegate/cgdelegate/internal/nri"
 )
 
 // noopPlugin subscribes to CreateContainer and changes nothing: the
@@ -56,7 +56,7 @@ func newFixedPlugin(h *fakehost.Host) (any, error) {
 // writable adjustment without doing any work. The machine is noisy: run each
 // case in its own process (-bench 'BenchmarkCreateContainer/^noop$' ...) with
 // -cpu 1 and -count 8 or more. The metrics- cases are the cgdelegate cases
-// with the Prometheus recorder wired as plugin/main wires it, the event
+// with the Prometheus recorder wired as cmd/cgdelegate wires it, the event
 // timing on the stub's ttrpc server included: the whole cost of metrics
 // on a container creation.
 //
@@ -89,7 +89,7 @@ func BenchmarkCreateContainer(b *testing.B) {
 				stubOpts []stub.Option
 			)
 			if tc.metrics {
-				// As plugin/main wires a recorder: decisions counted by the
+				// As cmd/cgdelegate wires a recorder: decisions counted by the
 				// handler, events timed on the stub's ttrpc server.
 				rec := prom.New(prom.Options{})
 				stubOpts = append(stubOpts, nritimer.StubOption(rec))
@@ -136,9 +136,9 @@ func newPlugin(h *fakehost.Host) (any, error) {
 
 // BenchmarkHandler measures cgdelegate's CreateContainer handler alone,
 // without the NRI round trip, as the plugin runs it: with the background
-// mount-table watch (Plugin.WatchHost) that plugin/main starts. The issue's
+// mount-table watch (Plugin.WatchHost) that cmd/cgdelegate starts. The issue's
 // target: writable at most 4x default, in one run. The metrics- cases
-// record to the Prometheus recorder (plugin/main with metricsAddress set):
+// record to the Prometheus recorder (cmd/cgdelegate with metricsAddress set):
 // the handler counts its decision and reads no clock (events are timed on
 // the stub's ttrpc server, which BenchmarkCreateContainer's metrics- cases
 // include). The target: within 10% of the same case without, in one run.

@@ -14,15 +14,15 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
+	"github.com/cgdelegate/cgdelegate/internal/nri"
 	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
 	decide "github.com/cgdelegate/cgdelegate/internal/writable"
-	"github.com/cgdelegate/cgdelegate/nri"
 )
 
 // metricsEnv connects the plugin with the Prometheus recorder, wired as
-// plugin/main wires it.
+// cmd/cgdelegate wires it.
 func metricsEnv(t *testing.T, nsdelegate bool) (*env, *prom.Recorder) {
 	t.Helper()
 	var e *env
@@ -231,7 +231,7 @@ cgdelegate_cpus{pool="reserved"} 0
 // config, or CRI-O's drop-in): the plugin refuses the writable container
 // itself, naming the setting and the file of the runtime it runs under,
 // counts it as a policy refusal, and lets a plain container through. The
-// rule is wired as plugin/main wires it, by the runtime seen in Configure.
+// rule is wired as cmd/cgdelegate wires it, by the runtime seen in Configure.
 func TestValidatorRejectsHookOverNRI(t *testing.T) {
 	dir := t.TempDir()
 	ctdConfig := filepath.Join(dir, "config.toml")

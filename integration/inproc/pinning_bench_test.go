@@ -14,7 +14,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
-	"github.com/cgdelegate/cgdelegate/nri"
+	"github.com/cgdelegate/cgdelegate/internal/nri"
 )
 
 // benchSharedContainers is the number of shared-pool containers a dynamic

@@ -17,9 +17,9 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
+	"github.com/cgdelegate/cgdelegate/internal/nri"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
 	"github.com/cgdelegate/cgdelegate/internal/topology/topotest"
-	"github.com/cgdelegate/cgdelegate/nri"
 )
 
 // topologyTree is a 2-socket, 2-NUMA, 16-CPU machine with hyperthreads:

@@ -17,9 +17,9 @@ import (
 	validator "github.com/containerd/nri/plugins/default-validator"
 
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
+	"github.com/cgdelegate/cgdelegate/internal/nri"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
 	"github.com/cgdelegate/cgdelegate/internal/reconnect"
-	"github.com/cgdelegate/cgdelegate/nri"
 )
 
 // slowPlugin is cgdelegate with CreateContainer delayed for one container
@@ -65,7 +65,7 @@ func (s *syncBuffer) String() string {
 //     the request began;
 //   - cgdelegate is dropped: until it is back, a pod that requires it is
 //     refused and a plain pod runs;
-//   - cgdelegate reconnects by itself (internal/reconnect, as plugin/main
+//   - cgdelegate reconnects by itself (internal/reconnect, as cmd/cgdelegate
 //     runs it) and the next annotated container is writable again.
 func TestRequestTimeoutDropsAndReconnects(t *testing.T) {
 	const timeout = 300 * time.Millisecond

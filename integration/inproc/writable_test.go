@@ -18,8 +18,8 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/feature"
+	"github.com/cgdelegate/cgdelegate/internal/nri"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
-	"github.com/cgdelegate/cgdelegate/nri"
 )
 
 const (
@@ -66,7 +66,7 @@ func setupRuntime(t *testing.T, runtime string, nsdelegate bool, mutate func(*co
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	// Wired as plugin/main wires it: the opt-in policy follows the config,
+	// Wired as cmd/cgdelegate wires it: the opt-in policy follows the config,
 	// the advertisement refreshes after every Configure.
 	var adv *advert.Advertiser
 	opts = append(opts, nri.WithAdmission(optinpolicy.FromConfig), nri.WithConfigured(func() { adv.Refresh() }))

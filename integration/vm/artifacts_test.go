@@ -464,8 +464,8 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet b
 	if a.NullCNI, err = b.goBuild(ctx, "nullcni", "./integration/vm/nullcni", false, ""); err != nil {
 		return nil, err
 	}
-	plugin, perr := b.goBuild(ctx, "cgdelegate", "./plugin", false, "")
-	hook, herr := b.goBuild(ctx, "cgdelegate-hook", "./hooks/cmd/cgdelegate-hook", false, "")
+	plugin, perr := b.goBuild(ctx, "cgdelegate", "./cmd/cgdelegate", false, "")
+	hook, herr := b.goBuild(ctx, "cgdelegate-hook", "./cmd/cgdelegate-hook", false, "")
 	tools, terr := b.inPodTools(ctx, a.Runc)
 	if perr == nil && herr == nil && terr == nil {
 		a.Plugin, a.Hook = plugin, hook

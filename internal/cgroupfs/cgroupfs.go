@@ -6,7 +6,7 @@
 // elsewhere).
 //
 // Use it for pod cgroup bounds, delegation chowns, cpuset reads. Do not use
-// it for mount-table checks (internal/hostcheck) or spec rewrites (ocispec).
+// it for mount-table checks (internal/hostcheck) or spec rewrites (internal/spec).
 // Tests point it at a temp tree and set cgroups.TestMode.
 package cgroupfs
 

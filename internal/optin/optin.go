@@ -3,7 +3,7 @@
 //
 // Use it to read what the user asked for; it says nothing about whether the
 // host can grant it (internal/hostcheck) or how the spec is rewritten
-// (ocispec). A future CRI field cgroup_mount_mode maps onto the same type.
+// (internal/spec). A future CRI field cgroup_mount_mode maps onto the same type.
 package optin
 
 import (

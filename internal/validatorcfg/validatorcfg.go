@@ -28,8 +28,8 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/quirks"
+	"github.com/cgdelegate/cgdelegate/internal/spec"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
-	"github.com/cgdelegate/cgdelegate/ocispec"
 )
 
 // Table is where containerd keeps the default validator's settings.
@@ -244,7 +244,7 @@ func (v Validator) Check(hookPath string) writable.Check {
 		return nil
 	}
 	return func(c *writable.Candidate) error {
-		key, file := v.Rejects(!ocispec.HasHook(c.Ctr, hookPath), !hasCgroupNS(c.Ctr))
+		key, file := v.Rejects(!spec.HasHook(c.Ctr, hookPath), !hasCgroupNS(c.Ctr))
 		if key == "" {
 			return nil
 		}

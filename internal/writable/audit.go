@@ -8,7 +8,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/optin"
-	"github.com/cgdelegate/cgdelegate/ocispec"
+	"github.com/cgdelegate/cgdelegate/internal/spec"
 )
 
 // ErrMissed marks a container that runs without the change cgdelegate would
@@ -49,12 +49,12 @@ func (d *Decider) missed(pod *api.PodSandbox, ctr *api.Container) error {
 	if err != nil {
 		return nil // refused at create: it never ran with a bad request
 	}
-	mnt := ocispec.Inspect(ctr.GetMounts())
+	mnt := spec.Inspect(ctr.GetMounts())
 	if mnt.PrivilegedLike {
 		return nil
 	}
 	runtimeWritable := mnt.RuntimeWritable()
-	hooked := ocispec.HasHook(ctr, d.cfg.HookPath)
+	hooked := spec.HasHook(ctr, d.cfg.HookPath)
 	switch {
 	case req.Mode == optin.Writable && !hooked:
 		state := "a read-only /sys/fs/cgroup"

@@ -8,7 +8,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/optin"
-	"github.com/cgdelegate/cgdelegate/ocispec"
+	"github.com/cgdelegate/cgdelegate/internal/spec"
 )
 
 // Candidate is a container on its way to writable cgroups, as the checks
@@ -18,7 +18,7 @@ type Candidate struct {
 	Config *config.Config
 	Plan   *Plan
 	// Mounts describes the container's /sys and /sys/fs/cgroup.
-	Mounts ocispec.MountState
+	Mounts spec.MountState
 
 	decider *Decider
 	pod     *podPart
@@ -47,11 +47,11 @@ func hostSafe(c *Candidate) error {
 // privateNamespace: the container gets (or has) a private cgroup namespace
 // and no host cgroup tree bound over /sys/fs/cgroup.
 func privateNamespace(c *Candidate) error {
-	spec, err := ocispec.PlanWritable(c.Ctr, c.Mounts)
+	sp, err := spec.PlanWritable(c.Ctr, c.Mounts)
 	if err != nil {
 		return fmt.Errorf("writable cgroups requested by %s: %w", c.Plan.Reason(), err)
 	}
-	c.Plan.Spec = spec
+	c.Plan.Spec = sp
 	return nil
 }
 

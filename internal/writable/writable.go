@@ -11,7 +11,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/optin"
-	"github.com/cgdelegate/cgdelegate/ocispec"
+	"github.com/cgdelegate/cgdelegate/internal/spec"
 )
 
 // Outcome is what the decision does to the container's cgroup mount.
@@ -79,7 +79,7 @@ type Plan struct {
 	// ReadOnlyMount replaces /sys/fs/cgroup when Outcome is ReadOnly.
 	ReadOnlyMount *api.Mount
 	// Spec are the mount and namespace changes (Writable, Guarded).
-	Spec ocispec.Plan
+	Spec spec.Plan
 	// PodCgroup is the pod cgroup relative to the cgroup root, and Bounds
 	// the bounds it must carry before the container starts.
 	PodCgroup string
@@ -128,7 +128,7 @@ func (p *Plan) NewAdjustment() *api.ContainerAdjustment {
 	switch p.Outcome {
 	case ReadOnly:
 		adj := &api.ContainerAdjustment{}
-		adj.RemoveMount(ocispec.CgroupMountPoint)
+		adj.RemoveMount(spec.CgroupMountPoint)
 		adj.AddMount(p.ReadOnlyMount)
 		return adj
 	case Writable, Guarded:
@@ -184,7 +184,7 @@ func (p *Plan) writableAdjustment(env [2]string) *api.ContainerAdjustment {
 		w.mounts[n] = &w.marker
 		n++
 	}
-	ocispec.SetWritableMount(&w.mount)
+	spec.SetWritableMount(&w.mount)
 	w.mounts[n] = &w.mount
 	w.adj.Mounts = w.mounts[: n+1 : n+1]
 	if p.Spec.AddCgroupNS {
@@ -200,7 +200,7 @@ func (p *Plan) writableAdjustment(env [2]string) *api.ContainerAdjustment {
 
 // removedCgroupMount is NRI's removal marker for the mount at
 // /sys/fs/cgroup.
-var removedCgroupMount = api.MarkForRemoval(ocispec.CgroupMountPoint)
+var removedCgroupMount = api.MarkForRemoval(spec.CgroupMountPoint)
 
 // Decider decides for one config. Build a new one when the config changes.
 type Decider struct {
@@ -228,7 +228,7 @@ func (d *Decider) Decide(in Input) (Plan, error) {
 		return Plan{}, err
 	}
 	plan := Plan{Request: req}
-	mnt := ocispec.Inspect(in.Ctr.GetMounts())
+	mnt := spec.Inspect(in.Ctr.GetMounts())
 	runtimeWritable := mnt.RuntimeWritable()
 	switch {
 	case mnt.PrivilegedLike:
@@ -237,7 +237,7 @@ func (d *Decider) Decide(in Input) (Plan, error) {
 		plan.Outcome = Writable
 		err = d.run(in, mnt, &plan)
 	case req.Mode == optin.ReadOnly && runtimeWritable:
-		plan.Outcome, plan.ReadOnlyMount = ReadOnly, ocispec.ReadOnlyMount(mnt.Mount)
+		plan.Outcome, plan.ReadOnlyMount = ReadOnly, spec.ReadOnlyMount(mnt.Mount)
 	case req.Mode == optin.Unset && runtimeWritable && d.cfg.Guard != config.GuardOff:
 		plan.Outcome = Guarded
 		err = d.run(in, mnt, &plan)
@@ -253,7 +253,7 @@ func (d *Decider) Decide(in Input) (Plan, error) {
 
 // run runs every check in order on a copy of *plan; the first error
 // refuses the container, else the copy becomes the plan.
-func (d *Decider) run(in Input, mnt ocispec.MountState, plan *Plan) error {
+func (d *Decider) run(in Input, mnt spec.MountState, plan *Plan) error {
 	c := candidates.Get().(*candidate)
 	c.Candidate = Candidate{Input: in, Config: &d.cfg, Mounts: mnt, decider: d}
 	c.plan = *plan
@@ -274,7 +274,7 @@ func (d *Decider) check(c *candidate) error {
 			return err
 		}
 	}
-	if ocispec.HasHook(c.Ctr, d.cfg.HookPath) {
+	if spec.HasHook(c.Ctr, d.cfg.HookPath) {
 		c.plan.Hook = nil
 	}
 	c.plan.shared = c.pod.adjustment(&c.plan)
@@ -365,7 +365,7 @@ func (d *Decider) pod(parent string, b cgroupfs.Bounds) (*podPart, error) {
 	if err != nil {
 		return nil, err
 	}
-	part = &podPart{key: k, rel: rel, hook: ocispec.Hook(d.cfg.HookPath, HookArgs(d.cfg.CgroupRoot, rel, b), d.cfg.HookTimeout), env: boundsEnv(b)}
+	part = &podPart{key: k, rel: rel, hook: spec.Hook(d.cfg.HookPath, HookArgs(d.cfg.CgroupRoot, rel, b), d.cfg.HookTimeout), env: boundsEnv(b)}
 	d.pods.mu.Lock()
 	defer d.pods.mu.Unlock()
 	if d.pods.m == nil || len(d.pods.m) >= podMemoMax {

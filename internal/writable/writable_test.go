@@ -13,7 +13,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/optin"
-	"github.com/cgdelegate/cgdelegate/ocispec"
+	"github.com/cgdelegate/cgdelegate/internal/spec"
 )
 
 var (
@@ -108,8 +108,8 @@ func TestDecide(t *testing.T) {
 		{name: "no nsdelegate", ann: writable, ctr: ctr(), host: host(noNsdel, nil), wantErr: []string{"annotation " + w, "remount"}, errIs: hostcheck.ErrNoNsdelegate},
 		{name: "cgroup v1", ann: writable, ctr: ctr(), host: host(v1, nil), wantErr: []string{"cgroup v2"}, errIs: hostcheck.ErrCgroupV1},
 		{name: "mount table unreadable", ann: writable, ctr: ctr(), host: host(hostcheck.Status{}, errors.New("open: denied")), wantErr: []string{"host check failed", "denied"}},
-		{name: "shared cgroup namespace", ann: writable, ctr: ctr(sharedCgroupNS), host: host(safe, nil), wantErr: []string{"/proc/1/ns/cgroup"}, errIs: ocispec.ErrNoPrivateCgroupNS},
-		{name: "host cgroup bind", ann: writable, ctr: ctr(hostCgroupBind), host: host(safe, nil), errIs: ocispec.ErrHostCgroupBind},
+		{name: "shared cgroup namespace", ann: writable, ctr: ctr(sharedCgroupNS), host: host(safe, nil), wantErr: []string{"/proc/1/ns/cgroup"}, errIs: spec.ErrNoPrivateCgroupNS},
+		{name: "host cgroup bind", ann: writable, ctr: ctr(hostCgroupBind), host: host(safe, nil), errIs: spec.ErrHostCgroupBind},
 		{name: "bad annotation", ann: map[string]string{w: "yes"}, ctr: ctr(), host: host(safe, nil), wantErr: []string{w, `"yes"`}, errIs: optin.ErrBadAnnotation},
 		{
 			name: "bad bounds annotations are all named", ann: map[string]string{w: "true", annotations.MaxDepth.Name: "deep", annotations.MaxDescendants.Name: "-1"},
@@ -240,7 +240,7 @@ func TestAdjustment(t *testing.T) {
 	adj := plan.Adjustment()
 	var mount *api.Mount
 	for _, m := range adj.GetMounts() {
-		if m.GetDestination() == ocispec.CgroupMountPoint && m.GetType() == "cgroup2" {
+		if m.GetDestination() == spec.CgroupMountPoint && m.GetType() == "cgroup2" {
 			mount = m
 		}
 	}

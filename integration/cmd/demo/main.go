@@ -22,7 +22,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
-	"github.com/cgdelegate/cgdelegate/nri"
+	"github.com/cgdelegate/cgdelegate/internal/nri"
 )
 
 func main() {

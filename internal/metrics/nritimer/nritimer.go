@@ -5,7 +5,7 @@
 // with metrics.Recorder.Event.
 //
 // Use StubOption when building the stub of a plugin that records metrics
-// (plugin/main, the in-process tests). The clock is read twice per request
+// (cmd/cgdelegate, the in-process tests). The clock is read twice per request
 // here, on the ttrpc path, where a request already costs tens of
 // microseconds (socket, framing, protobuf); cgdelegate's own handlers
 // read no clock, so recording costs them only their counters. Do not use

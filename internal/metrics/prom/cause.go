@@ -9,8 +9,8 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/podres"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/spec"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
-	"github.com/cgdelegate/cgdelegate/ocispec"
 )
 
 // Refusal causes, the cause label of cgdelegate_refusals_total.
@@ -52,7 +52,7 @@ var causes = []struct {
 	{CauseBadAnnotation, []error{optin.ErrBadAnnotation, podres.ErrAnnotation, pinning.ErrLifecycle}},
 	{CauseCgroupV1, []error{hostcheck.ErrCgroupV1, hostcheck.ErrNoCgroupMount}},
 	{CauseNoNsdelegate, []error{hostcheck.ErrNoNsdelegate}},
-	{CauseNoCgroupNS, []error{ocispec.ErrNoPrivateCgroupNS, ocispec.ErrHostCgroupBind}},
+	{CauseNoCgroupNS, []error{spec.ErrNoPrivateCgroupNS, spec.ErrHostCgroupBind}},
 	{CausePodBounds, []error{writable.ErrPodBounds}},
 	{CausePinning, []error{
 		policy.ErrInsufficient, policy.ErrNoSharedCPUs, policy.ErrUnknownPod, policy.ErrExists, policy.ErrInvalid,

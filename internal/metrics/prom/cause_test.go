@@ -13,8 +13,8 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/podres"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/spec"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
-	"github.com/cgdelegate/cgdelegate/ocispec"
 )
 
 func wrap(err error) error { return fmt.Errorf("writable cgroups requested by annotation x: %w", err) }
@@ -35,8 +35,8 @@ func TestCause(t *testing.T) {
 		{"cgroup v1", wrap(hostcheck.ErrCgroupV1), CauseCgroupV1},
 		{"no cgroup mount", wrap(hostcheck.ErrNoCgroupMount), CauseCgroupV1},
 		{"no nsdelegate", wrap(hostcheck.ErrNoNsdelegate), CauseNoNsdelegate},
-		{"shared cgroup namespace", wrap(ocispec.ErrNoPrivateCgroupNS), CauseNoCgroupNS},
-		{"host cgroup bind", wrap(ocispec.ErrHostCgroupBind), CauseNoCgroupNS},
+		{"shared cgroup namespace", wrap(spec.ErrNoPrivateCgroupNS), CauseNoCgroupNS},
+		{"host cgroup bind", wrap(spec.ErrHostCgroupBind), CauseNoCgroupNS},
 		{"bounds not written", writable.BoundsError("/sys/fs/cgroup/pod", "/pod", cgroupfs.ErrNotFound), CausePodBounds},
 		{"insufficient cpus", fmt.Errorf("container %q: %w", "app", policy.ErrInsufficient), CausePinning},
 		{"no shared cpus", policy.ErrNoSharedCPUs, CausePinning},

@@ -19,7 +19,7 @@ var OutcomeNames = []string{"unchanged", "privileged", "readonly", "writable", "
 // counting a container; the series are built at scrape time.
 //
 // The unchanged count costs the plugin nothing once the CreateContainer
-// requests are timed (nritimer's interceptor, which plugin/main installs
+// requests are timed (nritimer's interceptor, which cmd/cgdelegate installs
 // whenever metrics are on): it is derived, see unchanged.
 type containers struct {
 	desc     *prometheus.Desc

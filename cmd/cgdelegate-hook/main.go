@@ -1,7 +1,7 @@
 // Command cgdelegate-hook is the OCI createRuntime hook of cgdelegate. It
 // reads the container state from stdin, exits 0 silently when the container
 // may start, and otherwise exits 1 with one line on stderr. See package
-// github.com/cgdelegate/cgdelegate/hooks.
+// github.com/cgdelegate/cgdelegate/hook.
 //
 //	cgdelegate-hook [flags] < state.json
 //	cgdelegate-hook -version
@@ -23,9 +23,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/cgdelegate/cgdelegate/hooks"
 	"github.com/cgdelegate/cgdelegate/internal/atomicfile"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/hook"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
 	"github.com/cgdelegate/cgdelegate/internal/version"
 )
@@ -48,7 +48,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case err == nil && cmd.installTo != "":
 		err = installSelf(cmd.installTo)
 	case err == nil:
-		err = hooks.Run(context.Background(), opts, stdin)
+		err = hook.Run(context.Background(), opts, stdin)
 	}
 	if err != nil {
 		logging.ErrorLine(stderr, prog, err)
@@ -66,8 +66,8 @@ type cmdFlags struct {
 
 // parseArgs parses the flags over the defaults, or over --config when
 // given, so that flags always win.
-func parseArgs(args []string) (hooks.Options, cmdFlags, error) {
-	opts := hooks.DefaultOptions()
+func parseArgs(args []string) (hook.Options, cmdFlags, error) {
+	opts := hook.DefaultOptions()
 	cmd, err := parseInto(&opts, args)
 	if err != nil || cmd.config == "" || cmd.version || cmd.installTo != "" {
 		return opts, cmd, err
@@ -76,12 +76,12 @@ func parseArgs(args []string) (hooks.Options, cmdFlags, error) {
 	if err != nil {
 		return opts, cmd, err
 	}
-	opts = hooks.OptionsFromConfig(cfg)
+	opts = hook.OptionsFromConfig(cfg)
 	_, err = parseInto(&opts, args)
 	return opts, cmd, err
 }
 
-func newFlagSet(opts *hooks.Options, cmd *cmdFlags) *flag.FlagSet {
+func newFlagSet(opts *hook.Options, cmd *cmdFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	opts.RegisterFlags(fs)
@@ -91,7 +91,7 @@ func newFlagSet(opts *hooks.Options, cmd *cmdFlags) *flag.FlagSet {
 	return fs
 }
 
-func parseInto(opts *hooks.Options, args []string) (cmdFlags, error) {
+func parseInto(opts *hook.Options, args []string) (cmdFlags, error) {
 	var cmd cmdFlags
 	fs := newFlagSet(opts, &cmd)
 	if err := fs.Parse(args); err != nil {
@@ -127,7 +127,7 @@ func install(src, dst string) error {
 
 // printUsage prints the usage with the built-in defaults.
 func printUsage(w io.Writer) {
-	def := hooks.DefaultOptions()
+	def := hook.DefaultOptions()
 	fs := newFlagSet(&def, new(cmdFlags))
 	fs.SetOutput(w)
 	fmt.Fprintln(w, "usage: "+prog+" [flags] < state.json\n       "+prog+" -version\n       "+prog+" -install-to PATH")

@@ -1,4 +1,4 @@
-// Package hooks is the OCI hook cgdelegate-hook: the last check, made by the
+// Package hook is the OCI hook cgdelegate-hook: the last check, made by the
 // runtime itself, that a container given a writable /sys/fs/cgroup is safe
 // to start, and the chown that lets a user-namespaced container use it.
 //
@@ -38,6 +38,6 @@
 // It is not the admission decision: the plugin refuses unsafe containers at
 // CreateContainer with the same checks, and this hook only re-verifies at
 // start. It never writes bounds (the plugin does, through internal/cgroupfs)
-// and never changes mounts or namespaces (ocispec). It must not be injected
+// and never changes mounts or namespaces (internal/spec). It must not be injected
 // in a container-namespace stage.
-package hooks
+package hook

@@ -1,4 +1,4 @@
-package hooks_test
+package hook_test
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ func (h *hooksD) matches(annotations map[string]string) bool {
 }
 
 func TestHooksDFile(t *testing.T) {
-	data, err := os.ReadFile("../contrib/hooks.d/cgdelegate-hook.json")
+	data, err := os.ReadFile("../../contrib/hooks.d/cgdelegate-hook.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/logging"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
+	"github.com/cgdelegate/cgdelegate/internal/nri"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
 	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/reconnect"
@@ -45,7 +46,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
 	"github.com/cgdelegate/cgdelegate/internal/version"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
-	"github.com/cgdelegate/cgdelegate/nri"
 )
 
 // kubeletStateEvery is how often the kubelet's CPU manager state file is

@@ -1,4 +1,4 @@
-package hooks_test
+package hook_test
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cgdelegate/cgdelegate/hooks"
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
+	"github.com/cgdelegate/cgdelegate/internal/hook"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/opencontainers/cgroups"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -25,8 +25,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func optionsFor(h *fakehost.Host) hooks.Options {
-	o := hooks.DefaultOptions()
+func optionsFor(h *fakehost.Host) hook.Options {
+	o := hook.DefaultOptions()
 	o.CgroupRoot = h.CgroupRoot
 	o.MountinfoPath = h.Mountinfo
 	o.ProcRoot = h.Proc
@@ -38,7 +38,7 @@ func TestRun(t *testing.T) {
 	pidDir := func(h *fakehost.Host) string { return filepath.Join(h.Proc, strconv.Itoa(fakehost.PID)) }
 	tests := []struct {
 		name    string
-		setup   func(h *fakehost.Host, o *hooks.Options, state *string) error
+		setup   func(h *fakehost.Host, o *hook.Options, state *string) error
 		wantErr error
 		// wantMsg are substrings the error must contain.
 		wantMsg []string
@@ -46,7 +46,7 @@ func TestRun(t *testing.T) {
 		{name: "success"},
 		{
 			name: "no nsdelegate",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.Remount(fakehost.NoNsdelegate)
 			},
 			wantErr: hostcheck.ErrNoNsdelegate,
@@ -54,18 +54,18 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name:    "cgroup v1",
-			setup:   func(h *fakehost.Host, _ *hooks.Options, _ *string) error { return h.Remount(fakehost.CgroupV1) },
+			setup:   func(h *fakehost.Host, _ *hook.Options, _ *string) error { return h.Remount(fakehost.CgroupV1) },
 			wantErr: hostcheck.ErrCgroupV1,
 			wantMsg: []string{"tmpfs", "systemd.unified_cgroup_hierarchy=1"},
 		},
 		{
 			name:    "no cgroup mount",
-			setup:   func(h *fakehost.Host, _ *hooks.Options, _ *string) error { return h.Remount(fakehost.NoCgroupMount) },
+			setup:   func(h *fakehost.Host, _ *hook.Options, _ *string) error { return h.Remount(fakehost.NoCgroupMount) },
 			wantErr: hostcheck.ErrNoCgroupMount,
 		},
 		{
 			name: "mountinfo missing",
-			setup: func(h *fakehost.Host, o *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, o *hook.Options, _ *string) error {
 				o.MountinfoPath = filepath.Join(h.Dir, "nope")
 				return nil
 			},
@@ -74,15 +74,15 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name: "same cgroupns",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.SetCgroupNS(fakehost.HostCgroupNS, fakehost.HostCgroupNS)
 			},
-			wantErr: hooks.ErrSameCgroupNS,
+			wantErr: hook.ErrSameCgroupNS,
 			wantMsg: []string{fakehost.HostCgroupNS, "private cgroup namespace"},
 		},
 		{
 			name: "nsdelegate is checked before cgroupns",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				if err := h.SetCgroupNS(fakehost.HostCgroupNS, fakehost.HostCgroupNS); err != nil {
 					return err
 				}
@@ -92,37 +92,37 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name: "missing /proc/<pid>",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return os.RemoveAll(pidDir(h))
 			},
-			wantErr: hooks.ErrNoProcess,
+			wantErr: hook.ErrNoProcess,
 			wantMsg: []string{"pid 4242", "exited"},
 		},
 		{
 			name: "no cgroup v2 entry for the container",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "4:memory:/kubepods/pod1/ctr1\n")
 			},
 			wantErr: cgroupfs.ErrNotFound,
 		},
 		{
 			name: "container cgroup directly below the root",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "0::/ctr1\n")
 			},
-			wantErr: hooks.ErrContainerCgroup,
+			wantErr: hook.ErrContainerCgroup,
 			wantMsg: []string{"--pod-cgroup"},
 		},
 		{
 			name: "relative container cgroup",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "0::/../kubepods/pod1/ctr1\n")
 			},
-			wantErr: hooks.ErrContainerCgroup,
+			wantErr: hook.ErrContainerCgroup,
 		},
 		{
 			name: "bounds missing (max)",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.SetPodBounds(fakehost.PodCgroup, "max", "max")
 			},
 			wantErr: cgroupfs.ErrBoundsMissing,
@@ -130,27 +130,27 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name: "descendants too loose",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.SetPodBounds(fakehost.PodCgroup, "1000", "50")
 			},
 			wantErr: cgroupfs.ErrBoundsMissing,
 		},
 		{
 			name: "depth too loose",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.SetPodBounds(fakehost.PodCgroup, "250", "51")
 			},
 			wantErr: cgroupfs.ErrBoundsMissing,
 		},
 		{
 			name: "tighter bounds are fine",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.SetPodBounds(fakehost.PodCgroup, "10", "2")
 			},
 		},
 		{
 			name: "bounds looser than a lowered limit",
-			setup: func(_ *fakehost.Host, o *hooks.Options, _ *string) error {
+			setup: func(_ *fakehost.Host, o *hook.Options, _ *string) error {
 				o.Limit = cgroupfs.Bounds{Descendants: 100, Depth: 50}
 				return nil
 			},
@@ -158,14 +158,14 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name: "bound files absent",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return os.Remove(h.Path(fakehost.PodCgroup + "/cgroup.max.depth"))
 			},
 			wantErr: cgroupfs.ErrBoundsMissing,
 		},
 		{
 			name: "explicit pod cgroup",
-			setup: func(_ *fakehost.Host, o *hooks.Options, _ *string) error {
+			setup: func(_ *fakehost.Host, o *hook.Options, _ *string) error {
 				o.PodCgroup = "/kubepods/burstable"
 				o.Limit = cgroupfs.Bounds{Descendants: 250, Depth: 50}
 				return nil
@@ -175,77 +175,77 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name: "explicit pod cgroup not above the container",
-			setup: func(_ *fakehost.Host, o *hooks.Options, _ *string) error {
+			setup: func(_ *fakehost.Host, o *hook.Options, _ *string) error {
 				o.PodCgroup = "/kubepods/besteffort/pod2"
 				return nil
 			},
-			wantErr: hooks.ErrOutsidePod,
+			wantErr: hook.ErrOutsidePod,
 		},
 		{
 			name: "bad state JSON",
-			setup: func(_ *fakehost.Host, _ *hooks.Options, state *string) error {
+			setup: func(_ *fakehost.Host, _ *hook.Options, state *string) error {
 				*state = `{"id": "ctr1", "pid": `
 				return nil
 			},
-			wantErr: hooks.ErrBadState,
+			wantErr: hook.ErrBadState,
 			wantMsg: []string{"OCI hook"},
 		},
 		{
 			name: "state without pid",
-			setup: func(h *fakehost.Host, _ *hooks.Options, state *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, state *string) error {
 				*state = `{"id":"ctr1","bundle":"` + h.Bundle + `"}`
 				return nil
 			},
-			wantErr: hooks.ErrBadState,
+			wantErr: hook.ErrBadState,
 		},
 		{
 			name: "state with relative bundle",
-			setup: func(_ *fakehost.Host, _ *hooks.Options, state *string) error {
+			setup: func(_ *fakehost.Host, _ *hook.Options, state *string) error {
 				*state = `{"id":"ctr1","pid":4242,"bundle":"bundle"}`
 				return nil
 			},
-			wantErr: hooks.ErrBadState,
+			wantErr: hook.ErrBadState,
 		},
 		{
 			name: "config.json missing",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return os.Remove(filepath.Join(h.Bundle, "config.json"))
 			},
-			wantErr: hooks.ErrBundleConfig,
+			wantErr: hook.ErrBundleConfig,
 		},
 		{
 			name: "config.json garbage",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.WriteFile(filepath.Join(h.Bundle, "config.json"), "{")
 			},
-			wantErr: hooks.ErrBundleConfig,
+			wantErr: hook.ErrBundleConfig,
 		},
 		{
 			name: "userns without a root mapping",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				s := fakehost.UserNSSpec(100000, 100000)
 				s.Linux.UIDMappings[0].ContainerID = 1
 				return h.WriteSpec(s)
 			},
-			wantErr: hooks.ErrUnmappedRoot,
+			wantErr: hook.ErrUnmappedRoot,
 		},
 		{
 			name: "userns without a mapping for the process group",
-			setup: func(h *fakehost.Host, _ *hooks.Options, _ *string) error {
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				s := fakehost.UserNSSpec(100000, 100000)
 				s.Process = &specs.Process{User: specs.User{UID: 0, GID: 70000}}
 				return h.WriteSpec(s)
 			},
-			wantErr: hooks.ErrUnmappedRoot,
+			wantErr: hook.ErrUnmappedRoot,
 			wantMsg: []string{"gid 70000"},
 		},
 		{
 			name: "bad options",
-			setup: func(_ *fakehost.Host, o *hooks.Options, _ *string) error {
+			setup: func(_ *fakehost.Host, o *hook.Options, _ *string) error {
 				o.ProcRoot, o.Limit.Depth = "proc", 0
 				return nil
 			},
-			wantErr: hooks.ErrBadOptions,
+			wantErr: hook.ErrBadOptions,
 			wantMsg: []string{"proc:", "max-depth"},
 		},
 	}
@@ -259,7 +259,7 @@ func TestRun(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := hooks.Run(context.Background(), o, strings.NewReader(state))
+			err := hook.Run(context.Background(), o, strings.NewReader(state))
 			if tc.wantErr == nil {
 				if err != nil {
 					t.Fatalf("Run: %v", err)
@@ -282,7 +282,7 @@ func TestRunCanceled(t *testing.T) {
 	h := fakehost.New(t, fakehost.WithContainer())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := hooks.Run(ctx, optionsFor(h), strings.NewReader(h.State())); !errors.Is(err, context.Canceled) {
+	if err := hook.Run(ctx, optionsFor(h), strings.NewReader(h.State())); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run error = %v, want context.Canceled", err)
 	}
 }
@@ -301,7 +301,7 @@ func TestRunSystemdPodCgroup(t *testing.T) {
 		t.Run("pod-cgroup="+podFlag, func(t *testing.T) {
 			o := optionsFor(h)
 			o.PodCgroup = podFlag
-			if err := hooks.Run(context.Background(), o, strings.NewReader(h.State())); err != nil {
+			if err := hook.Run(context.Background(), o, strings.NewReader(h.State())); err != nil {
 				t.Fatalf("Run: %v", err)
 			}
 		})
@@ -394,7 +394,7 @@ func TestRunDelegation(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := hooks.Run(context.Background(), optionsFor(h), strings.NewReader(h.State())); err != nil {
+			if err := hook.Run(context.Background(), optionsFor(h), strings.NewReader(h.State())); err != nil {
 				t.Fatalf("Run: %v", err)
 			}
 			// Files nobody chowns belong to whoever runs the test.

@@ -1,11 +1,11 @@
-// Package ocispec holds pure functions over a container's OCI-level
+// Package spec holds pure functions over a container's OCI-level
 // description as NRI shows it: its mounts, namespaces and hooks. It reads
 // nothing from the host and keeps no state.
 //
 // Use it to decide how a container's /sys/fs/cgroup looks now and to build
 // the writable replacement. Whether the host allows that is
 // internal/hostcheck's question; what the user asked for is internal/optin's.
-package ocispec
+package spec
 
 import (
 	"errors"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
-	"github.com/cgdelegate/cgdelegate/nri"
+	"github.com/cgdelegate/cgdelegate/internal/nri"
 )
 
 // TestReloadOnHangup re-reads the config file on SIGHUP: a valid file is put

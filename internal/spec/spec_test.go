@@ -1,4 +1,4 @@
-package ocispec
+package spec
 
 import (
 	"errors"
