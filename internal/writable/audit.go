@@ -7,7 +7,6 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/optin"
 	"github.com/cgdelegate/cgdelegate/internal/spec"
 )
 
@@ -45,7 +44,7 @@ func (d *Decider) Audit(pods []*api.PodSandbox, ctrs []*api.Container, report fu
 
 // missed is why ctr runs without cgdelegate's change, or nil.
 func (d *Decider) missed(pod *api.PodSandbox, ctr *api.Container) error {
-	req, err := optin.Resolve(pod, ctr)
+	req, err := ResolveRequest(pod, ctr)
 	if err != nil {
 		return nil // refused at create: it never ran with a bad request
 	}
@@ -56,15 +55,15 @@ func (d *Decider) missed(pod *api.PodSandbox, ctr *api.Container) error {
 	runtimeWritable := mnt.RuntimeWritable()
 	hooked := spec.HasHook(ctr, d.cfg.HookPath)
 	switch {
-	case req.Mode == optin.Writable && !hooked:
+	case req.Mode == ModeWritable && !hooked:
 		state := "a read-only /sys/fs/cgroup"
 		if mnt.ReadWrite {
 			state = "a read-write /sys/fs/cgroup without cgdelegate's pod bounds or hook"
 		}
 		return fmt.Errorf("%w: asked for writable cgroups (annotation %s) but runs with %s; recreate the container", ErrMissed, req.Source, state)
-	case req.Mode == optin.ReadOnly && runtimeWritable:
+	case req.Mode == ModeReadOnly && runtimeWritable:
 		return fmt.Errorf("%w: asked for read-only cgroups (annotation %s) but runs with the runtime's read-write /sys/fs/cgroup; recreate the container", ErrMissed, req.Source)
-	case req.Mode == optin.Unset && runtimeWritable && !hooked && d.cfg.Guard == config.GuardEnforce:
+	case req.Mode == ModeUnset && runtimeWritable && !hooked && d.cfg.Guard == config.GuardEnforce:
 		return fmt.Errorf("%w: runs with the runtime's read-write /sys/fs/cgroup, unchecked by the guard; recreate the container", ErrMissed)
 	}
 	return nil

@@ -3,11 +3,14 @@ package writable
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/optin"
 	"github.com/cgdelegate/cgdelegate/internal/spec"
 )
 
@@ -57,8 +60,8 @@ func privateNamespace(c *Candidate) error {
 
 // podBounds: the node caps, lowered by the pod's annotations.
 func podBounds(c *Candidate) error {
-	d, errD := optin.PodBound(c.Pod, annotations.MaxDescendants, c.Config.MaxDescendants)
-	depth, errDepth := optin.PodBound(c.Pod, annotations.MaxDepth, c.Config.MaxDepth)
+	d, errD := PodBound(c.Pod, annotations.MaxDescendants, c.Config.MaxDescendants)
+	depth, errDepth := PodBound(c.Pod, annotations.MaxDepth, c.Config.MaxDepth)
 	if err := errors.Join(errD, errDepth); err != nil {
 		return err
 	}
@@ -76,4 +79,19 @@ func podCgroup(c *Candidate) error {
 	}
 	c.Plan.PodCgroup, c.Plan.Hook, c.pod = part.rel, part.hook, part
 	return nil
+}
+
+// PodBound returns the pod's requested bound from annotation key, capped by
+// nodeCap. A missing annotation yields nodeCap. A value above the cap is
+// capped, not an error: the annotation may only lower the bound.
+func PodBound(pod *api.PodSandbox, key annotations.Key, nodeCap int) (int, error) {
+	f, ok := annotations.ForPod(pod, key)
+	if !ok {
+		return nodeCap, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(f.Value))
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%w: %s=%q: want a whole number of at least 1", ErrBadAnnotation, f.Key, f.Value)
+	}
+	return min(n, nodeCap), nil
 }

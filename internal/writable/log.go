@@ -7,7 +7,6 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/logging"
-	"github.com/cgdelegate/cgdelegate/internal/optin"
 )
 
 // Log says what the decision did for container ctr of pod, at the level
@@ -18,7 +17,7 @@ func (p *Plan) Log(base *slog.Logger, pod *api.PodSandbox, ctr *api.Container) {
 	switch {
 	case p.Warning != nil:
 		l().Warn("runtime-writable cgroups would be refused (unsafe host or opt-in policy); allowed because guard is warn", "error", p.Warning)
-	case p.Outcome == Privileged && p.Request.Mode == optin.Writable:
+	case p.Outcome == Privileged && p.Request.Mode == ModeWritable:
 		l().Info("privileged container already has read-write cgroups; left alone", "annotation", p.Request.Source)
 	case p.Outcome == ReadOnly:
 		l().Info("runtime made cgroups writable; made read-only as annotated", "annotation", p.Request.Source)

@@ -10,7 +10,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
-	"github.com/cgdelegate/cgdelegate/internal/optin"
 	"github.com/cgdelegate/cgdelegate/internal/spec"
 )
 
@@ -73,7 +72,7 @@ type Input struct {
 type Plan struct {
 	Outcome Outcome
 	// Request is what the annotations asked for.
-	Request optin.Request
+	Request Request
 	// Warning is the refusal guard: warn let through (Outcome Unchanged).
 	Warning error
 	// ReadOnlyMount replaces /sys/fs/cgroup when Outcome is ReadOnly.
@@ -100,7 +99,7 @@ const runtimeReason = "the runtime (a read-write /sys/fs/cgroup in the spec)"
 // runtime for a guarded container. Empty when nobody did.
 func (p *Plan) Reason() string {
 	switch {
-	case p.Request.Mode == optin.Writable:
+	case p.Request.Mode == ModeWritable:
 		return "annotation " + p.Request.Source
 	case p.Outcome == Guarded || p.Warning != nil:
 		return runtimeReason
@@ -223,7 +222,7 @@ func New(cfg config.Config, extra ...Check) *Decider {
 
 // Decide returns the plan for one container, or the error that refuses it.
 func (d *Decider) Decide(in Input) (Plan, error) {
-	req, err := optin.Resolve(in.Pod, in.Ctr)
+	req, err := ResolveRequest(in.Pod, in.Ctr)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -233,12 +232,12 @@ func (d *Decider) Decide(in Input) (Plan, error) {
 	switch {
 	case mnt.PrivilegedLike:
 		plan.Outcome = Privileged
-	case req.Mode == optin.Writable:
+	case req.Mode == ModeWritable:
 		plan.Outcome = Writable
 		err = d.run(in, mnt, &plan)
-	case req.Mode == optin.ReadOnly && runtimeWritable:
+	case req.Mode == ModeReadOnly && runtimeWritable:
 		plan.Outcome, plan.ReadOnlyMount = ReadOnly, spec.ReadOnlyMount(mnt.Mount)
-	case req.Mode == optin.Unset && runtimeWritable && d.cfg.Guard != config.GuardOff:
+	case req.Mode == ModeUnset && runtimeWritable && d.cfg.Guard != config.GuardOff:
 		plan.Outcome = Guarded
 		err = d.run(in, mnt, &plan)
 		if err != nil && d.cfg.Guard == config.GuardWarn {

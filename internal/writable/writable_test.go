@@ -12,7 +12,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
-	"github.com/cgdelegate/cgdelegate/internal/optin"
 	"github.com/cgdelegate/cgdelegate/internal/spec"
 )
 
@@ -110,10 +109,10 @@ func TestDecide(t *testing.T) {
 		{name: "mount table unreadable", ann: writable, ctr: ctr(), host: host(hostcheck.Status{}, errors.New("open: denied")), wantErr: []string{"host check failed", "denied"}},
 		{name: "shared cgroup namespace", ann: writable, ctr: ctr(sharedCgroupNS), host: host(safe, nil), wantErr: []string{"/proc/1/ns/cgroup"}, errIs: spec.ErrNoPrivateCgroupNS},
 		{name: "host cgroup bind", ann: writable, ctr: ctr(hostCgroupBind), host: host(safe, nil), errIs: spec.ErrHostCgroupBind},
-		{name: "bad annotation", ann: map[string]string{w: "yes"}, ctr: ctr(), host: host(safe, nil), wantErr: []string{w, `"yes"`}, errIs: optin.ErrBadAnnotation},
+		{name: "bad annotation", ann: map[string]string{w: "yes"}, ctr: ctr(), host: host(safe, nil), wantErr: []string{w, `"yes"`}, errIs: ErrBadAnnotation},
 		{
 			name: "bad bounds annotations are all named", ann: map[string]string{w: "true", annotations.MaxDepth.Name: "deep", annotations.MaxDescendants.Name: "-1"},
-			ctr: ctr(), host: host(safe, nil), wantErr: []string{annotations.MaxDepth.Name, `"deep"`, annotations.MaxDescendants.Name, `"-1"`}, errIs: optin.ErrBadAnnotation,
+			ctr: ctr(), host: host(safe, nil), wantErr: []string{annotations.MaxDepth.Name, `"deep"`, annotations.MaxDescendants.Name, `"-1"`}, errIs: ErrBadAnnotation,
 		},
 	}
 	for _, tc := range tests {

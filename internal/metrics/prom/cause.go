@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
-	"github.com/cgdelegate/cgdelegate/internal/optin"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/podres"
@@ -49,7 +48,7 @@ var causes = []struct {
 	sentinels []error
 }{
 	{CausePolicy, []error{writable.ErrNotAdmitted, optinpolicy.ErrNotAllowed}},
-	{CauseBadAnnotation, []error{optin.ErrBadAnnotation, podres.ErrAnnotation, pinning.ErrLifecycle}},
+	{CauseBadAnnotation, []error{writable.ErrBadAnnotation, podres.ErrAnnotation, pinning.ErrLifecycle}},
 	{CauseCgroupV1, []error{hostcheck.ErrCgroupV1, hostcheck.ErrNoCgroupMount}},
 	{CauseNoNsdelegate, []error{hostcheck.ErrNoNsdelegate}},
 	{CauseNoCgroupNS, []error{spec.ErrNoPrivateCgroupNS, spec.ErrHostCgroupBind}},

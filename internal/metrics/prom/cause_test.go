@@ -8,7 +8,6 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
-	"github.com/cgdelegate/cgdelegate/internal/optin"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/podres"
@@ -27,8 +26,8 @@ func TestCause(t *testing.T) {
 	}{
 		{"admission", wrap(errors.Join(writable.ErrNotAdmitted, errors.New("namespace not allowed"))), CausePolicy},
 		{"opt-in policy", fmt.Errorf("%w: namespace %q", optinpolicy.ErrNotAllowed, "ns"), CausePolicy},
-		{"admission reading a bad annotation", errors.Join(writable.ErrNotAdmitted, optin.ErrBadAnnotation), CausePolicy},
-		{"cgroup mode annotation", wrap(optin.ErrBadAnnotation), CauseBadAnnotation},
+		{"admission reading a bad annotation", errors.Join(writable.ErrNotAdmitted, writable.ErrBadAnnotation), CausePolicy},
+		{"cgroup mode annotation", wrap(writable.ErrBadAnnotation), CauseBadAnnotation},
 		{"resources annotation", fmt.Errorf("pod budget: %w", podres.ErrAnnotation), CauseBadAnnotation},
 		{"resources annotation inconsistent too", errors.Join(podres.ErrAnnotation, podres.ErrInconsistent), CauseBadAnnotation},
 		{"lifecycle annotation", wrap(pinning.ErrLifecycle), CauseBadAnnotation},

@@ -1,4 +1,4 @@
-package optin
+package writable
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ var (
 	MaxDescendantsKey = annotations.MaxDescendants
 )
 
-func TestResolve(t *testing.T) {
+func TestResolveRequest(t *testing.T) {
 	tests := []struct {
 		name       string
 		pod        map[string]string
@@ -27,35 +27,35 @@ func TestResolve(t *testing.T) {
 		wantSource string
 		wantErr    string
 	}{
-		{name: "nothing", want: Unset},
-		{name: "bare true", pod: map[string]string{Key: "true"}, want: Writable, wantSource: Key},
-		{name: "bare Writable", pod: map[string]string{Key: "Writable"}, want: Writable, wantSource: Key},
-		{name: "pod scope", pod: map[string]string{Key + "/pod": "Writable"}, want: Writable, wantSource: Key + "/pod"},
-		{name: "pod false", pod: map[string]string{Key + "/pod": "false"}, want: ReadOnly, wantSource: Key + "/pod"},
-		{name: "ReadOnly", pod: map[string]string{Key: "ReadOnly"}, want: ReadOnly, wantSource: Key},
+		{name: "nothing", want: ModeUnset},
+		{name: "bare true", pod: map[string]string{Key: "true"}, want: ModeWritable, wantSource: Key},
+		{name: "bare Writable", pod: map[string]string{Key: "Writable"}, want: ModeWritable, wantSource: Key},
+		{name: "pod scope", pod: map[string]string{Key + "/pod": "Writable"}, want: ModeWritable, wantSource: Key + "/pod"},
+		{name: "pod false", pod: map[string]string{Key + "/pod": "false"}, want: ModeReadOnly, wantSource: Key + "/pod"},
+		{name: "ReadOnly", pod: map[string]string{Key: "ReadOnly"}, want: ModeReadOnly, wantSource: Key},
 		{
 			name: "container scope wins over pod",
 			pod:  map[string]string{Key + "/pod": "true", Key + "/container.app": "ReadOnly"},
-			want: ReadOnly, wantSource: Key + "/container.app",
+			want: ModeReadOnly, wantSource: Key + "/container.app",
 		},
 		{
 			name: "container scope enables one container",
 			pod:  map[string]string{Key: "false", Key + "/container.app": "true"},
-			want: Writable, wantSource: Key + "/container.app",
+			want: ModeWritable, wantSource: Key + "/container.app",
 		},
-		{name: "other container's scope ignored", pod: map[string]string{Key + "/container.other": "true"}, want: Unset},
-		{name: "CRI-O key", pod: map[string]string{CRIOKey: "true"}, want: Writable, wantSource: CRIOKey},
-		{name: "CRI-O legacy key", pod: map[string]string{CRIOLegacyKey: "true"}, want: Writable, wantSource: CRIOLegacyKey},
-		{name: "our key beats CRI-O's", pod: map[string]string{Key: "false", CRIOKey: "true"}, want: ReadOnly, wantSource: Key},
-		{name: "KubeRay key true", pod: map[string]string{KubeRayKey: "true"}, want: Writable, wantSource: KubeRayKey},
-		{name: "KubeRay key false", pod: map[string]string{KubeRayKey: "false"}, want: ReadOnly, wantSource: KubeRayKey},
-		{name: "KubeRay key on the container", ctr: map[string]string{KubeRayKey: "true"}, want: Writable, wantSource: KubeRayKey},
-		{name: "CRI-O's key beats KubeRay's", pod: map[string]string{CRIOKey: "false", KubeRayKey: "true"}, want: ReadOnly, wantSource: CRIOKey},
-		{name: "our key beats KubeRay's", pod: map[string]string{Key + "/pod": "false", KubeRayKey: "true"}, want: ReadOnly, wantSource: Key + "/pod"},
+		{name: "other container's scope ignored", pod: map[string]string{Key + "/container.other": "true"}, want: ModeUnset},
+		{name: "CRI-O key", pod: map[string]string{CRIOKey: "true"}, want: ModeWritable, wantSource: CRIOKey},
+		{name: "CRI-O legacy key", pod: map[string]string{CRIOLegacyKey: "true"}, want: ModeWritable, wantSource: CRIOLegacyKey},
+		{name: "our key beats CRI-O's", pod: map[string]string{Key: "false", CRIOKey: "true"}, want: ModeReadOnly, wantSource: Key},
+		{name: "KubeRay key true", pod: map[string]string{KubeRayKey: "true"}, want: ModeWritable, wantSource: KubeRayKey},
+		{name: "KubeRay key false", pod: map[string]string{KubeRayKey: "false"}, want: ModeReadOnly, wantSource: KubeRayKey},
+		{name: "KubeRay key on the container", ctr: map[string]string{KubeRayKey: "true"}, want: ModeWritable, wantSource: KubeRayKey},
+		{name: "CRI-O's key beats KubeRay's", pod: map[string]string{CRIOKey: "false", KubeRayKey: "true"}, want: ModeReadOnly, wantSource: CRIOKey},
+		{name: "our key beats KubeRay's", pod: map[string]string{Key + "/pod": "false", KubeRayKey: "true"}, want: ModeReadOnly, wantSource: Key + "/pod"},
 		{name: "bad KubeRay value Writable", pod: map[string]string{KubeRayKey: "Writable"}, wantErr: KubeRayKey + `="Writable": want true or false`},
 		{name: "bad KubeRay value yes", pod: map[string]string{KubeRayKey: "yes"}, wantErr: KubeRayKey + `="yes"`},
-		{name: "container annotation", ctr: map[string]string{Key: "true"}, want: Writable, wantSource: Key},
-		{name: "whitespace tolerated", pod: map[string]string{Key: " true "}, want: Writable, wantSource: Key},
+		{name: "container annotation", ctr: map[string]string{Key: "true"}, want: ModeWritable, wantSource: Key},
+		{name: "whitespace tolerated", pod: map[string]string{Key: " true "}, want: ModeWritable, wantSource: Key},
 		{name: "bad: yes", pod: map[string]string{Key: "yes"}, wantErr: Key + `="yes"`},
 		{name: "bad: TRUE", pod: map[string]string{Key: "TRUE"}, wantErr: Key + `="TRUE"`},
 		{name: "bad: rw", pod: map[string]string{Key + "/pod": "rw"}, wantErr: Key + `/pod="rw"`},
@@ -67,7 +67,7 @@ func TestResolve(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &api.PodSandbox{Name: "p", Annotations: tc.pod}
 			ctr := &api.Container{Name: "app", Annotations: tc.ctr}
-			got, err := Resolve(pod, ctr)
+			got, err := ResolveRequest(pod, ctr)
 			if tc.wantErr != "" {
 				if !errors.Is(err, ErrBadAnnotation) || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want ErrBadAnnotation naming %s", err, tc.wantErr)
@@ -119,7 +119,7 @@ func TestPodBound(t *testing.T) {
 }
 
 func TestModeString(t *testing.T) {
-	for m, want := range map[CgroupMountMode]string{Unset: "Unset", ReadOnly: "ReadOnly", Writable: "Writable"} {
+	for m, want := range map[CgroupMountMode]string{ModeUnset: "Unset", ModeReadOnly: "ReadOnly", ModeWritable: "Writable"} {
 		if m.String() != want {
 			t.Errorf("%d.String() = %q, want %q", m, m.String(), want)
 		}

@@ -1,15 +1,14 @@
-// Package optin turns pod and container annotations into the container's
-// cgroup mount intent, CgroupMountMode, as KEP-5474 names it.
-//
-// Use it to read what the user asked for; it says nothing about whether the
-// host can grant it (internal/hostcheck) or how the spec is rewritten
-// (internal/spec). A future CRI field cgroup_mount_mode maps onto the same type.
-package optin
+// The request: pod and container annotations turned into the container's
+// cgroup mount intent, CgroupMountMode, as KEP-5474 names it, and the pod
+// bound annotations. It says what the user asked for, not whether the host
+// can grant it (checks.go) or how the spec is rewritten (internal/spec). A
+// future CRI field cgroup_mount_mode maps onto the same type.
+
+package writable
 
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
@@ -21,20 +20,20 @@ import (
 type CgroupMountMode int
 
 const (
-	// Unset means nothing was asked for; the runtime's default applies.
-	Unset CgroupMountMode = iota
-	// ReadOnly asks for the default read-only cgroup mount.
-	ReadOnly
-	// Writable asks for a read-write cgroup2 mount in a private cgroup
+	// ModeUnset means nothing was asked for; the runtime's default applies.
+	ModeUnset CgroupMountMode = iota
+	// ModeReadOnly asks for the default read-only cgroup mount.
+	ModeReadOnly
+	// ModeWritable asks for a read-write cgroup2 mount in a private cgroup
 	// namespace.
-	Writable
+	ModeWritable
 )
 
 func (m CgroupMountMode) String() string {
 	switch m {
-	case ReadOnly:
+	case ModeReadOnly:
 		return "ReadOnly"
-	case Writable:
+	case ModeWritable:
 		return "Writable"
 	}
 	return "Unset"
@@ -56,11 +55,11 @@ type Request struct {
 func ParseMode(key, value string) (CgroupMountMode, error) {
 	switch strings.TrimSpace(value) {
 	case "Writable", "true":
-		return Writable, nil
+		return ModeWritable, nil
 	case "ReadOnly", "false":
-		return ReadOnly, nil
+		return ModeReadOnly, nil
 	}
-	return Unset, fmt.Errorf("%w: %s=%q: want Writable, true, ReadOnly or false", ErrBadAnnotation, key, value)
+	return ModeUnset, fmt.Errorf("%w: %s=%q: want Writable, true, ReadOnly or false", ErrBadAnnotation, key, value)
 }
 
 // parseKubeRay parses the KubeRay guide plugin's key, which knows only
@@ -68,21 +67,21 @@ func ParseMode(key, value string) (CgroupMountMode, error) {
 func parseKubeRay(key, value string) (CgroupMountMode, error) {
 	switch strings.TrimSpace(value) {
 	case "true":
-		return Writable, nil
+		return ModeWritable, nil
 	case "false":
-		return ReadOnly, nil
+		return ModeReadOnly, nil
 	}
-	return Unset, fmt.Errorf("%w: %s=%q: want true or false", ErrBadAnnotation, key, value)
+	return ModeUnset, fmt.Errorf("%w: %s=%q: want true or false", ErrBadAnnotation, key, value)
 }
 
-// Resolve returns the container's request from its pod's and its own
+// ResolveRequest returns the container's request from its pod's and its own
 // annotations. Our key, scoped, is looked at first; CRI-O's keys after it,
 // then the KubeRay guide plugin's.
-func Resolve(pod *api.PodSandbox, ctr *api.Container) (Request, error) {
+func ResolveRequest(pod *api.PodSandbox, ctr *api.Container) (Request, error) {
 	f, ok := annotations.ForContainer(pod, ctr, annotations.WritableCgroups, annotations.CRIOWritable, annotations.CRIOWritableLegacy,
 		annotations.KubeRayWritable)
 	if !ok {
-		return Request{Mode: Unset}, nil
+		return Request{Mode: ModeUnset}, nil
 	}
 	parse := ParseMode
 	if f.Key == annotations.KubeRayWritable.Name {
@@ -93,19 +92,4 @@ func Resolve(pod *api.PodSandbox, ctr *api.Container) (Request, error) {
 		return Request{}, err
 	}
 	return Request{Mode: m, Source: f.Key}, nil
-}
-
-// PodBound returns the pod's requested bound from annotation key, capped by
-// nodeCap. A missing annotation yields nodeCap. A value above the cap is
-// capped, not an error: the annotation may only lower the bound.
-func PodBound(pod *api.PodSandbox, key annotations.Key, nodeCap int) (int, error) {
-	f, ok := annotations.ForPod(pod, key)
-	if !ok {
-		return nodeCap, nil
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(f.Value))
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("%w: %s=%q: want a whole number of at least 1", ErrBadAnnotation, f.Key, f.Value)
-	}
-	return min(n, nodeCap), nil
 }
