@@ -39,7 +39,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/nri"
-	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
 	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/reconnect"
 	"github.com/cgdelegate/cgdelegate/internal/status"
@@ -84,7 +83,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		p   *nri.Plugin
 	)
 	opts := []nri.Option{
-		nri.WithAdmission(optinpolicy.FromConfig),
+		nri.WithAdmission(writable.OptInPolicy),
 		nri.WithRuntimeAdmission(validatorRule(log)),
 		nri.WithConfigured(func() { adv.Refresh() }),
 	}

@@ -172,7 +172,7 @@ func TestPinningReservedMemory(t *testing.T) {
 			if st == nil || st.Active || !strings.Contains(st.Reason, tc.want) {
 				t.Fatalf("status pinning = %+v, want inactive with reason ~ %q", st, tc.want)
 			}
-			pod := Pod("w", "p1", cgroupfsParent, writable(""))
+			pod := Pod("w", "p1", cgroupfsParent, writableAnn(""))
 			e.mustRunPod(pod)
 			if resp := e.mustCreate(pod, Container(pod, "app")); cgroupMount(resp.GetAdjust().GetMounts()) == nil {
 				t.Errorf("writable cgroups lost: adjustment mounts %v", resp.GetAdjust().GetMounts())

@@ -116,7 +116,7 @@ cgdelegate_node_supported 1
 // containers are refused for it.
 func TestMetricsUnsupportedNode(t *testing.T) {
 	e, rec := metricsEnv(t, false)
-	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	pod := Pod("web", "u1", cgroupfsParent, writableAnn(""))
 	if _, err := e.create(t, pod, Container(pod, "app")); err == nil {
 		t.Fatal("not refused")
 	}
@@ -280,7 +280,7 @@ nri_validator_reject_oci_hook_adjustment = true
 			e := setupRuntime(t, tc.runtime, true, func(c *config.Config) {
 				c.ContainerdConfig, c.CRIOConfig, c.CRIOConfigDir = ctdConfig, config.Disabled, crioDropIns
 			}, []stub.Option{nritimer.StubOption(rec)}, nri.WithMetrics(rec), nri.WithRuntimeAdmission(rule))
-			pod := Pod("web", "u1", cgroupfsParent, writable(""))
+			pod := Pod("web", "u1", cgroupfsParent, writableAnn(""))
 			_, err := e.create(t, pod, Container(pod, "app"))
 			if err == nil {
 				t.Fatal("a writable container was not refused")

@@ -593,7 +593,7 @@ func TestPinningKubeletStaticCPUManager(t *testing.T) {
 				t.Fatalf("status pinning = %+v, want active=%v reason ~ %q", pinning, tc.wantActive, tc.wantReason)
 			}
 
-			pod := WithPodResources(Pod("w", "p1", cgroupfsParent, writable("")), 2000, 2000, gi)
+			pod := WithPodResources(Pod("w", "p1", cgroupfsParent, writableAnn("")), 2000, 2000, gi)
 			e.mustRunPod(pod)
 			resp := e.mustCreate(pod, Container(pod, "app", WithGuaranteedCPUs(1, gi)))
 			if cgroupMount(resp.GetAdjust().GetMounts()) == nil {
@@ -750,7 +750,7 @@ func stampOf(t *testing.T, p *nri.Plugin, id string) string {
 // both its cgroup mount and its cpuset in one adjustment.
 func TestPinningWritableRefusalHoldsNoCPUs(t *testing.T) {
 	e := setupPinning(t, nil)
-	pod := WithPodResources(Pod("w", "p1", cgroupfsParent, writable("")), 2000, 2000, gi)
+	pod := WithPodResources(Pod("w", "p1", cgroupfsParent, writableAnn("")), 2000, 2000, gi)
 	e.mustRunPod(pod)
 
 	if err := e.host.Remount(fakehost.NoNsdelegate); err != nil {

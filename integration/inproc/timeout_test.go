@@ -18,8 +18,8 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/nri"
-	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
 	"github.com/cgdelegate/cgdelegate/internal/reconnect"
+	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
 // slowPlugin is cgdelegate with CreateContainer delayed for one container
@@ -78,7 +78,7 @@ func TestRequestTimeoutDropsAndReconnects(t *testing.T) {
 	}
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	p, err := nri.New(host.Config(), log, nri.WithAdmission(optinpolicy.FromConfig))
+	p, err := nri.New(host.Config(), log, nri.WithAdmission(writable.OptInPolicy))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestRequestTimeoutDropsAndReconnects(t *testing.T) {
 		}
 	})
 
-	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	pod := Pod("web", "u1", cgroupfsParent, writableAnn(""))
 	pod.Annotations[validator.RequiredPlugins] = `["cgdelegate"]`
 	if err := rt.RunPod(ctx, pod); err != nil {
 		t.Fatalf("RunPodSandbox: %v", err)

@@ -19,7 +19,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/feature"
 	"github.com/cgdelegate/cgdelegate/internal/nri"
-	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
+	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
 const (
@@ -69,7 +69,7 @@ func setupRuntime(t *testing.T, runtime string, nsdelegate bool, mutate func(*co
 	// Wired as cmd/cgdelegate wires it: the opt-in policy follows the config,
 	// the advertisement refreshes after every Configure.
 	var adv *advert.Advertiser
-	opts = append(opts, nri.WithAdmission(optinpolicy.FromConfig), nri.WithConfigured(func() { adv.Refresh() }))
+	opts = append(opts, nri.WithAdmission(writable.OptInPolicy), nri.WithConfigured(func() { adv.Refresh() }))
 	p, err := nri.New(cfg, slog.New(slog.DiscardHandler), opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func setupRuntime(t *testing.T, runtime string, nsdelegate bool, mutate func(*co
 	return &env{host: host, rt: rt, p: p, adv: adv}
 }
 
-func writable(scope string) map[string]string {
+func writableAnn(scope string) map[string]string {
 	return map[string]string{annotations.WritableCgroups.Name + scope: "true"}
 }
 
@@ -133,11 +133,11 @@ func TestWritableContainer(t *testing.T) {
 		wantDep  string
 		addsNS   bool
 	}{
-		{"pod annotation, cgroupfs driver", cgroupfsParent, writable(""), nil, "250", "50", false},
-		{"pod scope, systemd driver", systemdParent, writable("/pod"), nil, "250", "50", false},
-		{"container scope", cgroupfsParent, writable("/container.app"), nil, "250", "50", false},
+		{"pod annotation, cgroupfs driver", cgroupfsParent, writableAnn(""), nil, "250", "50", false},
+		{"pod scope, systemd driver", systemdParent, writableAnn("/pod"), nil, "250", "50", false},
+		{"container scope", cgroupfsParent, writableAnn("/container.app"), nil, "250", "50", false},
 		{"CRI-O key", cgroupfsParent, map[string]string{annotations.CRIOWritable.Name: "true"}, nil, "250", "50", false},
-		{"spec without cgroupns gets one", cgroupfsParent, writable(""), []ContainerOption{WithoutCgroupNS()}, "250", "50", true},
+		{"spec without cgroupns gets one", cgroupfsParent, writableAnn(""), []ContainerOption{WithoutCgroupNS()}, "250", "50", true},
 		{
 			"pod annotations lower the bounds", cgroupfsParent,
 			map[string]string{annotations.WritableCgroups.Name: "Writable", annotations.MaxDescendants.Name: "100", annotations.MaxDepth.Name: "5"},
@@ -206,7 +206,7 @@ func TestLowerKubeletBoundsKept(t *testing.T) {
 	if err := os.WriteFile(dir+"/cgroup.max.descendants", []byte("64\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	pod := Pod("web", "u1", cgroupfsParent, writableAnn(""))
 	if _, err := e.create(t, pod, Container(pod, "app")); err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +223,8 @@ func TestNotWritable(t *testing.T) {
 	}{
 		{"no annotation", nil, nil},
 		{"annotation false", map[string]string{annotations.WritableCgroups.Name: "false"}, nil},
-		{"other container's annotation", writable("/container.other"), nil},
-		{"privileged container left alone", writable(""), []ContainerOption{WithPrivileged()}},
+		{"other container's annotation", writableAnn("/container.other"), nil},
+		{"privileged container left alone", writableAnn(""), []ContainerOption{WithPrivileged()}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -255,13 +255,13 @@ func TestRefusals(t *testing.T) {
 		opts      []ContainerOption
 		wantInErr []string
 	}{
-		{"no nsdelegate", false, false, cgroupfsParent, writable(""), nil, []string{"nsdelegate", "remount"}},
-		{"cgroup v1", true, true, cgroupfsParent, writable(""), nil, []string{"cgroup v2", "tmpfs"}},
+		{"no nsdelegate", false, false, cgroupfsParent, writableAnn(""), nil, []string{"nsdelegate", "remount"}},
+		{"cgroup v1", true, true, cgroupfsParent, writableAnn(""), nil, []string{"cgroup v2", "tmpfs"}},
 		{"bad annotation", true, false, cgroupfsParent, map[string]string{annotations.WritableCgroups.Name: "yes"}, nil, []string{annotations.WritableCgroups.Name, `"yes"`}},
 		{"bad bound annotation", true, false, cgroupfsParent, map[string]string{annotations.WritableCgroups.Name: "true", annotations.MaxDepth.Name: "deep"}, nil, []string{annotations.MaxDepth.Name, `"deep"`}},
-		{"shared cgroupns", true, false, cgroupfsParent, writable(""), []ContainerOption{WithSharedCgroupNS("/proc/7/ns/cgroup")}, []string{"private cgroup namespace", "/proc/7/ns/cgroup"}},
-		{"pod cgroup missing", true, false, "/kubepods/burstable/podgone", writable(""), nil, []string{"pod bounds", "podgone"}},
-		{"no cgroup parent", true, false, "", writable(""), nil, []string{"pod cgroup is unknown"}},
+		{"shared cgroupns", true, false, cgroupfsParent, writableAnn(""), []ContainerOption{WithSharedCgroupNS("/proc/7/ns/cgroup")}, []string{"private cgroup namespace", "/proc/7/ns/cgroup"}},
+		{"pod cgroup missing", true, false, "/kubepods/burstable/podgone", writableAnn(""), nil, []string{"pod bounds", "podgone"}},
+		{"no cgroup parent", true, false, "", writableAnn(""), nil, []string{"pod cgroup is unknown"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -292,7 +292,7 @@ func TestRefusals(t *testing.T) {
 // next container creation.
 func TestNsdelegateDroppedAfterStart(t *testing.T) {
 	e := setup(t, true, nil)
-	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	pod := Pod("web", "u1", cgroupfsParent, writableAnn(""))
 	if _, err := e.create(t, pod, Container(pod, "first")); err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func TestFeatureFileFollowsHost(t *testing.T) {
 
 func TestErrorReachesRuntimeAsRefusal(t *testing.T) {
 	e := setup(t, false, nil)
-	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	pod := Pod("web", "u1", cgroupfsParent, writableAnn(""))
 	_, err := e.create(t, pod, Container(pod, "app"))
 	if err == nil || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v", err)
@@ -406,11 +406,11 @@ func TestOptInPolicy(t *testing.T) {
 		opts      []ContainerOption
 		wantErr   string
 	}{
-		{name: "namespace allowed", namespace: "team-a", handler: "runc", ann: writable("")},
-		{name: "namespace refused", namespace: "default", handler: "runc", ann: writable(""), wantErr: `namespace "default" is not in optIn.namespaces ["team-*"]`},
+		{name: "namespace allowed", namespace: "team-a", handler: "runc", ann: writableAnn("")},
+		{name: "namespace refused", namespace: "default", handler: "runc", ann: writableAnn(""), wantErr: `namespace "default" is not in optIn.namespaces ["team-*"]`},
 		{name: "KubeRay key refused the same", namespace: "default", handler: "runc", ann: map[string]string{annotations.KubeRayWritable.Name: "true"}, wantErr: `namespace "default" is not in optIn.namespaces ["team-*"]`},
 		{name: "runtime-writable refused the same", namespace: "default", handler: "runc", opts: []ContainerOption{WithRuntimeWritable()}, wantErr: `namespace "default" is not in optIn.namespaces ["team-*"]`},
-		{name: "handler refused", namespace: "team-a", handler: "kata", ann: writable(""), wantErr: `runtime handler "kata" is not in optIn.runtimeHandlers ["runc"]`},
+		{name: "handler refused", namespace: "team-a", handler: "kata", ann: writableAnn(""), wantErr: `runtime handler "kata" is not in optIn.runtimeHandlers ["runc"]`},
 		{name: "not asking is not judged", namespace: "default", handler: "kata"},
 	}
 	for _, tc := range tests {
@@ -449,7 +449,7 @@ func TestOptInPolicy(t *testing.T) {
 // so a pod cgroup re-created under the same parent is bounded again.
 func TestBoundsCacheForgetsRemovedPods(t *testing.T) {
 	e := setup(t, true, nil)
-	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	pod := Pod("web", "u1", cgroupfsParent, writableAnn(""))
 	if _, err := e.create(t, pod, Container(pod, "a")); err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +481,7 @@ func TestBoundsCacheForgetsRemovedPods(t *testing.T) {
 // runtime whole (run with -race: the shared message is only marshalled).
 func TestConcurrentWritableContainers(t *testing.T) {
 	e := setup(t, true, nil)
-	pod := Pod("web", "u1", cgroupfsParent, writable(""))
+	pod := Pod("web", "u1", cgroupfsParent, writableAnn(""))
 	if err := e.rt.RunPod(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}

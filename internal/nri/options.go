@@ -39,7 +39,7 @@ func WithMetrics(r metrics.Recorder) Option {
 // WithAdmission adds an admission rule (an opt-in policy) built from the
 // config in force: build is called with every config the plugin takes
 // (New, Configure, Reload), so the rule follows the config; a nil rule
-// means the config sets none (optinpolicy.FromConfig is one). Rules run
+// means the config sets none (writable.OptInPolicy is one). Rules run
 // before the host and spec checks, on annotated and runtime-writable
 // (guarded) containers alike.
 func WithAdmission(build func(config.Config) writable.Check) Option {

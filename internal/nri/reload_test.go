@@ -15,7 +15,7 @@ import (
 )
 
 // nsPolicy is a WithAdmission rule: only the namespaces in optIn.namespaces,
-// matched exactly (the real globs are internal/optinpolicy's).
+// matched exactly (the real globs are internal/config's (admission.go)).
 func nsPolicy(cfg config.Config) writable.Check {
 	if len(cfg.OptIn.Namespaces) == 0 {
 		return nil

@@ -3,8 +3,8 @@ package prom
 import (
 	"errors"
 
+	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
-	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/podres"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
@@ -15,7 +15,7 @@ import (
 // Refusal causes, the cause label of cgdelegate_refusals_total.
 const (
 	// CausePolicy: an admission check (the node's opt-in policy,
-	// optinpolicy) refused.
+	// config.OptIn.Allows) refused.
 	CausePolicy = "policy"
 	// CauseBadAnnotation: an annotation cgdelegate reads is malformed
 	// (cgroup mode, pod bounds, resources, lifecycle).
@@ -47,7 +47,7 @@ var causes = []struct {
 	cause     string
 	sentinels []error
 }{
-	{CausePolicy, []error{writable.ErrNotAdmitted, optinpolicy.ErrNotAllowed}},
+	{CausePolicy, []error{writable.ErrNotAdmitted, config.ErrNotAllowed}},
 	{CauseBadAnnotation, []error{writable.ErrBadAnnotation, podres.ErrAnnotation, pinning.ErrLifecycle}},
 	{CauseCgroupV1, []error{hostcheck.ErrCgroupV1, hostcheck.ErrNoCgroupMount}},
 	{CauseNoNsdelegate, []error{hostcheck.ErrNoNsdelegate}},

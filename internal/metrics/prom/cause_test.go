@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
+	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
-	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/podres"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
@@ -25,7 +25,7 @@ func TestCause(t *testing.T) {
 		want string
 	}{
 		{"admission", wrap(errors.Join(writable.ErrNotAdmitted, errors.New("namespace not allowed"))), CausePolicy},
-		{"opt-in policy", fmt.Errorf("%w: namespace %q", optinpolicy.ErrNotAllowed, "ns"), CausePolicy},
+		{"opt-in policy", fmt.Errorf("%w: namespace %q", config.ErrNotAllowed, "ns"), CausePolicy},
 		{"admission reading a bad annotation", errors.Join(writable.ErrNotAdmitted, writable.ErrBadAnnotation), CausePolicy},
 		{"cgroup mode annotation", wrap(writable.ErrBadAnnotation), CauseBadAnnotation},
 		{"resources annotation", fmt.Errorf("pod budget: %w", podres.ErrAnnotation), CauseBadAnnotation},

@@ -1,4 +1,4 @@
-package optinpolicy
+package writable_test
 
 import (
 	"errors"
@@ -64,12 +64,12 @@ var safe = writable.HostFunc(func() (hostcheck.Status, error) {
 })
 
 func TestFromConfigEmpty(t *testing.T) {
-	if FromConfig(config.Default()) != nil {
+	if writable.OptInPolicy(config.Default()) != nil {
 		t.Fatal("the default config has no policy, want a nil check")
 	}
 	cfg := config.Default()
 	cfg.OptIn.Namespaces = []string{}
-	if FromConfig(cfg) != nil {
+	if writable.OptInPolicy(cfg) != nil {
 		t.Fatal("an empty namespace list allows every namespace, want a nil check")
 	}
 }
@@ -152,7 +152,7 @@ func TestPolicy(t *testing.T) {
 					t.Fatal(err)
 				}
 				var checks []writable.Check
-				if c := FromConfig(cfg); c != nil {
+				if c := writable.OptInPolicy(cfg); c != nil {
 					checks = append(checks, c)
 				}
 				p := tc.pod
@@ -167,8 +167,8 @@ func TestPolicy(t *testing.T) {
 					}
 					return
 				}
-				if !errors.Is(err, ErrNotAllowed) {
-					t.Fatalf("err = %v, want ErrNotAllowed", err)
+				if !errors.Is(err, config.ErrNotAllowed) {
+					t.Fatalf("err = %v, want config.ErrNotAllowed", err)
 				}
 				for _, want := range []string{tc.wantErr, mode.reason} {
 					if !strings.Contains(err.Error(), want) {
@@ -185,7 +185,7 @@ func TestPolicy(t *testing.T) {
 func TestPolicyLeavesOthersAlone(t *testing.T) {
 	cfg := config.Default()
 	cfg.OptIn = config.OptIn{Namespaces: []string{"team-*"}, RequireUserNamespace: true}
-	d := writable.New(cfg, FromConfig(cfg))
+	d := writable.New(cfg, writable.OptInPolicy(cfg))
 	for _, ann := range []map[string]string{nil, {annotations.WritableCgroups.Name: "false"}} {
 		plan, err := d.Decide(writable.Input{Pod: pod("default", ann), Ctr: ctr(false), Host: safe})
 		if err != nil || plan.Delegates() {

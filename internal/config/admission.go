@@ -1,4 +1,10 @@
-package optinpolicy
+package config
+
+// The node's admission rules (the optIn section): which pods may have
+// writable cgroups at all, by namespace, runtime handler and user
+// namespace. internal/writable runs them (writable.OptInPolicy) before its
+// host and spec checks; safety rules that hold on every node live there,
+// not here.
 
 import (
 	"errors"
@@ -8,36 +14,16 @@ import (
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
-
-	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
-// ErrNotAllowed is wrapped by every refusal of the policy.
+// ErrNotAllowed is wrapped by every refusal of the opt-in policy.
 var ErrNotAllowed = errors.New("writable cgroups not allowed by the node's opt-in policy")
 
-// FromConfig returns the policy of cfg.OptIn as a writable.Check, or nil
-// when it sets no rule (every pod may ask). The patterns are those Validate
-// accepted.
-func FromConfig(cfg config.Config) writable.Check {
-	if cfg.OptIn.IsZero() {
-		return nil
-	}
-	return policy{cfg.OptIn}.check
-}
-
-type policy struct{ config.OptIn }
-
-// check refuses a pod outside the policy, naming the rule and the value.
-func (p policy) check(c *writable.Candidate) error {
-	if err := p.allows(c.Pod, c.Ctr); err != nil {
-		return fmt.Errorf("%w: %w (requested by %s)", ErrNotAllowed, err, c.Plan.Reason())
-	}
-	return nil
-}
-
-// allows applies the rules in the order the config lists them.
-func (p policy) allows(pod *api.PodSandbox, ctr *api.Container) error {
+// Allows reports whether the node's opt-in policy lets the pod's container
+// have writable cgroups: nil, or an error naming the first rule that fails
+// and the value. The rules apply in the order the config lists them; the
+// patterns are those Validate accepted.
+func (p OptIn) Allows(pod *api.PodSandbox, ctr *api.Container) error {
 	if ns := pod.GetNamespace(); len(p.Namespaces) > 0 && !matchAny(p.Namespaces, ns) {
 		return fmt.Errorf("namespace %q is not in optIn.namespaces %s", ns, list(p.Namespaces))
 	}
