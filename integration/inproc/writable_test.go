@@ -17,7 +17,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
-	"github.com/cgdelegate/cgdelegate/internal/feature"
 	"github.com/cgdelegate/cgdelegate/internal/nri"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
@@ -366,14 +365,14 @@ func TestFeatureFileFollowsHost(t *testing.T) {
 		}
 		return string(b)
 	}
-	if got := read(); got != feature.Content(true) {
+	if got := read(); got != advert.FeatureContent(true) {
 		t.Fatalf("after Configure: %q", got)
 	}
 	if err := e.host.Remount(fakehost.NoNsdelegate); err != nil {
 		t.Fatal(err)
 	}
 	e.adv.Refresh()
-	if got := read(); got != feature.Content(false) {
+	if got := read(); got != advert.FeatureContent(false) {
 		t.Fatalf("after losing nsdelegate: %q", got)
 	}
 	r := e.adv.Report()

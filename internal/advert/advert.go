@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/feature"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )
@@ -47,7 +46,7 @@ type Advertiser struct {
 	// mu serializes Refresh and Withdraw, so no refresh writes after a
 	// withdrawal.
 	mu        sync.Mutex
-	feature   *feature.File
+	feature   *featureFile
 	pub       *status.Publisher
 	pubPath   string
 	withdrawn bool
@@ -87,7 +86,7 @@ func (a *Advertiser) Refresh() {
 	if wrote, err := f.Set(r.Supported); err != nil {
 		a.log.Error("cannot update the feature file", "path", f.Path(), "error", err)
 	} else if wrote {
-		a.log.Info("node advertisement changed", "label", feature.Label, "supported", r.Supported, "problems", r.Problems)
+		a.log.Info("node advertisement changed", "label", FeatureLabel, "supported", r.Supported, "problems", r.Problems)
 	}
 	if _, err := pub.Publish(r); err != nil {
 		a.log.Error("cannot publish status", "path", r.Config.StatusFilePath(), "error", err)
@@ -104,7 +103,7 @@ func (a *Advertiser) Withdraw() error {
 	a.withdrawn = true
 	f := a.feature
 	if path := a.src.Config().FeatureFilePath(); f == nil || f.Path() != path {
-		f = feature.New(path)
+		f = newFeatureFile(path)
 	}
 	if err := f.Remove(); err != nil {
 		return fmt.Errorf("withdraw the node advertisement: %w", err)
@@ -117,9 +116,9 @@ func (a *Advertiser) Withdraw() error {
 
 // files returns the writers for cfg's paths, new ones when a path changed.
 // The caller holds a.mu.
-func (a *Advertiser) files(cfg config.Config) (*feature.File, *status.Publisher) {
+func (a *Advertiser) files(cfg config.Config) (*featureFile, *status.Publisher) {
 	if a.feature == nil || a.feature.Path() != cfg.FeatureFilePath() {
-		a.feature = feature.New(cfg.FeatureFilePath())
+		a.feature = newFeatureFile(cfg.FeatureFilePath())
 	}
 	if a.pub == nil || a.pubPath != cfg.StatusFilePath() {
 		a.pub, a.pubPath = status.NewPublisher(cfg.StatusFilePath(), StatusRefresh), cfg.StatusFilePath()

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/feature"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )
@@ -65,7 +64,7 @@ func TestRefresh(t *testing.T) {
 	src.pinning = &status.Pinning{Active: false, Reason: "kubelet static"}
 	a := New(src, nil)
 	a.Refresh()
-	if got := readFile(t, src.cfg.FeatureFile); got != feature.Content(true) {
+	if got := readFile(t, src.cfg.FeatureFile); got != FeatureContent(true) {
 		t.Fatalf("feature file %q, want supported", got)
 	}
 	pub, err := status.ReadPublished(src.cfg.StatusFile)
@@ -82,7 +81,7 @@ func TestRefresh(t *testing.T) {
 	src.st.NsDelegate = false
 	src.mu.Unlock()
 	a.Refresh()
-	if got := readFile(t, src.cfg.FeatureFile); got != feature.Content(false) {
+	if got := readFile(t, src.cfg.FeatureFile); got != FeatureContent(false) {
 		t.Fatalf("feature file %q, want unsupported", got)
 	}
 	if r := a.Report(); r.Supported || len(r.Problems) == 0 || !strings.Contains(strings.Join(r.Problems, " "), "nsdelegate") {
@@ -96,7 +95,7 @@ func TestRefresh(t *testing.T) {
 	src.cfg.StatusFile = config.Disabled
 	src.mu.Unlock()
 	a.Refresh()
-	if got := readFile(t, src.cfg.FeatureFile); got != feature.Content(true) {
+	if got := readFile(t, src.cfg.FeatureFile); got != FeatureContent(true) {
 		t.Fatalf("moved feature file %q", got)
 	}
 }
@@ -159,7 +158,7 @@ func TestWithdraw(t *testing.T) {
 				if err := os.MkdirAll(filepath.Dir(src.cfg.FeatureFile), 0o755); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(src.cfg.FeatureFile, []byte(feature.Content(true)), 0o644); err != nil {
+				if err := os.WriteFile(src.cfg.FeatureFile, []byte(FeatureContent(true)), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}

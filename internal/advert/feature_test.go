@@ -1,4 +1,4 @@
-package feature
+package advert
 
 import (
 	"errors"
@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-func TestSet(t *testing.T) {
+func TestFeatureFileSet(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "features.d", "cgdelegate")
-	f := New(p)
+	f := newFeatureFile(p)
 	steps := []struct {
 		supported bool
 		wantWrite bool
@@ -23,7 +23,7 @@ func TestSet(t *testing.T) {
 			t.Fatalf("step %d: wrote=%v, want %v", i, wrote, s.wantWrite)
 		}
 		got, err := os.ReadFile(p)
-		if err != nil || string(got) != Content(s.supported) {
+		if err != nil || string(got) != FeatureContent(s.supported) {
 			t.Fatalf("step %d: file %q, %v", i, got, err)
 		}
 	}
@@ -38,15 +38,15 @@ func TestSet(t *testing.T) {
 	}
 }
 
-func TestDisabled(t *testing.T) {
-	f := New("")
+func TestFeatureFileDisabled(t *testing.T) {
+	f := newFeatureFile("")
 	if wrote, err := f.Set(true); wrote || err != nil {
 		t.Fatalf("disabled file wrote=%v err=%v", wrote, err)
 	}
 }
 
-func TestContent(t *testing.T) {
-	if got := Content(true); got != "# Written by cgdelegate; do not edit.\ncgdelegate.io/supports-cgroup-options=true\n" {
-		t.Fatalf("Content(true) = %q", got)
+func TestFeatureContent(t *testing.T) {
+	if got := FeatureContent(true); got != "# Written by cgdelegate; do not edit.\ncgdelegate.io/supports-cgroup-options=true\n" {
+		t.Fatalf("FeatureContent(true) = %q", got)
 	}
 }
