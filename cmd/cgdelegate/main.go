@@ -39,7 +39,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/nri"
-	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/reconnect"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
@@ -233,12 +232,13 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 // seen in Configure, is read then, so a runtime restarted with new
 // settings is seen at its Configure. A config that can not be read is
 // logged and sets no rule.
-func validatorRule(log *slog.Logger) func(config.Config, quirks.Quirks) writable.Check {
-	return func(cfg config.Config, q quirks.Quirks) writable.Check {
-		check, err := validatorcfg.FromConfig(cfg, q.Kind)
+func validatorRule(log *slog.Logger) func(config.Config, string) writable.Check {
+	return func(cfg config.Config, runtime string) writable.Check {
+		kind := validatorcfg.RuntimeOf(runtime)
+		check, err := validatorcfg.FromConfig(cfg, kind)
 		if err != nil {
 			log.Warn("the runtime's NRI validator settings are not known; a refusal by its reject settings will not name them",
-				"runtime", q.Kind, "error", err)
+				"runtime", kind, "error", err)
 		}
 		return check
 	}

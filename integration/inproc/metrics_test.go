@@ -15,7 +15,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
 	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
 	"github.com/cgdelegate/cgdelegate/internal/nri"
-	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
 	decide "github.com/cgdelegate/cgdelegate/internal/writable"
@@ -270,8 +269,8 @@ nri_validator_reject_oci_hook_adjustment = true
 	} {
 		t.Run(tc.runtime, func(t *testing.T) {
 			rec := prom.New(prom.Options{})
-			rule := func(cfg config.Config, q quirks.Quirks) decide.Check {
-				check, err := validatorcfg.FromConfig(cfg, q.Kind)
+			rule := func(cfg config.Config, runtime string) decide.Check {
+				check, err := validatorcfg.FromConfig(cfg, validatorcfg.RuntimeOf(runtime))
 				if err != nil {
 					t.Errorf("validator settings: %v", err)
 				}

@@ -3,7 +3,6 @@ package nri
 import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/metrics"
-	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
@@ -13,7 +12,7 @@ type Option func(*options)
 type options struct {
 	metrics    metrics.Recorder
 	outcomes   *metrics.Outcomes
-	admission  []func(config.Config, quirks.Quirks) writable.Check
+	admission  []func(cfg config.Config, runtime string) writable.Check
 	configured func()
 }
 
@@ -43,21 +42,21 @@ func WithMetrics(r metrics.Recorder) Option {
 // before the host and spec checks, on annotated and runtime-writable
 // (guarded) containers alike.
 func WithAdmission(build func(config.Config) writable.Check) Option {
-	return WithRuntimeAdmission(func(cfg config.Config, _ quirks.Quirks) writable.Check { return build(cfg) })
+	return WithRuntimeAdmission(func(cfg config.Config, _ string) writable.Check { return build(cfg) })
 }
 
 // WithRuntimeAdmission is WithAdmission for a rule that also depends on the
-// runtime: build gets the quirks of the runtime seen in Configure
-// (quirks.For("") before it; no container comes before Configure).
-func WithRuntimeAdmission(build func(config.Config, quirks.Quirks) writable.Check) Option {
+// runtime: build gets the name of the runtime seen in Configure ("" before
+// it; no container comes before Configure).
+func WithRuntimeAdmission(build func(cfg config.Config, runtime string) writable.Check) Option {
 	return func(o *options) { o.admission = append(o.admission, build) }
 }
 
-// admissionFor returns the admission rules for cfg under the runtime q.
-func (o *options) admissionFor(cfg config.Config, q quirks.Quirks) []writable.Check {
+// admissionFor returns the admission rules for cfg under the runtime.
+func (o *options) admissionFor(cfg config.Config, runtime string) []writable.Check {
 	var checks []writable.Check
 	for _, build := range o.admission {
-		if c := build(cfg, q); c != nil {
+		if c := build(cfg, runtime); c != nil {
 			checks = append(checks, c)
 		}
 	}

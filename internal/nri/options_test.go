@@ -14,7 +14,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/metrics"
-	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
@@ -92,8 +91,8 @@ func TestOptions(t *testing.T) {
 	if configured != 1 {
 		t.Errorf("WithConfigured hook ran %d times, want 1", configured)
 	}
-	if q := p.Quirks(); q.Kind != quirks.CRIO || !q.CopiesPodAnnotations {
-		t.Errorf("quirks after Configure from cri-o: %+v", q)
+	if rt := p.Runtime(); rt == nil || rt.Name != "cri-o" {
+		t.Errorf("runtime after Configure from cri-o: %+v", rt)
 	}
 
 	pod := testPod(t, h, map[string]string{annotations.WritableCgroups.Name: "true"})
@@ -130,14 +129,14 @@ func TestOptions(t *testing.T) {
 	}
 }
 
-// Before Configure the quirks are the unknown runtime's.
-func TestQuirksBeforeConfigure(t *testing.T) {
+// Before Configure no runtime is known.
+func TestRuntimeBeforeConfigure(t *testing.T) {
 	p, err := New(fakehost.New(t).Config(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := p.Quirks(); q.Kind != quirks.Unknown {
-		t.Fatalf("quirks before Configure: %+v", q)
+	if rt, name := p.Runtime(), p.runtimeName(); rt != nil || name != "" {
+		t.Fatalf("runtime before Configure: %+v %q", rt, name)
 	}
 }
 

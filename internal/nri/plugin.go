@@ -25,7 +25,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
-	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
@@ -55,7 +54,7 @@ func (p *Plugin) newHost(cfg config.Config, old *host) *host {
 	return &host{
 		cfg:     cfg,
 		checker: checker,
-		decider: writable.New(cfg, p.opts.admissionFor(cfg, p.Quirks())...),
+		decider: writable.New(cfg, p.opts.admissionFor(cfg, p.runtimeName())...),
 		fs:      fs,
 		bounds:  cgroupfs.NewPodBounds(fs),
 	}
@@ -74,17 +73,12 @@ type Plugin struct {
 
 	h atomic.Pointer[host]
 	// pin is the CPU pinning state; nil when cpuPinning is off.
-	pin     atomic.Pointer[pinning.Pinner]
-	send    *pinning.Sender
-	runtime atomic.Pointer[runtimeInfo]
+	pin  atomic.Pointer[pinning.Pinner]
+	send *pinning.Sender
+	// runtime is what Configure said about the runtime; nil before it.
+	runtime atomic.Pointer[status.Runtime]
 	// stopWatch ends the WatchHost round of a replaced checker.
 	stopWatch atomic.Pointer[context.CancelFunc]
-}
-
-// runtimeInfo is what Configure said about the runtime.
-type runtimeInfo struct {
-	status status.Runtime
-	quirks quirks.Quirks
 }
 
 // New returns a plugin for cfg. base is the config before any Configure
@@ -148,18 +142,18 @@ func (p *Plugin) RecheckKubeletState() bool { return p.pin.Load().RecheckKubelet
 // Runtime is the runtime seen in Configure; nil before it.
 func (p *Plugin) Runtime() *status.Runtime {
 	if ri := p.runtime.Load(); ri != nil {
-		rt := ri.status
+		rt := *ri
 		return &rt
 	}
 	return nil
 }
 
-// Quirks are the quirks of the runtime seen in Configure.
-func (p *Plugin) Quirks() quirks.Quirks {
+// runtimeName is the name of the runtime seen in Configure; "" before it.
+func (p *Plugin) runtimeName() string {
 	if ri := p.runtime.Load(); ri != nil {
-		return ri.quirks
+		return ri.Name
 	}
-	return quirks.For("")
+	return ""
 }
 
 // Pinning is the CPU pinning state; nil when pinning is off.
@@ -176,7 +170,7 @@ func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (ap
 	}
 	p.blob = blob
 	// The runtime first: admission rules built from cfg may depend on it.
-	p.runtime.Store(&runtimeInfo{status.Runtime{Name: runtime, Version: version}, quirks.For(runtime)})
+	p.runtime.Store(&status.Runtime{Name: runtime, Version: version})
 	if old := p.apply(cfg); pinning.ConfigChanged(old, cfg) || !p.pin.Load().Active() {
 		// Synchronize follows Configure and fills the new policy. Inactive
 		// pinning holds nothing worth keeping (a suspended state is

@@ -27,7 +27,6 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/spec"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
@@ -213,19 +212,19 @@ var ErrRejected = errors.New("NRI default validator is set to refuse cgdelegate'
 // admission rule for them, for nri.WithAdmission: nil when they refuse
 // nothing cgdelegate does, the files are disabled or missing, or the
 // runtime is neither (nothing is known of its validator).
-func FromConfig(cfg config.Config, runtime quirks.Kind) (writable.Check, error) {
+func FromConfig(cfg config.Config, runtime Runtime) (writable.Check, error) {
 	var (
 		v   Validator
 		err error
 	)
 	switch runtime {
-	case quirks.Containerd:
+	case RuntimeContainerd:
 		path := cfg.ContainerdConfigPath()
 		if path == "" {
 			return nil, nil
 		}
 		v, err = Read(path)
-	case quirks.CRIO:
+	case RuntimeCRIO:
 		v, err = ReadCRIO(cfg.CRIOConfigPaths())
 	default:
 		return nil, nil

@@ -10,7 +10,6 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
@@ -222,14 +221,14 @@ func TestFromConfig(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		cfg      config.Config
-		runtime  quirks.Kind
+		runtime  Runtime
 		wantRule bool
 	}{
-		{"containerd", cfg, quirks.Containerd, true},
-		{"containerd, none", noContainerd, quirks.Containerd, false},
-		{"CRI-O", cfg, quirks.CRIO, true},
-		{"CRI-O, no drop-in directory", noCRIODir, quirks.CRIO, false},
-		{"unknown runtime", cfg, quirks.Unknown, false},
+		{"containerd", cfg, RuntimeContainerd, true},
+		{"containerd, none", noContainerd, RuntimeContainerd, false},
+		{"CRI-O", cfg, RuntimeCRIO, true},
+		{"CRI-O, no drop-in directory", noCRIODir, RuntimeCRIO, false},
+		{"unknown runtime", cfg, RuntimeUnknown, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			check, err := FromConfig(tc.cfg, tc.runtime)
