@@ -36,8 +36,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
-	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
-	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
+	"github.com/cgdelegate/cgdelegate/internal/metrics"
 	"github.com/cgdelegate/cgdelegate/internal/nri"
 	"github.com/cgdelegate/cgdelegate/internal/reconnect"
 	"github.com/cgdelegate/cgdelegate/internal/status"
@@ -86,7 +85,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		nri.WithRuntimeAdmission(validatorRule(log)),
 		nri.WithConfigured(func() { adv.Refresh() }),
 	}
-	rec, metricsSrv, err := listenMetrics(cfg.MetricsAddress, prom.Options{
+	rec, metricsSrv, err := listenMetrics(cfg.MetricsAddress, metrics.Options{
 		Supported: func() bool { return adv.Report().Supported },
 		Pinning:   func() *status.Pinning { return p.Pinning() },
 	})
@@ -102,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// decisions are counted from the timed requests
 		// (metrics.Outcomes).
 		opts = append(opts, nri.WithMetrics(rec))
-		stubOpts = append(stubOpts, nritimer.StubOption(rec))
+		stubOpts = append(stubOpts, metrics.StubOption(rec))
 	}
 	p, err = nri.New(cfg, log, opts...)
 	if err != nil {

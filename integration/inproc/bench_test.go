@@ -14,8 +14,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
-	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
-	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
+	"github.com/cgdelegate/cgdelegate/internal/metrics"
 	"github.com/cgdelegate/cgdelegate/internal/nri"
 )
 
@@ -91,8 +90,8 @@ func BenchmarkCreateContainer(b *testing.B) {
 			if tc.metrics {
 				// As cmd/cgdelegate wires a recorder: decisions counted by the
 				// handler, events timed on the stub's ttrpc server.
-				rec := prom.New(prom.Options{})
-				stubOpts = append(stubOpts, nritimer.StubOption(rec))
+				rec := metrics.New(metrics.Options{})
+				stubOpts = append(stubOpts, metrics.StubOption(rec))
 				p, err = nri.New(host.Config(), slog.New(slog.DiscardHandler), nri.WithMetrics(rec))
 			} else {
 				p, err = tc.plugin(host)
@@ -169,7 +168,7 @@ func BenchmarkHandler(b *testing.B) {
 			}
 			var opts []nri.Option
 			if tc.metrics {
-				opts = append(opts, nri.WithMetrics(prom.New(prom.Options{})))
+				opts = append(opts, nri.WithMetrics(metrics.New(metrics.Options{})))
 			}
 			p, err := nri.New(host.Config(), slog.New(slog.DiscardHandler), opts...)
 			if err != nil {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/metrics/nritimer"
-	"github.com/cgdelegate/cgdelegate/internal/metrics/prom"
+	"github.com/cgdelegate/cgdelegate/internal/metrics"
 	"github.com/cgdelegate/cgdelegate/internal/nri"
+	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
 	decide "github.com/cgdelegate/cgdelegate/internal/writable"
@@ -22,16 +22,16 @@ import (
 
 // metricsEnv connects the plugin with the Prometheus recorder, wired as
 // cmd/cgdelegate wires it.
-func metricsEnv(t *testing.T, nsdelegate bool) (*env, *prom.Recorder) {
+func metricsEnv(t *testing.T, nsdelegate bool) (*env, *metrics.Recorder) {
 	t.Helper()
 	var e *env
-	rec := prom.New(prom.Options{
+	rec := metrics.New(metrics.Options{
 		Supported: func() bool { return e.adv.Report().Supported },
 		Pinning:   func() *status.Pinning { return e.p.Pinning() },
 	})
 	// The opt-in policy allows writable cgroups in namespace default only.
 	e = setupStub(t, nsdelegate, func(c *config.Config) { c.OptIn.Namespaces = []string{"default"} },
-		[]stub.Option{nritimer.StubOption(rec)}, nri.WithMetrics(rec))
+		[]stub.Option{metrics.StubOption(rec)}, nri.WithMetrics(rec))
 	return e, rec
 }
 
@@ -99,7 +99,7 @@ cgdelegate_refusals_total{cause="policy"} 1
 cgdelegate_node_supported 1
 `
 	if err := testutil.GatherAndCompare(rec.Registry(), strings.NewReader(want),
-		prom.ContainersTotal, prom.RefusalsTotal, prom.NodeSupported, prom.CPUs); err != nil {
+		metrics.ContainersTotal, metrics.RefusalsTotal, metrics.NodeSupported, metrics.CPUs); err != nil {
 		t.Fatal(err)
 	}
 	// Every request the runtime sent is timed on the stub's ttrpc server,
@@ -124,18 +124,18 @@ func TestMetricsUnsupportedNode(t *testing.T) {
 # TYPE cgdelegate_node_supported gauge
 cgdelegate_node_supported 0
 `
-	if err := testutil.GatherAndCompare(rec.Registry(), strings.NewReader(want), prom.NodeSupported); err != nil {
+	if err := testutil.GatherAndCompare(rec.Registry(), strings.NewReader(want), metrics.NodeSupported); err != nil {
 		t.Fatal(err)
 	}
-	for cause, n := range map[string]float64{prom.CauseNoNsdelegate: 1, prom.CauseCgroupV1: 0} {
-		if got := counter(t, rec, prom.RefusalsTotal, "cause", cause); got != n {
+	for cause, n := range map[string]float64{string(refusal.NoNsdelegate): 1, string(refusal.CgroupV1): 0} {
+		if got := counter(t, rec, metrics.RefusalsTotal, "cause", cause); got != n {
 			t.Errorf("refusals{cause=%q} = %v, want %v", cause, got, n)
 		}
 	}
 }
 
 // counter reads one counter series from the recorder's registry.
-func counter(t *testing.T, rec *prom.Recorder, name, label, value string) float64 {
+func counter(t *testing.T, rec *metrics.Recorder, name, label, value string) float64 {
 	t.Helper()
 	families, err := rec.Registry().Gather()
 	if err != nil {
@@ -158,14 +158,14 @@ func counter(t *testing.T, rec *prom.Recorder, name, label, value string) float6
 }
 
 // histogramCount is how many durations of event were observed.
-func histogramCount(t *testing.T, rec *prom.Recorder, event string) uint64 {
+func histogramCount(t *testing.T, rec *metrics.Recorder, event string) uint64 {
 	t.Helper()
 	families, err := rec.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() != prom.EventDuration {
+		if f.GetName() != metrics.EventDuration {
 			continue
 		}
 		for _, m := range f.GetMetric() {
@@ -174,7 +174,7 @@ func histogramCount(t *testing.T, rec *prom.Recorder, event string) uint64 {
 			}
 		}
 	}
-	t.Fatalf("no %s for %s", prom.EventDuration, event)
+	t.Fatalf("no %s for %s", metrics.EventDuration, event)
 	return 0
 }
 
@@ -182,8 +182,8 @@ func histogramCount(t *testing.T, rec *prom.Recorder, event string) uint64 {
 // pinning refusals are exported.
 func TestMetricsPinning(t *testing.T) {
 	var e *pinEnv
-	rec := prom.New(prom.Options{Pinning: func() *status.Pinning { return e.p.Pinning() }})
-	e = setupPinningStub(t, nil, []stub.Option{nritimer.StubOption(rec)}, nri.WithMetrics(rec))
+	rec := metrics.New(metrics.Options{Pinning: func() *status.Pinning { return e.p.Pinning() }})
+	e = setupPinningStub(t, nil, []stub.Option{metrics.StubOption(rec)}, nri.WithMetrics(rec))
 	plain := Pod("plain", "p0", cgroupfsParent, nil)
 	e.mustRunPod(plain)
 	e.mustCreate(plain, Container(plain, "app"))
@@ -206,16 +206,16 @@ cgdelegate_cpus{pool="node_shared"} 12
 cgdelegate_cpus{pool="pod_bubbles"} 4
 cgdelegate_cpus{pool="reserved"} 0
 `
-	if err := testutil.GatherAndCompare(rec.Registry(), strings.NewReader(want), prom.ContainerUpdatesTotal, prom.CPUs); err != nil {
+	if err := testutil.GatherAndCompare(rec.Registry(), strings.NewReader(want), metrics.ContainerUpdatesTotal, metrics.CPUs); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		name, label, value string
 		want               float64
 	}{
-		{prom.ContainersTotal, "result", "unchanged", 2},
-		{prom.ContainersTotal, "result", "refused", 1},
-		{prom.RefusalsTotal, "cause", prom.CausePinning, 1},
+		{metrics.ContainersTotal, "result", "unchanged", 2},
+		{metrics.ContainersTotal, "result", "refused", 1},
+		{metrics.RefusalsTotal, "cause", string(refusal.Pinning), 1},
 	} {
 		if got := counter(t, rec, c.name, c.label, c.value); got != c.want {
 			t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.value, got, c.want)
@@ -268,7 +268,7 @@ nri_validator_reject_oci_hook_adjustment = true
 		}},
 	} {
 		t.Run(tc.runtime, func(t *testing.T) {
-			rec := prom.New(prom.Options{})
+			rec := metrics.New(metrics.Options{})
 			rule := func(cfg config.Config, runtime string) decide.Check {
 				check, err := validatorcfg.FromConfig(cfg, validatorcfg.RuntimeOf(runtime))
 				if err != nil {
@@ -278,7 +278,7 @@ nri_validator_reject_oci_hook_adjustment = true
 			}
 			e := setupRuntime(t, tc.runtime, true, func(c *config.Config) {
 				c.ContainerdConfig, c.CRIOConfig, c.CRIOConfigDir = ctdConfig, config.Disabled, crioDropIns
-			}, []stub.Option{nritimer.StubOption(rec)}, nri.WithMetrics(rec), nri.WithRuntimeAdmission(rule))
+			}, []stub.Option{metrics.StubOption(rec)}, nri.WithMetrics(rec), nri.WithRuntimeAdmission(rule))
 			pod := Pod("web", "u1", cgroupfsParent, writableAnn(""))
 			_, err := e.create(t, pod, Container(pod, "app"))
 			if err == nil {
@@ -297,9 +297,9 @@ nri_validator_reject_oci_hook_adjustment = true
 				name, label, value string
 				want               float64
 			}{
-				{prom.ContainersTotal, "result", "refused", 1},
-				{prom.ContainersTotal, "result", "unchanged", 1},
-				{prom.RefusalsTotal, "cause", prom.CausePolicy, 1},
+				{metrics.ContainersTotal, "result", "refused", 1},
+				{metrics.ContainersTotal, "result", "unchanged", 1},
+				{metrics.RefusalsTotal, "cause", string(refusal.Policy), 1},
 			} {
 				if got := counter(t, rec, c.name, c.label, c.value); got != c.want {
 					t.Errorf("%s{%s=%q} = %v, want %v", c.name, c.label, c.value, got, c.want)

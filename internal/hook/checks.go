@@ -11,6 +11,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/refusal"
 )
 
 // checkNsdelegate: the host cgroup2 mount must have nsdelegate, or a
@@ -49,8 +50,8 @@ func checkCgroupNS(r *run) error {
 		return fmt.Errorf("host cgroup namespace: %w; point --proc at the host /proc", err)
 	}
 	if ctr == host {
-		return fmt.Errorf("%w: pid %d of container %q is in %s, the same as host pid 1; give the container a private cgroup namespace (a \"cgroup\" entry in linux.namespaces; the cgdelegate plugin adds it to opted-in containers)",
-			ErrSameCgroupNS, pid, r.state.ID, ctr)
+		return refusal.New(refusal.NoCgroupNS, fmt.Errorf("%w: pid %d of container %q is in %s, the same as host pid 1; give the container a private cgroup namespace (a \"cgroup\" entry in linux.namespaces; the cgdelegate plugin adds it to opted-in containers)",
+			ErrSameCgroupNS, pid, r.state.ID, ctr))
 	}
 	return nil
 }

@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"github.com/moby/sys/mountinfo"
+
+	"github.com/cgdelegate/cgdelegate/internal/refusal"
 )
 
 // Sentinel errors. They are always wrapped with the detail that was found
@@ -52,22 +54,23 @@ type Status struct {
 	Unified string `json:"unifiedMount,omitempty"`
 }
 
-// Err returns nil when the status is safe for writable cgroups, or an error
-// wrapping one of the sentinels that names what was found and the fix.
+// Err returns nil when the status is safe for writable cgroups, or a
+// refusal (refusal.CgroupV1, refusal.NoNsdelegate) wrapping one of the
+// sentinels that names what was found and the fix.
 func (s Status) Err() error {
 	switch {
 	case !s.Mounted:
-		return fmt.Errorf("%w: nothing is mounted at %q; mount cgroup2 there with -o nsdelegate or set cgroupRoot to the cgroup2 mount point",
-			ErrNoCgroupMount, s.CgroupRoot)
+		return refusal.New(refusal.CgroupV1, fmt.Errorf("%w: nothing is mounted at %q; mount cgroup2 there with -o nsdelegate or set cgroupRoot to the cgroup2 mount point",
+			ErrNoCgroupMount, s.CgroupRoot))
 	case s.Version != 2:
 		detail := fmt.Sprintf("%q is a %s mount", s.CgroupRoot, s.FSType)
 		if s.Unified != "" {
 			detail += fmt.Sprintf(" (hybrid: cgroup2 only at %q)", s.Unified)
 		}
-		return fmt.Errorf("%w: %s; boot with systemd.unified_cgroup_hierarchy=1 (cgroup v2)", ErrCgroupV1, detail)
+		return refusal.New(refusal.CgroupV1, fmt.Errorf("%w: %s; boot with systemd.unified_cgroup_hierarchy=1 (cgroup v2)", ErrCgroupV1, detail))
 	case !s.NsDelegate:
-		return fmt.Errorf("%w: cgroup2 at %q has options %q; remount with nsdelegate (mount -o remount,nsdelegate %s from the initial namespaces; systemd sets it by default)",
-			ErrNoNsdelegate, s.CgroupRoot, s.SuperOptions, s.CgroupRoot)
+		return refusal.New(refusal.NoNsdelegate, fmt.Errorf("%w: cgroup2 at %q has options %q; remount with nsdelegate (mount -o remount,nsdelegate %s from the initial namespaces; systemd sets it by default)",
+			ErrNoNsdelegate, s.CgroupRoot, s.SuperOptions, s.CgroupRoot))
 	}
 	return nil
 }

@@ -10,24 +10,51 @@ import (
 type Option func(*options)
 
 type options struct {
-	metrics    metrics.Recorder
+	metrics    Metrics
 	outcomes   *metrics.Outcomes
 	admission  []func(cfg config.Config, runtime string) writable.Check
 	configured func()
 }
 
 func newOptions(opts []Option) options {
-	o := options{metrics: metrics.Nop{}}
+	o := options{metrics: nopMetrics{}}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	return o
 }
 
-// WithMetrics sends what the plugin decides to r (Recorder.Outcomes, else
-// Recorder.Container; Recorder.Updates). The handlers read no clock: events are timed where
-// they arrive, on the stub's ttrpc server (internal/metrics/nritimer).
-func WithMetrics(r metrics.Recorder) Option {
+// Metrics receives what the handlers decide (internal/metrics.Recorder is
+// one). It is called on the container creation path, so implementations
+// must be cheap and safe for concurrent use. The handlers read no clock:
+// events are timed where they arrive, on the stub's ttrpc server
+// (metrics.StubOption).
+type Metrics interface {
+	// Container records one CreateContainer decision: outcome is the
+	// writable.Outcome's name ("writable", "readonly", "guarded",
+	// "privileged", "unchanged"), and err the refusal (outcome is then
+	// "refused"), which carries its cause (internal/refusal).
+	Container(outcome string, err error)
+	// Updates records one batch of container updates sent after an event:
+	// how many were sent and how many the runtime failed.
+	Updates(sent, failed int)
+	// Outcomes is where the plugin counts the decisions that are not
+	// refusals, by writable.Outcome value, instead of calling Container:
+	// one atomic add, no call through this interface. Nil: they go to
+	// Container too.
+	Outcomes() *metrics.Outcomes
+}
+
+// nopMetrics records nothing.
+type nopMetrics struct{}
+
+func (nopMetrics) Container(string, error)     {}
+func (nopMetrics) Updates(int, int)            {}
+func (nopMetrics) Outcomes() *metrics.Outcomes { return nil }
+
+// WithMetrics sends what the plugin decides to r (Metrics.Outcomes, else
+// Metrics.Container; Metrics.Updates).
+func WithMetrics(r Metrics) Option {
 	return func(o *options) {
 		if r != nil {
 			o.metrics, o.outcomes = r, r.Outcomes()

@@ -17,7 +17,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
-// recorder is a metrics.Recorder that remembers what it was told.
+// recorder is a Metrics that remembers what it was told.
 type recorder struct {
 	mu         sync.Mutex
 	containers []string
@@ -123,7 +123,7 @@ func TestOptions(t *testing.T) {
 		}
 	}
 	// The handlers time nothing: events are timed on the stub's ttrpc
-	// server (internal/metrics/nritimer), so the handler path reads no clock.
+	// server (metrics.StubOption), so the handler path reads no clock.
 	if len(rec.events) != 0 {
 		t.Errorf("the handlers recorded events %q, want none", rec.events)
 	}

@@ -2,11 +2,15 @@ package nri
 
 import (
 	"context"
+	"errors"
 
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
+	"github.com/cgdelegate/cgdelegate/internal/podres"
+	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
@@ -42,7 +46,7 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 	}
 	a, upd, err := pn.AddContainer(pod, ctr)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, cpuRefusal(err)
 	}
 	adj := plan.NewAdjustment() // the plan's own may be shared
 	if adj == nil {
@@ -127,4 +131,20 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 		return nil, nil
 	}
 	return pinning.Updates(pn.Synchronize(p.log, pods, ctrs).Updates), nil
+}
+
+// cpuRefusal is the CPU policy's refusal of a container with its cause: a
+// malformed resources or lifecycle annotation, else a placement the policy
+// could not make. Errors that are neither (none are known) stay
+// refusal.Other.
+func cpuRefusal(err error) error {
+	switch {
+	case errors.Is(err, podres.ErrAnnotation), errors.Is(err, pinning.ErrLifecycle):
+		return refusal.New(refusal.BadAnnotation, err)
+	case errors.Is(err, policy.ErrInsufficient), errors.Is(err, policy.ErrNoSharedCPUs), errors.Is(err, policy.ErrUnknownPod),
+		errors.Is(err, policy.ErrExists), errors.Is(err, policy.ErrInvalid),
+		errors.Is(err, podres.ErrInconsistent), errors.Is(err, podres.ErrInvalid):
+		return refusal.New(refusal.Pinning, err)
+	}
+	return err
 }

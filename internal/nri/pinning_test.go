@@ -2,6 +2,8 @@ package nri
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +15,10 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/pinning"
+	"github.com/cgdelegate/cgdelegate/internal/podres"
+	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/topology/topotest"
 )
 
@@ -147,6 +153,33 @@ func TestUpdatesFromEventsWithoutReturn(t *testing.T) {
 		got, err := cpuset.Parse(last[0].GetLinux().GetResources().GetCpu().GetCpus())
 		if err != nil || len(last) != 1 || last[0].GetContainerId() != "c0" || got.Size() != step.want {
 			t.Fatalf("%s: update %v, want c0 on %d cpus", step.name, last, step.want)
+		}
+	}
+}
+
+// The CPU policy's refusals get their cause here, by the policy's
+// sentinels: a malformed annotation first, then the placements it could
+// not make.
+func TestCPURefusalCause(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want refusal.Cause
+	}{
+		{"resources annotation", fmt.Errorf("pod budget: %w", podres.ErrAnnotation), refusal.BadAnnotation},
+		{"resources annotation inconsistent too", errors.Join(podres.ErrAnnotation, podres.ErrInconsistent), refusal.BadAnnotation},
+		{"lifecycle annotation", pinning.ErrLifecycle, refusal.BadAnnotation},
+		{"insufficient cpus", fmt.Errorf("container %q: %w", "app", policy.ErrInsufficient), refusal.Pinning},
+		{"no shared cpus", policy.ErrNoSharedCPUs, refusal.Pinning},
+		{"unknown pod", policy.ErrUnknownPod, refusal.Pinning},
+		{"exists", policy.ErrExists, refusal.Pinning},
+		{"invalid spec", policy.ErrInvalid, refusal.Pinning},
+		{"inconsistent resources", podres.ErrInconsistent, refusal.Pinning},
+		{"invalid resources", podres.ErrInvalid, refusal.Pinning},
+		{"anything else", errors.New("boom"), refusal.Other},
+	} {
+		if got := refusal.CauseOf(cpuRefusal(tc.err)); got != tc.want {
+			t.Errorf("%s: cause %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

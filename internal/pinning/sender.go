@@ -8,7 +8,6 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
-	"github.com/cgdelegate/cgdelegate/internal/metrics"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
 )
 
@@ -17,6 +16,10 @@ import (
 type Updater interface {
 	UpdateContainers([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
 }
+
+// UpdateRecorder counts the batches of container updates the Sender sends:
+// how many were sent and how many the runtime failed.
+type UpdateRecorder interface{ Updates(sent, failed int) }
 
 // Sender delivers the updates of events that can not return them
 // (RunPodSandbox, RemoveContainer, RemovePodSandbox) with UpdateContainers.
@@ -32,7 +35,7 @@ type Updater interface {
 // again, so the last update a container gets is its current assignment.
 type Sender struct {
 	log     *slog.Logger
-	metrics metrics.Recorder
+	metrics UpdateRecorder
 	// pinner is the pinning state in force, where a container's current
 	// assignment is looked up.
 	pinner func() *Pinner
@@ -44,7 +47,7 @@ type Sender struct {
 	idle    *sync.Cond
 }
 
-func NewSender(log *slog.Logger, rec metrics.Recorder, pinner func() *Pinner) *Sender {
+func NewSender(log *slog.Logger, rec UpdateRecorder, pinner func() *Pinner) *Sender {
 	s := &Sender{log: log, metrics: rec, pinner: pinner, pending: map[string]struct{}{}}
 	s.idle = sync.NewCond(&s.mu)
 	return s

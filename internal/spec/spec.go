@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/refusal"
 )
 
 // CgroupMountPoint is where containers see their cgroup tree.
@@ -171,16 +173,16 @@ type Plan struct {
 // mounts Inspect described as st. It refuses a container that joins someone
 // else's cgroup namespace, since a cgroup2 mount there would expose that
 // namespace's root, and one whose /sys/fs/cgroup is a bind of a host cgroup
-// tree.
+// tree; both refusals are refusal.NoCgroupNS.
 func PlanWritable(ctr *api.Container, st MountState) (Plan, error) {
 	ns := InspectCgroupNS(ctr)
 	if ns.Present && !ns.Private() {
-		return Plan{}, fmt.Errorf("%w: %s; drop the shared namespace or do not request writable cgroups",
-			ErrNoPrivateCgroupNS, ns.Describe())
+		return Plan{}, refusal.New(refusal.NoCgroupNS, fmt.Errorf("%w: %s; drop the shared namespace or do not request writable cgroups",
+			ErrNoPrivateCgroupNS, ns.Describe()))
 	}
 	if st.Mount != nil && st.Bind {
-		return Plan{}, fmt.Errorf("%w: source %q; remove that volume or do not request writable cgroups",
-			ErrHostCgroupBind, st.Mount.GetSource())
+		return Plan{}, refusal.New(refusal.NoCgroupNS, fmt.Errorf("%w: source %q; remove that volume or do not request writable cgroups",
+			ErrHostCgroupBind, st.Mount.GetSource()))
 	}
 	return Plan{
 		RemoveOld:   st.Mount != nil,

@@ -11,6 +11,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/spec"
 )
 
@@ -75,7 +76,7 @@ func podCgroup(c *Candidate) error {
 	parent := c.Pod.GetLinux().GetCgroupParent()
 	part, err := c.decider.pod(parent, c.Plan.Bounds)
 	if err != nil {
-		return mark(fmt.Errorf("writable cgroups need pod bounds, but the pod cgroup is unknown: %w", err), ErrPodBounds)
+		return refusal.New(refusal.PodBounds, mark(fmt.Errorf("writable cgroups need pod bounds, but the pod cgroup is unknown: %w", err), ErrPodBounds))
 	}
 	c.Plan.PodCgroup, c.Plan.Hook, c.pod = part.rel, part.hook, part
 	return nil
@@ -91,7 +92,7 @@ func PodBound(pod *api.PodSandbox, key annotations.Key, nodeCap int) (int, error
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(f.Value))
 	if err != nil || n < 1 {
-		return 0, fmt.Errorf("%w: %s=%q: want a whole number of at least 1", ErrBadAnnotation, f.Key, f.Value)
+		return 0, badAnnotation(fmt.Errorf("%w: %s=%q: want a whole number of at least 1", ErrBadAnnotation, f.Key, f.Value))
 	}
 	return min(n, nodeCap), nil
 }

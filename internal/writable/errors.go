@@ -3,6 +3,8 @@ package writable
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cgdelegate/cgdelegate/internal/refusal"
 )
 
 var (
@@ -23,8 +25,12 @@ func (m *marked) Unwrap() []error { return []error{m.err, m.mark} }
 
 func mark(err, sentinel error) error { return &marked{err, sentinel} }
 
+// badAnnotation is a malformed annotation's refusal (err wraps
+// ErrBadAnnotation).
+func badAnnotation(err error) error { return refusal.New(refusal.BadAnnotation, err) }
+
 // BoundsError is the refusal for pod bounds that could not be put in place.
-// It matches ErrPodBounds.
+// It matches ErrPodBounds; its cause is refusal.PodBounds.
 func BoundsError(podDir, parent string, err error) error {
-	return mark(fmt.Errorf("writable cgroups need pod bounds on %q (cgroup parent %q): %w", podDir, parent, err), ErrPodBounds)
+	return refusal.New(refusal.PodBounds, mark(fmt.Errorf("writable cgroups need pod bounds on %q (cgroup parent %q): %w", podDir, parent, err), ErrPodBounds))
 }

@@ -59,7 +59,7 @@ func ParseMode(key, value string) (CgroupMountMode, error) {
 	case "ReadOnly", "false":
 		return ModeReadOnly, nil
 	}
-	return ModeUnset, fmt.Errorf("%w: %s=%q: want Writable, true, ReadOnly or false", ErrBadAnnotation, key, value)
+	return ModeUnset, badAnnotation(fmt.Errorf("%w: %s=%q: want Writable, true, ReadOnly or false", ErrBadAnnotation, key, value))
 }
 
 // parseKubeRay parses the KubeRay guide plugin's key, which knows only
@@ -71,7 +71,7 @@ func parseKubeRay(key, value string) (CgroupMountMode, error) {
 	case "false":
 		return ModeReadOnly, nil
 	}
-	return ModeUnset, fmt.Errorf("%w: %s=%q: want true or false", ErrBadAnnotation, key, value)
+	return ModeUnset, badAnnotation(fmt.Errorf("%w: %s=%q: want true or false", ErrBadAnnotation, key, value))
 }
 
 // ResolveRequest returns the container's request from its pod's and its own

@@ -10,6 +10,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/spec"
 )
 
@@ -268,7 +269,7 @@ func (d *Decider) check(c *candidate) error {
 	for i, check := range d.checks {
 		if err := check(&c.Candidate); err != nil {
 			if i < d.extra {
-				return mark(err, ErrNotAdmitted)
+				return refusal.New(refusal.Policy, mark(err, ErrNotAdmitted))
 			}
 			return err
 		}

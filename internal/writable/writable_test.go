@@ -12,6 +12,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/spec"
 )
 
@@ -366,5 +367,57 @@ func TestWritableAdjustmentAllocs(t *testing.T) {
 	env := boundsEnv(plan.Bounds)
 	if n := testing.AllocsPerRun(100, func() { _ = plan.writableAdjustment(env) }); n != 1 {
 		t.Errorf("writableAdjustment allocates %v times, want 1", n)
+	}
+}
+
+// Every refusal carries the cause of the decision that made it, read with
+// refusal.CauseOf (the cause label of cgdelegate_refusals_total).
+func TestRefusalCauses(t *testing.T) {
+	w := annotations.WritableCgroups.Name
+	annotated := map[string]string{w: "true"}
+	noParent := pod(annotated)
+	noParent.Linux.CgroupParent = ""
+	deny := func(*Candidate) error { return errors.New("namespace not allowed") }
+	denyOnBadAnnotation := func(c *Candidate) error {
+		_, err := PodBound(c.Pod, annotations.MaxDepth, 5)
+		return err
+	}
+	cases := []struct {
+		name  string
+		pod   *api.PodSandbox
+		ctr   *api.Container
+		host  Host
+		check Check
+		want  refusal.Cause
+	}{
+		{"admission", pod(annotated), ctr(), host(safe, nil), deny, refusal.Policy},
+		{"admission reading a bad annotation", pod(map[string]string{w: "true", annotations.MaxDepth.Name: "deep"}), ctr(), host(safe, nil), denyOnBadAnnotation, refusal.Policy},
+		{"cgroup mode annotation", pod(map[string]string{w: "yes"}), ctr(), host(safe, nil), nil, refusal.BadAnnotation},
+		{"bounds annotation", pod(map[string]string{w: "true", annotations.MaxDepth.Name: "deep"}), ctr(), host(safe, nil), nil, refusal.BadAnnotation},
+		{"cgroup v1", pod(annotated), ctr(), host(v1, nil), nil, refusal.CgroupV1},
+		{"nothing mounted", pod(annotated), ctr(), host(hostcheck.Status{CgroupRoot: "/sys/fs/cgroup"}, nil), nil, refusal.CgroupV1},
+		{"no nsdelegate", pod(annotated), ctr(), host(noNsdel, nil), nil, refusal.NoNsdelegate},
+		{"shared cgroup namespace", pod(annotated), ctr(sharedCgroupNS), host(safe, nil), nil, refusal.NoCgroupNS},
+		{"host cgroup bind", pod(annotated), ctr(hostCgroupBind), host(safe, nil), nil, refusal.NoCgroupNS},
+		{"unknown pod cgroup", noParent, ctr(), host(safe, nil), nil, refusal.PodBounds},
+		{"mount table unreadable", pod(annotated), ctr(), host(hostcheck.Status{}, errors.New("open: denied")), nil, refusal.Other},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var extra []Check
+			if tc.check != nil {
+				extra = append(extra, tc.check)
+			}
+			_, err := New(config.Default(), extra...).Decide(Input{Pod: tc.pod, Ctr: tc.ctr, Host: tc.host})
+			if err == nil {
+				t.Fatal("not refused")
+			}
+			if got := refusal.CauseOf(err); got != tc.want {
+				t.Fatalf("CauseOf(%v) = %q, want %q", err, got, tc.want)
+			}
+		})
+	}
+	if got := refusal.CauseOf(BoundsError("/sys/fs/cgroup/pod", parent, cgroupfs.ErrNotFound)); got != refusal.PodBounds {
+		t.Fatalf("BoundsError cause %q, want %q", got, refusal.PodBounds)
 	}
 }

@@ -1,4 +1,4 @@
-package prom
+package metrics
 
 // Metric names.
 const (

@@ -1,4 +1,4 @@
-package prom
+package metrics
 
 import (
 	"net/http"
@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/cgdelegate/cgdelegate/internal/metrics"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 
@@ -34,8 +33,6 @@ type Recorder struct {
 	events       *events
 	sent, failed prometheus.Counter
 }
-
-var _ metrics.Recorder = (*Recorder)(nil)
 
 // New builds a Recorder and registers every metric, with the Go and
 // process collectors, in a new registry.
@@ -77,7 +74,7 @@ func (r *Recorder) Handler() http.Handler {
 	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{Registry: r.reg})
 }
 
-// Container implements metrics.Recorder. A refusal is also counted by
+// Container implements nri.Metrics. A refusal is also counted by
 // cause (Cause).
 func (r *Recorder) Container(outcome string, err error) {
 	if err != nil {
@@ -88,11 +85,11 @@ func (r *Recorder) Container(outcome string, err error) {
 	r.containers.count(outcome)
 }
 
-// Outcomes implements metrics.Recorder: the counts behind
+// Outcomes implements nri.Metrics: the counts behind
 // cgdelegate_containers_total, by writable.Outcome (OutcomeNames).
-func (r *Recorder) Outcomes() *metrics.Outcomes { return &r.containers.outcomes }
+func (r *Recorder) Outcomes() *Outcomes { return &r.containers.outcomes }
 
-// Event implements metrics.Recorder. A CreateContainer request also
+// Event implements EventRecorder. A CreateContainer request also
 // counts towards the derived unchanged count (containers.unchanged), before
 // it enters the histogram.
 func (r *Recorder) Event(name string, d time.Duration, failed bool) {
@@ -102,7 +99,7 @@ func (r *Recorder) Event(name string, d time.Duration, failed bool) {
 	r.events.get(name).observe(d)
 }
 
-// Updates implements metrics.Recorder.
+// Updates implements nri.Metrics.
 func (r *Recorder) Updates(sent, failed int) {
 	r.sent.Add(float64(sent))
 	r.failed.Add(float64(failed))

@@ -1,4 +1,4 @@
-package nritimer
+package metrics
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/ttrpc"
-
-	"github.com/cgdelegate/cgdelegate/internal/metrics"
 )
 
 func TestEventName(t *testing.T) {
@@ -46,8 +44,8 @@ func (*recorder) Container(string, error) {}
 func (r *recorder) Event(name string, d time.Duration, failed bool) {
 	r.events = append(r.events, event{name, d, failed})
 }
-func (*recorder) Updates(int, int)            {}
-func (*recorder) Outcomes() *metrics.Outcomes { return nil }
+func (*recorder) Updates(int, int)    {}
+func (*recorder) Outcomes() *Outcomes { return nil }
 
 // The interceptor times the method, names the event from the decoded
 // request, and passes the answer and the error through unchanged.

@@ -1,4 +1,4 @@
-package prom
+package metrics
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 
-const dashboard = "../../../contrib/grafana/cgdelegate.json"
+const dashboard = "../../contrib/grafana/cgdelegate.json"
 
 // metricName finds the metric names in a PromQL expression: ours, and the
 // Go and process collectors'.

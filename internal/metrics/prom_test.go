@@ -1,4 +1,4 @@
-package prom
+package metrics
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
-	"github.com/cgdelegate/cgdelegate/internal/metrics"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
@@ -34,8 +34,8 @@ func TestContainers(t *testing.T) {
 		{"readonly", "readonly", nil, "readonly", ""},
 		{"guarded", "guarded", nil, "guarded", ""},
 		{"privileged", "privileged", nil, "privileged", ""},
-		{"refused", "refused", hostcheck.ErrNoNsdelegate, "refused", CauseNoNsdelegate},
-		{"refused, unknown cause", "refused", errors.New("boom"), "refused", CauseOther},
+		{"refused", "refused", refusal.New(refusal.NoNsdelegate, hostcheck.ErrNoNsdelegate), "refused", "no_nsdelegate"},
+		{"refused, unknown cause", "refused", errors.New("boom"), "refused", "other"},
 		{"an outcome added later", "delegated", nil, "delegated", ""},
 	}
 	for _, tc := range cases {
@@ -128,8 +128,8 @@ func TestResultAndEventIndexes(t *testing.T) {
 			t.Errorf("outcomeIndex(%q) = %d, want %d", name, outcomeIndex(name), i)
 		}
 	}
-	if len(OutcomeNames) != int(writable.Guarded)+1 || len(OutcomeNames) > metrics.MaxOutcomes {
-		t.Errorf("%d OutcomeNames; writable.Guarded, the last outcome, is %d; Outcomes counts %d", len(OutcomeNames), writable.Guarded, metrics.MaxOutcomes)
+	if len(OutcomeNames) != int(writable.Guarded)+1 || len(OutcomeNames) > MaxOutcomes {
+		t.Errorf("%d OutcomeNames; writable.Guarded, the last outcome, is %d; Outcomes counts %d", len(OutcomeNames), writable.Guarded, MaxOutcomes)
 	}
 	if want := append(slices.Clone(OutcomeNames), "refused"); !sameSet(want, Results) {
 		t.Errorf("Results %q, want %q", Results, want)

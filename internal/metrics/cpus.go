@@ -1,4 +1,4 @@
-package prom
+package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

@@ -1,8 +1,8 @@
-// Package nritimer times NRI requests where they enter the plugin: a ttrpc
-// server interceptor on the plugin's stub records, for every request the
+// The event timer: NRI requests timed where they enter the plugin, by a
+// ttrpc server interceptor on the plugin's stub, for every request the
 // runtime sends (CreateContainer, StateChange events such as
-// RunPodSandbox, Synchronize, ...), how long the plugin took to answer it,
-// with metrics.Recorder.Event.
+// RunPodSandbox, Synchronize, ...): how long the plugin took to answer it,
+// given to EventRecorder.Event.
 //
 // Use StubOption when building the stub of a plugin that records metrics
 // (cmd/cgdelegate, the in-process tests). The clock is read twice per request
@@ -10,7 +10,8 @@
 // microseconds (socket, framing, protobuf); cgdelegate's own handlers
 // read no clock, so recording costs them only their counters. Do not use
 // it for anything but timing: it never changes a request or its answer.
-package nritimer
+
+package metrics
 
 import (
 	"context"
@@ -20,12 +21,17 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/containerd/ttrpc"
-
-	"github.com/cgdelegate/cgdelegate/internal/metrics"
 )
 
+// EventRecorder is told how long each NRI request took (its NRI event name,
+// e.g. "CreateContainer") and whether the answer was an error (a refused
+// container, or a request that could not be decoded). Recorder is one.
+type EventRecorder interface {
+	Event(name string, d time.Duration, failed bool)
+}
+
 // StubOption installs Interceptor(r) on the stub's ttrpc server.
-func StubOption(r metrics.Recorder) stub.Option {
+func StubOption(r EventRecorder) stub.Option {
 	return stub.WithTTRPCOptions(nil, []ttrpc.ServerOpt{ttrpc.WithChainUnaryServerInterceptor(Interceptor(r))})
 }
 
@@ -36,7 +42,7 @@ func StubOption(r metrics.Recorder) stub.Option {
 // encoding of the answer or the socket. A request answered with an error
 // (a refused container, or one that could not be decoded) is recorded as
 // failed.
-func Interceptor(r metrics.Recorder) ttrpc.UnaryServerInterceptor {
+func Interceptor(r EventRecorder) ttrpc.UnaryServerInterceptor {
 	return func(ctx context.Context, unmarshal ttrpc.Unmarshaler, info *ttrpc.UnaryServerInfo, m ttrpc.Method) (any, error) {
 		start := time.Now()
 		method := path.Base(info.FullMethod)

@@ -1,29 +1,27 @@
-package prom
+package metrics
 
 import (
 	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/cgdelegate/cgdelegate/internal/metrics"
 )
 
 // OutcomeNames are the result labels of the decisions the plugin counts in
-// metrics.Outcomes, by index: the writable.Outcome values in order (a test
+// Outcomes, by index: the writable.Outcome values in order (a test
 // holds them to writable.Outcome.String).
 var OutcomeNames = []string{"unchanged", "privileged", "readonly", "writable", "guarded"}
 
 // containers is cgdelegate_containers_total: plain atomic counts, so the
-// plugin's one atomic add (metrics.Outcomes.Inc) is the whole cost of
+// plugin's one atomic add (Outcomes.Inc) is the whole cost of
 // counting a container; the series are built at scrape time.
 //
 // The unchanged count costs the plugin nothing once the CreateContainer
-// requests are timed (nritimer's interceptor, which cmd/cgdelegate installs
+// requests are timed (the event timer, StubOption, which cmd/cgdelegate installs
 // whenever metrics are on): it is derived, see unchanged.
 type containers struct {
 	desc     *prometheus.Desc
-	outcomes metrics.Outcomes
+	outcomes Outcomes
 	refused  atomic.Uint64
 	// create is the CreateContainer duration histogram: its count is every
 	// CreateContainer request answered; failed those answered with an
