@@ -23,9 +23,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/cgdelegate/cgdelegate/internal/atomicfile"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hook"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
 	"github.com/cgdelegate/cgdelegate/internal/version"
 )
@@ -119,7 +119,7 @@ func install(src, dst string) error {
 	if err != nil {
 		return fmt.Errorf("install: %w", err)
 	}
-	if err := atomicfile.Write(dst, data, 0o755); err != nil {
+	if err := host.WriteFileAtomic(dst, data, 0o755); err != nil {
 		return fmt.Errorf("install %s: %w", dst, err)
 	}
 	return nil

@@ -15,7 +15,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
-	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/version"
@@ -42,7 +42,7 @@ func statusHostAt(t *testing.T, nsdelegate bool, publish bool, pid int, updated 
 		t.Fatal(err)
 	}
 	if publish {
-		r := status.Evaluate(config.Default(), hostcheck.Status{Mounted: true, Version: 2, NsDelegate: true, FSType: "cgroup2"}, nil)
+		r := status.Evaluate(config.Default(), host.Status{Mounted: true, Version: 2, NsDelegate: true, FSType: "cgroup2"}, nil)
 		r.Runtime = &status.Runtime{Name: "containerd", Version: "v2.4.2"}
 		r.PluginPID = pid
 		r.UpdatedAt = updated

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/cgdelegate/cgdelegate/internal/advert"
-	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )
@@ -42,7 +42,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		logging.ErrorLine(stderr, "cgdelegate status", err)
 		return 2
 	}
-	checker := hostcheck.NewChecker(cfg.MountinfoPath, cfg.CgroupRoot)
+	checker := host.NewChecker(cfg.MountinfoPath, cfg.CgroupRoot)
 	defer checker.Close()
 	st, readErr := checker.Check()
 	pub, pubErr := status.ReadPublished(cfg.StatusFilePath())

@@ -19,7 +19,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/cgdelegate/cgdelegate/internal/atomicfile"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/ociimage"
 )
 
@@ -63,7 +63,7 @@ func write(path string, s ociimage.Release) error {
 	if err := ociimage.WriteLayout(&buf, img); err != nil {
 		return err
 	}
-	if err := atomicfile.Write(path, buf.Bytes(), 0o644); err != nil {
+	if err := host.WriteFileAtomic(path, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("image %s: %w", img.Name, err)
 	}
 	return nil

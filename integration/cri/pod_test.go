@@ -5,7 +5,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 )
 
 func TestPodCgroupParent(t *testing.T) {
@@ -15,7 +15,7 @@ func TestPodCgroupParent(t *testing.T) {
 		systemd bool
 		qos     string
 		want    string
-		// wantPath is where internal/cgroupfs (the plugin and the hook)
+		// wantPath is where internal/host (the plugin and the hook)
 		// finds that pod cgroup below the cgroup root.
 		wantPath string
 	}{
@@ -36,12 +36,12 @@ func TestPodCgroupParent(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("PodCgroupParent = %q, want %q", got, tc.want)
 			}
-			p, err := cgroupfs.PodPath(got)
+			p, err := host.PodPath(got)
 			if err != nil {
-				t.Fatalf("cgroupfs.PodPath(%q): %v", got, err)
+				t.Fatalf("host.PodPath(%q): %v", got, err)
 			}
 			if p != tc.wantPath {
-				t.Errorf("cgroupfs.PodPath(%q) = %q, want %q", got, p, tc.wantPath)
+				t.Errorf("host.PodPath(%q) = %q, want %q", got, p, tc.wantPath)
 			}
 		})
 	}

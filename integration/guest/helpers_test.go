@@ -17,7 +17,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/integration/cri"
 	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
 	"github.com/cgdelegate/cgdelegate/integration/variant"
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 )
 
 // The opt-in annotation (pod scope, bare key).
@@ -115,7 +115,7 @@ func cgroupMount(ctx context.Context, t *testing.T, c *cri.Container) (inspect.M
 // podCgroup is the host path of the pod's cgroup, found from its cgroup
 // parent as cgdelegate finds it (a systemd slice name is expanded).
 func (e *guestEnv) podCgroup(pod *cri.Pod) string {
-	rel, err := cgroupfs.PodPath(pod.Spec.CgroupParent)
+	rel, err := host.PodPath(pod.Spec.CgroupParent)
 	if err != nil {
 		// The suite made the parent; a bad one is a bug of the suite.
 		panic(fmt.Sprintf("pod %s: %v", pod.Spec.Name, err))

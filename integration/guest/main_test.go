@@ -17,7 +17,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/integration/cri"
 	"github.com/cgdelegate/cgdelegate/integration/variant"
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 )
 
 // paths are the guest file locations the suite uses.
@@ -206,7 +206,7 @@ const cfsBandwidthHold = "cgd-cfs-bandwidth-hold"
 // that stays, the key is switched once, here, before any container runs.
 // The quota (ten CPUs) never throttles: no task is in the cgroup.
 func holdCFSBandwidth(root string) error {
-	cg := cgroupfs.New(root, "/sys")
+	cg := host.NewFS(root, "/sys")
 	if err := cg.Write("", "cgroup.subtree_control", "+cpu"); err != nil {
 		return err
 	}

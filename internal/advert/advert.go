@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 
@@ -31,7 +31,7 @@ type Source interface {
 	// Config is the config in force.
 	Config() config.Config
 	// HostStatus is the mount-table verdict now.
-	HostStatus() (hostcheck.Status, error)
+	HostStatus() (host.Status, error)
 	// Runtime is the runtime seen in Configure; nil before it.
 	Runtime() *status.Runtime
 	// Pinning is the CPU pinning state; nil when pinning is off.
@@ -129,5 +129,5 @@ func (a *Advertiser) files(cfg config.Config) (*featureFile, *status.Publisher) 
 // Watch refreshes on every mount table change and at least every interval,
 // until ctx is done.
 func (a *Advertiser) Watch(ctx context.Context, interval time.Duration) error {
-	return hostcheck.Watch(ctx, a.src.Config().MountinfoPath, interval, a.Refresh)
+	return host.WatchMountinfo(ctx, a.src.Config().MountinfoPath, interval, a.Refresh)
 }

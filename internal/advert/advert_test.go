@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 
@@ -19,7 +19,7 @@ import (
 type source struct {
 	mu      sync.Mutex
 	cfg     config.Config
-	st      hostcheck.Status
+	st      host.Status
 	err     error
 	runtime *status.Runtime
 	pinning *status.Pinning
@@ -31,7 +31,7 @@ func (s *source) Config() config.Config {
 	return s.cfg
 }
 
-func (s *source) HostStatus() (hostcheck.Status, error) {
+func (s *source) HostStatus() (host.Status, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st, s.err
@@ -39,7 +39,7 @@ func (s *source) HostStatus() (hostcheck.Status, error) {
 func (s *source) Runtime() *status.Runtime { return s.runtime }
 func (s *source) Pinning() *status.Pinning { return s.pinning }
 
-var safe = hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}
+var safe = host.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}
 
 func newSource(t *testing.T) *source {
 	dir := t.TempDir()

@@ -11,7 +11,7 @@ import (
 	"os"
 	"sync"
 
-	"github.com/cgdelegate/cgdelegate/internal/atomicfile"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 )
 
 // FeatureLabel is the NFD feature label.
@@ -48,7 +48,7 @@ func (f *featureFile) Set(supported bool) (bool, error) {
 	if f.known && f.last == supported {
 		return false, nil
 	}
-	if err := atomicfile.Write(f.path, []byte(FeatureContent(supported)), 0o644); err != nil {
+	if err := host.WriteFileAtomic(f.path, []byte(FeatureContent(supported)), 0o644); err != nil {
 		return false, fmt.Errorf("update feature file: %w", err)
 	}
 	f.known, f.last = true, supported

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 )
 
 // Path returns the absolute path of rel below the cgroup root.
@@ -24,20 +24,20 @@ func (h *Host) AddPodCgroup(parent string) error {
 // SetPodBounds writes the cgroup.max.descendants and cgroup.max.depth of
 // the pod cgroup for a cgroup parent, creating it if needed.
 func (h *Host) SetPodBounds(parent, descendants, depth string) error {
-	rel, err := cgroupfs.PodPath(parent)
+	rel, err := host.PodPath(parent)
 	if err != nil {
 		return err
 	}
-	if err := h.WriteFile(h.Path(rel+"/"+cgroupfs.FileMaxDescendants), descendants+"\n"); err != nil {
+	if err := h.WriteFile(h.Path(rel+"/"+host.FileMaxDescendants), descendants+"\n"); err != nil {
 		return err
 	}
-	return h.WriteFile(h.Path(rel+"/"+cgroupfs.FileMaxDepth), depth+"\n")
+	return h.WriteFile(h.Path(rel+"/"+host.FileMaxDepth), depth+"\n")
 }
 
 // ReadPodFile reads a file of the pod cgroup for a cgroup parent, without
 // surrounding white space.
 func (h *Host) ReadPodFile(parent, file string) (string, error) {
-	rel, err := cgroupfs.PodPath(parent)
+	rel, err := host.PodPath(parent)
 	if err != nil {
 		return "", err
 	}

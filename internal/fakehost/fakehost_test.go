@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
-	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 )
 
 // Each mount table gets the verdict its name promises, also when the host
@@ -19,9 +19,9 @@ func TestMountTables(t *testing.T) {
 		want  error
 	}{
 		{"nsdelegate", fakehost.Nsdelegate, nil},
-		{"no nsdelegate", fakehost.NoNsdelegate, hostcheck.ErrNoNsdelegate},
-		{"cgroup v1", fakehost.CgroupV1, hostcheck.ErrCgroupV1},
-		{"nothing mounted", fakehost.NoCgroupMount, hostcheck.ErrNoCgroupMount},
+		{"no nsdelegate", fakehost.NoNsdelegate, host.ErrNoNsdelegate},
+		{"cgroup v1", fakehost.CgroupV1, host.ErrCgroupV1},
+		{"nothing mounted", fakehost.NoCgroupMount, host.ErrNoCgroupMount},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -38,7 +38,7 @@ func TestMountTables(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			st, err := hostcheck.Parse(f, h.CgroupRoot)
+			st, err := host.ParseMountinfo(f, h.CgroupRoot)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,8 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
-	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/refusal"
 )
 
@@ -22,7 +21,7 @@ func checkNsdelegate(r *run) error {
 		return fmt.Errorf("read host mount table: %w; point --mountinfo at the host's /proc/1/mountinfo", err)
 	}
 	defer f.Close()
-	st, err := hostcheck.Parse(f, r.opts.CgroupRoot)
+	st, err := host.ParseMountinfo(f, r.opts.CgroupRoot)
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.opts.MountinfoPath, err)
 	}
@@ -66,7 +65,7 @@ func checkBounds(r *run) error {
 	r.cgroup = cg
 	pod := path.Dir(cg)
 	if r.opts.PodCgroup != "" {
-		if pod, err = cgroupfs.PodPath(r.opts.PodCgroup); err != nil {
+		if pod, err = host.PodPath(r.opts.PodCgroup); err != nil {
 			return fmt.Errorf("--pod-cgroup: %w", err)
 		}
 	}
@@ -96,7 +95,7 @@ func containerCgroup(r *run) (string, error) {
 		return "", fmt.Errorf("container %q cgroup: %w", r.state.ID, err)
 	}
 	defer f.Close()
-	cg, err := cgroupfs.ParseProcCgroup(f)
+	cg, err := host.ParseProcCgroup(f)
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: %w; the host must use cgroup v2", ErrContainerCgroup, file, err)
 	}

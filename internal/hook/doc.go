@@ -7,13 +7,13 @@
 // (CRI-O, podman) can use contrib/hooks.d/cgdelegate-hook.json instead. Run
 // reads the OCI state from stdin and, in this order:
 //
-//  1. checks that the host cgroup2 mount has nsdelegate (internal/hostcheck);
+//  1. checks that the host cgroup2 mount has nsdelegate (internal/host);
 //  2. checks that the container init has a cgroup namespace of its own;
 //  3. finds the container's cgroup and checks that its pod cgroup carries
 //     cgroup.max.descendants and cgroup.max.depth no looser than the limits;
 //  4. for a user-namespaced container, hands the container cgroup to the
 //     host UID/GID its process user (root, usually) maps to
-//     (internal/cgroupfs Delegate), because runc's cgroupfs driver does
+//     (internal/host FS.Delegate), because runc's cgroupfs driver does
 //     not. runc's systemd driver chowns the same directory and files to
 //     the same UID before the hook runs (only when the spec has a cgroup
 //     namespace and a read-write /sys/fs/cgroup, as cgdelegate makes it),
@@ -37,7 +37,7 @@
 //
 // It is not the admission decision: the plugin refuses unsafe containers at
 // CreateContainer with the same checks, and this hook only re-verifies at
-// start. It never writes bounds (the plugin does, through internal/cgroupfs)
+// start. It never writes bounds (the plugin does, through internal/host)
 // and never changes mounts or namespaces (internal/spec). It must not be injected
 // in a container-namespace stage.
 package hook

@@ -4,7 +4,7 @@ import "errors"
 
 // Sentinel errors. Run wraps them with what was found and how to fix it;
 // match them with errors.Is. Host and bound failures wrap the sentinels of
-// internal/hostcheck and internal/cgroupfs instead.
+// internal/host instead.
 var (
 	// ErrBadState means the OCI state on stdin is not usable.
 	ErrBadState = errors.New("invalid OCI state on stdin")

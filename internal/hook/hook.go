@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -15,7 +15,7 @@ import (
 type run struct {
 	opts  Options
 	state specs.State
-	fs    *cgroupfs.FS
+	fs    *host.FS
 	// pidDir is <proc>/<pid> of the container init.
 	pidDir string
 	// cgroup is the container's cgroup relative to the cgroup root, set by
@@ -49,7 +49,7 @@ func Run(ctx context.Context, opts Options, stdin io.Reader) error {
 	r := &run{
 		opts:   opts,
 		state:  st,
-		fs:     cgroupfs.New(opts.CgroupRoot, opts.SysfsRoot),
+		fs:     host.NewFS(opts.CgroupRoot, opts.SysfsRoot),
 		pidDir: filepath.Join(opts.ProcRoot, strconv.Itoa(st.Pid)),
 	}
 	for _, c := range checks {

@@ -11,10 +11,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 	"github.com/cgdelegate/cgdelegate/internal/hook"
-	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/opencontainers/cgroups"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -49,19 +48,19 @@ func TestRun(t *testing.T) {
 			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.Remount(fakehost.NoNsdelegate)
 			},
-			wantErr: hostcheck.ErrNoNsdelegate,
+			wantErr: host.ErrNoNsdelegate,
 			wantMsg: []string{`options "rw,memory_recursiveprot"`, "remount with nsdelegate"},
 		},
 		{
 			name:    "cgroup v1",
 			setup:   func(h *fakehost.Host, _ *hook.Options, _ *string) error { return h.Remount(fakehost.CgroupV1) },
-			wantErr: hostcheck.ErrCgroupV1,
+			wantErr: host.ErrCgroupV1,
 			wantMsg: []string{"tmpfs", "systemd.unified_cgroup_hierarchy=1"},
 		},
 		{
 			name:    "no cgroup mount",
 			setup:   func(h *fakehost.Host, _ *hook.Options, _ *string) error { return h.Remount(fakehost.NoCgroupMount) },
-			wantErr: hostcheck.ErrNoCgroupMount,
+			wantErr: host.ErrNoCgroupMount,
 		},
 		{
 			name: "mountinfo missing",
@@ -88,7 +87,7 @@ func TestRun(t *testing.T) {
 				}
 				return h.Remount(fakehost.NoNsdelegate)
 			},
-			wantErr: hostcheck.ErrNoNsdelegate,
+			wantErr: host.ErrNoNsdelegate,
 		},
 		{
 			name: "missing /proc/<pid>",
@@ -103,7 +102,7 @@ func TestRun(t *testing.T) {
 			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "4:memory:/kubepods/pod1/ctr1\n")
 			},
-			wantErr: cgroupfs.ErrNotFound,
+			wantErr: host.ErrNotFound,
 		},
 		{
 			name: "container cgroup directly below the root",
@@ -125,7 +124,7 @@ func TestRun(t *testing.T) {
 			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.SetPodBounds(fakehost.PodCgroup, "max", "max")
 			},
-			wantErr: cgroupfs.ErrBoundsMissing,
+			wantErr: host.ErrBoundsMissing,
 			wantMsg: []string{"cgroup.max.descendants=max", "want at most cgroup.max.descendants=250 cgroup.max.depth=50", "plugin"},
 		},
 		{
@@ -133,14 +132,14 @@ func TestRun(t *testing.T) {
 			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.SetPodBounds(fakehost.PodCgroup, "1000", "50")
 			},
-			wantErr: cgroupfs.ErrBoundsMissing,
+			wantErr: host.ErrBoundsMissing,
 		},
 		{
 			name: "depth too loose",
 			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return h.SetPodBounds(fakehost.PodCgroup, "250", "51")
 			},
-			wantErr: cgroupfs.ErrBoundsMissing,
+			wantErr: host.ErrBoundsMissing,
 		},
 		{
 			name: "tighter bounds are fine",
@@ -151,27 +150,27 @@ func TestRun(t *testing.T) {
 		{
 			name: "bounds looser than a lowered limit",
 			setup: func(_ *fakehost.Host, o *hook.Options, _ *string) error {
-				o.Limit = cgroupfs.Bounds{Descendants: 100, Depth: 50}
+				o.Limit = host.Bounds{Descendants: 100, Depth: 50}
 				return nil
 			},
-			wantErr: cgroupfs.ErrBoundsMissing,
+			wantErr: host.ErrBoundsMissing,
 		},
 		{
 			name: "bound files absent",
 			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return os.Remove(h.Path(fakehost.PodCgroup + "/cgroup.max.depth"))
 			},
-			wantErr: cgroupfs.ErrBoundsMissing,
+			wantErr: host.ErrBoundsMissing,
 		},
 		{
 			name: "explicit pod cgroup",
 			setup: func(_ *fakehost.Host, o *hook.Options, _ *string) error {
 				o.PodCgroup = "/kubepods/burstable"
-				o.Limit = cgroupfs.Bounds{Descendants: 250, Depth: 50}
+				o.Limit = host.Bounds{Descendants: 250, Depth: 50}
 				return nil
 			},
 			// kubepods/burstable has no bound files in the fake tree.
-			wantErr: cgroupfs.ErrBoundsMissing,
+			wantErr: host.ErrBoundsMissing,
 		},
 		{
 			name: "explicit pod cgroup not above the container",

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 )
 
 // Options say where the hook finds the host and which bounds it demands.
@@ -24,7 +24,7 @@ type Options struct {
 	SysfsRoot string
 	// Limit is the loosest pod cgroup bound accepted: the pod cgroup's
 	// cgroup.max.descendants and cgroup.max.depth must be at or below it.
-	Limit cgroupfs.Bounds
+	Limit host.Bounds
 	// PodCgroup is the pod cgroup, relative to CgroupRoot, in either
 	// driver's form ("/kubepods/burstable/pod<uid>" or
 	// "kubepods-burstable-pod<uid>.slice"). Empty means the parent of the
@@ -45,7 +45,7 @@ func OptionsFromConfig(c config.Config) Options {
 		MountinfoPath: c.MountinfoPath,
 		ProcRoot:      c.ProcRoot,
 		SysfsRoot:     c.SysfsRoot,
-		Limit:         cgroupfs.Bounds{Descendants: c.MaxDescendants, Depth: c.MaxDepth},
+		Limit:         host.Bounds{Descendants: c.MaxDescendants, Depth: c.MaxDepth},
 	}
 }
 
@@ -81,7 +81,7 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("%w: max-depth: %d must be at least 1", ErrBadOptions, o.Limit.Depth))
 	}
 	if o.PodCgroup != "" {
-		if _, err := cgroupfs.PodPath(o.PodCgroup); err != nil {
+		if _, err := host.PodPath(o.PodCgroup); err != nil {
 			errs = append(errs, fmt.Errorf("%w: pod-cgroup: %w", ErrBadOptions, err))
 		}
 	}

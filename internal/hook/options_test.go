@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -17,7 +17,7 @@ func TestDefaultOptions(t *testing.T) {
 		MountinfoPath: config.DefaultMountinfoPath,
 		ProcRoot:      config.DefaultProcRoot,
 		SysfsRoot:     config.DefaultSysfsRoot,
-		Limit:         cgroupfs.Bounds{Descendants: config.DefaultMaxDescendants, Depth: config.DefaultMaxDepth},
+		Limit:         host.Bounds{Descendants: config.DefaultMaxDescendants, Depth: config.DefaultMaxDepth},
 	}
 	if got := DefaultOptions(); got != want {
 		t.Fatalf("DefaultOptions() = %+v, want %+v", got, want)
@@ -38,7 +38,7 @@ func TestRegisterFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Options{"/c", "/m", "/p", "/s", cgroupfs.Bounds{Descendants: 10, Depth: 3}, "/kubepods/pod1"}
+	want := Options{"/c", "/m", "/p", "/s", host.Bounds{Descendants: 10, Depth: 3}, "/kubepods/pod1"}
 	if o != want {
 		t.Fatalf("flags gave %+v, want %+v", o, want)
 	}
@@ -52,8 +52,8 @@ func TestValidate(t *testing.T) {
 	}{
 		{"ok", func(*Options) {}, nil},
 		{"relative paths", func(o *Options) { o.CgroupRoot, o.SysfsRoot = "sys/fs/cgroup", "" }, []string{"cgroup-root", "sysfs"}},
-		{"zero limits", func(o *Options) { o.Limit = cgroupfs.Bounds{} }, []string{"max-descendants", "max-depth"}},
-		{"unlimited", func(o *Options) { o.Limit.Descendants = cgroupfs.Unlimited }, []string{"max-descendants"}},
+		{"zero limits", func(o *Options) { o.Limit = host.Bounds{} }, []string{"max-descendants", "max-depth"}},
+		{"unlimited", func(o *Options) { o.Limit.Descendants = host.Unlimited }, []string{"max-descendants"}},
 		{"bad pod cgroup", func(o *Options) { o.PodCgroup = "/kubepods/../../etc" }, []string{"pod-cgroup"}},
 	}
 	for _, tc := range tests {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
 	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/status"
@@ -34,7 +34,7 @@ func TestContainers(t *testing.T) {
 		{"readonly", "readonly", nil, "readonly", ""},
 		{"guarded", "guarded", nil, "guarded", ""},
 		{"privileged", "privileged", nil, "privileged", ""},
-		{"refused", "refused", refusal.New(refusal.NoNsdelegate, hostcheck.ErrNoNsdelegate), "refused", "no_nsdelegate"},
+		{"refused", "refused", refusal.New(refusal.NoNsdelegate, host.ErrNoNsdelegate), "refused", "no_nsdelegate"},
 		{"refused, unknown cause", "refused", errors.New("boom"), "refused", "other"},
 		{"an outcome added later", "delegated", nil, "delegated", ""},
 	}

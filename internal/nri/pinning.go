@@ -6,7 +6,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/podres"
 	"github.com/cgdelegate/cgdelegate/internal/policy"
@@ -112,7 +112,7 @@ func (p *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) erro
 	if pod == nil {
 		return nil
 	}
-	if rel, err := cgroupfs.PodPath(pod.GetLinux().GetCgroupParent()); err == nil {
+	if rel, err := host.PodPath(pod.GetLinux().GetCgroupParent()); err == nil {
 		p.h.Load().bounds.Forget(rel)
 	}
 	return p.StopPodSandbox(ctx, pod)

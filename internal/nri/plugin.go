@@ -20,9 +20,8 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
 	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/status"
@@ -32,31 +31,31 @@ import (
 // ErrRefused is wrapped by every error that refuses a container.
 var ErrRefused = errors.New("cgdelegate refused the container")
 
-// host is everything built from one config: replaced as a whole when the
+// setup is everything built from one config: replaced as a whole when the
 // runtime sends a new config in Configure.
-type host struct {
+type setup struct {
 	cfg     config.Config
-	checker *hostcheck.Checker
+	checker *host.Checker
 	decider *writable.Decider
-	fs      *cgroupfs.FS
-	bounds  *cgroupfs.PodBounds
+	fs      *host.FS
+	bounds  *host.PodBounds
 }
 
-// newHost builds the host for cfg. The mount-table checker of old is kept
+// newSetup builds the setup for cfg. The mount-table checker of old is kept
 // when it looks at the same table and root, so a running WatchHost goes on
 // feeding it.
-func (p *Plugin) newHost(cfg config.Config, old *host) *host {
-	fs := cgroupfs.New(cfg.CgroupRoot, cfg.SysfsRoot)
-	checker := hostcheck.NewChecker(cfg.MountinfoPath, cfg.CgroupRoot)
+func (p *Plugin) newSetup(cfg config.Config, old *setup) *setup {
+	fs := host.NewFS(cfg.CgroupRoot, cfg.SysfsRoot)
+	checker := host.NewChecker(cfg.MountinfoPath, cfg.CgroupRoot)
 	if old != nil && old.cfg.MountinfoPath == cfg.MountinfoPath && old.cfg.CgroupRoot == cfg.CgroupRoot {
 		checker = old.checker
 	}
-	return &host{
+	return &setup{
 		cfg:     cfg,
 		checker: checker,
 		decider: writable.New(cfg, p.opts.admissionFor(cfg, p.runtimeName())...),
 		fs:      fs,
-		bounds:  cgroupfs.NewPodBounds(fs),
+		bounds:  host.NewPodBounds(fs),
 	}
 }
 
@@ -71,7 +70,7 @@ type Plugin struct {
 	base config.Config
 	blob string
 
-	h atomic.Pointer[host]
+	h atomic.Pointer[setup]
 	// pin is the CPU pinning state; nil when cpuPinning is off.
 	pin  atomic.Pointer[pinning.Pinner]
 	send *pinning.Sender
@@ -91,7 +90,7 @@ func New(base config.Config, log *slog.Logger, opts ...Option) (*Plugin, error) 
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Plugin{log: log, base: base, opts: newOptions(opts)}
-	p.h.Store(p.newHost(base, nil))
+	p.h.Store(p.newSetup(base, nil))
 	p.pin.Store(pinning.New(base, log))
 	p.send = pinning.NewSender(log, p.opts.metrics, p.pin.Load)
 	return p, nil
@@ -108,11 +107,11 @@ func (p *Plugin) WaitUpdates() { p.send.Wait() }
 func (p *Plugin) Config() config.Config { return p.h.Load().cfg }
 
 // HostStatus is the mount-table verdict now.
-func (p *Plugin) HostStatus() (hostcheck.Status, error) { return p.h.Load().checker.Check() }
+func (p *Plugin) HostStatus() (host.Status, error) { return p.h.Load().checker.Check() }
 
 // WatchHost watches the host mount table in the background until ctx is
 // done, so the safety check on every CreateContainer costs no system call
-// (hostcheck.Checker.Run); it follows the checker a Configure puts in
+// (host.Checker.Run); it follows the checker a Configure puts in
 // place. Without it every CreateContainer asks the kernel.
 func (p *Plugin) WatchHost(ctx context.Context) error {
 	for {
@@ -229,7 +228,7 @@ func (p *Plugin) Reload(base config.Config) error {
 // round ended.
 func (p *Plugin) apply(cfg config.Config) config.Config {
 	old := p.h.Load()
-	h := p.newHost(cfg, old)
+	h := p.newSetup(cfg, old)
 	p.h.Store(h)
 	if h.checker != old.checker {
 		_ = old.checker.Close()
@@ -276,7 +275,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 }
 
 // ensureBounds puts the plan's bounds on the pod cgroup.
-func (p *Plugin) ensureBounds(h *host, pod *api.PodSandbox, plan *writable.Plan) error {
+func (p *Plugin) ensureBounds(h *setup, pod *api.PodSandbox, plan *writable.Plan) error {
 	got, err := h.bounds.Ensure(plan.PodCgroup, plan.Bounds)
 	if err != nil {
 		return writable.BoundsError(h.fs.Dir(plan.PodCgroup), pod.GetLinux().GetCgroupParent(), err)

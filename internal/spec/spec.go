@@ -4,7 +4,7 @@
 //
 // Use it to decide how a container's /sys/fs/cgroup looks now and to build
 // the writable replacement. Whether the host allows that is
-// internal/hostcheck's question; what the user asked for is internal/writable's (request.go).
+// internal/host's question; what the user asked for is internal/writable's (request.go).
 package spec
 
 import (

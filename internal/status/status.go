@@ -20,9 +20,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cgdelegate/cgdelegate/internal/atomicfile"
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/kubeletcpu"
 )
 
@@ -42,7 +41,7 @@ type Report struct {
 	// unsupported, one sentence each.
 	Warnings []string `json:"warnings,omitempty"`
 	// Host is what the mount table says about the cgroup root.
-	Host hostcheck.Status `json:"host"`
+	Host host.Status `json:"host"`
 	// Runtime is the runtime the plugin is attached to, if known.
 	Runtime *Runtime `json:"runtime,omitempty"`
 	// PluginPID and UpdatedAt identify the publishing plugin process.
@@ -67,7 +66,7 @@ type Pinning struct {
 // Evaluate turns a host check into a report for cfg. With CPU pinning on
 // (and allowKubeletStaticCPUManager off) a missing kubelet CPU manager state
 // file is a warning.
-func Evaluate(cfg config.Config, host hostcheck.Status, readErr error) Report {
+func Evaluate(cfg config.Config, host host.Status, readErr error) Report {
 	r := Report{Host: host, Config: cfg}
 	switch {
 	case readErr != nil:
@@ -102,7 +101,7 @@ func Publish(path string, r Report) error {
 	if path == "" {
 		return nil
 	}
-	if err := atomicfile.Write(path, r.Marshal(), 0o644); err != nil {
+	if err := host.WriteFileAtomic(path, r.Marshal(), 0o644); err != nil {
 		return fmt.Errorf("publish status: %w", err)
 	}
 	return nil

@@ -11,19 +11,19 @@ import (
 	"time"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 )
 
 var (
-	good    = hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}
-	noNsdel = hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2}
-	v1      = hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "tmpfs", Version: 1}
+	good    = host.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}
+	noNsdel = host.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2}
+	v1      = host.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "tmpfs", Version: 1}
 )
 
 func TestEvaluate(t *testing.T) {
 	tests := []struct {
 		name    string
-		host    hostcheck.Status
+		host    host.Status
 		readErr error
 		want    bool
 		problem string

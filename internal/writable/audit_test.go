@@ -102,7 +102,7 @@ func TestAudit(t *testing.T) {
 				}
 			}
 			// The same container created through cgdelegate: never told.
-			plan, err := d.Decide(Input{Pod: p, Ctr: tc.ctr, Host: host(safe, nil)})
+			plan, err := d.Decide(Input{Pod: p, Ctr: tc.ctr, Host: hostOf(safe, nil)})
 			if err != nil {
 				return // refused at create: it never ran
 			}

@@ -9,8 +9,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/spec"
 )
@@ -66,7 +66,7 @@ func podBounds(c *Candidate) error {
 	if err := errors.Join(errD, errDepth); err != nil {
 		return err
 	}
-	c.Plan.Bounds = cgroupfs.Bounds{Descendants: d, Depth: depth}
+	c.Plan.Bounds = host.Bounds{Descendants: d, Depth: depth}
 	return nil
 }
 

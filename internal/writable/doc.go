@@ -7,7 +7,7 @@
 // the container, the config and the mount-table verdict it is handed, and
 // returns a Plan; it never touches the host. Applying the plan (writing the
 // pod bounds, building the NRI adjustment) is the caller's job, with
-// internal/cgroupfs and Plan.Adjustment.
+// internal/host (FS) and Plan.Adjustment.
 //
 // The safety rules are a list of small checks run in order (see checks.go);
 // a new rule, such as an opt-in policy, is one more Check passed to New.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
@@ -59,8 +59,8 @@ func ctr(rw bool, namespaces ...*api.LinuxNamespace) *api.Container {
 	}
 }
 
-var safe = writable.HostFunc(func() (hostcheck.Status, error) {
-	return hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}, nil
+var safe = writable.HostFunc(func() (host.Status, error) {
+	return host.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}, nil
 })
 
 func TestFromConfigEmpty(t *testing.T) {

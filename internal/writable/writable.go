@@ -7,9 +7,8 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/spec"
 )
@@ -49,16 +48,16 @@ func (o Outcome) String() string {
 
 // Host gives the mount-table verdict: the parsed status, or the error
 // reading it. It is asked only when a check needs it, so a container that
-// asks for nothing costs no host check. *hostcheck.Checker is one.
+// asks for nothing costs no host check. *host.Checker is one.
 type Host interface {
-	Check() (hostcheck.Status, error)
+	Check() (host.Status, error)
 }
 
 // HostFunc adapts a function to Host.
-type HostFunc func() (hostcheck.Status, error)
+type HostFunc func() (host.Status, error)
 
 // Check implements Host.
-func (f HostFunc) Check() (hostcheck.Status, error) { return f() }
+func (f HostFunc) Check() (host.Status, error) { return f() }
 
 // Input is one container to decide on.
 type Input struct {
@@ -83,7 +82,7 @@ type Plan struct {
 	// PodCgroup is the pod cgroup relative to the cgroup root, and Bounds
 	// the bounds it must carry before the container starts.
 	PodCgroup string
-	Bounds    cgroupfs.Bounds
+	Bounds    host.Bounds
 	// Hook is the createRuntime hook to add; nil when the container
 	// already runs it (a hooks.d definition).
 	Hook *api.Hook
@@ -147,12 +146,12 @@ const (
 )
 
 // boundsEnv returns the values of EnvMaxDescendants and EnvMaxDepth.
-func boundsEnv(b cgroupfs.Bounds) [2]string {
+func boundsEnv(b host.Bounds) [2]string {
 	return [2]string{boundValue(b.Descendants), boundValue(b.Depth)}
 }
 
 func boundValue(n int) string {
-	if n == cgroupfs.Unlimited {
+	if n == host.Unlimited {
 		return "max"
 	}
 	return strconv.Itoa(n)
@@ -305,7 +304,7 @@ type podMemo struct {
 
 type podKey struct {
 	parent string
-	bounds cgroupfs.Bounds
+	bounds host.Bounds
 }
 
 type podPart struct {
@@ -349,7 +348,7 @@ func (part *podPart) adjustment(p *Plan) *api.ContainerAdjustment {
 const podMemoMax = 4096
 
 // pod returns the pod cgroup path and hook for a cgroup parent and bounds.
-func (d *Decider) pod(parent string, b cgroupfs.Bounds) (*podPart, error) {
+func (d *Decider) pod(parent string, b host.Bounds) (*podPart, error) {
 	k := podKey{parent, b}
 	if last := d.pods.last.Load(); last != nil && last.key == k {
 		return last, nil
@@ -361,7 +360,7 @@ func (d *Decider) pod(parent string, b cgroupfs.Bounds) (*podPart, error) {
 		d.pods.last.Store(part)
 		return part, nil
 	}
-	rel, err := cgroupfs.PodPath(parent)
+	rel, err := host.PodPath(parent)
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +376,7 @@ func (d *Decider) pod(parent string, b cgroupfs.Bounds) (*podPart, error) {
 }
 
 // HookArgs tell the hook what to verify at every start.
-func HookArgs(cgroupRoot, podCgroup string, b cgroupfs.Bounds) []string {
+func HookArgs(cgroupRoot, podCgroup string, b host.Bounds) []string {
 	return []string{
 		"--cgroup-root", cgroupRoot,
 		"--pod-cgroup", podCgroup,

@@ -9,17 +9,16 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
-	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/spec"
 )
 
 var (
-	safe    = hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}
-	noNsdel = hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, SuperOptions: "rw"}
-	v1      = hostcheck.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "tmpfs", Version: 1}
+	safe    = host.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}
+	noNsdel = host.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, SuperOptions: "rw"}
+	v1      = host.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "tmpfs", Version: 1}
 )
 
 const parent = "/kubepods/burstable/pod1"
@@ -63,8 +62,8 @@ func withHook(c *api.Container) {
 	c.Hooks = &api.Hooks{CreateRuntime: []*api.Hook{{Path: config.DefaultHookPath}}}
 }
 
-func host(st hostcheck.Status, err error) Host {
-	return HostFunc(func() (hostcheck.Status, error) { return st, err })
+func hostOf(st host.Status, err error) Host {
+	return HostFunc(func() (host.Status, error) { return st, err })
 }
 
 func TestDecide(t *testing.T) {
@@ -78,42 +77,42 @@ func TestDecide(t *testing.T) {
 		host    Host
 		want    Outcome
 		addNS   bool
-		bounds  cgroupfs.Bounds
+		bounds  host.Bounds
 		hook    bool
 		warning string
 		wantErr []string
 		errIs   error
 	}{
-		{name: "nothing asked", ctr: ctr(), host: host(safe, nil), want: Unchanged},
-		{name: "nothing asked, unsafe host is not looked at", ctr: ctr(), host: host(noNsdel, errors.New("must not be called")), want: Unchanged},
-		{name: "annotated writable", ann: writable, ctr: ctr(), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{Descendants: 250, Depth: 50}, hook: true},
-		{name: "writable adds a cgroup namespace", ann: writable, ctr: ctr(noCgroupNS), host: host(safe, nil), want: Writable, addNS: true, bounds: cgroupfs.Bounds{Descendants: 250, Depth: 50}, hook: true},
-		{name: "writable keeps a hooks.d hook", ann: writable, ctr: ctr(withHook), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{Descendants: 250, Depth: 50}},
+		{name: "nothing asked", ctr: ctr(), host: hostOf(safe, nil), want: Unchanged},
+		{name: "nothing asked, unsafe host is not looked at", ctr: ctr(), host: hostOf(noNsdel, errors.New("must not be called")), want: Unchanged},
+		{name: "annotated writable", ann: writable, ctr: ctr(), host: hostOf(safe, nil), want: Writable, bounds: host.Bounds{Descendants: 250, Depth: 50}, hook: true},
+		{name: "writable adds a cgroup namespace", ann: writable, ctr: ctr(noCgroupNS), host: hostOf(safe, nil), want: Writable, addNS: true, bounds: host.Bounds{Descendants: 250, Depth: 50}, hook: true},
+		{name: "writable keeps a hooks.d hook", ann: writable, ctr: ctr(withHook), host: hostOf(safe, nil), want: Writable, bounds: host.Bounds{Descendants: 250, Depth: 50}},
 		{
 			name: "annotations lower the bounds", ann: map[string]string{w: "Writable", annotations.MaxDescendants.Name: "100", annotations.MaxDepth.Name: "5"},
-			ctr: ctr(), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{Descendants: 100, Depth: 5}, hook: true,
+			ctr: ctr(), host: hostOf(safe, nil), want: Writable, bounds: host.Bounds{Descendants: 100, Depth: 5}, hook: true,
 		},
 		{
 			name: "annotations never raise the bounds", ann: map[string]string{w: "Writable", annotations.MaxDescendants.Name: "100000"},
-			ctr: ctr(), host: host(safe, nil), want: Writable, bounds: cgroupfs.Bounds{Descendants: 250, Depth: 50}, hook: true,
+			ctr: ctr(), host: hostOf(safe, nil), want: Writable, bounds: host.Bounds{Descendants: 250, Depth: 50}, hook: true,
 		},
-		{name: "annotated read-only on a runtime-writable mount", ann: map[string]string{w: "ReadOnly"}, ctr: ctr(runtimeWritable), host: host(safe, nil), want: ReadOnly},
-		{name: "annotated read-only on a read-only mount", ann: map[string]string{w: "false"}, ctr: ctr(), host: host(safe, nil), want: Unchanged},
-		{name: "privileged is left alone", ann: writable, ctr: ctr(privileged), host: host(noNsdel, nil), want: Privileged},
-		{name: "guard enforce, safe host", ctr: ctr(runtimeWritable), host: host(safe, nil), want: Guarded, bounds: cgroupfs.Bounds{Descendants: 250, Depth: 50}, hook: true},
-		{name: "guard enforce, unsafe host", ctr: ctr(runtimeWritable), host: host(noNsdel, nil), wantErr: []string{"the runtime", "nsdelegate"}, errIs: hostcheck.ErrNoNsdelegate},
-		{name: "guard warn, unsafe host", guard: config.GuardWarn, ctr: ctr(runtimeWritable), host: host(noNsdel, nil), want: Unchanged, warning: "nsdelegate"},
-		{name: "guard warn, safe host", guard: config.GuardWarn, ctr: ctr(runtimeWritable), host: host(safe, nil), want: Guarded, bounds: cgroupfs.Bounds{Descendants: 250, Depth: 50}, hook: true},
-		{name: "guard off", guard: config.GuardOff, ctr: ctr(runtimeWritable), host: host(noNsdel, nil), want: Unchanged},
-		{name: "no nsdelegate", ann: writable, ctr: ctr(), host: host(noNsdel, nil), wantErr: []string{"annotation " + w, "remount"}, errIs: hostcheck.ErrNoNsdelegate},
-		{name: "cgroup v1", ann: writable, ctr: ctr(), host: host(v1, nil), wantErr: []string{"cgroup v2"}, errIs: hostcheck.ErrCgroupV1},
-		{name: "mount table unreadable", ann: writable, ctr: ctr(), host: host(hostcheck.Status{}, errors.New("open: denied")), wantErr: []string{"host check failed", "denied"}},
-		{name: "shared cgroup namespace", ann: writable, ctr: ctr(sharedCgroupNS), host: host(safe, nil), wantErr: []string{"/proc/1/ns/cgroup"}, errIs: spec.ErrNoPrivateCgroupNS},
-		{name: "host cgroup bind", ann: writable, ctr: ctr(hostCgroupBind), host: host(safe, nil), errIs: spec.ErrHostCgroupBind},
-		{name: "bad annotation", ann: map[string]string{w: "yes"}, ctr: ctr(), host: host(safe, nil), wantErr: []string{w, `"yes"`}, errIs: ErrBadAnnotation},
+		{name: "annotated read-only on a runtime-writable mount", ann: map[string]string{w: "ReadOnly"}, ctr: ctr(runtimeWritable), host: hostOf(safe, nil), want: ReadOnly},
+		{name: "annotated read-only on a read-only mount", ann: map[string]string{w: "false"}, ctr: ctr(), host: hostOf(safe, nil), want: Unchanged},
+		{name: "privileged is left alone", ann: writable, ctr: ctr(privileged), host: hostOf(noNsdel, nil), want: Privileged},
+		{name: "guard enforce, safe host", ctr: ctr(runtimeWritable), host: hostOf(safe, nil), want: Guarded, bounds: host.Bounds{Descendants: 250, Depth: 50}, hook: true},
+		{name: "guard enforce, unsafe host", ctr: ctr(runtimeWritable), host: hostOf(noNsdel, nil), wantErr: []string{"the runtime", "nsdelegate"}, errIs: host.ErrNoNsdelegate},
+		{name: "guard warn, unsafe host", guard: config.GuardWarn, ctr: ctr(runtimeWritable), host: hostOf(noNsdel, nil), want: Unchanged, warning: "nsdelegate"},
+		{name: "guard warn, safe host", guard: config.GuardWarn, ctr: ctr(runtimeWritable), host: hostOf(safe, nil), want: Guarded, bounds: host.Bounds{Descendants: 250, Depth: 50}, hook: true},
+		{name: "guard off", guard: config.GuardOff, ctr: ctr(runtimeWritable), host: hostOf(noNsdel, nil), want: Unchanged},
+		{name: "no nsdelegate", ann: writable, ctr: ctr(), host: hostOf(noNsdel, nil), wantErr: []string{"annotation " + w, "remount"}, errIs: host.ErrNoNsdelegate},
+		{name: "cgroup v1", ann: writable, ctr: ctr(), host: hostOf(v1, nil), wantErr: []string{"cgroup v2"}, errIs: host.ErrCgroupV1},
+		{name: "mount table unreadable", ann: writable, ctr: ctr(), host: hostOf(host.Status{}, errors.New("open: denied")), wantErr: []string{"host check failed", "denied"}},
+		{name: "shared cgroup namespace", ann: writable, ctr: ctr(sharedCgroupNS), host: hostOf(safe, nil), wantErr: []string{"/proc/1/ns/cgroup"}, errIs: spec.ErrNoPrivateCgroupNS},
+		{name: "host cgroup bind", ann: writable, ctr: ctr(hostCgroupBind), host: hostOf(safe, nil), errIs: spec.ErrHostCgroupBind},
+		{name: "bad annotation", ann: map[string]string{w: "yes"}, ctr: ctr(), host: hostOf(safe, nil), wantErr: []string{w, `"yes"`}, errIs: ErrBadAnnotation},
 		{
 			name: "bad bounds annotations are all named", ann: map[string]string{w: "true", annotations.MaxDepth.Name: "deep", annotations.MaxDescendants.Name: "-1"},
-			ctr: ctr(), host: host(safe, nil), wantErr: []string{annotations.MaxDepth.Name, `"deep"`, annotations.MaxDescendants.Name, `"-1"`}, errIs: ErrBadAnnotation,
+			ctr: ctr(), host: hostOf(safe, nil), wantErr: []string{annotations.MaxDepth.Name, `"deep"`, annotations.MaxDescendants.Name, `"-1"`}, errIs: ErrBadAnnotation,
 		},
 	}
 	for _, tc := range tests {
@@ -179,7 +178,7 @@ func TestAdmissionCheck(t *testing.T) {
 			ann = nil
 		}
 		// The host would refuse too; the policy must answer first.
-		_, err := d.Decide(Input{Pod: pod(ann), Ctr: c, Host: host(noNsdel, nil)})
+		_, err := d.Decide(Input{Pod: pod(ann), Ctr: c, Host: hostOf(noNsdel, nil)})
 		if !errors.Is(err, errPolicy) || !errors.Is(err, ErrNotAdmitted) || err.Error() != errPolicy.Error() {
 			t.Fatalf("err = %v, want the policy's refusal, marked ErrNotAdmitted", err)
 		}
@@ -189,7 +188,7 @@ func TestAdmissionCheck(t *testing.T) {
 	}
 	// Containers that ask for nothing never meet the policy.
 	seen = nil
-	if _, err := d.Decide(Input{Pod: pod(nil), Ctr: ctr(), Host: host(safe, nil)}); err != nil || len(seen) != 0 {
+	if _, err := d.Decide(Input{Pod: pod(nil), Ctr: ctr(), Host: hostOf(safe, nil)}); err != nil || len(seen) != 0 {
 		t.Fatalf("plain container: err %v, policy calls %d", err, len(seen))
 	}
 }
@@ -203,7 +202,7 @@ func TestRefusalMarks(t *testing.T) {
 	cases := []struct {
 		name      string
 		pod       *api.PodSandbox
-		host      hostcheck.Status
+		host      host.Status
 		bounds    bool
 		admission bool
 	}{
@@ -212,7 +211,7 @@ func TestRefusalMarks(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(config.Default()).Decide(Input{Pod: tc.pod, Ctr: ctr(), Host: host(tc.host, nil)})
+			_, err := New(config.Default()).Decide(Input{Pod: tc.pod, Ctr: ctr(), Host: hostOf(tc.host, nil)})
 			if err == nil {
 				t.Fatal("not refused")
 			}
@@ -225,15 +224,15 @@ func TestRefusalMarks(t *testing.T) {
 			}
 		})
 	}
-	err := BoundsError("/sys/fs/cgroup/pod", parent, cgroupfs.ErrNotFound)
-	if !errors.Is(err, ErrPodBounds) || !errors.Is(err, cgroupfs.ErrNotFound) {
+	err := BoundsError("/sys/fs/cgroup/pod", parent, host.ErrNotFound)
+	if !errors.Is(err, ErrPodBounds) || !errors.Is(err, host.ErrNotFound) {
 		t.Fatalf("BoundsError = %v, want ErrPodBounds and the cause", err)
 	}
 }
 
 func TestAdjustment(t *testing.T) {
 	d := New(config.Default())
-	plan, err := d.Decide(Input{Pod: pod(map[string]string{annotations.WritableCgroups.Name: "true"}), Ctr: ctr(noCgroupNS), Host: host(safe, nil)})
+	plan, err := d.Decide(Input{Pod: pod(map[string]string{annotations.WritableCgroups.Name: "true"}), Ctr: ctr(noCgroupNS), Host: hostOf(safe, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +253,7 @@ func TestAdjustment(t *testing.T) {
 		t.Errorf("hooks %v: want cgdelegate-hook at createRuntime", h)
 	}
 
-	plan, err = d.Decide(Input{Pod: pod(map[string]string{annotations.WritableCgroups.Name: "ReadOnly"}), Ctr: ctr(runtimeWritable), Host: host(safe, nil)})
+	plan, err = d.Decide(Input{Pod: pod(map[string]string{annotations.WritableCgroups.Name: "ReadOnly"}), Ctr: ctr(runtimeWritable), Host: hostOf(safe, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +273,7 @@ func TestSharedAdjustment(t *testing.T) {
 	ann := map[string]string{annotations.WritableCgroups.Name: "true"}
 	decide := func(p *api.PodSandbox, c *api.Container) *Plan {
 		t.Helper()
-		plan, err := d.Decide(Input{Pod: p, Ctr: c, Host: host(safe, nil)})
+		plan, err := d.Decide(Input{Pod: p, Ctr: c, Host: hostOf(safe, nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,14 +309,14 @@ func TestSharedAdjustment(t *testing.T) {
 func TestPodMemoBounded(t *testing.T) {
 	d := New(config.Default())
 	for i := range podMemoMax + 10 {
-		if _, err := d.pod("/kubepods/pod"+strconv.Itoa(i), cgroupfs.Bounds{Descendants: 1, Depth: 1}); err != nil {
+		if _, err := d.pod("/kubepods/pod"+strconv.Itoa(i), host.Bounds{Descendants: 1, Depth: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if n := len(d.pods.m); n > podMemoMax {
 		t.Fatalf("memo holds %d pods, cap %d", n, podMemoMax)
 	}
-	if _, err := d.pod("/kubepods/../etc", cgroupfs.Bounds{}); err == nil {
+	if _, err := d.pod("/kubepods/../etc", host.Bounds{}); err == nil {
 		t.Fatal("a bad cgroup parent must be refused, not remembered")
 	}
 }
@@ -336,7 +335,7 @@ func TestBoundsEnv(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, err := New(config.Default()).Decide(Input{Pod: pod(tc.ann), Ctr: ctr(), Host: host(safe, nil)})
+			plan, err := New(config.Default()).Decide(Input{Pod: pod(tc.ann), Ctr: ctr(), Host: hostOf(safe, nil)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -352,7 +351,7 @@ func TestBoundsEnv(t *testing.T) {
 			}
 		})
 	}
-	if got := boundValue(cgroupfs.Unlimited); got != "max" {
+	if got := boundValue(host.Unlimited); got != "max" {
 		t.Errorf("boundValue(Unlimited) = %q, want max", got)
 	}
 }
@@ -360,7 +359,7 @@ func TestBoundsEnv(t *testing.T) {
 // Building a writable adjustment, env included, is one allocation (a spec
 // that already has a cgroup namespace needs none added).
 func TestWritableAdjustmentAllocs(t *testing.T) {
-	plan, err := New(config.Default()).Decide(Input{Pod: pod(map[string]string{annotations.WritableCgroups.Name: "true"}), Ctr: ctr(), Host: host(safe, nil)})
+	plan, err := New(config.Default()).Decide(Input{Pod: pod(map[string]string{annotations.WritableCgroups.Name: "true"}), Ctr: ctr(), Host: hostOf(safe, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,17 +389,17 @@ func TestRefusalCauses(t *testing.T) {
 		check Check
 		want  refusal.Cause
 	}{
-		{"admission", pod(annotated), ctr(), host(safe, nil), deny, refusal.Policy},
-		{"admission reading a bad annotation", pod(map[string]string{w: "true", annotations.MaxDepth.Name: "deep"}), ctr(), host(safe, nil), denyOnBadAnnotation, refusal.Policy},
-		{"cgroup mode annotation", pod(map[string]string{w: "yes"}), ctr(), host(safe, nil), nil, refusal.BadAnnotation},
-		{"bounds annotation", pod(map[string]string{w: "true", annotations.MaxDepth.Name: "deep"}), ctr(), host(safe, nil), nil, refusal.BadAnnotation},
-		{"cgroup v1", pod(annotated), ctr(), host(v1, nil), nil, refusal.CgroupV1},
-		{"nothing mounted", pod(annotated), ctr(), host(hostcheck.Status{CgroupRoot: "/sys/fs/cgroup"}, nil), nil, refusal.CgroupV1},
-		{"no nsdelegate", pod(annotated), ctr(), host(noNsdel, nil), nil, refusal.NoNsdelegate},
-		{"shared cgroup namespace", pod(annotated), ctr(sharedCgroupNS), host(safe, nil), nil, refusal.NoCgroupNS},
-		{"host cgroup bind", pod(annotated), ctr(hostCgroupBind), host(safe, nil), nil, refusal.NoCgroupNS},
-		{"unknown pod cgroup", noParent, ctr(), host(safe, nil), nil, refusal.PodBounds},
-		{"mount table unreadable", pod(annotated), ctr(), host(hostcheck.Status{}, errors.New("open: denied")), nil, refusal.Other},
+		{"admission", pod(annotated), ctr(), hostOf(safe, nil), deny, refusal.Policy},
+		{"admission reading a bad annotation", pod(map[string]string{w: "true", annotations.MaxDepth.Name: "deep"}), ctr(), hostOf(safe, nil), denyOnBadAnnotation, refusal.Policy},
+		{"cgroup mode annotation", pod(map[string]string{w: "yes"}), ctr(), hostOf(safe, nil), nil, refusal.BadAnnotation},
+		{"bounds annotation", pod(map[string]string{w: "true", annotations.MaxDepth.Name: "deep"}), ctr(), hostOf(safe, nil), nil, refusal.BadAnnotation},
+		{"cgroup v1", pod(annotated), ctr(), hostOf(v1, nil), nil, refusal.CgroupV1},
+		{"nothing mounted", pod(annotated), ctr(), hostOf(host.Status{CgroupRoot: "/sys/fs/cgroup"}, nil), nil, refusal.CgroupV1},
+		{"no nsdelegate", pod(annotated), ctr(), hostOf(noNsdel, nil), nil, refusal.NoNsdelegate},
+		{"shared cgroup namespace", pod(annotated), ctr(sharedCgroupNS), hostOf(safe, nil), nil, refusal.NoCgroupNS},
+		{"host cgroup bind", pod(annotated), ctr(hostCgroupBind), hostOf(safe, nil), nil, refusal.NoCgroupNS},
+		{"unknown pod cgroup", noParent, ctr(), hostOf(safe, nil), nil, refusal.PodBounds},
+		{"mount table unreadable", pod(annotated), ctr(), hostOf(host.Status{}, errors.New("open: denied")), nil, refusal.Other},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -417,7 +416,7 @@ func TestRefusalCauses(t *testing.T) {
 			}
 		})
 	}
-	if got := refusal.CauseOf(BoundsError("/sys/fs/cgroup/pod", parent, cgroupfs.ErrNotFound)); got != refusal.PodBounds {
+	if got := refusal.CauseOf(BoundsError("/sys/fs/cgroup/pod", parent, host.ErrNotFound)); got != refusal.PodBounds {
 		t.Fatalf("BoundsError cause %q, want %q", got, refusal.PodBounds)
 	}
 }

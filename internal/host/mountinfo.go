@@ -1,12 +1,10 @@
-// Package hostcheck decides whether the host's cgroup setup is safe for
-// writable cgroups: the configured cgroup root must be a cgroup2 (unified)
-// mount, and that mount must carry nsdelegate.
-//
-// Use Parse for a one-off check of a mount table read from any io.Reader,
-// and Checker for the repeated, cheap check done on every container
-// creation. It never writes anything. It does not look at cgroup files: that
-// is internal/cgroupfs.
-package hostcheck
+package host
+
+// The mount-table check: whether the host's cgroup setup is safe for
+// writable cgroups. The configured cgroup root must be a cgroup2 (unified)
+// mount, and that mount must carry nsdelegate. ParseMountinfo is a one-off
+// check of a table read from any io.Reader; Checker (checker.go) is the
+// repeated, cheap check done on every container creation.
 
 import (
 	"errors"
@@ -77,7 +75,7 @@ func (s Status) Err() error {
 
 // Parse reads a mountinfo table from r and reports on cgroupRoot. The last
 // mount at cgroupRoot wins, as it is the one on top of the stack.
-func Parse(r io.Reader, cgroupRoot string) (Status, error) {
+func ParseMountinfo(r io.Reader, cgroupRoot string) (Status, error) {
 	root := filepath.Clean(cgroupRoot)
 	st := Status{CgroupRoot: root}
 	mounts, err := mountinfo.GetMountsFromReader(r, func(i *mountinfo.Info) (skip, stop bool) {

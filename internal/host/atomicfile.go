@@ -1,10 +1,7 @@
-// Package atomicfile writes whole files so that readers see either the old
-// or the new content, never a torn mix: write a temp file in the same
-// directory, sync it, rename it over the target, sync the directory.
-//
-// Use it for state other programs read (the NFD feature file, the status
-// file). Not for cgroupfs: that is internal/cgroupfs.
-package atomicfile
+package host
+
+// Atomic files: readers see either the old or the new content, never a
+// torn mix (the NFD feature file, the status file; not cgroupfs, see FS).
 
 import (
 	"fmt"
@@ -13,7 +10,7 @@ import (
 )
 
 // Write replaces path with data, creating parent directories (0755).
-func Write(path string, data []byte, perm os.FileMode) (err error) {
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create directory %q: %w", dir, err)

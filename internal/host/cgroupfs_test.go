@@ -1,4 +1,4 @@
-package cgroupfs
+package host
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// Plain temp files stand in for cgroupfs.
+	// Plain temp files stand in for
 	cgroups.TestMode = true
 	os.Exit(m.Run())
 }
@@ -30,7 +30,7 @@ func fakeTree(t *testing.T, rel string, files map[string]string) *FS {
 			t.Fatal(err)
 		}
 	}
-	return New(root, filepath.Join(root, "sys"))
+	return NewFS(root, filepath.Join(root, "sys"))
 }
 
 func TestPodPath(t *testing.T) {
@@ -90,7 +90,7 @@ func TestPodPathAgainstFakeTrees(t *testing.T) {
 }
 
 func TestDirCannotEscape(t *testing.T) {
-	fs := New("/sys/fs/cgroup", "/sys")
+	fs := NewFS("/sys/fs/cgroup", "/sys")
 	if got := fs.Dir("../../etc"); got != "/sys/fs/cgroup/etc" {
 		t.Fatalf("Dir escaped the root: %q", got)
 	}
@@ -138,7 +138,7 @@ func TestApplyBounds(t *testing.T) {
 
 func TestApplyBoundsErrors(t *testing.T) {
 	t.Run("missing pod cgroup", func(t *testing.T) {
-		fs := New(t.TempDir(), "/sys")
+		fs := NewFS(t.TempDir(), "/sys")
 		_, err := fs.ApplyBounds("/kubepods/podX", Bounds{250, 50})
 		if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "podX") {
 			t.Fatalf("err = %v, want ErrNotFound naming the path", err)
@@ -172,7 +172,7 @@ func TestCheckBounds(t *testing.T) {
 	if !errors.Is(err, ErrBoundsMissing) || !strings.Contains(err.Error(), "cgroup.max.descendants=max") {
 		t.Fatalf("CheckBounds = %v, want ErrBoundsMissing showing the max", err)
 	}
-	if err := New(t.TempDir(), "/sys").CheckBounds("/nope", Bounds{250, 50}); !errors.Is(err, ErrBoundsMissing) {
+	if err := NewFS(t.TempDir(), "/sys").CheckBounds("/nope", Bounds{250, 50}); !errors.Is(err, ErrBoundsMissing) {
 		t.Fatalf("missing cgroup: %v", err)
 	}
 }
@@ -205,7 +205,7 @@ func TestDelegateFiles(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := New(t.TempDir(), sys).DelegateFiles()
+			got, err := NewFS(t.TempDir(), sys).DelegateFiles()
 			if tc.wantErr != (err != nil) {
 				t.Fatalf("err = %v", err)
 			}

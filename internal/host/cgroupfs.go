@@ -1,14 +1,11 @@
-// Package cgroupfs is the only code in cgdelegate that touches the host
-// cgroup tree. Every read, write and chown goes through FS, which joins
-// paths safely under an injected root and opens files with
-// github.com/opencontainers/cgroups (openat2 RESOLVE_BENEATH under
-// /sys/fs/cgroup, and an fstatfs check that the file is on cgroupfs
-// elsewhere).
-//
-// Use it for pod cgroup bounds, delegation chowns, cpuset reads. Do not use
-// it for mount-table checks (internal/hostcheck) or spec rewrites (internal/spec).
-// Tests point it at a temp tree and set cgroups.TestMode.
-package cgroupfs
+package host
+
+// FS is the only code in cgdelegate that touches the host cgroup tree.
+// Every read, write and chown goes through it: it joins paths safely under
+// an injected root and opens files with github.com/opencontainers/cgroups
+// (openat2 RESOLVE_BENEATH under /sys/fs/cgroup, and an fstatfs check that
+// the file is on cgroupfs elsewhere). Tests point it at a temp tree and set
+// cgroups.TestMode.
 
 import (
 	"bufio"
@@ -54,7 +51,7 @@ type FS struct {
 // New returns an FS for the cgroup tree at cgroupRoot (normally
 // /sys/fs/cgroup). sysfsRoot (normally /sys) is where the kernel lists
 // delegatable files in kernel/cgroup/delegate.
-func New(cgroupRoot, sysfsRoot string) *FS {
+func NewFS(cgroupRoot, sysfsRoot string) *FS {
 	return &FS{
 		root:         filepath.Clean(cgroupRoot),
 		delegateFile: filepath.Join(sysfsRoot, "kernel", "cgroup", "delegate"),

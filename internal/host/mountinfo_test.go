@@ -1,4 +1,4 @@
-package hostcheck
+package host
 
 import (
 	"context"
@@ -67,7 +67,7 @@ func TestParse(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st, err := Parse(strings.NewReader(tc.table), tc.root)
+			st, err := ParseMountinfo(strings.NewReader(tc.table), tc.root)
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -87,7 +87,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseMalformed(t *testing.T) {
-	_, err := Parse(strings.NewReader("this is not a mount table\n"), "/sys/fs/cgroup")
+	_, err := ParseMountinfo(strings.NewReader("this is not a mount table\n"), "/sys/fs/cgroup")
 	if err == nil {
 		t.Fatal("want an error for a malformed table")
 	}
@@ -165,7 +165,7 @@ func BenchmarkParseProcfs(b *testing.B) {
 		b.Skip(err)
 	}
 	for b.Loop() {
-		if _, err := Parse(strings.NewReader(string(data)), "/sys/fs/cgroup"); err != nil {
+		if _, err := ParseMountinfo(strings.NewReader(string(data)), "/sys/fs/cgroup"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -180,7 +180,7 @@ func TestWatchCallsPeriodically(t *testing.T) {
 	calls := make(chan struct{}, 10)
 	done := make(chan error, 1)
 	go func() {
-		done <- Watch(ctx, path, 20*time.Millisecond, func() { calls <- struct{}{} })
+		done <- WatchMountinfo(ctx, path, 20*time.Millisecond, func() { calls <- struct{}{} })
 	}()
 	for range 2 {
 		select {
@@ -206,7 +206,7 @@ func TestWatchSeesPlainFileChange(t *testing.T) {
 	calls := make(chan struct{}, 10)
 	done := make(chan error, 1)
 	go func() {
-		done <- Watch(ctx, path, time.Hour, func() { calls <- struct{}{} })
+		done <- WatchMountinfo(ctx, path, time.Hour, func() { calls <- struct{}{} })
 	}()
 	// Watch may open the table after any one write: keep rewriting it.
 	tables := []string{mountsV2Plain, mountsV2Nsdelegate}
@@ -231,10 +231,10 @@ func TestWatchSeesPlainFileChange(t *testing.T) {
 }
 
 func TestWatchErrors(t *testing.T) {
-	if err := Watch(context.Background(), "/nonexistent/mountinfo", time.Second, func() {}); !errors.Is(err, os.ErrNotExist) {
+	if err := WatchMountinfo(context.Background(), "/nonexistent/mountinfo", time.Second, func() {}); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing table: %v", err)
 	}
-	if err := Watch(context.Background(), "/proc/self/mountinfo", 0, func() {}); err == nil {
+	if err := WatchMountinfo(context.Background(), "/proc/self/mountinfo", 0, func() {}); err == nil {
 		t.Fatal("zero interval: want an error")
 	}
 }

@@ -1,4 +1,4 @@
-package hostcheck
+package host
 
 import (
 	"bytes"
@@ -141,7 +141,7 @@ func (c *Checker) read() (Status, error) {
 	if err := c.w.readAll(&c.buf); err != nil {
 		return Status{CgroupRoot: c.root}, err
 	}
-	st, err := Parse(bytes.NewReader(c.buf.Bytes()), c.root)
+	st, err := ParseMountinfo(bytes.NewReader(c.buf.Bytes()), c.root)
 	if err != nil {
 		return st, fmt.Errorf("mount table %q: %w", c.path, err)
 	}

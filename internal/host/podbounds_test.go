@@ -1,4 +1,4 @@
-package cgroupfs
+package host
 
 import (
 	"os"

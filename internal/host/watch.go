@@ -1,4 +1,4 @@
-package hostcheck
+package host
 
 import (
 	"bytes"
@@ -153,7 +153,7 @@ func (w *tableWatcher) readAll(buf *bytes.Buffer) error {
 // or modification time show), and in any case at least every interval. It
 // returns ctx.Err() when ctx is done, or an error if the table can not be
 // opened or polled.
-func Watch(ctx context.Context, mountinfoPath string, interval time.Duration, fn func()) error {
+func WatchMountinfo(ctx context.Context, mountinfoPath string, interval time.Duration, fn func()) error {
 	if interval <= 0 {
 		return fmt.Errorf("watch %q: interval %v must be positive", mountinfoPath, interval)
 	}

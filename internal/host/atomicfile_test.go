@@ -1,4 +1,4 @@
-package atomicfile
+package host
 
 import (
 	"os"
@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-func TestWrite(t *testing.T) {
+func TestWriteFileAtomic(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "a", "b", "file")
 	for _, content := range []string{"one\n", "two\n"} {
-		if err := Write(p, []byte(content), 0o644); err != nil {
+		if err := WriteFileAtomic(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(p)
@@ -28,14 +28,14 @@ func TestWrite(t *testing.T) {
 	}
 }
 
-func TestWriteFailsCleanly(t *testing.T) {
+func TestWriteFileAtomicFailsCleanly(t *testing.T) {
 	dir := t.TempDir()
 	blocker := filepath.Join(dir, "file")
 	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// A regular file where a directory is needed.
-	if err := Write(filepath.Join(blocker, "x"), []byte("x"), 0o644); err == nil {
+	if err := WriteFileAtomic(filepath.Join(blocker, "x"), []byte("x"), 0o644); err == nil {
 		t.Fatal("want an error when the parent is a file")
 	}
 	// Target is a directory: rename fails, no temp file is left.
@@ -43,7 +43,7 @@ func TestWriteFailsCleanly(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(target, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := Write(target, []byte("x"), 0o644); err == nil {
+	if err := WriteFileAtomic(target, []byte("x"), 0o644); err == nil {
 		t.Fatal("want an error when the target is a non-empty directory")
 	}
 	entries, _ := os.ReadDir(dir)
