@@ -48,7 +48,7 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 	if err != nil {
 		return nil, nil, cpuRefusal(err)
 	}
-	adj := plan.NewAdjustment() // the plan's own may be shared
+	adj := plan.Adjustment()
 	if adj == nil {
 		adj = &api.ContainerAdjustment{}
 	}

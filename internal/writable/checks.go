@@ -23,13 +23,10 @@ type Candidate struct {
 	Plan   *Plan
 	// Mounts describes the container's /sys and /sys/fs/cgroup.
 	Mounts spec.MountState
-
-	decider *Decider
-	pod     *podPart
 }
 
 // Check is one rule. It returns an error that refuses the container, naming
-// the cause and the fix. It must not keep the Candidate after it returns.
+// the cause and the fix.
 type Check func(*Candidate) error
 
 // builtin are the safety rules, in order: the host first (cgroup v2 with
@@ -73,12 +70,12 @@ func podBounds(c *Candidate) error {
 // podCgroup: the pod cgroup the bounds go on is known. The hook that
 // re-checks them at every start comes with it.
 func podCgroup(c *Candidate) error {
-	parent := c.Pod.GetLinux().GetCgroupParent()
-	part, err := c.decider.pod(parent, c.Plan.Bounds)
+	rel, err := host.PodPath(c.Pod.GetLinux().GetCgroupParent())
 	if err != nil {
 		return refusal.New(refusal.PodBounds, mark(fmt.Errorf("writable cgroups need pod bounds, but the pod cgroup is unknown: %w", err), ErrPodBounds))
 	}
-	c.Plan.PodCgroup, c.Plan.Hook, c.pod = part.rel, part.hook, part
+	c.Plan.PodCgroup = rel
+	c.Plan.Hook = spec.Hook(c.Config.HookPath, HookArgs(c.Config.CgroupRoot, rel, c.Plan.Bounds), c.Config.HookTimeout)
 	return nil
 }
 

@@ -2,8 +2,6 @@ package writable
 
 import (
 	"strconv"
-	"sync"
-	"sync/atomic"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -66,9 +64,7 @@ type Input struct {
 	Host Host
 }
 
-// Plan is the decision for one container. Its Hook and the adjustment it
-// returns are shared between the plans of one pod: treat them as
-// read-only.
+// Plan is the decision for one container.
 type Plan struct {
 	Outcome Outcome
 	// Request is what the annotations asked for.
@@ -86,9 +82,6 @@ type Plan struct {
 	// Hook is the createRuntime hook to add; nil when the container
 	// already runs it (a hooks.d definition).
 	Hook *api.Hook
-
-	// shared is the pod's read-only adjustment of this shape.
-	shared *api.ContainerAdjustment
 }
 
 // runtimeReason names the runtime as the one that asked for writable
@@ -111,19 +104,9 @@ func (p *Plan) Reason() string {
 // writable (and so needs the pod bounds in place).
 func (p *Plan) Delegates() bool { return p.Outcome == Writable || p.Outcome == Guarded }
 
-// Adjustment translates the plan into an NRI adjustment: nil when nothing
-// changes. A writable container's adjustment is shared by every container
-// of its pod with the same spec shape (NRI only marshals it): never modify
-// it; use NewAdjustment to add to it.
+// Adjustment translates the plan into a new NRI adjustment, which the
+// caller may add to: nil when nothing changes.
 func (p *Plan) Adjustment() *api.ContainerAdjustment {
-	if p.shared != nil {
-		return p.shared
-	}
-	return p.NewAdjustment()
-}
-
-// NewAdjustment is Adjustment in a new object the caller may add to.
-func (p *Plan) NewAdjustment() *api.ContainerAdjustment {
 	switch p.Outcome {
 	case ReadOnly:
 		adj := &api.ContainerAdjustment{}
@@ -131,7 +114,7 @@ func (p *Plan) NewAdjustment() *api.ContainerAdjustment {
 		adj.AddMount(p.ReadOnlyMount)
 		return adj
 	case Writable, Guarded:
-		return p.writableAdjustment(boundsEnv(p.Bounds))
+		return p.writableAdjustment()
 	}
 	return nil
 }
@@ -170,9 +153,9 @@ type writableAdj struct {
 	kv     [2]api.KeyValue
 }
 
-// writableAdjustment builds the adjustment; env are the values of
-// EnvMaxDescendants and EnvMaxDepth (boundsEnv).
-func (p *Plan) writableAdjustment(env [2]string) *api.ContainerAdjustment {
+// writableAdjustment builds a writable container's adjustment.
+func (p *Plan) writableAdjustment() *api.ContainerAdjustment {
+	env := boundsEnv(p.Bounds)
 	w := &writableAdj{}
 	w.kv = [2]api.KeyValue{{Key: EnvMaxDescendants, Value: env[0]}, {Key: EnvMaxDepth, Value: env[1]}}
 	w.env = [2]*api.KeyValue{&w.kv[0], &w.kv[1]}
@@ -207,7 +190,6 @@ type Decider struct {
 	checks []Check
 	// extra is how many of checks are admission checks (they come first).
 	extra int
-	pods  podMemo
 }
 
 // New returns a Decider for cfg. extra checks (an opt-in policy) run
@@ -253,126 +235,21 @@ func (d *Decider) Decide(in Input) (Plan, error) {
 // run runs every check in order on a copy of *plan; the first error
 // refuses the container, else the copy becomes the plan.
 func (d *Decider) run(in Input, mnt spec.MountState, plan *Plan) error {
-	c := candidates.Get().(*candidate)
-	c.Candidate = Candidate{Input: in, Config: &d.cfg, Mounts: mnt, decider: d}
-	c.plan = *plan
-	c.Plan = &c.plan
-	err := d.check(c)
-	*plan = c.plan
-	*c = candidate{}
-	candidates.Put(c)
-	return err
-}
-
-func (d *Decider) check(c *candidate) error {
+	p := *plan
+	c := &Candidate{Input: in, Config: &d.cfg, Mounts: mnt, Plan: &p}
 	for i, check := range d.checks {
-		if err := check(&c.Candidate); err != nil {
+		if err := check(c); err != nil {
 			if i < d.extra {
 				return refusal.New(refusal.Policy, mark(err, ErrNotAdmitted))
 			}
 			return err
 		}
 	}
-	if spec.HasHook(c.Ctr, d.cfg.HookPath) {
-		c.plan.Hook = nil
+	if spec.HasHook(in.Ctr, d.cfg.HookPath) {
+		p.Hook = nil
 	}
-	c.plan.shared = c.pod.adjustment(&c.plan)
+	*plan = p
 	return nil
-}
-
-// candidate is a Candidate with the plan it fills in. They are recycled:
-// every container start that asks for writable cgroups needs one, and a
-// Check must not keep the *Candidate it is given.
-type candidate struct {
-	Candidate
-	plan Plan
-}
-
-var candidates = sync.Pool{New: func() any { return new(candidate) }}
-
-// podMemo remembers what is the same for every container of a pod: its
-// cgroup path and hook, by cgroup parent and bounds. It is a cache of a
-// pure function, bounded so that it can not grow without limit.
-type podMemo struct {
-	// last is the pod asked for last: a pod's containers are created one
-	// after another, so most lookups end here without a lock.
-	last atomic.Pointer[podPart]
-
-	mu sync.Mutex
-	m  map[podKey]*podPart
-}
-
-type podKey struct {
-	parent string
-	bounds host.Bounds
-}
-
-type podPart struct {
-	key  podKey
-	rel  string
-	hook *api.Hook
-	// env is boundsEnv(key.bounds), formatted once per pod.
-	env [2]string
-	// adjs are the pod's writable adjustments, by shape (see shape), built
-	// the first time a container needs one.
-	adjs [8]atomic.Pointer[api.ContainerAdjustment]
-}
-
-// shape indexes the writable adjustments a pod's containers can need.
-func shape(p *Plan) int {
-	i := 0
-	if p.Spec.RemoveOld {
-		i |= 1
-	}
-	if p.Spec.AddCgroupNS {
-		i |= 2
-	}
-	if p.Hook != nil {
-		i |= 4
-	}
-	return i
-}
-
-// adjustment returns the pod's adjustment for the plan's shape. Two
-// containers racing to build it may both do so; one of the two is kept.
-func (part *podPart) adjustment(p *Plan) *api.ContainerAdjustment {
-	slot := &part.adjs[shape(p)]
-	if adj := slot.Load(); adj != nil {
-		return adj
-	}
-	slot.CompareAndSwap(nil, p.writableAdjustment(part.env))
-	return slot.Load()
-}
-
-// podMemoMax caps the memo; past it the memo starts over.
-const podMemoMax = 4096
-
-// pod returns the pod cgroup path and hook for a cgroup parent and bounds.
-func (d *Decider) pod(parent string, b host.Bounds) (*podPart, error) {
-	k := podKey{parent, b}
-	if last := d.pods.last.Load(); last != nil && last.key == k {
-		return last, nil
-	}
-	d.pods.mu.Lock()
-	part, ok := d.pods.m[k]
-	d.pods.mu.Unlock()
-	if ok {
-		d.pods.last.Store(part)
-		return part, nil
-	}
-	rel, err := host.PodPath(parent)
-	if err != nil {
-		return nil, err
-	}
-	part = &podPart{key: k, rel: rel, hook: spec.Hook(d.cfg.HookPath, HookArgs(d.cfg.CgroupRoot, rel, b), d.cfg.HookTimeout), env: boundsEnv(b)}
-	d.pods.mu.Lock()
-	defer d.pods.mu.Unlock()
-	if d.pods.m == nil || len(d.pods.m) >= podMemoMax {
-		d.pods.m = make(map[podKey]*podPart)
-	}
-	d.pods.m[k] = part
-	d.pods.last.Store(part)
-	return part, nil
 }
 
 // HookArgs tell the hook what to verify at every start.
