@@ -10,12 +10,13 @@ import (
 
 // listenMetrics builds the Prometheus recorder and binds addr for it; all
 // nil when addr is "" (metrics off). Binding here makes a busy or bad
-// address a start-up error.
-func listenMetrics(addr string, o metrics.Options) (*metrics.Recorder, *metrics.Server, error) {
+// address a start-up error. The node's gauges are added once the parts
+// they read exist (Recorder.ObserveNode).
+func listenMetrics(addr string) (*metrics.Recorder, *metrics.Server, error) {
 	if addr == "" {
 		return nil, nil, nil
 	}
-	rec := metrics.New(o)
+	rec := metrics.New(metrics.Options{})
 	srv, err := metrics.Listen(addr, rec.Handler())
 	if err != nil {
 		return nil, nil, err

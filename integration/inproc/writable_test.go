@@ -67,13 +67,13 @@ func setupRuntime(t *testing.T, runtime string, nsdelegate bool, mutate func(*co
 	}
 	// Wired as cmd/cgdelegate wires it: the opt-in policy follows the config,
 	// the advertisement refreshes after every Configure.
-	var adv *advert.Advertiser
-	opts = append(opts, nri.WithAdmission(writable.OptInPolicy), nri.WithConfigured(func() { adv.Refresh() }))
+	opts = append(opts, nri.WithAdmission(writable.OptInPolicy))
 	p, err := nri.New(cfg, slog.New(slog.DiscardHandler), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	adv = advert.New(p, nil)
+	adv := advert.New(p, nil)
+	p.OnConfigured(adv.Refresh)
 	rt, err := NewRuntime(runtime, "v2.4.2-inproc")
 	if err != nil {
 		t.Fatal(err)

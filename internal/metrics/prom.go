@@ -54,6 +54,15 @@ func New(o Options) *Recorder {
 	r.sent, r.failed = updates.WithLabelValues(UpdateSent), updates.WithLabelValues(UpdateFailed)
 	r.reg.MustRegister(r.containers, refusals, r.events, updates,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.ObserveNode(o)
+	return r
+}
+
+// ObserveNode registers the gauges that read the node's state at scrape
+// time from o (each only when its function is set), for a Recorder built
+// before the objects that know that state. Call it once per Recorder, with
+// New's Options left empty.
+func (r *Recorder) ObserveNode(o Options) {
 	if o.Supported != nil {
 		r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: NodeSupported,
@@ -63,7 +72,6 @@ func New(o Options) *Recorder {
 	if o.Pinning != nil {
 		r.reg.MustRegister(cpuCollector(o.Pinning))
 	}
-	return r
 }
 
 // Registry is where the metrics are registered, for serving and tests.

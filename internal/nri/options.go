@@ -10,10 +10,9 @@ import (
 type Option func(*options)
 
 type options struct {
-	metrics    Metrics
-	outcomes   *metrics.Outcomes
-	admission  []func(cfg config.Config, runtime string) writable.Check
-	configured func()
+	metrics   Metrics
+	outcomes  *metrics.Outcomes
+	admission []func(cfg config.Config, runtime string) writable.Check
 }
 
 func newOptions(opts []Option) options {
@@ -88,10 +87,4 @@ func (o *options) admissionFor(cfg config.Config, runtime string) []writable.Che
 		}
 	}
 	return checks
-}
-
-// WithConfigured calls fn after every successful Configure or Reload (the
-// node advertisement refreshes there).
-func WithConfigured(fn func()) Option {
-	return func(o *options) { o.configured = fn }
 }

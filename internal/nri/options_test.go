@@ -79,17 +79,17 @@ func TestOptions(t *testing.T) {
 				return nil
 			}
 		}),
-		WithConfigured(func() { configured++ }),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.OnConfigured(func() { configured++ })
 	ctx := context.Background()
 	if _, err := p.Configure(ctx, "", "cri-o", "1.34"); err != nil {
 		t.Fatal(err)
 	}
 	if configured != 1 {
-		t.Errorf("WithConfigured hook ran %d times, want 1", configured)
+		t.Errorf("OnConfigured hook ran %d times, want 1", configured)
 	}
 	if rt := p.Runtime(); rt == nil || rt.Name != "cri-o" {
 		t.Errorf("runtime after Configure from cri-o: %+v", rt)

@@ -76,6 +76,8 @@ type Plugin struct {
 	send *pinning.Sender
 	// runtime is what Configure said about the runtime; nil before it.
 	runtime atomic.Pointer[status.Runtime]
+	// configured is called after every successful Configure or Reload.
+	configured atomic.Pointer[func()]
 	// stopWatch ends the WatchHost round of a replaced checker.
 	stopWatch atomic.Pointer[context.CancelFunc]
 }
@@ -99,6 +101,17 @@ func New(base config.Config, log *slog.Logger, opts ...Option) (*Plugin, error) 
 // SetUpdater attaches the runtime connection (the stub) used to send
 // container updates from events that can not return them.
 func (p *Plugin) SetUpdater(u pinning.Updater) { p.send.SetUpdater(u) }
+
+// OnConfigured calls fn after every successful Configure or Reload (the
+// node advertisement refreshes there). It may be called at any time; a
+// Configure before it calls nothing.
+func (p *Plugin) OnConfigured(fn func()) { p.configured.Store(&fn) }
+
+func (p *Plugin) notifyConfigured() {
+	if fn := p.configured.Load(); fn != nil {
+		(*fn)()
+	}
+}
 
 // WaitUpdates blocks until every queued container update has been sent.
 func (p *Plugin) WaitUpdates() { p.send.Wait() }
@@ -179,9 +192,7 @@ func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (ap
 	}
 	p.mu.Unlock()
 	p.log.Info("configured", "runtime", runtime, "version", version, "blob", len(blob) > 0)
-	if p.opts.configured != nil {
-		p.opts.configured()
-	}
+	p.notifyConfigured()
 	// RemovePodSandbox lets the pod bounds memo forget the pod.
 	events := "CreateContainer,RemovePodSandbox"
 	if p.pin.Load().Active() {
@@ -217,9 +228,7 @@ func (p *Plugin) Reload(base config.Config) error {
 	withBlob := p.blob != ""
 	p.mu.Unlock()
 	p.log.Info("config reloaded", "runtimeBlobMergedOver", withBlob)
-	if p.opts.configured != nil {
-		p.opts.configured()
-	}
+	p.notifyConfigured()
 	return nil
 }
 

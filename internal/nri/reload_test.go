@@ -37,10 +37,11 @@ func TestPolicyFollowsConfig(t *testing.T) {
 	base := h.Config()
 	base.OptIn.Namespaces = []string{"team-a"}
 	var configured int
-	p, err := New(base, nil, WithAdmission(nsPolicy), WithConfigured(func() { configured++ }))
+	p, err := New(base, nil, WithAdmission(nsPolicy))
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.OnConfigured(func() { configured++ })
 	ctx := context.Background()
 	pod := testPod(t, h, map[string]string{annotations.WritableCgroups.Name: "true"}) // namespace team-a
 	create := func() error {
@@ -78,7 +79,7 @@ func TestPolicyFollowsConfig(t *testing.T) {
 		t.Fatalf("no policy left: %v", err)
 	}
 	if configured != 3 {
-		t.Errorf("WithConfigured ran %d times, want 3 (Configure, Reload, Configure)", configured)
+		t.Errorf("OnConfigured ran %d times, want 3 (Configure, Reload, Configure)", configured)
 	}
 }
 
@@ -99,10 +100,11 @@ func TestReloadRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := fakehost.New(t)
 			var configured int
-			p, err := New(h.Config(), nil, WithConfigured(func() { configured++ }))
+			p, err := New(h.Config(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
+			p.OnConfigured(func() { configured++ })
 			if _, err := p.Configure(context.Background(), tc.blob, "containerd", "v2.4.2"); err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +120,7 @@ func TestReloadRefused(t *testing.T) {
 				t.Fatalf("config changed by a refused reload: %+v", got)
 			}
 			if configured != 1 {
-				t.Errorf("WithConfigured ran %d times, want 1 (Configure only)", configured)
+				t.Errorf("OnConfigured ran %d times, want 1 (Configure only)", configured)
 			}
 			// The old config still decides.
 			pod := testPod(t, h, map[string]string{annotations.WritableCgroups.Name: "true"})

@@ -46,12 +46,12 @@ func run(ctx context.Context, out io.Writer) error {
 	if err := host.AddPodCgroup(parent); err != nil {
 		return err
 	}
-	var adv *advert.Advertiser
-	p, err := nri.New(host.Config(), slog.New(slog.DiscardHandler), nri.WithConfigured(func() { adv.Refresh() }))
+	p, err := nri.New(host.Config(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
-	adv = advert.New(p, nil)
+	adv := advert.New(p, nil)
+	p.OnConfigured(adv.Refresh)
 	rt, err := inproc.NewRuntime("containerd", "v2.4.2 (in-process NRI runtime side)")
 	if err != nil {
 		return err

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+
+	"github.com/cgdelegate/cgdelegate/internal/advert"
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/metrics"
+	"github.com/cgdelegate/cgdelegate/internal/nri"
+	"github.com/cgdelegate/cgdelegate/internal/reconnect"
+	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
+	"github.com/cgdelegate/cgdelegate/internal/version"
+	"github.com/cgdelegate/cgdelegate/internal/writable"
+)
+
+// kubeletStateEvery is how often the kubelet's CPU manager state file is
+// looked at (one stat; read only when it changed).
+const kubeletStateEvery = 5 * time.Second
+
+// daemon is everything the plugin process runs. build makes every part
+// before any of it runs, so nothing calls back into a part not yet built.
+type daemon struct {
+	log        *slog.Logger
+	configPath string
+	plugin     *nri.Plugin
+	stub       stub.Stub
+	adv        *advert.Advertiser
+	// metricsSrv serves the recorder; nil when metrics are off.
+	metricsSrv *metrics.Server
+}
+
+// startError is a part that could not be built: msg is what is logged.
+type startError struct {
+	msg string
+	err error
+}
+
+func (e *startError) Error() string { return e.msg + ": " + e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+// build makes the parts in the order they need each other: the metrics
+// recorder (bound to its address, so a busy one fails the start), the
+// plugin that records to it, the stub that serves the plugin, the node
+// advertisement that reads the plugin; then the links back, which only
+// name parts that exist: the plugin's updates go out through the stub,
+// every config the plugin takes refreshes the advertisement, and the
+// recorder reads the node's state from both at scrape time.
+func build(cfg config.Config, f flags, log *slog.Logger) (*daemon, error) {
+	rec, metricsSrv, err := listenMetrics(cfg.MetricsAddress)
+	if err != nil {
+		return nil, &startError{"cannot serve metrics", err}
+	}
+	// The opt-in policy and the runtime's validator settings are rules
+	// built from every config that comes into force.
+	opts := []nri.Option{
+		nri.WithAdmission(writable.OptInPolicy),
+		nri.WithRuntimeAdmission(validatorRule(log)),
+	}
+	stubOpts := f.stubOptions(log)
+	if rec != nil {
+		// Decisions are counted by the handlers; events are timed on the
+		// stub's ttrpc server, off the handlers' path, and the unchanged
+		// decisions are counted from the timed requests
+		// (metrics.Outcomes).
+		opts = append(opts, nri.WithMetrics(rec))
+		stubOpts = append(stubOpts, metrics.StubOption(rec))
+	}
+	d := &daemon{log: log, configPath: f.config, metricsSrv: metricsSrv}
+	fail := func(msg string, err error) (*daemon, error) {
+		if metricsSrv != nil {
+			stopMetrics(metricsSrv, log)
+		}
+		return nil, &startError{msg, err}
+	}
+	if d.plugin, err = nri.New(cfg, log, opts...); err != nil {
+		return fail("cannot create plugin", err)
+	}
+	if d.stub, err = stub.New(d.plugin, stubOpts...); err != nil {
+		return fail("cannot create NRI stub", err)
+	}
+	d.adv = advert.New(d.plugin, log)
+
+	d.plugin.SetUpdater(d.stub)
+	d.plugin.OnConfigured(d.adv.Refresh)
+	if rec != nil {
+		rec.ObserveNode(metrics.Options{
+			Supported: func() bool { return d.adv.Report().Supported },
+			Pinning:   d.plugin.Pinning,
+		})
+	}
+	return d, nil
+}
+
+// run starts the background work (config reload on hup, the mount-table
+// and kubelet state watches, the metrics server) and serves the runtime
+// until ctx is done. On return the metrics server is stopped and the node
+// advertisement withdrawn.
+func (d *daemon) run(ctx context.Context, hup <-chan os.Signal) error {
+	p, adv, log := d.plugin, d.adv, d.log
+	if d.metricsSrv != nil {
+		defer stopMetrics(d.metricsSrv, log)
+	}
+	defer func() {
+		if err := adv.Withdraw(); err != nil {
+			log.Error("cannot withdraw the node advertisement", "error", err)
+		}
+	}()
+	go reloadOnHangup(ctx, hup, d.configPath, p, log)
+	go func() {
+		if err := p.WatchHost(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("mount table watch stopped; every container start re-reads the mount table", "error", err)
+		}
+	}()
+	// The status file shows when pinning stops for the kubelet.
+	go every(ctx, kubeletStateEvery, func() {
+		if p.RecheckKubeletState() {
+			adv.Refresh()
+		}
+	})
+	go func() {
+		if err := adv.Watch(ctx, 10*time.Second); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("mount table watch stopped; the node advertisement is refreshed only on events", "error", err)
+		}
+	}()
+	if d.metricsSrv != nil {
+		go func() {
+			if err := d.metricsSrv.Serve(); err != nil {
+				log.Error("metrics server stopped", "error", err)
+			}
+		}()
+		log.Info("serving metrics", "address", d.metricsSrv.Addr().String(), "path", "/metrics")
+	}
+	cfg := p.Config()
+	log.Info("starting", "version", version.String(), "config", d.configPath, "cgroupRoot", cfg.CgroupRoot, "hook", cfg.HookPath)
+	return serve(ctx, log, d.stub.Run, os.Getenv(api.PluginSocketEnvVar) != "")
+}
+
+// serve runs the plugin's connection (run, the stub's Run) until ctx is
+// done. An external plugin reconnects when the runtime drops it (a request
+// over plugin_request_timeout, a runtime restart), and the runtime
+// configures and synchronizes it again. A plugin the runtime started on a
+// connection it passed (launched) exits instead: that connection can not
+// be dialled again, and the runtime starts a new process.
+func serve(ctx context.Context, log *slog.Logger, run func(context.Context) error, launched bool) error {
+	if !launched {
+		return reconnect.Run(ctx, log, reconnect.Default, run)
+	}
+	if err := run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// reloadOnHangup reloads the config file on every signal on hup, until ctx
+// is done.
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, path string, p *nri.Plugin, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			reload(path, p, log)
+		}
+	}
+}
+
+// reload re-reads the config file and puts it in force; an invalid one is
+// logged and the config in force stays.
+func reload(path string, p *nri.Plugin, log *slog.Logger) {
+	if path == "" {
+		log.Info("SIGHUP: no -config file to re-read; the config in force stays")
+		return
+	}
+	cfg, err := config.Load(path)
+	if err == nil {
+		err = p.Reload(cfg)
+	}
+	if err != nil {
+		log.Error("config reload failed; the config in force stays", "config", path, "error", err)
+	}
+}
+
+// every calls fn every interval until ctx is done.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+// validatorRule builds, from every config that comes into force, the rule
+// that refuses a container the runtime's NRI default validator is set to
+// refuse (validatorcfg): containerd's or CRI-O's config, by the runtime
+// seen in Configure, is read then, so a runtime restarted with new
+// settings is seen at its Configure. A config that can not be read is
+// logged and sets no rule.
+func validatorRule(log *slog.Logger) func(config.Config, string) writable.Check {
+	return func(cfg config.Config, runtime string) writable.Check {
+		kind := validatorcfg.RuntimeOf(runtime)
+		check, err := validatorcfg.FromConfig(cfg, kind)
+		if err != nil {
+			log.Warn("the runtime's NRI validator settings are not known; a refusal by its reject settings will not name them",
+				"runtime", kind, "error", err)
+		}
+		return check
+	}
+}
