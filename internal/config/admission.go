@@ -23,14 +23,14 @@ var ErrNotAllowed = errors.New("writable cgroups not allowed by the node's opt-i
 // have writable cgroups: nil, or an error naming the first rule that fails
 // and the value. The rules apply in the order the config lists them; the
 // patterns are those Validate accepted.
-func (p OptIn) Allows(pod *api.PodSandbox, ctr *api.Container) error {
-	if ns := pod.GetNamespace(); len(p.Namespaces) > 0 && !matchAny(p.Namespaces, ns) {
-		return fmt.Errorf("namespace %q is not in optIn.namespaces %s", ns, list(p.Namespaces))
+func (o OptIn) Allows(pod *api.PodSandbox, ctr *api.Container) error {
+	if ns := pod.GetNamespace(); len(o.Namespaces) > 0 && !matchAny(o.Namespaces, ns) {
+		return fmt.Errorf("namespace %q is not in optIn.namespaces %s", ns, list(o.Namespaces))
 	}
-	if h := pod.GetRuntimeHandler(); len(p.RuntimeHandlers) > 0 && !matchAny(p.RuntimeHandlers, h) {
-		return fmt.Errorf("runtime handler %q is not in optIn.runtimeHandlers %s", h, list(p.RuntimeHandlers))
+	if h := pod.GetRuntimeHandler(); len(o.RuntimeHandlers) > 0 && !matchAny(o.RuntimeHandlers, h) {
+		return fmt.Errorf("runtime handler %q is not in optIn.runtimeHandlers %s", h, list(o.RuntimeHandlers))
 	}
-	if p.RequireUserNamespace && !InUserNamespace(pod, ctr) {
+	if o.RequireUserNamespace && !InUserNamespace(pod, ctr) {
 		return errors.New("the pod is not in a user namespace (hostUsers: false) and optIn.requireUserNamespace is true")
 	}
 	return nil

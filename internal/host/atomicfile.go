@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 )
 
-// Write replaces path with data, creating parent directories (0755).
+// WriteFileAtomic replaces path with data, creating parent directories (0755).
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -48,7 +48,7 @@ type FS struct {
 	delegateFile string
 }
 
-// New returns an FS for the cgroup tree at cgroupRoot (normally
+// NewFS returns an FS for the cgroup tree at cgroupRoot (normally
 // /sys/fs/cgroup). sysfsRoot (normally /sys) is where the kernel lists
 // delegatable files in kernel/cgroup/delegate.
 func NewFS(cgroupRoot, sysfsRoot string) *FS {

@@ -73,7 +73,7 @@ func (s Status) Err() error {
 	return nil
 }
 
-// Parse reads a mountinfo table from r and reports on cgroupRoot. The last
+// ParseMountinfo reads a mountinfo table from r and reports on cgroupRoot. The last
 // mount at cgroupRoot wins, as it is the one on top of the stack.
 func ParseMountinfo(r io.Reader, cgroupRoot string) (Status, error) {
 	root := filepath.Clean(cgroupRoot)

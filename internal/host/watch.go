@@ -148,7 +148,7 @@ func (w *tableWatcher) readAll(buf *bytes.Buffer) error {
 	return nil
 }
 
-// Watch calls fn whenever the mount table at mountinfoPath changes, as
+// WatchMountinfo calls fn whenever the mount table at mountinfoPath changes, as
 // procfs reports through poll(2) (or, for a plain file, as its inode, size
 // or modification time show), and in any case at least every interval. It
 // returns ctx.Err() when ctx is done, or an error if the table can not be
