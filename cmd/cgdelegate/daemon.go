@@ -15,7 +15,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/metrics"
 	"github.com/cgdelegate/cgdelegate/internal/nri"
 	"github.com/cgdelegate/cgdelegate/internal/reconnect"
-	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
 	"github.com/cgdelegate/cgdelegate/internal/version"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
@@ -203,14 +202,14 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 
 // validatorRule builds, from every config that comes into force, the rule
 // that refuses a container the runtime's NRI default validator is set to
-// refuse (validatorcfg): containerd's or CRI-O's config, by the runtime
+// refuse (writable.ValidatorRule): containerd's or CRI-O's config, by the runtime
 // seen in Configure, is read then, so a runtime restarted with new
 // settings is seen at its Configure. A config that can not be read is
 // logged and sets no rule.
 func validatorRule(log *slog.Logger) func(config.Config, string) writable.Check {
 	return func(cfg config.Config, runtime string) writable.Check {
-		kind := validatorcfg.RuntimeOf(runtime)
-		check, err := validatorcfg.FromConfig(cfg, kind)
+		kind := config.RuntimeOf(runtime)
+		check, err := writable.ValidatorRule(cfg, kind)
 		if err != nil {
 			log.Warn("the runtime's NRI validator settings are not known; a refusal by its reject settings will not name them",
 				"runtime", kind, "error", err)

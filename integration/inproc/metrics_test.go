@@ -16,7 +16,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/nri"
 	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/status"
-	"github.com/cgdelegate/cgdelegate/internal/validatorcfg"
 	decide "github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
@@ -270,7 +269,7 @@ nri_validator_reject_oci_hook_adjustment = true
 		t.Run(tc.runtime, func(t *testing.T) {
 			rec := metrics.New(metrics.Options{})
 			rule := func(cfg config.Config, runtime string) decide.Check {
-				check, err := validatorcfg.FromConfig(cfg, validatorcfg.RuntimeOf(runtime))
+				check, err := decide.ValidatorRule(cfg, config.RuntimeOf(runtime))
 				if err != nil {
 					t.Errorf("validator settings: %v", err)
 				}

@@ -1,4 +1,4 @@
-package validatorcfg
+package config
 
 import "strings"
 

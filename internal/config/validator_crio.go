@@ -1,4 +1,4 @@
-package validatorcfg
+package config
 
 import (
 	"errors"
@@ -10,9 +10,9 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// CRIOTable is where CRI-O keeps the default validator's settings
+// CRIOValidatorTable is where CRI-O keeps the default validator's settings
 // (internal/config/nri in CRI-O, DefaultValidatorConfig).
-const CRIOTable = "[crio.nri.default_validator]"
+const CRIOValidatorTable = "[crio.nri.default_validator]"
 
 // The CRI-O settings that reject cgdelegate's adjustments; CRI-O hands them
 // to the same NRI default validator as containerd's reject_* keys.
@@ -40,15 +40,15 @@ const (
 // (--nri-validator-reject-oci-hook-adjustment, ...) override every file and
 // are not seen here, nor is a reload: CRI-O applies these settings at
 // start-up only.
-func ReadCRIO(file, dir string) (Validator, error) {
-	v := Validator{Keys: CRIO}
+func ReadCRIOValidator(file, dir string) (Validator, error) {
+	v := Validator{Keys: CRIOValidatorKeys}
 	n := 0
 	read := func(path string) error {
 		if n++; n > maxFiles {
-			return fmt.Errorf("%w: more than %d files in %s", ErrRead, maxFiles, dir)
+			return fmt.Errorf("%w: more than %d files in %s", ErrValidatorRead, maxFiles, dir)
 		}
 		if err := readCRIOFile(path, &v); err != nil {
-			return fmt.Errorf("%w: %w", ErrRead, err)
+			return fmt.Errorf("%w: %w", ErrValidatorRead, err)
 		}
 		return nil
 	}
@@ -65,7 +65,7 @@ func ReadCRIO(file, dir string) (Validator, error) {
 		case errors.Is(err, fs.ErrNotExist) && path == dir:
 			return filepath.SkipDir
 		case err != nil:
-			return fmt.Errorf("%w: %w", ErrRead, err)
+			return fmt.Errorf("%w: %w", ErrValidatorRead, err)
 		case d.IsDir():
 			return nil
 		}

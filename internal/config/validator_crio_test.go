@@ -1,4 +1,4 @@
-package validatorcfg
+package config
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ func fixture(t *testing.T, path string) string {
 
 // ReadCRIO reads crio.conf, then crio.conf.d recursively in lexical order,
 // each file overriding the keys it sets, as CRI-O does.
-func TestReadCRIO(t *testing.T) {
+func TestReadCRIOValidator(t *testing.T) {
 	template := fixture(t, "testdata/crio/crio.conf")              // CRI-O's template, validator commented out
 	shipped := fixture(t, "../../contrib/crio/10-cgdelegate.conf") // the validator on, nothing rejected
 	mainRejects := template + "\n" + crioRejectHooks               // the main file sets it
@@ -149,10 +149,10 @@ func TestReadCRIO(t *testing.T) {
 			if tc.noDir {
 				dropIns = ""
 			}
-			v, err := ReadCRIO(file, dropIns)
+			v, err := ReadCRIOValidator(file, dropIns)
 			if len(tc.wantErr) > 0 {
-				if !errors.Is(err, ErrRead) {
-					t.Fatalf("ReadCRIO: %v, want ErrRead", err)
+				if !errors.Is(err, ErrValidatorRead) {
+					t.Fatalf("ReadCRIO: %v, want ErrValidatorRead", err)
 				}
 				for _, w := range tc.wantErr {
 					if !strings.Contains(err.Error(), w) {
@@ -172,7 +172,7 @@ func TestReadCRIO(t *testing.T) {
 			if key != tc.wantKey || got != want {
 				t.Errorf("Rejects(%v, %v) = %q, %q; want %q, %q (validator %+v)", tc.hook, tc.ns, key, got, tc.wantKey, want, v)
 			}
-			if v.Keys != CRIO {
+			if v.Keys != CRIOValidatorKeys {
 				t.Errorf("keys %+v, want CRI-O's", v.Keys)
 			}
 		})
@@ -180,7 +180,7 @@ func TestReadCRIO(t *testing.T) {
 }
 
 // A drop-in directory that can not be read is an error naming it.
-func TestReadCRIOUnreadable(t *testing.T) {
+func TestReadCRIOValidatorUnreadable(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Skip("root reads a directory without permissions")
 	}
@@ -190,7 +190,7 @@ func TestReadCRIOUnreadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.Chmod(locked, 0o755) })
-	if _, err := ReadCRIO("", locked); !errors.Is(err, ErrRead) || !strings.Contains(err.Error(), locked) {
-		t.Fatalf("ReadCRIO: %v, want ErrRead naming %s", err, locked)
+	if _, err := ReadCRIOValidator("", locked); !errors.Is(err, ErrValidatorRead) || !strings.Contains(err.Error(), locked) {
+		t.Fatalf("ReadCRIO: %v, want ErrValidatorRead naming %s", err, locked)
 	}
 }
