@@ -106,14 +106,15 @@ func (v *Validator) set(path string, values map[string]any) error {
 	return nil
 }
 
-// ErrValidatorRead is wrapped by every error of Read and ReadCRIO.
+// ErrValidatorRead is wrapped by every error of ReadContainerdValidator and
+// ReadCRIOValidator.
 var ErrValidatorRead = errors.New("cannot read the runtime's NRI validator settings")
 
 // maxFiles bounds the files read (an import cycle, a huge glob, a huge
 // drop-in directory).
 const maxFiles = 256
 
-// Read reads containerd's config file at path and every file it imports.
+// ReadContainerdValidator reads containerd's config file at path and every file it imports.
 // A missing main file is no error: the zero Validator (nothing rejected).
 func ReadContainerdValidator(path string) (Validator, error) {
 	v := Validator{Keys: ContainerdValidatorKeys}

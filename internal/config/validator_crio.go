@@ -23,7 +23,7 @@ const (
 	CRIORejectNamespaces = "nri_validator_reject_namespace_adjustment"
 )
 
-// ReadCRIO reads CRI-O's config as CRI-O does at start-up (crio --config
+// ReadCRIOValidator reads CRI-O's config as CRI-O does at start-up (crio --config
 // file --config-dir dir; either may be "", not read):
 //
 //  1. the main file, /etc/crio/crio.conf by default; a missing one is
@@ -36,7 +36,7 @@ const (
 // Each file is decoded over what the earlier ones set, so a key a later
 // file sets overrides it and a key it leaves out keeps its value. CRI-O
 // refuses to start on a file that is not TOML or a key of the wrong type;
-// so does ReadCRIO, naming the file. CRI-O's command-line flags
+// so does ReadCRIOValidator, naming the file. CRI-O's command-line flags
 // (--nri-validator-reject-oci-hook-adjustment, ...) override every file and
 // are not seen here, nor is a reload: CRI-O applies these settings at
 // start-up only.
@@ -77,7 +77,7 @@ func ReadCRIOValidator(file, dir string) (Validator, error) {
 	return v, nil
 }
 
-// crioFile is the part of a CRI-O config file ReadCRIO looks at.
+// crioFile is the part of a CRI-O config file ReadCRIOValidator looks at.
 type crioFile struct {
 	Crio struct {
 		NRI struct {

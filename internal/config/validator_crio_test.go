@@ -28,7 +28,7 @@ func fixture(t *testing.T, path string) string {
 	return string(data)
 }
 
-// ReadCRIO reads crio.conf, then crio.conf.d recursively in lexical order,
+// ReadCRIOValidator reads crio.conf, then crio.conf.d recursively in lexical order,
 // each file overriding the keys it sets, as CRI-O does.
 func TestReadCRIOValidator(t *testing.T) {
 	template := fixture(t, "testdata/crio/crio.conf")              // CRI-O's template, validator commented out
@@ -152,7 +152,7 @@ func TestReadCRIOValidator(t *testing.T) {
 			v, err := ReadCRIOValidator(file, dropIns)
 			if len(tc.wantErr) > 0 {
 				if !errors.Is(err, ErrValidatorRead) {
-					t.Fatalf("ReadCRIO: %v, want ErrValidatorRead", err)
+					t.Fatalf("ReadCRIOValidator: %v, want ErrValidatorRead", err)
 				}
 				for _, w := range tc.wantErr {
 					if !strings.Contains(err.Error(), w) {
@@ -191,6 +191,6 @@ func TestReadCRIOValidatorUnreadable(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = os.Chmod(locked, 0o755) })
 	if _, err := ReadCRIOValidator("", locked); !errors.Is(err, ErrValidatorRead) || !strings.Contains(err.Error(), locked) {
-		t.Fatalf("ReadCRIO: %v, want ErrValidatorRead naming %s", err, locked)
+		t.Fatalf("ReadCRIOValidator: %v, want ErrValidatorRead naming %s", err, locked)
 	}
 }

@@ -63,7 +63,7 @@ var safe = writable.HostFunc(func() (host.Status, error) {
 	return host.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}, nil
 })
 
-func TestFromConfigEmpty(t *testing.T) {
+func TestOptInPolicyEmpty(t *testing.T) {
 	if writable.OptInPolicy(config.Default()) != nil {
 		t.Fatal("the default config has no policy, want a nil check")
 	}
