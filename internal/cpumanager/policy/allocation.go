@@ -151,24 +151,53 @@ func (a *allocator) take(available cpuset.CPUSet, n int) (cpuset.CPUSet, error) 
 		return cpuset.New(), nil
 	}
 	// Step 1.
+	avail := a.online(available)
+	total := avail.count()
+	if total < n {
+		return cpuset.New(), fmt.Errorf("%w: need %d CPUs, %d available (%s)", ErrInsufficient, n, total, a.toCPUSet(avail, total))
+	}
+	if total == n && total == available.Size() {
+		// Everything goes; CPUSets are immutable, so skip rebuilding one.
+		return available, nil
+	}
+	free, wholeFree := a.freeByNode(avail)
+
+	// Step 2.
+	chosen := a.chooseNodes(free, wholeFree, n)
+
+	acc := &accumulator{a: a, avail: avail, picked: newBitset(len(a.cpuIDs)), need: n}
+	// Step 3.
+	rest := acc.takeWholeNodes(chosen, free)
+	// Step 4.
+	slices.SortStableFunc(rest, func(x, y int) int { return cmp.Compare(free[x], free[y]) })
+	// Step 5.
+	acc.takeWholeCores(rest)
+	// Step 6.
+	acc.takeThreads(rest)
+
+	if acc.need != 0 { // unreachable, see the last paragraph above
+		return cpuset.New(), fmt.Errorf("cpu allocation: internal error: %d of %d CPUs left unassigned from %s", acc.need, n, a.toCPUSet(avail, total))
+	}
+	return a.toCPUSet(acc.picked, n), nil
+}
+
+// online is step 1: the CPUs of available that are online, as dense
+// indexes.
+func (a *allocator) online(available cpuset.CPUSet) bitset {
 	avail := newBitset(len(a.cpuIDs))
 	for _, id := range available.UnsortedList() {
 		if id >= 0 && id < len(a.index) && a.index[id] >= 0 {
 			avail.set(int(a.index[id]))
 		}
 	}
-	total := avail.count()
-	if total < n {
-		return cpuset.New(), fmt.Errorf("%w: need %d CPUs, %d available (%s)", ErrInsufficient, n, total, a.toCPUSet(avail, total))
-	}
-	// free counts each node's available CPUs, wholeFree those in cores whose
-	// threads are all available.
-	if total == n && total == available.Size() {
-		// Everything goes; CPUSets are immutable, so skip rebuilding one.
-		return available, nil
-	}
-	free := make([]int, 2*len(a.nodeIDs))
-	free, wholeFree := free[:len(a.nodeIDs)], free[len(a.nodeIDs):]
+	return avail
+}
+
+// freeByNode counts each node's available CPUs (free), and those in cores
+// whose threads are all available (wholeFree).
+func (a *allocator) freeByNode(avail bitset) (free, wholeFree []int) {
+	free = make([]int, 2*len(a.nodeIDs))
+	free, wholeFree = free[:len(a.nodeIDs)], free[len(a.nodeIDs):]
 	for node, m := range a.nodeMask {
 		free[node] = m.countAnd(avail)
 		if free[node] == a.nodeSize[node] {
@@ -181,78 +210,96 @@ func (a *allocator) take(available cpuset.CPUSet, n int) (cpuset.CPUSet, error) 
 			}
 		}
 	}
+	return free, wholeFree
+}
 
-	// Step 2.
-	chosen := a.chooseNodes(free, wholeFree, n)
+// accumulator collects the CPUs of one take, steps 3 to 6: it only ever
+// adds CPUs, until need reaches 0.
+type accumulator struct {
+	a      *allocator
+	avail  bitset // the online available CPUs
+	picked bitset // the CPUs taken so far
+	need   int    // how many are still to take
+}
 
-	picked := newBitset(len(a.cpuIDs))
-	need := n
-	take := func(i int) {
-		picked.set(i)
-		need--
-	}
+func (acc *accumulator) pick(i int) {
+	acc.picked.set(i)
+	acc.need--
+}
 
-	// Step 3.
-	rest := chosen[:0:0]
+// takeWholeNodes is step 3: it takes every node of chosen that is entirely
+// free and fits in what is still needed, and returns the other nodes.
+func (acc *accumulator) takeWholeNodes(chosen, free []int) (rest []int) {
+	a := acc.a
+	rest = chosen[:0:0]
 	for _, node := range chosen {
-		if free[node] == a.nodeSize[node] && free[node] <= need {
-			avail.each(func(i int) {
+		if free[node] == a.nodeSize[node] && free[node] <= acc.need {
+			acc.avail.each(func(i int) {
 				if a.nodeMask[node].has(i) {
-					take(i)
+					acc.pick(i)
 				}
 			})
 			continue
 		}
 		rest = append(rest, node)
 	}
+	return rest
+}
 
-	// Step 4.
-	slices.SortStableFunc(rest, func(x, y int) int { return cmp.Compare(free[x], free[y]) })
-
-	// Step 5.
-	for _, node := range rest {
+// takeWholeCores is step 5: in the order of nodes, it takes whole free
+// cores that fit in what is still needed, lowest core first.
+func (acc *accumulator) takeWholeCores(nodes []int) {
+	a := acc.a
+	for _, node := range nodes {
 		for _, core := range a.nodeCores[node] {
 			threads := a.coreCPUs[core]
-			if need < len(threads) {
+			if acc.need < len(threads) || !a.coreFree(core, acc.avail) {
 				continue
 			}
-			if a.coreFree(core, avail) {
-				for _, i := range threads {
-					take(i)
-				}
+			for _, i := range threads {
+				acc.pick(i)
 			}
 		}
 	}
+}
 
-	// Step 6.
-	for want := 1; want <= a.maxThreads && need > 0; want++ {
-		for _, node := range rest {
+// takeThreads is step 6: single threads, from the cores with the fewest
+// threads left first; ties go by the order of nodes, then lowest CPU id.
+func (acc *accumulator) takeThreads(nodes []int) {
+	a := acc.a
+	for want := 1; want <= a.maxThreads && acc.need > 0; want++ {
+		for _, node := range nodes {
 			for _, core := range a.nodeCores[node] {
-				if need == 0 {
+				if acc.need == 0 {
 					break
 				}
-				threads := a.coreCPUs[core]
-				left := 0
-				for _, i := range threads {
-					if avail.has(i) && !picked.has(i) {
-						left++
-					}
-				}
-				if left != want {
-					continue
-				}
-				for _, i := range threads {
-					if need > 0 && avail.has(i) && !picked.has(i) {
-						take(i)
-					}
+				if acc.left(core) == want {
+					acc.takeLeft(core)
 				}
 			}
 		}
 	}
-	if need != 0 { // unreachable, see the last paragraph above
-		return cpuset.New(), fmt.Errorf("cpu allocation: internal error: %d of %d CPUs left unassigned from %s", need, n, a.toCPUSet(avail, total))
+}
+
+// left counts the threads of core still available and not taken.
+func (acc *accumulator) left(core int) int {
+	n := 0
+	for _, i := range acc.a.coreCPUs[core] {
+		if acc.avail.has(i) && !acc.picked.has(i) {
+			n++
+		}
 	}
-	return a.toCPUSet(picked, n), nil
+	return n
+}
+
+// takeLeft takes the threads of core still available, as long as some
+// are needed.
+func (acc *accumulator) takeLeft(core int) {
+	for _, i := range acc.a.coreCPUs[core] {
+		if acc.need > 0 && acc.avail.has(i) && !acc.picked.has(i) {
+			acc.pick(i)
+		}
+	}
 }
 
 // coreFree reports whether every thread of core is in avail.
@@ -280,72 +327,120 @@ func (a *allocator) chooseNodes(free, wholeFree []int, n int) []int {
 		sum += free[byFree[k]]
 		k++
 	}
-
-	// split counts the CPUs that cannot come from entirely free cores.
-	split := func(whole int) int { return max(0, n-whole) }
-
-	if k == 1 {
-		best := -1
-		for _, c := range cands {
-			if free[c] < n {
-				continue
-			}
-			if best < 0 || free[c] < free[best] ||
-				(free[c] == free[best] && split(wholeFree[c]) < split(wholeFree[best])) {
-				best = c
-			}
-		}
-		return []int{best}
+	switch {
+	case k == 1:
+		return []int{bestNode(cands, free, wholeFree, n)}
+	case binomialAtMost(len(cands), k, maxCombinations):
+		return a.bestNodeSet(cands, free, wholeFree, n, k)
 	}
+	return greedyNodes(byFree, free, n, k)
+}
 
-	if binomialAtMost(len(cands), k, maxCombinations) {
-		best := make([]int, k)
-		bestLeft, bestDist, bestSplit := -1, 0, 0
-		idx := make([]int, k) // positions into cands, strictly increasing
-		for i := range idx {
-			idx[i] = i
+// splitCPUs counts the CPUs of n that can not come from the whole free
+// cores of a node set.
+func splitCPUs(n, wholeFree int) int { return max(0, n-wholeFree) }
+
+// bestNode is step 2 when one node can serve n: the best fit, then the one
+// that can serve more of n from whole free cores, then the lowest id.
+func bestNode(cands, free, wholeFree []int, n int) int {
+	best := -1
+	for _, c := range cands {
+		if free[c] < n {
+			continue
 		}
-		for {
-			s, w := 0, 0
-			for _, p := range idx {
-				s += free[cands[p]]
-				w += wholeFree[cands[p]]
-			}
-			if left := s - n; left >= 0 && (bestLeft < 0 || left <= bestLeft) {
-				d := 0
-				for x := range idx {
-					for y := x + 1; y < k; y++ {
-						d += a.dist[cands[idx[x]]][cands[idx[y]]]
-					}
-				}
-				// Combinations come in lexicographic order, so the first of
-				// equals already has the lowest ids: replace only on strictly
-				// better.
-				if bestLeft < 0 || left < bestLeft ||
-					(left == bestLeft && (d < bestDist || (d == bestDist && split(w) < bestSplit))) {
-					bestLeft, bestDist, bestSplit = left, d, split(w)
-					for x, p := range idx {
-						best[x] = cands[p]
-					}
-				}
-			}
-			// Advance to the next combination.
-			x := k - 1
-			for x >= 0 && idx[x] == len(cands)-k+x {
-				x--
-			}
-			if x < 0 {
-				break
-			}
-			idx[x]++
-			for y := x + 1; y < k; y++ {
-				idx[y] = idx[y-1] + 1
-			}
+		if best < 0 || free[c] < free[best] ||
+			(free[c] == free[best] && splitCPUs(n, wholeFree[c]) < splitCPUs(n, wholeFree[best])) {
+			best = c
 		}
-		return best
 	}
+	return best
+}
 
-	// Greedy: the k-1 largest, then the smallest that completes the sum.
+// nodeSetScore ranks a set of nodes for step 2: less is better, in this
+// order.
+type nodeSetScore struct {
+	left  int // free CPUs left behind in the set
+	dist  int // sum of pairwise distances
+	split int // CPUs that can not come from whole free cores
+}
+
+func (s nodeSetScore) better(o nodeSetScore) bool {
+	if s.left != o.left {
+		return s.left < o.left
+	}
+	if s.dist != o.dist {
+		return s.dist < o.dist
+	}
+	return s.split < o.split
+}
+
+// bestNodeSet is step 2 by exhaustive search over the sets of k
+// candidates.
+func (a *allocator) bestNodeSet(cands, free, wholeFree []int, n, k int) []int {
+	best := make([]int, k)
+	found := false
+	var bestScore nodeSetScore
+	idx := make([]int, k) // positions into cands, strictly increasing
+	for i := range idx {
+		idx[i] = i
+	}
+	for {
+		s, w := 0, 0
+		for _, p := range idx {
+			s += free[cands[p]]
+			w += wholeFree[cands[p]]
+		}
+		// Combinations come in lexicographic order, so the first of equals
+		// already has the lowest ids: replace only on strictly better. The
+		// distance is summed only for a set that fits at least as well.
+		if left := s - n; left >= 0 && (!found || left <= bestScore.left) {
+			score := nodeSetScore{left: left, dist: a.setDistance(cands, idx), split: splitCPUs(n, w)}
+			if !found || score.better(bestScore) {
+				found, bestScore = true, score
+				for x, p := range idx {
+					best[x] = cands[p]
+				}
+			}
+		}
+		if !nextCombination(idx, len(cands)) {
+			return best
+		}
+	}
+}
+
+// setDistance sums the pairwise distances of the nodes cands[idx[...]].
+func (a *allocator) setDistance(cands, idx []int) int {
+	d := 0
+	for x := range idx {
+		for y := x + 1; y < len(idx); y++ {
+			d += a.dist[cands[idx[x]]][cands[idx[y]]]
+		}
+	}
+	return d
+}
+
+// nextCombination advances idx, strictly increasing positions into m
+// items, to the next combination in lexicographic order; false after the
+// last.
+func nextCombination(idx []int, m int) bool {
+	k := len(idx)
+	x := k - 1
+	for x >= 0 && idx[x] == m-k+x {
+		x--
+	}
+	if x < 0 {
+		return false
+	}
+	idx[x]++
+	for y := x + 1; y < k; y++ {
+		idx[y] = idx[y-1] + 1
+	}
+	return true
+}
+
+// greedyNodes is step 2 beyond maxCombinations: the k-1 nodes with the most
+// free CPUs, then the smallest that completes the sum.
+func greedyNodes(byFree, free []int, n, k int) []int {
 	chosen := slices.Clone(byFree[:k-1])
 	have := 0
 	for _, c := range chosen {
