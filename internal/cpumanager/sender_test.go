@@ -278,8 +278,8 @@ func TestSenderResendsChanged(t *testing.T) {
 func TestSenderFailures(t *testing.T) {
 	errBroken := errors.New("connection closed")
 	tests := []struct {
-		name       string
-		fail       func(i int, us []*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
+		name         string
+		fail         func(i int, us []*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
 		sent, failed int // counted for the first call
 	}{
 		{
