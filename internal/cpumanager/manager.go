@@ -99,25 +99,25 @@ func ConfigChanged(a, b config.Config) bool {
 }
 
 // Active reports whether CPUs are pinned.
-func (p *Manager) Active() bool { return p != nil && p.policy != nil && p.suspended.Load() == nil }
+func (m *Manager) Active() bool { return m != nil && m.policy != nil && m.suspended.Load() == nil }
 
 // Suspended reports whether pinning stopped after it started (see
 // RecheckKubelet). Such a Manager must be rebuilt, from a new Synchronize.
-func (p *Manager) Suspended() bool { return p != nil && p.suspended.Load() != nil }
+func (m *Manager) Suspended() bool { return m != nil && m.suspended.Load() != nil }
 
 // Status is the pinning part of the readiness report; nil when off. A
 // suspended Manager shows its last allocation table, which no longer
 // changes.
-func (p *Manager) Status() *status.Pinning {
+func (m *Manager) Status() *status.Pinning {
 	switch {
-	case p == nil:
+	case m == nil:
 		return nil
-	case p.Suspended():
-		return &status.Pinning{Active: false, Reason: *p.suspended.Load(), Allocations: p.policy.Snapshot()}
-	case !p.Active():
-		return &status.Pinning{Active: false, Reason: p.reason}
+	case m.Suspended():
+		return &status.Pinning{Active: false, Reason: *m.suspended.Load(), Allocations: m.policy.Snapshot()}
+	case !m.Active():
+		return &status.Pinning{Active: false, Reason: m.reason}
 	}
-	return &status.Pinning{Active: true, Allocations: p.policy.Snapshot()}
+	return &status.Pinning{Active: true, Allocations: m.policy.Snapshot()}
 }
 
 // RecheckKubelet reads the kubelet's CPU manager state again when its file
@@ -133,11 +133,11 @@ func (p *Manager) Status() *status.Pinning {
 // (cgdelegate restarting, or the runtime reconnecting it) can trust it
 // again; the status reason says so. An unreadable file changes nothing and
 // is read again next time.
-func (p *Manager) RecheckKubelet(log *slog.Logger) bool {
-	if p == nil || p.policy == nil || p.kubelet == nil {
+func (m *Manager) RecheckKubelet(log *slog.Logger) bool {
+	if m == nil || m.policy == nil || m.kubelet == nil {
 		return false
 	}
-	kw := p.kubelet
+	kw := m.kubelet
 	kw.mu.Lock()
 	defer kw.mu.Unlock()
 	if !kw.w.Changed() {
@@ -156,37 +156,37 @@ func (p *Manager) RecheckKubelet(log *slog.Logger) bool {
 		reason = fmt.Sprintf("the kubelet's static CPU manager became active (policyName %q in %s) while cgdelegate pinned CPUs: "+
 			"pinning stopped, the cpusets already set are left as they are and no longer updated; "+
 			"set the kubelet's cpuManagerPolicy to none and restart cgdelegate to resume", st.PolicyName, kw.path)
-	case p.Suspended():
+	case m.Suspended():
 		reason = fmt.Sprintf("the kubelet's static CPU manager was active while cgdelegate pinned CPUs, and %s no longer names it: "+
 			"pinning stays stopped until cgdelegate restarts and rebuilds its state from the runtime", kw.path)
 	default:
 		return false
 	}
-	if old := p.suspended.Load(); old != nil && *old == reason {
+	if old := m.suspended.Load(); old != nil && *old == reason {
 		return false
 	}
-	p.suspended.Store(&reason)
+	m.suspended.Store(&reason)
 	log.Error("CPU pinning is INACTIVE", "reason", reason)
 	return true
 }
 
 // Assignment is the current assignment of a container.
-func (p *Manager) Assignment(id string) (policy.Assignment, bool) {
-	if !p.Active() {
+func (m *Manager) Assignment(id string) (policy.Assignment, bool) {
+	if !m.Active() {
 		return policy.Assignment{}, false
 	}
-	return p.policy.Assignment(id)
+	return m.policy.Assignment(id)
 }
 
 // AddPod gives a pod with a CPU budget its bubble. A pod already known is
 // not an error. It returns the node-shared containers to update. A pod that
 // can not be admitted (a bad budget, no room for its bubble) is an
 // ErrPodRefused error naming the pod and the numbers.
-func (p *Manager) AddPod(pod *api.PodSandbox) ([]policy.Assignment, error) {
+func (m *Manager) AddPod(pod *api.PodSandbox) ([]policy.Assignment, error) {
 	spec, err := podSpec(pod)
 	if err == nil {
 		var upd []policy.Assignment
-		upd, err = p.policy.AddPod(spec)
+		upd, err = m.policy.AddPod(spec)
 		if err == nil || errors.Is(err, policy.ErrExists) {
 			return upd, nil
 		}
@@ -198,12 +198,12 @@ func (p *Manager) AddPod(pod *api.PodSandbox) ([]policy.Assignment, error) {
 // containers whose pool shrank. A pod the policy does not know (it started
 // before this plugin, and Synchronize did not list it) is recorded first.
 // On error nothing changed.
-func (p *Manager) AddContainer(pod *api.PodSandbox, ctr *api.Container) (policy.Assignment, []policy.Assignment, error) {
+func (m *Manager) AddContainer(pod *api.PodSandbox, ctr *api.Container) (policy.Assignment, []policy.Assignment, error) {
 	spec, err := containerSpec(pod, ctr)
 	if err != nil {
 		return policy.Assignment{}, nil, err
 	}
-	a, upd, err := p.policy.AddContainer(spec)
+	a, upd, err := m.policy.AddContainer(spec)
 	if !errors.Is(err, policy.ErrUnknownPod) {
 		return a, upd, err
 	}
@@ -211,12 +211,12 @@ func (p *Manager) AddContainer(pod *api.PodSandbox, ctr *api.Container) (policy.
 	if err != nil {
 		return policy.Assignment{}, nil, err
 	}
-	podUpd, err := p.policy.AddPod(ps)
+	podUpd, err := m.policy.AddPod(ps)
 	if err != nil {
 		return policy.Assignment{}, nil, err
 	}
-	if a, upd, err = p.policy.AddContainer(spec); err != nil {
-		p.policy.RemovePod(ps.ID)
+	if a, upd, err = m.policy.AddContainer(spec); err != nil {
+		m.policy.RemovePod(ps.ID)
 		return policy.Assignment{}, nil, err
 	}
 	return a, append(podUpd, upd...), nil
@@ -224,13 +224,13 @@ func (p *Manager) AddContainer(pod *api.PodSandbox, ctr *api.Container) (policy.
 
 // RemoveContainer returns a container's CPUs to its pool; the containers
 // there widen.
-func (p *Manager) RemoveContainer(id string) []policy.Assignment {
-	return p.policy.RemoveContainer(id)
+func (m *Manager) RemoveContainer(id string) []policy.Assignment {
+	return m.policy.RemoveContainer(id)
 }
 
 // RemovePod returns a pod's bubble to the node shared pool.
-func (p *Manager) RemovePod(id string) []policy.Assignment {
-	return p.policy.RemovePod(id)
+func (m *Manager) RemovePod(id string) []policy.Assignment {
+	return m.policy.RemovePod(id)
 }
 
 func podSpec(pod *api.PodSandbox) (policy.PodSpec, error) {

@@ -18,7 +18,7 @@ import (
 // it into the resize, so an exclusive container never gets a quota back
 // through a resize. A refused one is an error naming the container and the
 // numbers; the runtime fails the resize with it.
-func (p *Manager) ResizeContainer(log *slog.Logger, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (upd []*api.ContainerUpdate, err error) {
+func (m *Manager) ResizeContainer(log *slog.Logger, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (upd []*api.ContainerUpdate, err error) {
 	defer func() {
 		if err != nil {
 			logging.Event(log, pod, ctr).Error("resize refused", "error", err)
@@ -32,7 +32,7 @@ func (p *Manager) ResizeContainer(log *slog.Logger, pod *api.PodSandbox, ctr *ap
 	if err != nil {
 		return nil, fmt.Errorf("resize: %w", err)
 	}
-	a, ok, err := p.policy.Resize(ctr.GetId(), c)
+	a, ok, err := m.policy.Resize(ctr.GetId(), c)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func (p *Manager) ResizeContainer(log *slog.Logger, pod *api.PodSandbox, ctr *ap
 // UpdatePodSandbox) with policy.Policy.ResizePod. Resources that make no
 // budget (a resources annotation they contradict, a request above the
 // limit) refuse the resize only for a pod the policy places.
-func (p *Manager) ResizePod(log *slog.Logger, pod *api.PodSandbox, res *api.LinuxResources) (err error) {
+func (m *Manager) ResizePod(log *slog.Logger, pod *api.PodSandbox, res *api.LinuxResources) (err error) {
 	defer func() {
 		if err != nil {
 			logging.Event(log, pod, nil).Error("pod resize refused", "error", err)
@@ -52,8 +52,8 @@ func (p *Manager) ResizePod(log *slog.Logger, pod *api.PodSandbox, res *api.Linu
 	b, err := budget.ForPod(&api.PodSandbox{Annotations: pod.GetAnnotations(), Linux: &api.LinuxPodSandbox{PodResources: res}})
 	switch {
 	case err == nil:
-		return p.policy.ResizePod(pod.GetId(), b)
-	case !p.policy.Places(pod.GetId()):
+		return m.policy.ResizePod(pod.GetId(), b)
+	case !m.policy.Places(pod.GetId()):
 		// A pod cgdelegate does not place has no budget for it to keep.
 		logging.Event(log, pod, nil).Info("pod resize: budget not read, nothing to check", "reason", err)
 		return nil

@@ -14,9 +14,9 @@ import (
 // containers (the truth after a plugin or runtime restart); pods without a
 // live container are left out (livePods). Values that do not parse are
 // logged and dropped rather than failing the whole synchronization.
-func (p *Manager) Synchronize(log *slog.Logger, pods []*api.PodSandbox, ctrs []*api.Container) policy.RebuildResult {
+func (m *Manager) Synchronize(log *slog.Logger, pods []*api.PodSandbox, ctrs []*api.Container) policy.RebuildResult {
 	specs, states := snapshot(log, pods, ctrs)
-	res := p.policy.Rebuild(specs, states)
+	res := m.policy.Rebuild(specs, states)
 	for _, c := range res.Conflicts {
 		log.Warn("synchronize: conflict repaired", "conflict", c)
 	}
