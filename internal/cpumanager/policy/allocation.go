@@ -151,7 +151,8 @@ func (a *allocator) take(available cpuset.CPUSet, n int) (cpuset.CPUSet, error) 
 		return cpuset.New(), nil
 	}
 	// Step 1.
-	avail := a.online(available)
+	avail := newBitset(len(a.cpuIDs))
+	a.markOnline(avail, available)
 	total := avail.count()
 	if total < n {
 		return cpuset.New(), fmt.Errorf("%w: need %d CPUs, %d available (%s)", ErrInsufficient, n, total, a.toCPUSet(avail, total))
@@ -160,7 +161,11 @@ func (a *allocator) take(available cpuset.CPUSet, n int) (cpuset.CPUSet, error) 
 		// Everything goes; CPUSets are immutable, so skip rebuilding one.
 		return available, nil
 	}
-	free, wholeFree := a.freeByNode(avail)
+	// The helpers fill what take allocates, so that small sets stay on
+	// the stack.
+	free := make([]int, 2*len(a.nodeIDs))
+	free, wholeFree := free[:len(a.nodeIDs)], free[len(a.nodeIDs):]
+	a.countFree(avail, free, wholeFree)
 
 	// Step 2.
 	chosen := a.chooseNodes(free, wholeFree, n)
@@ -181,23 +186,19 @@ func (a *allocator) take(available cpuset.CPUSet, n int) (cpuset.CPUSet, error) 
 	return a.toCPUSet(acc.picked, n), nil
 }
 
-// online is step 1: the CPUs of available that are online, as dense
-// indexes.
-func (a *allocator) online(available cpuset.CPUSet) bitset {
-	avail := newBitset(len(a.cpuIDs))
+// markOnline is step 1: it sets in avail the dense indexes of the CPUs of
+// available that are online.
+func (a *allocator) markOnline(avail bitset, available cpuset.CPUSet) {
 	for _, id := range available.UnsortedList() {
 		if id >= 0 && id < len(a.index) && a.index[id] >= 0 {
 			avail.set(int(a.index[id]))
 		}
 	}
-	return avail
 }
 
-// freeByNode counts each node's available CPUs (free), and those in cores
-// whose threads are all available (wholeFree).
-func (a *allocator) freeByNode(avail bitset) (free, wholeFree []int) {
-	free = make([]int, 2*len(a.nodeIDs))
-	free, wholeFree = free[:len(a.nodeIDs)], free[len(a.nodeIDs):]
+// countFree counts each node's available CPUs into free, and those in
+// cores whose threads are all available into wholeFree.
+func (a *allocator) countFree(avail bitset, free, wholeFree []int) {
 	for node, m := range a.nodeMask {
 		free[node] = m.countAnd(avail)
 		if free[node] == a.nodeSize[node] {
@@ -210,7 +211,6 @@ func (a *allocator) freeByNode(avail bitset) (free, wholeFree []int) {
 			}
 		}
 	}
-	return free, wholeFree
 }
 
 // accumulator collects the CPUs of one take, steps 3 to 6: it only ever
@@ -228,10 +228,11 @@ func (acc *accumulator) pick(i int) {
 }
 
 // takeWholeNodes is step 3: it takes every node of chosen that is entirely
-// free and fits in what is still needed, and returns the other nodes.
+// free and fits in what is still needed, and returns the other nodes, in
+// chosen's backing array.
 func (acc *accumulator) takeWholeNodes(chosen, free []int) (rest []int) {
 	a := acc.a
-	rest = chosen[:0:0]
+	rest = chosen[:0]
 	for _, node := range chosen {
 		if free[node] == a.nodeSize[node] && free[node] <= acc.need {
 			acc.avail.each(func(i int) {
