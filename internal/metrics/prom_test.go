@@ -14,8 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 	"github.com/cgdelegate/cgdelegate/internal/host"
-	"github.com/cgdelegate/cgdelegate/internal/policy"
 	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/writable"

@@ -15,11 +15,11 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/pinning"
-	"github.com/cgdelegate/cgdelegate/internal/podres"
-	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/budget"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/topology/topologytest"
 	"github.com/cgdelegate/cgdelegate/internal/refusal"
-	"github.com/cgdelegate/cgdelegate/internal/topology/topotest"
 )
 
 func pinConfig(t *testing.T) config.Config {
@@ -27,7 +27,7 @@ func pinConfig(t *testing.T) config.Config {
 	c := testConfig(t)
 	c.CPUPinning = true
 	c.SysfsRoot = t.TempDir()
-	if err := topotest.DualSocketHT().Tree().Write(c.SysfsRoot); err != nil {
+	if err := topologytest.DualSocketHT().Tree().Write(c.SysfsRoot); err != nil {
 		t.Fatal(err)
 	}
 	c.KubeletCPUManagerState = filepath.Join(t.TempDir(), "cpu_manager_state")
@@ -166,16 +166,16 @@ func TestCPURefusalCause(t *testing.T) {
 		err  error
 		want refusal.Cause
 	}{
-		{"resources annotation", fmt.Errorf("pod budget: %w", podres.ErrAnnotation), refusal.BadAnnotation},
-		{"resources annotation inconsistent too", errors.Join(podres.ErrAnnotation, podres.ErrInconsistent), refusal.BadAnnotation},
-		{"lifecycle annotation", pinning.ErrLifecycle, refusal.BadAnnotation},
+		{"resources annotation", fmt.Errorf("pod budget: %w", budget.ErrAnnotation), refusal.BadAnnotation},
+		{"resources annotation inconsistent too", errors.Join(budget.ErrAnnotation, budget.ErrInconsistent), refusal.BadAnnotation},
+		{"lifecycle annotation", cpumanager.ErrLifecycle, refusal.BadAnnotation},
 		{"insufficient cpus", fmt.Errorf("container %q: %w", "app", policy.ErrInsufficient), refusal.Pinning},
 		{"no shared cpus", policy.ErrNoSharedCPUs, refusal.Pinning},
 		{"unknown pod", policy.ErrUnknownPod, refusal.Pinning},
 		{"exists", policy.ErrExists, refusal.Pinning},
 		{"invalid spec", policy.ErrInvalid, refusal.Pinning},
-		{"inconsistent resources", podres.ErrInconsistent, refusal.Pinning},
-		{"invalid resources", podres.ErrInvalid, refusal.Pinning},
+		{"inconsistent resources", budget.ErrInconsistent, refusal.Pinning},
+		{"invalid resources", budget.ErrInvalid, refusal.Pinning},
 		{"anything else", errors.New("boom"), refusal.Other},
 	} {
 		if got := refusal.CauseOf(cpuRefusal(tc.err)); got != tc.want {
