@@ -26,12 +26,12 @@ type bootSpec struct {
 	// Net gives the guest a virtio-net NIC on qemu's user network (the
 	// host is 10.0.2.2 there, and reaches the host's loopback); without it
 	// the guest has no NIC.
-	Net bool
-	MemoryMiB         int
-	Accel             string // qemu -accel value; empty means TCG
-	LogPath           string // full console log
-	BootTimeout       time.Duration
-	Timeout           time.Duration
+	Net         bool
+	MemoryMiB   int
+	Accel       string // qemu -accel value; empty means TCG
+	LogPath     string // full console log
+	BootTimeout time.Duration
+	Timeout     time.Duration
 }
 
 var (
