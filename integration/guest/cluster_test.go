@@ -251,7 +251,9 @@ func waitClusterPod(ctx context.Context, t *testing.T, name, what string, within
 	err := poll(ctx, 500*time.Millisecond, func() (bool, error) {
 		p, err := getPod(ctx, name)
 		if err != nil {
-			lastErr = err
+			if ctx.Err() == nil { // not kubectl killed by the deadline
+				lastErr = err
+			}
 			return false, nil
 		}
 		last = p
