@@ -25,9 +25,14 @@ type PodSpec struct {
 	// container of the pod (as a kubelet would not, but a careful test does).
 	Annotations map[string]string
 	// CgroupParent is the pod cgroup. Empty means the one a kubelet gives
-	// a burstable pod: /kubepods/burstable/pod<UID> for the cgroupfs
-	// driver, kubepods-burstable-pod<UID>.slice with SystemdCgroup.
+	// the pod's QoS class: a Burstable pod /kubepods/burstable/pod<UID> for
+	// the cgroupfs driver (kubepods-burstable-pod<UID>.slice with
+	// SystemdCgroup), a Guaranteed one (Guaranteed, or Guaranteed
+	// Resources) /kubepods/pod<UID> (kubepods-pod<UID>.slice).
 	CgroupParent string
+	// Guaranteed says the pod is Guaranteed (its containers' requests equal
+	// their limits) without pod-level Resources to tell it.
+	Guaranteed bool
 	// SystemdCgroup says the runtime uses the systemd cgroup driver, so the
 	// default CgroupParent is a slice name.
 	SystemdCgroup bool
@@ -72,6 +77,19 @@ func PodCgroupParent(systemd bool, qos, uid string) string {
 	return strings.Join(parts, "-") + ".slice"
 }
 
+// guaranteed says pod-level resources r are Guaranteed: a CPU request
+// (shares) equal to the CPU limit (quota), and a memory limit.
+func guaranteed(r *runtimeapi.LinuxContainerResources) bool {
+	if r == nil || r.GetCpuQuota() <= 0 || r.GetMemoryLimitInBytes() <= 0 {
+		return false
+	}
+	period := r.GetCpuPeriod()
+	if period <= 0 {
+		period = 100000
+	}
+	return r.GetCpuShares()*1000/1024 == r.GetCpuQuota()*1000/period
+}
+
 // UserNSPod returns the user-namespace options of a pod whose root maps to
 // host id base, with a 65536-wide range, as the kubelet allocates them.
 func UserNSPod(base uint32) *runtimeapi.UserNamespace {
@@ -87,7 +105,11 @@ func (s *PodSpec) defaults() {
 		s.UID = fmt.Sprintf("%s-%d", s.Name, time.Now().UnixNano())
 	}
 	if s.CgroupParent == "" {
-		s.CgroupParent = PodCgroupParent(s.SystemdCgroup, "burstable", s.UID)
+		qos := "burstable"
+		if s.Guaranteed || guaranteed(s.Resources) {
+			qos = ""
+		}
+		s.CgroupParent = PodCgroupParent(s.SystemdCgroup, qos, s.UID)
 	}
 	if s.LogRoot == "" {
 		s.LogRoot = "/var/log/pods"

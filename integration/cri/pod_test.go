@@ -3,6 +3,8 @@ package cri
 import (
 	"testing"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 )
 
@@ -46,14 +48,25 @@ func TestPodCgroupParent(t *testing.T) {
 }
 
 func TestPodSpecDefaults(t *testing.T) {
+	guaranteedRes := &runtimeapi.LinuxContainerResources{CpuShares: 2048, CpuPeriod: 100000, CpuQuota: 200000, MemoryLimitInBytes: 1 << 30}
+	burstableRes := &runtimeapi.LinuxContainerResources{CpuShares: 1024, CpuPeriod: 100000, CpuQuota: 200000, MemoryLimitInBytes: 1 << 30}
 	for _, tc := range []struct {
-		systemd bool
-		want    string
-	}{{false, "/kubepods/burstable/podu-1"}, {true, "kubepods-burstable-podu_1.slice"}} {
-		s := PodSpec{Name: "p", UID: "u-1", SystemdCgroup: tc.systemd}
+		name string
+		spec PodSpec
+		want string
+	}{
+		{"cgroupfs", PodSpec{}, "/kubepods/burstable/podu-1"},
+		{"systemd", PodSpec{SystemdCgroup: true}, "kubepods-burstable-podu_1.slice"},
+		{"guaranteed resources", PodSpec{Resources: guaranteedRes}, "/kubepods/podu-1"},
+		{"burstable resources", PodSpec{Resources: burstableRes}, "/kubepods/burstable/podu-1"},
+		{"no memory limit", PodSpec{Resources: &runtimeapi.LinuxContainerResources{CpuShares: 1024, CpuQuota: 100000}}, "/kubepods/burstable/podu-1"},
+		{"guaranteed, systemd", PodSpec{Guaranteed: true, SystemdCgroup: true}, "kubepods-podu_1.slice"},
+	} {
+		s := tc.spec
+		s.Name, s.UID = "p", "u-1"
 		s.defaults()
 		if s.CgroupParent != tc.want {
-			t.Errorf("SystemdCgroup %v: CgroupParent %q, want %q", tc.systemd, s.CgroupParent, tc.want)
+			t.Errorf("%s: CgroupParent %q, want %q", tc.name, s.CgroupParent, tc.want)
 		}
 	}
 }

@@ -653,7 +653,7 @@ func pinningContainerScope(t *testing.T, e *guestEnv) {
 		t.Fatalf("node shared pool container before any slice: %s, want cpus %s", v, all)
 	}
 
-	pod := e.runPod(ctx, t, cri.PodSpec{Name: "guaranteed"})
+	pod := e.runPod(ctx, t, cri.PodSpec{Name: "guaranteed", Guaranteed: true})
 	ex := runContainer(ctx, t, pod, guaranteed("exclusive"))
 	vx := viewOf(ctx, t, ex)
 	t.Logf("exclusive: %s", vx)

@@ -14,7 +14,7 @@ import (
 // reserved again after a restart (DualSocketHT: two nodes of 16 GiB).
 func TestPinningContainerScopeMemory(t *testing.T) {
 	e := setupPinning(t, func(c *config.Config) { c.TopologyScope = config.ScopeContainer })
-	pod := Pod("p", "p1", cgroupfsParent, nil)
+	pod := Pod("p", "p1", guaranteedParent, nil)
 	e.mustRunPod(pod)
 
 	wide := Container(pod, "wide", WithGuaranteedCPUs(2, 20*gi))

@@ -59,8 +59,10 @@ func setupPinningStub(t *testing.T, mutate func(*config.Config), stubOpts []stub
 	if err := host.InstallSysfs(topologyTree); err != nil {
 		t.Fatal(err)
 	}
-	if err := host.AddPodCgroup(cgroupfsParent); err != nil {
-		t.Fatal(err)
+	for _, parent := range []string{cgroupfsParent, guaranteedParent} {
+		if err := host.AddPodCgroup(parent); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cfg := host.Config()
 	cfg.CPUPinning = true

@@ -46,7 +46,7 @@ func TestPinningResize(t *testing.T) {
 	}{
 		{"exclusive container grows", g, LinuxResources(2000, 2000, gi), []string{
 			"in-place resize refused", `container "g"`, "runs exclusive (cpus " + gCPUs + ")",
-			"cpu=1000m/1000m,memory=-/1Gi to cpu=2000m/2000m,memory=-/1Gi", "KEP-5526",
+			"cpu=1000m/1000m,memory=-/1Gi to cpu=2000m/2000m,memory=-/1Gi", `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy \"static\"`,
 		}},
 		{"pod-shared container shrinks", s, LinuxResources(250, 1000, 256*mi), []string{
 			`container "s"`, "runs pod-shared", "cpu=500m/1000m", "to cpu=250m/1000m",

@@ -5,6 +5,10 @@ import "github.com/containerd/nri/pkg/api"
 // cfsPeriod is the CFS period the kubelet writes, in µs.
 const cfsPeriod = 100000
 
+// guaranteedParent is where the kubelet puts a Guaranteed pod's cgroup
+// (cgroupfs driver): right under kubepods.
+const guaranteedParent = "/kubepods/pod2222"
+
 // LinuxResources builds resources the way the kubelet converts a CPU
 // request and limit (millicores, 0 for unset) and a memory limit (bytes,
 // 0 for unset): shares = request*1024/1000 with a floor of 2, quota =
@@ -22,12 +26,19 @@ func LinuxResources(requestMilli, limitMilli, memoryLimit int64) *api.LinuxResou
 }
 
 // WithPodResources sets the pod-level resources (pod.spec.resources) as
-// containerd passes them in PodSandbox.Linux.PodResources.
+// containerd passes them in PodSandbox.Linux.PodResources. A Guaranteed
+// budget (request = limit, a memory limit) moves the pod's cgroup right
+// under kubepods (guaranteedParent), as the kubelet places a Guaranteed
+// pod.
 func WithPodResources(pod *api.PodSandbox, requestMilli, limitMilli, memoryLimit int64) *api.PodSandbox {
 	if pod.Linux == nil {
 		pod.Linux = &api.LinuxPodSandbox{}
 	}
 	pod.Linux.PodResources = LinuxResources(requestMilli, limitMilli, memoryLimit)
+	if requestMilli > 0 && requestMilli == limitMilli && memoryLimit > 0 {
+		pod.Linux.CgroupParent = guaranteedParent
+		pod.Linux.CgroupsPath = guaranteedParent + "/" + pod.GetId()
+	}
 	return pod
 }
 

@@ -158,6 +158,11 @@ func (rt *Runtime) RunPod(ctx context.Context, pod *api.PodSandbox) error {
 	return rt.r.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod})
 }
 
+// StopPod relays StopPodSandbox.
+func (rt *Runtime) StopPod(ctx context.Context, pod *api.PodSandbox) error {
+	return rt.r.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: pod})
+}
+
 // RemovePod relays RemovePodSandbox.
 func (rt *Runtime) RemovePod(ctx context.Context, pod *api.PodSandbox) error {
 	return rt.r.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: pod})

@@ -247,7 +247,10 @@ func podSpec(pod *api.PodSandbox) (policy.PodSpec, error) {
 	if err != nil {
 		return policy.PodSpec{}, fmt.Errorf("pod budget: %w", err)
 	}
-	return policy.PodSpec{ID: pod.GetId(), Name: pod.GetNamespace() + "/" + pod.GetName(), Budget: b}, nil
+	return policy.PodSpec{
+		ID: pod.GetId(), Name: pod.GetNamespace() + "/" + pod.GetName(), Budget: b,
+		QoS: podres.PodQoSFromCgroupParent(pod.GetLinux().GetCgroupParent()),
+	}, nil
 }
 
 func containerSpec(pod *api.PodSandbox, ctr *api.Container) (policy.ContainerSpec, error) {

@@ -40,7 +40,9 @@ func (p *Pinner) ResizeContainer(log *slog.Logger, pod *api.PodSandbox, ctr *api
 }
 
 // ResizePod decides an in-place resize of a pod's pod-level resources (NRI
-// UpdatePodSandbox) with policy.Policy.ResizePod.
+// UpdatePodSandbox) with policy.Policy.ResizePod. Resources that make no
+// budget (a resources annotation they contradict, a request above the
+// limit) refuse the resize only for a pod the policy places.
 func (p *Pinner) ResizePod(log *slog.Logger, pod *api.PodSandbox, res *api.LinuxResources) (err error) {
 	defer func() {
 		if err != nil {
@@ -48,8 +50,13 @@ func (p *Pinner) ResizePod(log *slog.Logger, pod *api.PodSandbox, res *api.Linux
 		}
 	}()
 	b, err := podres.PodBudget(&api.PodSandbox{Annotations: pod.GetAnnotations(), Linux: &api.LinuxPodSandbox{PodResources: res}})
-	if err != nil {
-		return fmt.Errorf("resize: pod budget: %w", err)
+	switch {
+	case err == nil:
+		return p.policy.ResizePod(pod.GetId(), b)
+	case !p.policy.Places(pod.GetId()):
+		// A pod cgdelegate does not place has no budget for it to keep.
+		logging.Event(log, pod, nil).Info("pod resize: budget not read, nothing to check", "reason", err)
+		return nil
 	}
-	return p.policy.ResizePod(pod.GetId(), b)
+	return fmt.Errorf("resize: pod budget: %w", err)
 }

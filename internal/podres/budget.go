@@ -155,6 +155,52 @@ func SharesFromMilliCPU(milli int64) uint64 {
 	return s
 }
 
+// weightStepShares is the widest gap between two cpu.shares values that
+// cgroup v2 stores as the same cpu.weight, rounded up: the linear
+// conversion the kubelet and runc use maps the 262142 shares above the
+// floor onto 9999 weights (weight = 1 + (shares-2)*9999/262142, shares =
+// 2 + (weight-1)*262142/9999), so a request read back from a pod cgroup's
+// cpu.weight can be up to one step, about 26 shares, below what was
+// written.
+const weightStepShares = (MaxShares - MinShares + 9999 - 1) / 9999
+
+// SameCPURequest reports whether CPU requests a and b, in millicores, may
+// be one request that went through a cgroup v2 cpu.weight: their shares
+// differ by at most one weight step. The kubelet sends a pod sandbox's
+// request read back that way on an in-place resize (250m comes back as
+// 232m), so comparing pod-level requests exactly would see a change that
+// nobody made.
+func SameCPURequest(a, b int64) bool {
+	return sharesClose(SharesFromMilliCPU(a), SharesFromMilliCPU(b))
+}
+
+func sharesClose(a, b uint64) bool {
+	return max(a, b)-min(a, b) <= weightStepShares
+}
+
+// maxPageSize is the largest page size the kernel rounds memory.max down
+// to (64 KiB pages on some arm64 kernels; 4 KiB on x86).
+const maxPageSize = 64 << 10
+
+// sameMemoryLimit reports whether memory limits a and b (bytes, 0 for
+// none) may be one limit read back from memory.max, which the kernel
+// keeps rounded down to whole pages.
+func sameMemoryLimit(a, b int64) bool {
+	return a == b || a > 0 && b > 0 && max(a, b)-min(a, b) < maxPageSize
+}
+
+// Equivalent reports whether budgets b and o state the same resources as
+// far as the runtime can tell. The kubelet sends a pod sandbox's resources
+// on an in-place resize read back from the pod cgroup (v1.37
+// kuberuntime_manager.go, doPodResizeAction), so the CPU request may be a
+// cpu.weight step off (SameCPURequest) and the memory limit rounded down
+// to a page; the CPU limit (quota and period) and the memory request
+// (only an annotation states it) are exact.
+func (b Budget) Equivalent(o Budget) bool {
+	return b.CPULimit == o.CPULimit && b.MemoryRequest == o.MemoryRequest &&
+		sameMemoryLimit(b.MemoryLimit, o.MemoryLimit) && SameCPURequest(b.CPURequest, o.CPURequest)
+}
+
 // MilliCPUFromQuota inverts the kubelet's quota conversion, rounding up. A
 // quota <= 0 means no limit. period 0 means DefaultPeriod.
 func MilliCPUFromQuota(quota int64, period uint64) int64 {

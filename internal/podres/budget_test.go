@@ -209,3 +209,69 @@ func TestFormatMemory(t *testing.T) {
 		}
 	}
 }
+
+// weightReadBack is what the kubelet reports for a pod cgroup whose CPU
+// request was milli: v1.37 writes cpu.weight = 1 + (shares-2)*9999/262142
+// (cgroup_manager_linux.go, getCPUWeight) and reads shares back as
+// (weight-1)*262142/9999 + 2 (cgroup_v2_manager_linux.go,
+// cpuWeightToCPUShares), then millicores rounding up.
+func weightReadBack(milli int64) int64 {
+	weight := 1 + (SharesFromMilliCPU(milli)-2)*9999/262142
+	return MilliCPUFromShares((weight-1)*262142/9999 + 2)
+}
+
+func TestSameCPURequest(t *testing.T) {
+	tests := []struct {
+		a, b int64
+		want bool
+	}{
+		{250, 250, true},
+		{250, 232, true}, // issue 22: 250m read back through cpu.weight
+		{2000, 1999, true},
+		{0, 1, true}, // both the floor of 2 shares
+		{250, 300, false},
+		{232, 500, false},
+		{1000, 2000, false},
+	}
+	for _, tc := range tests {
+		if got := SameCPURequest(tc.a, tc.b); got != tc.want || SameCPURequest(tc.b, tc.a) != tc.want {
+			t.Errorf("SameCPURequest(%d, %d) = %v, want %v (both ways)", tc.a, tc.b, got, tc.want)
+		}
+	}
+	// Every request the kubelet can write is the same as its read-back, up
+	// to the kernel's maximum (MaxShares); one more weight step is not.
+	for milli := int64(0); milli <= MaxShares*1000/1024; milli++ {
+		back := weightReadBack(milli)
+		if !SameCPURequest(milli, back) {
+			t.Fatalf("SameCPURequest(%d, read back %d) = false", milli, back)
+		}
+		if far := back - 2*weightStepShares; far > 0 && SameCPURequest(milli, far) {
+			t.Fatalf("SameCPURequest(%d, %d) = true, two weight steps apart", milli, far)
+		}
+	}
+}
+
+func TestBudgetEquivalent(t *testing.T) {
+	base := Budget{CPURequest: 250, CPULimit: 500, MemoryLimit: 64 << 20}
+	tests := []struct {
+		name string
+		o    Budget
+		want bool
+	}{
+		{"same", base, true},
+		{"request read back", Budget{CPURequest: 232, CPULimit: 500, MemoryLimit: 64 << 20}, true},
+		{"memory read back to a page", Budget{CPURequest: 250, CPULimit: 500, MemoryLimit: 64<<20 - 4096}, true},
+		{"cpu limit", Budget{CPURequest: 250, CPULimit: 750, MemoryLimit: 64 << 20}, false},
+		{"cpu request", Budget{CPURequest: 500, CPULimit: 500, MemoryLimit: 64 << 20}, false},
+		{"memory limit", Budget{CPURequest: 250, CPULimit: 500, MemoryLimit: 96 << 20}, false},
+		{"memory limit gone", Budget{CPURequest: 250, CPULimit: 500}, false},
+		{"memory request", Budget{CPURequest: 250, CPULimit: 500, MemoryLimit: 64 << 20, MemoryRequest: 32 << 20}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := base.Equivalent(tc.o); got != tc.want || tc.o.Equivalent(base) != tc.want {
+				t.Errorf("Equivalent(%s, %s) = %v, want %v (both ways)", base, tc.o, got, tc.want)
+			}
+		})
+	}
+}

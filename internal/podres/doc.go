@@ -117,7 +117,9 @@
 //
 // Fields the annotation states replace the converted values; fields it
 // leaves out keep them. Where the runtime also carries a value, the
-// annotated value must convert to the same shares, quota or memory limit;
+// annotated value must convert to the same quota or memory limit, and to
+// shares within one cgroup v2 cpu.weight step (SameCPURequest: a pod's
+// request can reach NRI read back from its cgroup's cpu.weight);
 // otherwise the result is an ErrInconsistent error naming both. A malformed
 // annotation is an ErrAnnotation error naming the key and the value.
 //

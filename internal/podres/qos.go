@@ -1,6 +1,10 @@
 package podres
 
-import "fmt"
+import (
+	"fmt"
+	"path"
+	"strings"
+)
 
 // QoSClass is the kubelet's pod QoS class, applied to one container.
 type QoSClass string
@@ -45,6 +49,46 @@ func PodQoSFromOOMScoreAdj(adj *int64) QoSClass {
 		return QoSBestEffort
 	case *adj >= 1000+GuaranteedOOMScoreAdj && *adj < BestEffortOOMScoreAdj:
 		return QoSBurstable
+	}
+	return ""
+}
+
+// PodQoSFromCgroupParent is the pod's QoS class as the kubelet's pod
+// cgroup (NRI PodSandbox.Linux.CgroupParent) tells it: the kubelet puts a
+// Burstable pod under kubepods/burstable/pod<uid> (systemd driver:
+// kubepods-burstable-pod<uid>.slice), a BestEffort one under
+// kubepods/besteffort, and a Guaranteed one right under kubepods
+// (kubepods-pod<uid>.slice) (pkg/kubelet/cm/pod_container_manager_linux.go,
+// GetPodContainerName). Any other parent is not the kubelet's: "".
+//
+// It is the only word on the pod's class that reaches NRI before its first
+// container: NRI carries no memory request, so a Burstable pod with CPU
+// request = limit and a memory request below its limit has pod resources
+// that read as Guaranteed.
+func PodQoSFromCgroupParent(parent string) QoSClass {
+	p := strings.TrimSuffix(strings.TrimSpace(parent), "/")
+	base := path.Base(p)
+	if name, ok := strings.CutSuffix(base, ".slice"); ok {
+		switch {
+		case strings.HasPrefix(name, "kubepods-burstable-pod"):
+			return QoSBurstable
+		case strings.HasPrefix(name, "kubepods-besteffort-pod"):
+			return QoSBestEffort
+		case strings.HasPrefix(name, "kubepods-pod"):
+			return QoSGuaranteed
+		}
+		return ""
+	}
+	if !strings.HasPrefix(base, "pod") || len(base) == len("pod") {
+		return ""
+	}
+	switch path.Base(path.Dir(p)) {
+	case "burstable":
+		return QoSBurstable
+	case "besteffort":
+		return QoSBestEffort
+	case "kubepods":
+		return QoSGuaranteed
 	}
 	return ""
 }

@@ -52,3 +52,30 @@ func TestPodQoSFromOOMScoreAdj(t *testing.T) {
 		})
 	}
 }
+
+func TestPodQoSFromCgroupParent(t *testing.T) {
+	tests := []struct {
+		parent string
+		want   QoSClass
+	}{
+		{"/kubepods/burstable/pod8f2c9a4e-1111-2222-3333-444455556666", QoSBurstable},
+		{"/kubepods/besteffort/pod8f2c9a4e-1111-2222-3333-444455556666", QoSBestEffort},
+		{"/kubepods/pod8f2c9a4e-1111-2222-3333-444455556666", QoSGuaranteed},
+		{"kubepods/burstable/podabc/", QoSBurstable},
+		{"kubepods-burstable-pod8f2c9a4e_1111_2222_3333_444455556666.slice", QoSBurstable},
+		{"kubepods-besteffort-pod8f2c9a4e_1111.slice", QoSBestEffort},
+		{"kubepods-pod8f2c9a4e_1111.slice", QoSGuaranteed},
+		{"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podabc.slice", QoSBurstable},
+		{"", ""},
+		{"/system.slice", ""},
+		{"/kubepods/burstable", ""},
+		{"/kubepods/burstable/pod", ""},
+		{"/other/pod123", ""},
+		{"machine.slice", ""},
+	}
+	for _, tc := range tests {
+		if got := PodQoSFromCgroupParent(tc.parent); got != tc.want {
+			t.Errorf("PodQoSFromCgroupParent(%q) = %q, want %q", tc.parent, got, tc.want)
+		}
+	}
+}

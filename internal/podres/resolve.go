@@ -85,7 +85,8 @@ func PodLimitsOnly(pod, c *api.LinuxResources) bool {
 
 // applyAnnotation parses the annotation and lays it over the converted
 // budget b. Where r also carries a value, the annotated value must convert
-// back to it exactly. It returns the parsed annotation too.
+// back to it: exactly for limits, within one cpu.weight step for the CPU
+// request (SameCPURequest). It returns the parsed annotation too.
 func applyAnnotation(b Budget, r *api.LinuxResources, key, value string) (Budget, Annotation, error) {
 	a, err := ParseAnnotation(key, value)
 	if err != nil {
@@ -99,7 +100,9 @@ func applyAnnotation(b Budget, r *api.LinuxResources, key, value string) (Budget
 	if a.CPU != nil {
 		cpu := r.GetCpu()
 		if s := cpu.GetShares(); s != nil && s.GetValue() != 0 {
-			if want := SharesFromMilliCPU(a.CPU.Request); want != s.GetValue() {
+			// Within a weight step: the runtime may have read the value
+			// back from cpu.weight (SameCPURequest).
+			if want := SharesFromMilliCPU(a.CPU.Request); !sharesClose(want, s.GetValue()) {
 				conflict("cpu request", fmt.Sprintf("%s (%d shares)", FormatMilliCPU(a.CPU.Request), want),
 					fmt.Sprintf("cpu shares %d (%s)", s.GetValue(), FormatMilliCPU(b.CPURequest)))
 			}

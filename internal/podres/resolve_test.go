@@ -66,6 +66,12 @@ func TestPodBudget(t *testing.T) {
 			want: Budget{CPURequest: 1, CPULimit: 10, Annotated: true},
 		},
 		{
+			// An in-place resize sends the pod's shares read back from
+			// cpu.weight: 256 shares (250m) come back as 237.
+			name: "annotation agrees with shares read back", pod: podWith(res(237, 50000, 100000, -2), map[string]string{podKey: "cpu=250m/500m"}),
+			want: Budget{CPURequest: 250, CPULimit: 500, Annotated: true},
+		},
+		{
 			name: "annotation agrees", pod: podWith(res(1536, 200000, 100000, 8*gib), map[string]string{podKey: "cpu=1.5/2,memory=8Gi"}),
 			want: Budget{CPURequest: 1500, CPULimit: 2000, MemoryRequest: 8 * gib, MemoryLimit: 8 * gib, Annotated: true},
 		},

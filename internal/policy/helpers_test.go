@@ -68,7 +68,10 @@ func mustNew(t testing.TB, topo *topology.Topology, o Options) *Policy {
 	return p
 }
 
-const gib = 1 << 30
+const (
+	mib = 1 << 20
+	gib = 1 << 30
+)
 
 // guaranteed is a Guaranteed container budget of milli millicores.
 func guaranteed(milli int64) podres.Container {

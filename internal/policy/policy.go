@@ -178,7 +178,8 @@ func (p *Policy) takeFromNode(free cpuset.CPUSet, n int, what string) (cpuset.CP
 // says so) for a Guaranteed container with whole CPUs.
 func (p *Policy) exclusiveCPUs(ps podState, c ContainerSpec) int {
 	n := c.Resources.ExclusiveCPUs()
-	if n == 0 || c.notGuaranteed() || (!ps.spec.Budget.IsZero() && podres.ClassifyQoS(ps.spec.Budget) != podres.QoSGuaranteed) {
+	if n == 0 || c.notGuaranteed() || ps.spec.notGuaranteed() ||
+		(!ps.spec.Budget.IsZero() && podres.ClassifyQoS(ps.spec.Budget) != podres.QoSGuaranteed) {
 		return 0
 	}
 	return n
@@ -190,10 +191,27 @@ func demoted(c ContainerSpec) string {
 	return fmt.Sprintf("no bubble: oom_score_adj of container %q says the pod is %s", c.Name, c.PodQoS)
 }
 
-// wantsBubble says whether a pod with budget b gets a bubble: in pod scope,
-// when b is Guaranteed with whole CPUs (podres.Budget.BubbleCPUs).
-func (p *Policy) wantsBubble(b podres.Budget) bool {
-	return p.scope == config.ScopePod && b.BubbleCPUs() > 0
+// wantsBubble says whether a pod gets a bubble: in pod scope, when its
+// budget is Guaranteed with whole CPUs (podres.Budget.BubbleCPUs) and its
+// cgroup parent does not say it is Burstable or BestEffort.
+func (p *Policy) wantsBubble(s PodSpec) bool {
+	return p.scope == config.ScopePod && s.Budget.BubbleCPUs() > 0 && !s.notGuaranteed()
+}
+
+// Places reports whether the policy places pod id: it has a bubble or an
+// exclusive container. Only such a pod has budgets for the policy to
+// check.
+func (p *Policy) Places(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.places(id)
+}
+
+func (p *Policy) places(id string) bool {
+	if !p.st.pods[id].bubble.IsEmpty() {
+		return true
+	}
+	return slices.ContainsFunc(p.st.podContainers(id), func(cid string) bool { return p.st.ctrs[cid].pool == PoolExclusive })
 }
 
 // AddPod records a pod. In pod scope a pod with a CPU budget gets its
@@ -212,7 +230,7 @@ func (p *Policy) AddPod(spec PodSpec) ([]Assignment, error) {
 		return nil, fmt.Errorf("%w: pod %s", ErrExists, spec.ID)
 	}
 	ps := podState{spec: spec, bubble: cpuset.New(), extraMems: cpuset.New()}
-	if p.wantsBubble(spec.Budget) {
+	if p.wantsBubble(spec) {
 		n := spec.Budget.BubbleCPUs()
 		what := fmt.Sprintf("pod %s bubble (cpu budget %s)", spec.ID, podres.FormatMilliCPU(spec.Budget.CPUBudget()))
 		b, extra, share, err := p.placeBubble(p.st, p.v.node, n, podMemory(spec.Budget), what)
@@ -302,7 +320,7 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 	}
 	relPod, relNode := cpuset.New(), cpuset.New()
 	var released []string
-	sharedUsed := false
+	sharedUsed, exclusiveUsed := false, false
 	named := []podres.NamedContainer{{Name: spec.Name, Container: spec.Resources}}
 	for id := range p.st.byPod[spec.PodID] {
 		c := p.st.ctrs[id]
@@ -316,9 +334,16 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 			continue
 		}
 		sharedUsed = sharedUsed || c.pool == PoolPodShared
+		exclusiveUsed = exclusiveUsed || c.pool == PoolExclusive
 		named = append(named, podres.NamedContainer{Name: c.spec.Name, Container: c.spec.Resources})
 	}
-	if !pod.spec.Budget.IsZero() {
+	// The budget bounds only a pod cgdelegate places (a bubble, or
+	// exclusive slices in container scope): elsewhere the kubelet and the
+	// API server keep a pod's containers within its budget, and an
+	// in-place resize, which cgdelegate allows only there, can leave the
+	// recorded budget below the sum of the new requests.
+	n := p.exclusiveCPUs(pod, spec)
+	if inBubble || exclusiveUsed || p.scope == config.ScopeContainer && n > 0 {
 		if err := podres.CheckPod(pod.spec.Budget, named); err != nil {
 			// Again in name order, for a stable message.
 			slices.SortFunc(named, func(a, b podres.NamedContainer) int { return cmp.Compare(a.Name, b.Name) })
@@ -334,7 +359,6 @@ func (p *Policy) AddContainer(spec ContainerSpec) (Assignment, []Assignment, err
 	}
 
 	cs := ctrState{spec: spec, pool: PoolNodeShared}
-	n := p.exclusiveCPUs(pod, spec)
 	switch {
 	case inBubble:
 		if n == 0 {
@@ -445,13 +469,19 @@ func (p *Policy) Assignments() []Assignment {
 
 // Resize takes the new resources of a running container (an in-place
 // resize, NRI UpdateContainer) and returns its assignment, which the
-// resize must keep (an exclusive container keeps quota -1). As the kubelet
-// excludes in-place resize for pods under its pod-level resource managers
-// (KEP-5526), a resize that changes the CPU or memory of a container that
-// is exclusive or in a bubble is refused with ErrResize, as is one that
-// would make a node-shared container exclusive (that needs a new slice).
-// Anything else is recorded. An unknown container is not an error (ok
-// false). On error nothing changes.
+// resize must keep (an exclusive container keeps quota -1). cgdelegate
+// refuses only what would change its own placement, with ErrResize, and
+// the kubelet refuses those too (its static CPU manager makes the in-place
+// resize of a Guaranteed pod infeasible, and every placed pod is
+// Guaranteed):
+//
+//  1. a container that is exclusive or in a bubble changes its CPU or
+//     memory;
+//  2. in container scope, a shared container would become exclusive (that
+//     needs a new slice).
+//
+// Anything else is recorded: the container stays in its pool. An unknown
+// container is not an error (ok false). On error nothing changes.
 func (p *Policy) Resize(id string, res podres.Container) (a Assignment, ok bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -470,65 +500,58 @@ func (p *Policy) Resize(id string, res podres.Container) (a Assignment, ok bool,
 	switch {
 	case c.pool == PoolExclusive || !pod.bubble.IsEmpty():
 		return Assignment{}, true, fmt.Errorf("%w: container %q in pod %s runs %s (cpus %s): resources %s: "+
-			"in-place resize of a pinned container is not supported, as with the kubelet's pod-level resource managers (KEP-5526); recreate the pod",
-			ErrResize, c.spec.Name, c.spec.PodID, c.pool, p.assign(p.st, p.v, c).CPUs, change)
-	case p.exclusiveCPUs(pod, next) > 0:
-		return Assignment{}, true, fmt.Errorf("%w: container %q in pod %s: resources %s would make it exclusive, which needs a new slice: recreate the pod",
-			ErrResize, c.spec.Name, c.spec.PodID, change)
-	}
-	if err := p.checkPod(pod, id, next); err != nil {
-		return Assignment{}, true, fmt.Errorf("%w: container %q: resources %s: %w", ErrResize, c.spec.Name, change, err)
+			"in-place resize of a pinned container is not supported; %s; recreate the pod",
+			ErrResize, c.spec.Name, c.spec.PodID, c.pool, p.assign(p.st, p.v, c).CPUs, change, KubeletResizeReason)
+	case p.scope == config.ScopeContainer && p.exclusiveCPUs(pod, next) > 0:
+		return Assignment{}, true, fmt.Errorf("%w: container %q in pod %s: resources %s would make it exclusive, which needs a new slice; %s; recreate the pod",
+			ErrResize, c.spec.Name, c.spec.PodID, change, KubeletResizeReason)
 	}
 	c.spec = next
 	p.st.addCtr(c)
 	return p.assign(p.st, p.v, c), true, nil
 }
 
-// ResizePod takes a pod's new pod-level budget (NRI UpdatePodSandbox). A
-// pod with a bubble or an exclusive container, or one the new budget would
-// give a bubble, is refused with ErrResize (KEP-5526); otherwise the budget
-// is recorded. An unknown pod is not an error. On error nothing changes.
+// ResizePod takes a pod's new pod-level budget (NRI UpdatePodSandbox).
+// The runtime sends the pod's CPU request read back from its cgroup's
+// cpu.weight, so a budget that is podres.Budget.Equivalent to the one
+// recorded is no change. Otherwise, as Resize, it refuses with ErrResize
+// only what would change cgdelegate's placement:
+//
+//  1. a pod with a bubble or an exclusive container;
+//  2. a pod the new budget would give a bubble (one whose containers'
+//     oom_score_adj says it is not Guaranteed never gets one).
+//
+// Anything else is recorded: a pod cgdelegate does not place has nothing
+// for it to refuse. An unknown pod is not an error. On error nothing
+// changes.
 func (p *Policy) ResizePod(id string, b podres.Budget) error {
-	if err := b.Validate(); err != nil {
-		return fmt.Errorf("%w: pod %s: %w", ErrInvalid, id, err)
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pod, ok := p.st.pods[id]
-	if !ok || pod.spec.Budget.CPURequest == b.CPURequest && pod.spec.Budget.CPULimit == b.CPULimit && pod.spec.Budget.MemoryLimit == b.MemoryLimit {
+	if !ok || pod.spec.Budget.Equivalent(b) {
 		return nil
+	}
+	if err := b.Validate(); err != nil {
+		if !p.places(id) {
+			return nil // nothing to check, and nothing worth recording
+		}
+		return fmt.Errorf("%w: pod %s: %w", ErrInvalid, id, err)
+	}
+	// A request within a weight step of the limit is the limit: a
+	// Guaranteed pod's read back (see podres.SameCPURequest).
+	if b.CPULimit > 0 && b.CPURequest != b.CPULimit && podres.SameCPURequest(b.CPURequest, b.CPULimit) {
+		b.CPURequest = b.CPULimit
 	}
 	change := fmt.Sprintf("pod budget %s to %s", pod.spec.Budget, b)
-	exclusive := slices.ContainsFunc(p.st.podContainers(id), func(cid string) bool { return p.st.ctrs[cid].pool == PoolExclusive })
+	notGuaranteed := slices.ContainsFunc(p.st.podContainers(id), func(cid string) bool { return p.st.ctrs[cid].spec.notGuaranteed() })
 	switch {
-	case !pod.bubble.IsEmpty() || exclusive:
-		return fmt.Errorf("%w: pod %s (bubble %s): %s: in-place resize of a pinned pod is not supported, "+
-			"as with the kubelet's pod-level resource managers (KEP-5526); recreate the pod", ErrResize, id, pod.bubble, change)
-	case p.wantsBubble(b):
-		return fmt.Errorf("%w: pod %s: %s would give it a bubble: recreate the pod", ErrResize, id, change)
+	case p.places(id):
+		return fmt.Errorf("%w: pod %s (bubble %s): %s: in-place resize of a pinned pod is not supported; %s; recreate the pod",
+			ErrResize, id, pod.bubble, change, KubeletResizeReason)
+	case p.wantsBubble(PodSpec{Budget: b, QoS: pod.spec.QoS}) && !notGuaranteed:
+		return fmt.Errorf("%w: pod %s: %s would give it a bubble; %s; recreate the pod", ErrResize, id, change, KubeletResizeReason)
 	}
-	next := pod
-	next.spec.Budget = b
-	if err := p.checkPod(next, "", ContainerSpec{}); err != nil {
-		return fmt.Errorf("%w: pod %s: %s: %w", ErrResize, id, change, err)
-	}
-	p.st.pods[id] = next
+	pod.spec.Budget = b
+	p.st.pods[id] = pod
 	return nil
-}
-
-// checkPod checks pod's budget against its containers, with container
-// skip replaced by next (none when skip is "").
-func (p *Policy) checkPod(pod podState, skip string, next ContainerSpec) error {
-	if pod.spec.Budget.IsZero() {
-		return nil
-	}
-	var named []podres.NamedContainer
-	for _, cid := range p.st.podContainers(pod.spec.ID) {
-		c := p.st.ctrs[cid].spec
-		if cid == skip {
-			c = next
-		}
-		named = append(named, podres.NamedContainer{Name: c.Name, Container: c.Resources})
-	}
-	return podres.CheckPod(pod.spec.Budget, named)
 }

@@ -240,7 +240,7 @@ func restoreLimit(spec ContainerSpec, stamp *Stamp, quota int64) ContainerSpec {
 func (r *rebuild) keepStampedBubbles() {
 	for _, id := range r.podIDs {
 		ps := r.st.pods[id]
-		if !r.p.wantsBubble(ps.spec.Budget) {
+		if !r.p.wantsBubble(ps.spec) {
 			continue
 		}
 		if c, ok := r.notGuaranteed(id); ok {
@@ -386,7 +386,7 @@ func (r *rebuild) keepStampedSlices() {
 		c := r.st.ctrs[id]
 		n := r.p.exclusiveCPUs(r.st.pods[c.spec.PodID], c.spec)
 		ps := r.st.pods[c.spec.PodID]
-		if n == 0 || (ps.bubble.IsEmpty() && (r.p.scope != config.ScopeContainer || r.p.wantsBubble(ps.spec.Budget))) {
+		if n == 0 || (ps.bubble.IsEmpty() && (r.p.scope != config.ScopeContainer || r.p.wantsBubble(ps.spec))) {
 			continue
 		}
 		s := r.stamps[id]

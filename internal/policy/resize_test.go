@@ -51,10 +51,33 @@ func TestResize(t *testing.T) {
 			},
 		},
 		{
-			name: "node-shared beyond its pod budget", id: "n", res: burstable(3000), wantErr: "container cpu requests sum 3000m exceed pod cpu budget 2000m",
+			// The kubelet may resize the container before the pod budget
+			// (and sends the budget read back from cpu.weight): a pod
+			// cgdelegate does not place is not held to it.
+			name: "node-shared beyond its pod budget", id: "n", res: burstable(3000), wantPool: PoolNodeShared,
 			setup: func(t *testing.T, p *Policy) {
 				mustAddPod(t, p, "q", podres.Budget{CPURequest: 2000, CPULimit: 4000, MemoryLimit: 8 * gib})
 				mustAdd(t, p, ctr("n", "q", burstable(500)))
+			},
+		},
+		{
+			// Issue 22: requests 250m, limit 500m -> 750m, beside a bubble.
+			name: "node-shared cpu limit up beside a bubble", id: "b",
+			res:      podres.NewContainer(podres.Budget{CPURequest: 250, CPULimit: 750, MemoryLimit: 64 * mib}),
+			wantPool: PoolNodeShared,
+			setup: func(t *testing.T, p *Policy) {
+				mustAddPod(t, p, "pinned", budget(2000))
+				mustAdd(t, p, ctr("g", "pinned", guaranteed(1000)))
+				mustAddPod(t, p, "q", podres.Budget{CPURequest: 250, CPULimit: 500, MemoryLimit: 64 * mib})
+				mustAdd(t, p, ctr("b", "q", podres.NewContainer(podres.Budget{CPURequest: 250, CPULimit: 500, MemoryLimit: 64 * mib})))
+			},
+		},
+		{
+			// In pod scope only a bubble holds exclusive slices.
+			name: "pod scope: guaranteed node-shared becomes whole cpus", id: "n", res: guaranteed(2000), wantPool: PoolNodeShared,
+			setup: func(t *testing.T, p *Policy) {
+				mustAddPod(t, p, "q", podres.Budget{})
+				mustAdd(t, p, ctr("n", "q", guaranteed(1500)))
 			},
 		},
 		{
@@ -111,21 +134,73 @@ func TestResize(t *testing.T) {
 
 func TestResizePod(t *testing.T) {
 	burst := podres.Budget{CPURequest: 1000, CPULimit: 2000, MemoryLimit: gib}
+	// issue22 is the pod of issue 22: requests 250m, limits 500m and 64Mi.
+	issue22 := podres.Budget{CPURequest: 250, CPULimit: 500, MemoryLimit: 64 * mib}
+	burstableCtr := func(b podres.Budget) ContainerSpec {
+		c := ctr("c", "p", podres.NewContainer(b))
+		c.PodQoS = podres.QoSBurstable
+		return c
+	}
 	tests := []struct {
-		name    string
-		budget  podres.Budget
-		next    podres.Budget
+		name   string
+		budget podres.Budget
+		// ctr, when set, is added to the pod before the resize.
+		ctr  *ContainerSpec
+		next podres.Budget
+		// want is the budget recorded after an allowed resize.
+		want    podres.Budget
 		wantErr string
 	}{
-		{"bubble pod unchanged", budget(2000), budget(2000), ""},
-		{"bubble pod grows", budget(2000), budget(3000), "in-place resize of a pinned pod is not supported"},
-		{"burstable pod grows", burst, podres.Budget{CPURequest: 1500, CPULimit: 3000, MemoryLimit: gib}, ""},
-		{"fractional guaranteed pod would get a bubble", budget(1500), budget(2000), "would give it a bubble"},
+		{name: "bubble pod unchanged", budget: budget(2000), next: budget(2000), want: budget(2000)},
+		{
+			// 2000m is 2048 shares, cpu.weight 79, read back as 2046
+			// shares (1999m); the recorded budget stays as it was.
+			name: "bubble pod read back through cpu.weight", budget: budget(2000),
+			next: readBack(budget(2000), 1999), want: budget(2000),
+		},
+		{name: "bubble pod grows", budget: budget(2000), next: budget(3000), wantErr: "in-place resize of a pinned pod is not supported"},
+		{
+			name: "bubble pod memory grows", budget: budget(2000), next: podres.Budget{CPURequest: 2000, CPULimit: 2000, MemoryLimit: 2 * gib},
+			wantErr: `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy \"static\"`,
+		},
+		{name: "burstable pod grows", budget: burst, next: podres.Budget{CPURequest: 1500, CPULimit: 3000, MemoryLimit: gib}, want: podres.Budget{CPURequest: 1500, CPULimit: 3000, MemoryLimit: gib}},
+		{
+			// Issue 22: the limit step arrives with the request read back
+			// (250m -> 256 shares -> weight 10 -> 237 shares -> 232m).
+			name: "issue 22: cpu limit up, request read back", budget: issue22,
+			next: podres.Budget{CPURequest: 232, CPULimit: 750, MemoryLimit: 64 * mib},
+			want: podres.Budget{CPURequest: 232, CPULimit: 750, MemoryLimit: 64 * mib},
+		},
+		{
+			name: "issue 22: memory up, request read back", budget: issue22,
+			next: podres.Budget{CPURequest: 232, CPULimit: 500, MemoryLimit: 96 * mib},
+			want: podres.Budget{CPURequest: 232, CPULimit: 500, MemoryLimit: 96 * mib},
+		},
+		{
+			name: "memory limit read back rounded to a page", budget: issue22,
+			next: podres.Budget{CPURequest: 250, CPULimit: 500, MemoryLimit: 64*mib - 4096}, want: issue22,
+		},
+		{name: "fractional guaranteed pod would get a bubble", budget: budget(1500), next: budget(2000), wantErr: "would give it a bubble"},
+		{
+			name: "guaranteed pod read back at whole cpus would get a bubble", budget: budget(1500),
+			next: readBack(budget(2000), 1999), wantErr: "would give it a bubble",
+		},
+		{
+			// NRI has no memory request: 1000m/1000m with a memory limit
+			// reads as Guaranteed, but the container's oom_score_adj says
+			// Burstable, so no bubble is due.
+			name: "burstable pod that reads as guaranteed", budget: podres.Budget{CPURequest: 500, CPULimit: 500, MemoryLimit: gib},
+			ctr:  ptr(burstableCtr(podres.Budget{CPURequest: 500, CPULimit: 500, MemoryLimit: gib})),
+			next: budget(1000), want: budget(1000),
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := mustNew(t, dualHT(), Options{})
 			mustAddPod(t, p, "p", tc.budget)
+			if tc.ctr != nil {
+				mustAdd(t, p, *tc.ctr)
+			}
 			err := p.ResizePod("p", tc.next)
 			if tc.wantErr != "" {
 				if !errors.Is(err, ErrResize) || !strings.Contains(err.Error(), tc.wantErr) {
@@ -139,11 +214,19 @@ func TestResizePod(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.st.pods["p"].spec.Budget != tc.next {
-				t.Errorf("budget %s, want %s recorded", p.st.pods["p"].spec.Budget, tc.next)
+			if got := p.st.pods["p"].spec.Budget; got != tc.want {
+				t.Errorf("budget %s, want %s recorded", got, tc.want)
 			}
 		})
 	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// readBack is b with the CPU request the kubelet reads back from cpu.weight.
+func readBack(b podres.Budget, request int64) podres.Budget {
+	b.CPURequest = request
+	return b
 }
 
 // TestRebuildRestoresQuota: a repair that moves a container out of an

@@ -26,7 +26,10 @@ var (
 	// ErrQoS refuses a container whose oom_score_adj says its pod is not
 	// Guaranteed, in a pod whose bubble already holds containers.
 	ErrQoS = errors.New("pod QoS mismatch")
-	// ErrResize refuses an in-place resize the policy can not apply.
+	// ErrResize refuses an in-place resize that would change what the
+	// policy placed (a bubble or an exclusive slice). Every such pod is
+	// Guaranteed, and the kubelet's static CPU manager refuses the resize
+	// of a Guaranteed pod too (KubeletResizeReason).
 	ErrResize = errors.New("in-place resize refused")
 	// ErrInvalid means bad input: an empty id, an invalid budget, an
 	// unknown scope.
@@ -34,6 +37,13 @@ var (
 	// ErrStamp marks a stamp that does not parse.
 	ErrStamp = errors.New("malformed assignment stamp")
 )
+
+// KubeletResizeReason is what the kubelet's static CPU manager answers
+// for the in-place resize of a Guaranteed pod (v1.37
+// pkg/kubelet/allocation/handlers.go, PodResizeInfeasible, while the
+// alpha InPlacePodVerticalScalingExclusiveCPUs gate is off); ErrResize
+// refusals quote it.
+const KubeletResizeReason = `as the kubelet's: "Resize is infeasible for Guaranteed Pods alongside CPU Manager policy \"static\""`
 
 // Lifecycle says what kind of container a spec describes.
 type Lifecycle string
@@ -69,6 +79,16 @@ type PodSpec struct {
 	// Budget is the pod-level budget (podres.PodBudget); the zero budget
 	// means none.
 	Budget podres.Budget
+	// QoS is the pod's QoS class as its cgroup parent says
+	// (podres.PodQoSFromCgroupParent); "" when it does not say. A
+	// Burstable or BestEffort pod gets no bubble and no exclusive CPUs,
+	// whatever its budget reads as.
+	QoS podres.QoSClass
+}
+
+// notGuaranteed says the pod's cgroup parent shows it is not Guaranteed.
+func (s PodSpec) notGuaranteed() bool {
+	return s.QoS == podres.QoSBurstable || s.QoS == podres.QoSBestEffort
 }
 
 // ContainerSpec is what the policy needs to know about a container.
