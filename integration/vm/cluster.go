@@ -272,8 +272,11 @@ func (c controlPlane) validate() error {
 		name string
 		port int
 	}{
-		{"API server", c.PKI.Port}, {"etcd client", c.EtcdClient}, {"etcd peer", c.EtcdPeer},
-		{"controller-manager", c.ControllerManager}, {"scheduler", c.Sched},
+		{"API server", c.PKI.Port},
+		{"etcd client", c.EtcdClient},
+		{"etcd peer", c.EtcdPeer},
+		{"controller-manager", c.ControllerManager},
+		{"scheduler", c.Sched},
 	} {
 		if p.port < 1 || p.port > 65535 {
 			errs = append(errs, fmt.Errorf("%w: %s port %d: want a TCP port", errControlPlane, p.name, p.port))
