@@ -67,6 +67,7 @@
 // Knobs, all optional:
 //
 //	CGD_VARIANTS=ctd24,numa         boot only variants whose name contains one of these
+//	                                (CGD_VARIANTS=Cluster: the cluster boot alone)
 //	CGD_SCENARIOS=PodBounds,...     run only these scenarios (variant.Scenario
 //	                                identifiers)
 //	CGD_VM_VERBOSE=1                stream the whole serial console into the test log
