@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,7 +110,7 @@ func (b *builder) buildCluster(ctx context.Context) (*clusterArtifacts, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freeLoopbackPorts(1)
+	port, err := apiServerPort()
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +118,7 @@ func (b *builder) buildCluster(ctx context.Context) (*clusterArtifacts, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	pki, err := newClusterPKI(dir, ports[0], time.Now())
+	pki, err := newClusterPKI(dir, port, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -179,6 +180,25 @@ func (b *builder) netModules(ctx context.Context, kernelKey string) ([]string, e
 		paths = append(paths, filepath.Join(dir, filepath.Base(m)))
 	}
 	return paths, nil
+}
+
+// apiServerPort is a port free on 127.0.0.1 below Linux's default
+// ephemeral range (32768 and up). It is chosen when the guest's
+// kubeconfigs are written, which can be many boots before the API server
+// listens there; below that range no outgoing connection takes it in
+// between.
+func apiServerPort() (int, error) {
+	const lo, hi = 20000, 32767
+	start := lo + int(time.Now().UnixNano()%int64(hi-lo+1))
+	for i := range hi - lo + 1 {
+		port := lo + (start-lo+i)%(hi-lo+1)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("API server port: no free port on 127.0.0.1 in %d-%d", lo, hi)
 }
 
 // freeLoopbackPorts returns n distinct TCP ports that were free on

@@ -65,3 +65,13 @@ func TestFreeLoopbackPorts(t *testing.T) {
 		t.Errorf("ports %v, want four distinct", ports)
 	}
 }
+
+func TestAPIServerPort(t *testing.T) {
+	p, err := apiServerPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p < 20000 || p > 32767 {
+		t.Errorf("port %d, want one in 20000-32767, below the ephemeral range", p)
+	}
+}
