@@ -1,4 +1,4 @@
-# cgdelegate build and test entry points. See README.md.
+# cgdelegate build and test entry points. See README.md and docs/development.md.
 GO        ?= go
 PREFIX    ?= /usr/local
 BINDIR    := bin

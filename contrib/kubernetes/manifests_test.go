@@ -333,7 +333,7 @@ func TestContainerdDropIn(t *testing.T) {
 			t.Errorf("%q: the drop-in must not require plugins globally", s)
 		}
 	}
-	// The timeouts README.md, "Request timeouts", explains: above
+	// The timeouts docs/deploying.md, "Request timeouts", explains: above
 	// containerd's 2 s default, far below the kubelet's 2 min CRI timeout.
 	for key, bounds := range map[string][2]time.Duration{
 		"plugin_request_timeout":      {5 * time.Second, 30 * time.Second},

@@ -327,7 +327,7 @@ func waitNested(ctx context.Context, t *testing.T, c *cri.Container) string {
 }
 
 // nestedRuncContainer is the pod securityContext InPodNestedRunc proves
-// sufficient, and the README shows: SYS_ADMIN (in the pod's user
+// sufficient, and docs/in-pod.md shows: SYS_ADMIN (in the pod's user
 // namespace), the runtime's default seccomp profile, and the /proc masks a
 // kubelet sends by default (procMount: Default). The masks do not stop the
 // nested /proc mount: they were made inside the pod's user namespace, so

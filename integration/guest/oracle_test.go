@@ -45,7 +45,7 @@ const (
 	podLogDir = "/var/log/pods"
 )
 
-// oracleAllowed are the differences cgdelegate has on purpose; the README
+// oracleAllowed are the differences cgdelegate has on purpose; docs/cpu-pinning.md
 // ("Compared with the kubelet's pod-level resource managers") says the
 // same. Every other difference fails the scenario.
 var oracleAllowed = []oracle.Allowance{

@@ -58,7 +58,7 @@ func (s *syncBuffer) String() string {
 
 // What containerd's NRI (the real adaptation, default validator on as in
 // contrib/containerd/cgdelegate.toml) does when cgdelegate misses
-// plugin_request_timeout on a CreateContainer, as the README says:
+// plugin_request_timeout on a CreateContainer, as docs/deploying.md says:
 //   - the request is not failed: the container in flight is created without
 //     cgdelegate's adjustments (no writable mount, no hook), even though its
 //     pod requires cgdelegate, because cgdelegate was listed as present when

@@ -337,7 +337,7 @@ func Compare(kubelet, cgd Shape) []Difference {
 }
 
 // Allowance is a deliberate difference: where cgdelegate differs from the
-// kubelet on purpose, with the reason (the README's comparison table says
+// kubelet on purpose, with the reason (docs/cpu-pinning.md's comparison table says
 // the same).
 type Allowance struct {
 	// Manifest, Container and Field select the differences it covers; ""

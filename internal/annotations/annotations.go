@@ -3,7 +3,7 @@
 // lookup that reads them.
 //
 // Use it whenever cgdelegate reads a user-written annotation: declare the
-// key here (with the values it takes, for the README) and read it with
+// key here (with the values it takes, for docs/writable-cgroups.md) and read it with
 // Lookup or First. Do not use it for annotations cgdelegate writes itself
 // (the CPU assignment stamp belongs to internal/policy). Parsing a value is
 // the owner's job (optin, podres, policy); this package only finds it.
@@ -39,7 +39,7 @@ type Key struct {
 	// Owner is who defines the key: "cgdelegate", or the other
 	// implementation whose key we accept.
 	Owner string
-	// Values says what the value may be, as the README documents it.
+	// Values says what the value may be, as docs/writable-cgroups.md documents it.
 	Values string
 }
 
@@ -114,7 +114,7 @@ var (
 	}
 )
 
-// All returns every registered key, in the order the README lists them.
+// All returns every registered key, in the order docs/writable-cgroups.md lists them.
 func All() []Key {
 	return []Key{
 		WritableCgroups, CRIOWritable, CRIOWritableLegacy, KubeRayWritable,

@@ -87,9 +87,9 @@ func TestForms(t *testing.T) {
 	}
 }
 
-// The README documents every key a user can write, in every form.
-func TestREADMEListsEveryKey(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// docs/writable-cgroups.md documents every key a user can write, in every form.
+func TestDocsListEveryKey(t *testing.T) {
+	readme, err := os.ReadFile("../../docs/writable-cgroups.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestREADMEListsEveryKey(t *testing.T) {
 		seen[k.Name] = true
 		for _, f := range k.Forms() {
 			if !documented[f] {
-				t.Errorf("README.md does not list the annotation `%s` (%s's key)", f, k.Owner)
+				t.Errorf("docs/writable-cgroups.md does not list the annotation `%s` (%s's key)", f, k.Owner)
 			}
 		}
 	}

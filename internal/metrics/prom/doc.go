@@ -13,6 +13,6 @@
 // nothing between scrapes.
 //
 // Do not use it to decide anything: it only counts. The metric names and
-// the fixed set of refusal causes are listed in the README ("Metrics") and
+// the fixed set of refusal causes are listed in docs/metrics.md and
 // in names.go; contrib/grafana/cgdelegate.json is built on them.
 package prom

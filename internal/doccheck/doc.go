@@ -1,0 +1,15 @@
+// Package doccheck holds no code, only a test: it checks the relative links
+// of the documentation, README.md and docs/*.md.
+//
+// Every relative link must point to a file or directory that exists, and
+// every #anchor, in the same file or as file.md#anchor, must match a heading
+// of the target, slugged as GitHub slugs headings: lowercase, spaces to '-',
+// punctuation other than '-' and '_' dropped, and a repeated heading suffixed
+// -1, -2, and so on. Links in fenced code blocks and in code spans are not
+// links. External links (http:, https:, mailto: and any other scheme) are not
+// checked: the test runs without a network.
+//
+// Use it by running go test ./...; add a page to the check by putting it in
+// docs/. It does not check the prose, the wording of the quick-start commands
+// or that a page is linked from anywhere.
+package doccheck
