@@ -339,32 +339,31 @@ func (c controlPlane) APIServerArgs() []string {
 // controller, the CA and service-account key for the tokens it mints, no
 // leader election (one instance).
 func (c controlPlane) ControllerManagerArgs() []string {
-	kc := c.PKI.Kubeconfig("controller-manager")
-	return []string{
-		"--kubeconfig=" + kc,
-		"--authentication-kubeconfig=" + kc,
-		"--authorization-kubeconfig=" + kc,
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(c.ControllerManager),
-		"--cert-dir=" + filepath.Join(c.DataDir, "controller-manager"),
-		"--leader-elect=false",
+	return append(c.componentArgs("controller-manager", c.ControllerManager),
 		"--use-service-account-credentials=true",
-		"--service-account-private-key-file=" + c.PKI.Path("sa.key"),
-		"--root-ca-file=" + c.PKI.Path("ca.crt"),
-		"--v=1",
-	}
+		"--service-account-private-key-file="+c.PKI.Path("sa.key"),
+		"--root-ca-file="+c.PKI.Path("ca.crt"),
+	)
 }
 
 // SchedulerArgs: its own identity, no leader election.
 func (c controlPlane) SchedulerArgs() []string {
-	kc := c.PKI.Kubeconfig("scheduler")
+	return c.componentArgs("scheduler", c.Sched)
+}
+
+// componentArgs are the flags the controller manager and the scheduler
+// share: the identity's kubeconfig for the API server and for checking
+// its own clients, its health port on loopback, a directory for its
+// self-signed serving certificate, and no leader election (one instance).
+func (c controlPlane) componentArgs(identity string, port int) []string {
+	kc := c.PKI.Kubeconfig(identity)
 	return []string{
 		"--kubeconfig=" + kc,
 		"--authentication-kubeconfig=" + kc,
 		"--authorization-kubeconfig=" + kc,
 		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(c.Sched),
-		"--cert-dir=" + filepath.Join(c.DataDir, "scheduler"),
+		"--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + filepath.Join(c.DataDir, identity),
 		"--leader-elect=false",
 		"--v=1",
 	}
