@@ -11,8 +11,8 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/topology/topologytest"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
-	"github.com/cgdelegate/cgdelegate/internal/topology/topotest"
 )
 
 func testConfig(t *testing.T) config.Config {
@@ -98,7 +98,7 @@ func TestCreateContainerNilGuards(t *testing.T) {
 // stays inactive while the kubelet is still static.
 func TestConfigureRebuildsSuspendedPinning(t *testing.T) {
 	host := fakehost.New(t)
-	if err := host.InstallSysfs(topotest.DualSocketHT().Tree().FS()); err != nil {
+	if err := host.InstallSysfs(topologytest.DualSocketHT().Tree().FS()); err != nil {
 		t.Fatal(err)
 	}
 	cfg := host.Config()

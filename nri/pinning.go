@@ -6,7 +6,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
-	"github.com/cgdelegate/cgdelegate/internal/pinning"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
@@ -15,7 +15,7 @@ import (
 const pinningEvents = "RunPodSandbox,StopPodSandbox,StopContainer,RemoveContainer,RemovePodSandbox,UpdateContainer,UpdatePodSandbox"
 
 // RunPodSandbox gives a pod with a CPU budget its bubble. A bad budget or
-// no room for the bubble fails the pod (pinning.ErrPodRefused): the
+// no room for the bubble fails the pod (cpumanager.ErrPodRefused): the
 // runtime fails RunPodSandbox with this error, before any container.
 func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	pn := p.pin.Load()
@@ -48,13 +48,13 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 	if adj == nil {
 		adj = &api.ContainerAdjustment{}
 	}
-	pinning.Adjust(adj, a)
+	cpumanager.Adjust(adj, a)
 	p.eventLog(pod, ctr).Info("cpus assigned", "pool", a.Pool, "cpus", a.CPUs.String(), "mems", a.Mems.String(), "updates", len(upd))
-	return adj, pinning.Updates(upd), nil
+	return adj, cpumanager.Updates(upd), nil
 }
 
 // UpdateContainer is an in-place resize: refused for a pinned container,
-// otherwise kept to its cpuset, memory nodes and quota (pinning.Pinner.ResizeContainer).
+// otherwise kept to its cpuset, memory nodes and quota (cpumanager.Manager.ResizeContainer).
 func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	if pn := p.pin.Load(); pod != nil && ctr != nil && pn.Active() {
 		return pn.ResizeContainer(p.log, pod, ctr, res)
@@ -63,7 +63,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 }
 
 // UpdatePodSandbox is an in-place resize of the pod-level resources:
-// refused for a pinned pod (pinning.Pinner.ResizePod).
+// refused for a pinned pod (cpumanager.Manager.ResizePod).
 func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, _, res *api.LinuxResources) error {
 	if pn := p.pin.Load(); pod != nil && pn.Active() {
 		return pn.ResizePod(p.log, pod, res)
@@ -78,7 +78,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	if ctr == nil || !pn.Active() {
 		return nil, nil
 	}
-	return pinning.Updates(pn.RemoveContainer(ctr.GetId())), nil
+	return cpumanager.Updates(pn.RemoveContainer(ctr.GetId())), nil
 }
 
 // RemoveContainer is StopContainer for a container removed without a stop;
@@ -126,5 +126,5 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	if !pn.Active() {
 		return nil, nil
 	}
-	return pinning.Updates(pn.Synchronize(p.log, pods, ctrs).Updates), nil
+	return cpumanager.Updates(pn.Synchronize(p.log, pods, ctrs).Updates), nil
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/topology/topotest"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/topology/topologytest"
 )
 
 func pinConfig(t *testing.T) config.Config {
@@ -21,7 +21,7 @@ func pinConfig(t *testing.T) config.Config {
 	c := testConfig(t)
 	c.CPUPinning = true
 	c.SysfsRoot = t.TempDir()
-	if err := topotest.DualSocketHT().Tree().Write(c.SysfsRoot); err != nil {
+	if err := topologytest.DualSocketHT().Tree().Write(c.SysfsRoot); err != nil {
 		t.Fatal(err)
 	}
 	c.KubeletCPUManagerState = filepath.Join(t.TempDir(), "cpu_manager_state")

@@ -1,6 +1,6 @@
 // Package nri holds cgdelegate's NRI event handlers. They only translate:
 // an event goes to one decision (internal/writable for the cgroup mount,
-// internal/pinning for CPUs), and the answer comes back as an NRI
+// internal/cpumanager for CPUs), and the answer comes back as an NRI
 // adjustment, container updates or an error.
 //
 // Use New to build a Plugin, with options for what plugs in from outside
@@ -22,9 +22,9 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
-	"github.com/cgdelegate/cgdelegate/internal/pinning"
 	"github.com/cgdelegate/cgdelegate/internal/quirks"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
@@ -74,8 +74,8 @@ type Plugin struct {
 
 	h atomic.Pointer[host]
 	// pin is the CPU pinning state; nil when cpuPinning is off.
-	pin     atomic.Pointer[pinning.Pinner]
-	send    *pinning.Sender
+	pin     atomic.Pointer[cpumanager.Manager]
+	send    *cpumanager.Sender
 	runtime atomic.Pointer[runtimeInfo]
 	// stopWatch ends the WatchHost round of a replaced checker.
 	stopWatch atomic.Pointer[context.CancelFunc]
@@ -98,14 +98,14 @@ func New(base config.Config, log *slog.Logger, opts ...Option) (*Plugin, error) 
 	}
 	p := &Plugin{log: log, base: base, opts: newOptions(opts)}
 	p.h.Store(p.newHost(base, nil))
-	p.pin.Store(pinning.New(base, log))
-	p.send = pinning.NewSender(log, p.opts.metrics, p.pin.Load)
+	p.pin.Store(cpumanager.New(base, log))
+	p.send = cpumanager.NewSender(log, p.opts.metrics, p.pin.Load)
 	return p, nil
 }
 
 // SetUpdater attaches the runtime connection (the stub) used to send
 // container updates from events that can not return them.
-func (p *Plugin) SetUpdater(u pinning.Updater) { p.send.SetUpdater(u) }
+func (p *Plugin) SetUpdater(u cpumanager.Updater) { p.send.SetUpdater(u) }
 
 // WaitUpdates blocks until every queued container update has been sent.
 func (p *Plugin) WaitUpdates() { p.send.Wait() }
@@ -141,7 +141,7 @@ func (p *Plugin) WatchHost(ctx context.Context) error {
 
 // RecheckKubeletState reads the kubelet's CPU manager state again if its
 // file changed (one stat otherwise); pinning stops when the kubelet's
-// static policy became active (pinning.Pinner.RecheckKubelet). It reports
+// static policy became active (cpumanager.Manager.RecheckKubelet). It reports
 // whether the pinning status changed.
 func (p *Plugin) RecheckKubeletState() bool { return p.pin.Load().RecheckKubelet(p.log) }
 
@@ -177,12 +177,12 @@ func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (ap
 	p.blob = blob
 	// The runtime first: admission rules built from cfg may depend on it.
 	p.runtime.Store(&runtimeInfo{status.Runtime{Name: runtime, Version: version}, quirks.For(runtime)})
-	if old := p.apply(cfg); pinning.ConfigChanged(old, cfg) || !p.pin.Load().Active() {
+	if old := p.apply(cfg); cpumanager.ConfigChanged(old, cfg) || !p.pin.Load().Active() {
 		// Synchronize follows Configure and fills the new policy. Inactive
 		// pinning holds nothing worth keeping (a suspended state is
 		// stale), so it is built again: it resumes unless the kubelet's
 		// static CPU manager is still active.
-		p.pin.Store(pinning.New(cfg, p.log))
+		p.pin.Store(cpumanager.New(cfg, p.log))
 	}
 	p.mu.Unlock()
 	p.log.Info("configured", "runtime", runtime, "version", version, "blob", len(blob) > 0)
@@ -214,7 +214,7 @@ func (p *Plugin) Reload(base config.Config) error {
 		p.mu.Unlock()
 		return fmt.Errorf("%w: %w", ErrReload, err)
 	}
-	if pinning.ConfigChanged(p.h.Load().cfg, cfg) {
+	if cpumanager.ConfigChanged(p.h.Load().cfg, cfg) {
 		p.mu.Unlock()
 		return fmt.Errorf("%w: the CPU pinning settings (cpuPinning, topologyScope, reservedCPUs, strictCPUReservation, reservedMemory, "+
 			"sysfsRoot, kubeletCPUManagerState, allowKubeletStaticCPUManager) changed; they take effect when the plugin restarts", ErrReload)

@@ -21,7 +21,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/integration/cri"
 	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
 	"github.com/cgdelegate/cgdelegate/integration/variant"
-	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 )
 
 // The CPU pinning scenarios of issue 4. They run in a variant booted with

@@ -9,7 +9,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 )
 
 // TestPinningAdmissionAtRunPodSandbox: a pod whose bubble can not be carved

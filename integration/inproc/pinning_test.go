@@ -16,15 +16,15 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/topology/topologytest"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
-	"github.com/cgdelegate/cgdelegate/internal/policy"
-	"github.com/cgdelegate/cgdelegate/internal/topology/topotest"
 	"github.com/cgdelegate/cgdelegate/nri"
 )
 
 // topologyTree is a 2-socket, 2-NUMA, 16-CPU machine with hyperthreads:
 // node 0 holds CPUs 0-3,8-11, node 1 holds 4-7,12-15; siblings are n, n+8.
-var topologyTree = topotest.DualSocketHT().Tree().FS()
+var topologyTree = topologytest.DualSocketHT().Tree().FS()
 
 const (
 	gi = int64(1) << 30
@@ -847,7 +847,7 @@ func TestPinningRestartKeepsUnstampedSlices(t *testing.T) {
 // TestPinningPodLevelContainerWithoutResources is the pod: spec
 // resources cpu 2, memory 256Mi; g Guaranteed with cpu 1, memory 64Mi; s
 // with no resources of its own. The values are exactly what the kubelet
-// sends (internal/podres documents them): s has the pod's quota, shares
+// sends (internal/cpumanager/budget documents them): s has the pod's quota, shares
 // converted from the pod's limit and the pod's memory limit. g gets one
 // exclusive CPU, s the rest of the bubble; nothing is refused.
 func TestPinningPodLevelContainerWithoutResources(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 )
 
 // TestPlainPodProperty: a pod that asked for nothing (no annotation, no

@@ -5,8 +5,8 @@
 // Use it whenever cgdelegate reads a user-written annotation: declare the
 // key here (with the values it takes, for docs/writable-cgroups.md) and read it with
 // Lookup or First. Do not use it for annotations cgdelegate writes itself
-// (the CPU assignment stamp belongs to internal/policy). Parsing a value is
-// the owner's job (optin, podres, policy); this package only finds it.
+// (the CPU assignment stamp belongs to internal/cpumanager/policy). Parsing a value is
+// the owner's job (optin, cpumanager/budget, cpumanager); this package only finds it.
 package annotations
 
 import (
@@ -97,14 +97,14 @@ var (
 		Values: "whole number ≥ 1; may only lower the node cap",
 	}
 	// PodResources and ContainerResources state budgets exactly when the
-	// values the runtime converted are ambiguous (internal/podres).
+	// values the runtime converted are ambiguous (internal/cpumanager/budget).
 	PodResources = Key{
 		Name: "resources.cgdelegate.io/pod", Scope: Pod, Owner: "cgdelegate",
-		Values: "`cpu=<amt>,memory=<amt>` (see internal/podres)",
+		Values: "`cpu=<amt>,memory=<amt>` (see internal/cpumanager/budget)",
 	}
 	ContainerResources = Key{
 		Name: "resources.cgdelegate.io", Scope: PerContainer, Owner: "cgdelegate",
-		Values: "`cpu=<amt>,memory=<amt>` (see internal/podres)",
+		Values: "`cpu=<amt>,memory=<amt>` (see internal/cpumanager/budget)",
 	}
 	// Lifecycle marks init containers and sidecars for the CPU policy; NRI
 	// does not say which containers are init containers.

@@ -55,7 +55,7 @@ func (h *Host) WriteDelegate(files ...string) error {
 }
 
 // InstallSysfs copies a sysfs tree, such as a CPU topology tree from
-// internal/topology/topotest, into the host's /sys.
+// internal/cpumanager/topology/topologytest, into the host's /sys.
 func (h *Host) InstallSysfs(tree fs.FS) error {
 	if err := os.CopyFS(h.Sysfs, tree); err != nil {
 		return fmt.Errorf("install sysfs tree: %w", err)

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"sync"
@@ -23,7 +24,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/atomicfile"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
-	"github.com/cgdelegate/cgdelegate/internal/kubeletcpu"
 )
 
 // Runtime identifies the container runtime seen in Configure.
@@ -77,11 +77,26 @@ func Evaluate(cfg config.Config, host hostcheck.Status, readErr error) Report {
 	}
 	r.Supported = len(r.Problems) == 0
 	if cfg.CPUPinning && !cfg.AllowKubeletStaticCPUManager {
-		if w := kubeletcpu.Missing(cfg.KubeletCPUManagerState); w != "" {
+		if w := kubeletStateMissing(cfg.KubeletCPUManagerState); w != "" {
 			r.Warnings = append(r.Warnings, w)
 		}
 	}
 	return r
+}
+
+// kubeletStateMissing returns a warning when the state file at path does not exist, or
+// "" when it does (or can not be looked at: the CPU manager refuses to pin then). Every
+// kubelet writes the file, whatever its CPU manager policy, so on a node
+// that runs a kubelet a missing file means the kubelet keeps its state
+// elsewhere (--root-dir), or the file's directory is not mounted into
+// cgdelegate's container; cgdelegate can then not see a static CPU manager.
+func kubeletStateMissing(path string) string {
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	return fmt.Sprintf("the kubelet's CPU manager state %s does not exist, so cgdelegate pins CPUs without knowing whether "+
+		"the kubelet's static CPU manager is active: mount the kubelet's directory (read-only) into cgdelegate's container, "+
+		"or set kubeletCPUManagerState to the kubelet's --root-dir", path)
 }
 
 // Marshal renders r as indented JSON with a trailing newline.

@@ -243,3 +243,27 @@ func TestKubeletStateWarning(t *testing.T) {
 		}
 	})
 }
+
+func TestKubeletStateMissing(t *testing.T) {
+	dir := t.TempDir()
+	present := filepath.Join(dir, "cpu_manager_state")
+	if err := os.WriteFile(present, []byte(`{"policyName":"none"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path string
+		want       string
+	}{
+		{"present", present, ""},
+		{"missing", filepath.Join(dir, "absent"), filepath.Join(dir, "absent") + " does not exist"},
+		{"directory missing", filepath.Join(dir, "no", "cpu_manager_state"), "mount the kubelet's directory"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := kubeletStateMissing(tc.path)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("kubeletStateMissing(%s) = %q, want %q", tc.path, got, tc.want)
+			}
+		})
+	}
+}

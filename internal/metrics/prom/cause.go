@@ -3,12 +3,12 @@ package prom
 import (
 	"errors"
 
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/budget"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/optin"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
-	"github.com/cgdelegate/cgdelegate/internal/pinning"
-	"github.com/cgdelegate/cgdelegate/internal/podres"
-	"github.com/cgdelegate/cgdelegate/internal/policy"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 	"github.com/cgdelegate/cgdelegate/ocispec"
 )
@@ -49,14 +49,14 @@ var causes = []struct {
 	sentinels []error
 }{
 	{CausePolicy, []error{writable.ErrNotAdmitted, optinpolicy.ErrNotAllowed}},
-	{CauseBadAnnotation, []error{optin.ErrBadAnnotation, podres.ErrAnnotation, pinning.ErrLifecycle}},
+	{CauseBadAnnotation, []error{optin.ErrBadAnnotation, budget.ErrAnnotation, cpumanager.ErrLifecycle}},
 	{CauseCgroupV1, []error{hostcheck.ErrCgroupV1, hostcheck.ErrNoCgroupMount}},
 	{CauseNoNsdelegate, []error{hostcheck.ErrNoNsdelegate}},
 	{CauseNoCgroupNS, []error{ocispec.ErrNoPrivateCgroupNS, ocispec.ErrHostCgroupBind}},
 	{CausePodBounds, []error{writable.ErrPodBounds}},
 	{CausePinning, []error{
 		policy.ErrInsufficient, policy.ErrNoSharedCPUs, policy.ErrUnknownPod, policy.ErrExists, policy.ErrInvalid,
-		podres.ErrInconsistent, podres.ErrInvalid,
+		budget.ErrInconsistent, budget.ErrInvalid,
 	}},
 }
 

@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	"github.com/cgdelegate/cgdelegate/internal/cgroupfs"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/budget"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 	"github.com/cgdelegate/cgdelegate/internal/hostcheck"
 	"github.com/cgdelegate/cgdelegate/internal/optin"
 	"github.com/cgdelegate/cgdelegate/internal/optinpolicy"
-	"github.com/cgdelegate/cgdelegate/internal/pinning"
-	"github.com/cgdelegate/cgdelegate/internal/podres"
-	"github.com/cgdelegate/cgdelegate/internal/policy"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 	"github.com/cgdelegate/cgdelegate/ocispec"
 )
@@ -29,9 +29,9 @@ func TestCause(t *testing.T) {
 		{"opt-in policy", fmt.Errorf("%w: namespace %q", optinpolicy.ErrNotAllowed, "ns"), CausePolicy},
 		{"admission reading a bad annotation", errors.Join(writable.ErrNotAdmitted, optin.ErrBadAnnotation), CausePolicy},
 		{"cgroup mode annotation", wrap(optin.ErrBadAnnotation), CauseBadAnnotation},
-		{"resources annotation", fmt.Errorf("pod budget: %w", podres.ErrAnnotation), CauseBadAnnotation},
-		{"resources annotation inconsistent too", errors.Join(podres.ErrAnnotation, podres.ErrInconsistent), CauseBadAnnotation},
-		{"lifecycle annotation", wrap(pinning.ErrLifecycle), CauseBadAnnotation},
+		{"resources annotation", fmt.Errorf("pod budget: %w", budget.ErrAnnotation), CauseBadAnnotation},
+		{"resources annotation inconsistent too", errors.Join(budget.ErrAnnotation, budget.ErrInconsistent), CauseBadAnnotation},
+		{"lifecycle annotation", wrap(cpumanager.ErrLifecycle), CauseBadAnnotation},
 		{"cgroup v1", wrap(hostcheck.ErrCgroupV1), CauseCgroupV1},
 		{"no cgroup mount", wrap(hostcheck.ErrNoCgroupMount), CauseCgroupV1},
 		{"no nsdelegate", wrap(hostcheck.ErrNoNsdelegate), CauseNoNsdelegate},
@@ -43,8 +43,8 @@ func TestCause(t *testing.T) {
 		{"unknown pod", policy.ErrUnknownPod, CausePinning},
 		{"exists", policy.ErrExists, CausePinning},
 		{"invalid spec", policy.ErrInvalid, CausePinning},
-		{"inconsistent resources", fmt.Errorf("container resources: %w", podres.ErrInconsistent), CausePinning},
-		{"invalid resources", podres.ErrInvalid, CausePinning},
+		{"inconsistent resources", fmt.Errorf("container resources: %w", budget.ErrInconsistent), CausePinning},
+		{"invalid resources", budget.ErrInvalid, CausePinning},
 		{"mount table unreadable", wrap(errors.New("open /proc/1/mountinfo: permission denied")), CauseOther},
 		{"cgroupfs error alone", cgroupfs.ErrBadPath, CauseOther},
 	}

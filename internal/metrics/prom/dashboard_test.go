@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cgdelegate/cgdelegate/internal/policy"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 

@@ -1,0 +1,377 @@
+package cpumanager
+
+import (
+	"errors"
+	"log/slog"
+	"reflect"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/budget"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/topology"
+	"github.com/cgdelegate/cgdelegate/internal/metrics"
+)
+
+// senderManager is an active Manager on 8 CPUs, one NUMA node, with
+// node-shared containers a, b and c, each in a pod of its own without a
+// budget.
+func senderManager(t *testing.T) *Manager {
+	t.Helper()
+	topo, err := topology.FromSpec(topology.Spec{Packages: 1, NodesPerPackage: 1, CoresPerNode: 8, ThreadsPerCore: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.New(topo, policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Manager{policy: pol}
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := pol.AddPod(policy.PodSpec{ID: "pod-" + id, Name: "default/" + id}); err != nil {
+			t.Fatal(err)
+		}
+		spec := policy.ContainerSpec{ID: id, PodID: "pod-" + id, Name: id, Resources: budget.NewContainer(budget.Budget{})}
+		if _, _, err := pol.AddContainer(spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+// shrinkNodePool gives a new pod a bubble of one CPU: every node-shared
+// container's assignment changes, and nothing is enqueued. It may run on
+// the sender's goroutine, so it reports with Error, not Fatal.
+func shrinkNodePool(t *testing.T, m *Manager, podID string) {
+	t.Helper()
+	b := budget.Budget{CPURequest: 1000, CPULimit: 1000, MemoryLimit: 1 << 30}
+	if _, err := m.policy.AddPod(policy.PodSpec{ID: podID, Name: "default/" + podID, Budget: b}); err != nil {
+		t.Error(err)
+	}
+}
+
+func queued(ids ...string) []policy.Assignment {
+	as := make([]policy.Assignment, 0, len(ids))
+	for _, id := range ids {
+		as = append(as, policy.Assignment{ContainerID: id})
+	}
+	return as
+}
+
+// fakeUpdater records every UpdateContainers call.
+type fakeUpdater struct {
+	// during runs inside call i, before it returns; it may block.
+	during func(i int)
+	// fail answers call i; nil: every update succeeds.
+	fail func(i int, us []*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
+
+	mu       sync.Mutex
+	calls    [][]string        // the container ids of each call
+	cpus     map[string]string // the last cpuset each container was sent
+	inflight int
+	overlap  bool // two calls ran at once
+}
+
+func (u *fakeUpdater) UpdateContainers(us []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	u.mu.Lock()
+	i := len(u.calls)
+	ids := make([]string, 0, len(us))
+	for _, x := range us {
+		ids = append(ids, x.GetContainerId())
+	}
+	u.calls = append(u.calls, ids)
+	u.inflight++
+	u.overlap = u.overlap || u.inflight > 1
+	u.mu.Unlock()
+
+	if u.during != nil {
+		u.during(i)
+	}
+	var failed []*api.ContainerUpdate
+	var err error
+	if u.fail != nil {
+		failed, err = u.fail(i, us)
+	}
+
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.inflight--
+	if err == nil {
+		if u.cpus == nil {
+			u.cpus = map[string]string{}
+		}
+		for _, x := range us {
+			u.cpus[x.GetContainerId()] = x.GetLinux().GetResources().GetCpu().GetCpus()
+		}
+	}
+	return failed, err
+}
+
+func (u *fakeUpdater) result() ([][]string, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.calls, u.overlap
+}
+
+// countUpdates is a metrics.Recorder that adds up Updates.
+type countUpdates struct {
+	metrics.Nop
+	mu           sync.Mutex
+	sent, failed int
+}
+
+func (c *countUpdates) Updates(sent, failed int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sent += sent
+	c.failed += failed
+}
+
+func newTestSender(m *Manager, rec metrics.Recorder) *Sender {
+	return NewSender(slog.New(slog.DiscardHandler), rec, func() *Manager { return m })
+}
+
+// TestSenderBatch: what is queued before the runtime connection is
+// attached goes in one call once it is, each container once, sorted, with
+// its current assignment; containers the manager no longer knows (or a
+// manager that is off) are dropped.
+func TestSenderBatch(t *testing.T) {
+	tests := []struct {
+		name    string
+		enqueue [][]string
+		off     bool
+		want    [][]string
+	}{
+		{name: "one batch", enqueue: [][]string{{"b", "a"}}, want: [][]string{{"a", "b"}}},
+		{name: "queued twice, sent once", enqueue: [][]string{{"a"}, {"c", "a"}, {"a"}}, want: [][]string{{"a", "c"}}},
+		{name: "unknown containers dropped", enqueue: [][]string{{"gone", "b"}}, want: [][]string{{"b"}}},
+		{name: "nothing known, no call", enqueue: [][]string{{"gone"}}, want: nil},
+		{name: "nothing queued, no call", want: nil},
+		{name: "pinning off, no call", enqueue: [][]string{{"a"}}, off: true, want: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := senderManager(t)
+			if tc.off {
+				m = nil
+			}
+			s := newTestSender(m, metrics.Nop{})
+			for _, ids := range tc.enqueue {
+				s.Enqueue(queued(ids...))
+			}
+			u := &fakeUpdater{}
+			s.Wait() // nothing runs without an updater
+			if calls, _ := u.result(); len(calls) != 0 {
+				t.Fatalf("sent before the updater was attached: %v", calls)
+			}
+			s.SetUpdater(u)
+			s.Wait()
+			calls, _ := u.result()
+			if !reflect.DeepEqual(calls, tc.want) {
+				t.Fatalf("calls = %v, want %v", calls, tc.want)
+			}
+			for _, call := range calls {
+				for _, id := range call {
+					a, _ := m.Assignment(id)
+					if got := u.cpus[id]; got != a.CPUs.String() {
+						t.Errorf("%s sent cpus %q, want its assignment %q", id, got, a.CPUs)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSenderOrder: what is queued while a batch is being sent goes in a
+// later call, never in one that overlaps it.
+func TestSenderOrder(t *testing.T) {
+	tests := []struct {
+		name   string
+		first  []string
+		during [][]string // enqueued while the first call is in flight
+		want   [][]string
+	}{
+		{name: "later batch after", first: []string{"a"}, during: [][]string{{"c"}, {"b"}}, want: [][]string{{"a"}, {"b", "c"}}},
+		{name: "container in flight queued again", first: []string{"a", "b"}, during: [][]string{{"a"}}, want: [][]string{{"a", "b"}, {"a"}}},
+		{name: "nothing during", first: []string{"c"}, want: [][]string{{"c"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := senderManager(t)
+			s := newTestSender(m, metrics.Nop{})
+			started, release := make(chan struct{}), make(chan struct{})
+			u := &fakeUpdater{during: func(i int) {
+				if i == 0 {
+					close(started)
+					<-release
+				}
+			}}
+			s.SetUpdater(u)
+			s.Enqueue(queued(tc.first...))
+			<-started
+			for _, ids := range tc.during {
+				s.Enqueue(queued(ids...))
+			}
+			close(release)
+			s.Wait()
+			calls, overlap := u.result()
+			if overlap {
+				t.Error("two UpdateContainers calls ran at once")
+			}
+			if !reflect.DeepEqual(calls, tc.want) {
+				t.Fatalf("calls = %v, want %v", calls, tc.want)
+			}
+		})
+	}
+}
+
+// TestSenderResendsChanged: a container whose assignment changed while its
+// update was in flight, with nothing queued for it, is sent again: the
+// last update it gets is its current assignment. An unchanged one is not.
+func TestSenderResendsChanged(t *testing.T) {
+	tests := []struct {
+		name   string
+		change bool
+		want   [][]string
+	}{
+		{name: "changed in flight", change: true, want: [][]string{{"a", "b"}, {"a", "b"}}},
+		{name: "unchanged", want: [][]string{{"a", "b"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := senderManager(t)
+			before, _ := m.Assignment("a")
+			s := newTestSender(m, metrics.Nop{})
+			u := &fakeUpdater{during: func(i int) {
+				if i == 0 && tc.change {
+					shrinkNodePool(t, m, "bubble")
+				}
+			}}
+			s.SetUpdater(u)
+			s.Enqueue(queued("a", "b"))
+			s.Wait()
+			calls, _ := u.result()
+			if !reflect.DeepEqual(calls, tc.want) {
+				t.Fatalf("calls = %v, want %v", calls, tc.want)
+			}
+			for _, id := range []string{"a", "b"} {
+				a, _ := m.Assignment(id)
+				if u.cpus[id] != a.CPUs.String() {
+					t.Errorf("%s: last sent %q, current assignment %q", id, u.cpus[id], a.CPUs)
+				}
+			}
+			if after, _ := m.Assignment("a"); after.CPUs.Equals(before.CPUs) == tc.change {
+				t.Fatalf("assignment %s -> %s: the test did not change what it meant to", before.CPUs, after.CPUs)
+			}
+		})
+	}
+}
+
+// TestSenderFailures: a failed send is not retried (a broken connection
+// ends the plugin instance, and the next one repairs everything in
+// Synchronize; a container the runtime failed stays as it is), it is
+// counted, and the sender goes on with what is queued next.
+func TestSenderFailures(t *testing.T) {
+	errBroken := errors.New("connection closed")
+	tests := []struct {
+		name         string
+		fail         func(i int, us []*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
+		sent, failed int // counted for the first call
+	}{
+		{
+			name: "broken connection",
+			fail: func(i int, _ []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+				if i == 0 {
+					return nil, errBroken
+				}
+				return nil, nil
+			},
+			sent: 0, failed: 3,
+		},
+		{
+			name: "runtime failed one",
+			fail: func(i int, us []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+				if i == 0 {
+					return us[1:2], nil
+				}
+				return nil, nil
+			},
+			sent: 2, failed: 1,
+		},
+		{name: "all sent", sent: 3, failed: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := senderManager(t)
+			rec := &countUpdates{}
+			s := newTestSender(m, rec)
+			u := &fakeUpdater{fail: tc.fail}
+			s.SetUpdater(u)
+			s.Enqueue(queued("a", "b", "c"))
+			s.Wait()
+			if calls, _ := u.result(); !reflect.DeepEqual(calls, [][]string{{"a", "b", "c"}}) {
+				t.Fatalf("calls = %v, want one, not retried", calls)
+			}
+			if rec.sent != tc.sent || rec.failed != tc.failed {
+				t.Errorf("counted sent %d failed %d, want %d and %d", rec.sent, rec.failed, tc.sent, tc.failed)
+			}
+			// The sender is not stuck: the next batch goes out.
+			s.Enqueue(queued("b"))
+			s.Wait()
+			if calls, _ := u.result(); !reflect.DeepEqual(calls, [][]string{{"a", "b", "c"}, {"b"}}) {
+				t.Fatalf("calls = %v, want the next batch sent", calls)
+			}
+		})
+	}
+}
+
+// TestSenderNewUpdater: SetUpdater replaces the connection; later batches
+// go to the new one only.
+func TestSenderNewUpdater(t *testing.T) {
+	m := senderManager(t)
+	s := newTestSender(m, metrics.Nop{})
+	old, cur := &fakeUpdater{}, &fakeUpdater{}
+	s.SetUpdater(old)
+	s.Enqueue(queued("a"))
+	s.Wait()
+	s.SetUpdater(cur)
+	s.Enqueue(queued("b"))
+	s.Wait()
+	if calls, _ := old.result(); !reflect.DeepEqual(calls, [][]string{{"a"}}) {
+		t.Errorf("old updater calls = %v", calls)
+	}
+	if calls, _ := cur.result(); !reflect.DeepEqual(calls, [][]string{{"b"}}) {
+		t.Errorf("new updater calls = %v", calls)
+	}
+}
+
+// TestSenderNoLeak: the sending goroutine runs only while something is
+// queued or being sent: once Wait returns it ends, so a sender that is
+// dropped leaks nothing.
+func TestSenderNoLeak(t *testing.T) {
+	base := runtime.NumGoroutine()
+	m := senderManager(t)
+	s := newTestSender(m, metrics.Nop{})
+	u := &fakeUpdater{}
+	s.SetUpdater(u)
+	for range 20 {
+		s.Enqueue(queued("a", "b", "c"))
+	}
+	s.Wait()
+	s.Wait() // idle: returns at once
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines after Wait, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if calls, _ := u.result(); len(calls) == 0 {
+		t.Fatal("nothing sent")
+	}
+}
