@@ -77,10 +77,11 @@ demo-inproc: build
 # The VM suite (integration/vm): installs its host packages if missing
 # (idempotent), then builds, boots and reports every scenario, in two steps
 # with their own time limits:
-#   - ingredients: kernel, containerd, runc, kubelet, systemd root
-#     filesystem, cached by version (15.5 min cold beside make test on a
-#     quiet 2-core machine with transparent huge pages always, as in CI;
-#     about 30 s when cached);
+#   - ingredients: kernel, containerd, runc, kubelet, the cluster's
+#     control plane and etcd, systemd root filesystem, cached by version
+#     (15.5 min cold beside make test on a quiet 2-core machine with
+#     transparent huge pages always, as in CI, before the control plane,
+#     which adds about 5.5 min after the kubelet; about 30 s when cached);
 #   - boots: every variant, one VM at a time. Two at once are slower on two
 #     cores: each TCG guest keeps its host core busy when another competes.
 # CI (.ci/run) builds the ingredients while `make test` runs.

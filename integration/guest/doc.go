@@ -24,11 +24,19 @@
 // VM (config by cgroup driver, manifests, the /pods client, pod cgroup
 // names). kubelet_scenarios_test.go holds the scenarios.
 //
+// The Cluster scenarios (variants with cgd.cluster=1) go through a real
+// cluster: the control plane runs on the host (integration/vm starts it),
+// cluster_test.go starts the kubelet registered with it as Node cgd-vm
+// (its kubeconfig from the initramfs) at the first such scenario, and the
+// scenarios apply, patch and read pods with kubectl and the admin
+// kubeconfig at /root/.kube/config, as a user would; cgroups are read on
+// the node as in the other scenarios.
+//
 // The scenario files are named by behaviour: writable_test.go (the mount,
 // delegation, user namespaces), bounds_test.go (own limits, pod bounds),
 // guard_test.go (no nsdelegate, cgroup_writable), hook_test.go,
 // pluginmode_test.go, restart_test.go, pinning_test.go, harness_test.go,
-// demo_test.go and kubelet_scenarios_test.go.
+// demo_test.go, kubelet_scenarios_test.go and cluster_test.go.
 //
 // Running these tests anywhere but in that VM is pointless and unsafe: they
 // remount /sys/fs/cgroup and kill processes.

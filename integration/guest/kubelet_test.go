@@ -93,9 +93,10 @@ func (e *guestEnv) requireKubelet(t *testing.T) *kubeletEnv {
 	return e.kubelet
 }
 
-// startKubelet writes the config, starts the kubelet and waits for its
-// /healthz. On error e.kubelet stays nil only when it never started.
-func (e *guestEnv) startKubelet(cfg kubelet.Config) error {
+// startKubelet writes the config, starts the kubelet with extraArgs after
+// its own and waits for its /healthz. On error e.kubelet stays nil only
+// when it never started.
+func (e *guestEnv) startKubelet(cfg kubelet.Config, extraArgs ...string) error {
 	y, err := cfg.YAML()
 	if err != nil {
 		return err
@@ -111,7 +112,7 @@ func (e *guestEnv) startKubelet(cfg kubelet.Config) error {
 	k := &kubeletEnv{
 		daemon: &daemon{
 			name: "kubelet", path: e.paths.KubeletBinary, logPath: e.paths.KubeletLog,
-			args: []string{"--config=" + e.paths.KubeletConfig, "--hostname-override=" + kubeletNode, "--root-dir=" + e.paths.KubeletRoot, "--v=1"},
+			args: append([]string{"--config=" + e.paths.KubeletConfig, "--hostname-override=" + kubeletNode, "--root-dir=" + e.paths.KubeletRoot, "--v=1"}, extraArgs...),
 		},
 		client: kubelet.NewClient(fmt.Sprintf("http://127.0.0.1:%d", kubelet.DefaultReadOnlyPort)),
 		pods:   kubelet.StaticPods{Dir: e.paths.StaticPods},

@@ -82,10 +82,13 @@ type guestEnv struct {
 	cri        *cri.Client
 	containerd *daemon
 	plugin     *daemon // external mode only
-	// kubelet is started by the first Kubelet scenario (requireKubelet);
-	// kubeletErr says why it is not running.
+	// kubelet is started by the first Kubelet scenario (requireKubelet),
+	// or registered with the host's API server by the first Cluster one
+	// (requireCluster); kubeletErr says why it is not running.
 	kubelet    *kubeletEnv
 	kubeletErr error
+	// cluster is the registered kubelet's Node (requireCluster).
+	cluster *clusterEnv
 	// dsPlugin is cgdelegate as the DaemonSet's static pod, deployed by
 	// the first scenario that needs it (requireDaemonSetPlugin); its
 	// failure is pluginErr.
@@ -258,6 +261,11 @@ func pluginConfigYAML(v variant.Variant) string {
 	s := "guard: enforce\n"
 	if v.Pinning {
 		s += "cpuPinning: true\n"
+	}
+	if v.Cluster {
+		// CPU 0 stays in the node shared pool, as a kubelet's reserved
+		// CPU would (the resize scenario's pinned pod gets another).
+		s += "reservedCPUs: \"0\"\n"
 	}
 	if servesMetrics(v) {
 		s += "metricsAddress: " + metricsAddress + "\n"

@@ -47,6 +47,8 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.KubeletStartLatency:             kubeletStartLatency,
 	variant.KubeletDaemonSetPod:             kubeletDaemonSetPod,
 	variant.KubeletPluginPodRestart:         kubeletPluginPodRestart,
+	variant.ClusterNodeReady:                clusterNodeReady,
+	variant.ClusterResizeUnpinned:           clusterResizeUnpinned,
 }
 
 // Console markers of a scenario, read by integration/vm: its identifier

@@ -13,7 +13,8 @@ const Prefix = "cgd."
 
 // The parameter keys, without Prefix. integration/vm/init.sh reads
 // cgd.nsdelegate=0 itself, to mount cgroup2 before the guest runs, and
-// cgd.kubelet=1, to give the guest tests more time; the systemd variant's
+// cgd.kubelet=1 or cgd.cluster=1, to give the guest tests more time (and,
+// for cgd.cluster=1, to bring up the guest's network); the systemd variant's
 // guest unit (integration/vm/systemd.go) reads cgd.nsdelegate=0 to
 // remount the cgroup2 systemd mounted.
 const (
@@ -28,13 +29,14 @@ const (
 	keySMP            = "smp"
 	keyNUMA           = "numa"
 	keyKubelet        = "kubelet"
+	keyCluster        = "cluster"
 	keyScenarios      = "scenarios"
 )
 
 // keys are every parameter of a variant, in the order Encode writes them.
 var keys = []string{
 	keyName, keyContainerd, keyNSDelegate, keyPlugin, keyCgroupWritable,
-	keyPinning, keyFailClosed, keySystemd, keySMP, keyNUMA, keyKubelet, keyScenarios,
+	keyPinning, keyFailClosed, keySystemd, keySMP, keyNUMA, keyKubelet, keyCluster, keyScenarios,
 }
 
 // Sentinels of ParamError.
@@ -83,6 +85,7 @@ func (v Variant) params() map[string]string {
 		keySMP:            strconv.Itoa(v.SMP),
 		keyNUMA:           formatBool(v.NUMA),
 		keyKubelet:        formatBool(v.Kubelet),
+		keyCluster:        formatBool(v.Cluster),
 		keyScenarios:      strings.Join(scenarios, ","),
 	}
 }
@@ -151,6 +154,7 @@ func Decode(cmdline string) (Variant, error) {
 		SMP:            d.int(keySMP),
 		NUMA:           d.bool(keyNUMA),
 		Kubelet:        d.bool(keyKubelet),
+		Cluster:        d.bool(keyCluster),
 	}
 	if s := d.raw[keyScenarios]; s != "" {
 		for _, id := range strings.Split(s, ",") {

@@ -20,7 +20,11 @@ func TestRoundTrip(t *testing.T) {
 		Name: "custom-Kubelet", Containerd: "v9.9.9", Plugin: PluginExternal, SMP: 2, Kubelet: true,
 		Scenarios: []Scenario{Harness, KubeletStartLatency},
 	}
-	for _, v := range append(Suite(), DemoVariant(), custom, kubelet) {
+	cluster := Variant{
+		Name: "custom-Cluster", Containerd: "v9.9.9", Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true, Cluster: true,
+		Scenarios: []Scenario{ClusterNodeReady},
+	}
+	for _, v := range append(Suite(), DemoVariant(), custom, kubelet, cluster) {
 		t.Run(v.Name, func(t *testing.T) {
 			enc, err := v.Encode()
 			if err != nil {
@@ -96,6 +100,12 @@ func TestEncodeInvalid(t *testing.T) {
 		{"kubelet not named", func(v *Variant) { v.Kubelet = true }, "kubelet", "1"},
 		{"DaemonSet pod without a kubelet", func(v *Variant) { v.Plugin = PluginDaemonSet }, "plugin", "daemonset"},
 		{"named Kubelet without one", func(v *Variant) { v.Name = "ctd24-Kubelet" }, "kubelet", "0"},
+		{"cluster not named", func(v *Variant) { v.Cluster = true }, "cluster", "1"},
+		{"named Cluster without one", func(v *Variant) { v.Name = "ctd24-Cluster" }, "cluster", "0"},
+		{"cluster scenario without a cluster", func(v *Variant) { v.Scenarios = []Scenario{ClusterResizeUnpinned} }, "scenarios", "ClusterResizeUnpinned"},
+		{"cluster and the standalone kubelet", func(v *Variant) {
+			v.Name, v.Cluster, v.Kubelet = "ctd24-Cluster-Kubelet", true, true
+		}, "cluster", "1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -147,6 +157,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"bare key", with("numa", "cgd.numa"), ErrInvalid, "numa", ""},
 		{"kubelet not 0 or 1", with("kubelet", "cgd.kubelet=true"), ErrInvalid, "kubelet", "true"},
 		{"kubelet in a variant not named for it", with("kubelet", "cgd.kubelet=1"), ErrInvalid, "kubelet", "1"},
+		{"cluster not 0 or 1", with("cluster", "cgd.cluster=yes"), ErrInvalid, "cluster", "yes"},
+		{"cluster in a variant not named for it", with("cluster", "cgd.cluster=1"), ErrInvalid, "cluster", "1"},
+		{"cluster missing", with("cluster", ""), ErrMissing, "cluster", ""},
 		{"CPUs not a number", with("smp", "cgd.smp=four"), ErrInvalid, "smp", "four"},
 		{"zero CPUs", with("smp", "cgd.smp=0"), ErrInvalid, "smp", "0"},
 		{"odd CPUs on two nodes", with("smp", "cgd.smp=3"), ErrInvalid, "numa", "1"},

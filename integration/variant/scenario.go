@@ -130,6 +130,21 @@ const (
 	// pinning, and fails on a difference the allow-list does not explain
 	// (integration/oracle).
 	KubeletPinningOracle Scenario = "KubeletPinningOracle"
+
+	// The Cluster scenarios run against a real control plane on the host
+	// (Variant.Cluster), with kubectl inside the guest; see NeedsCluster.
+
+	// ClusterNodeReady: the guest's kubelet registers as a Node and becomes
+	// Ready; a Pod applied with kubectl is scheduled onto it by the
+	// scheduler and runs.
+	ClusterNodeReady Scenario = "ClusterNodeReady"
+	// ClusterResizeUnpinned (issue 22): with CPU pinning on, an ordinary
+	// Burstable pod is resized in place three times (kubectl patch
+	// --subresource resize: CPU limit up, CPU limit down, memory limit up)
+	// beside a Guaranteed pod with an exclusive CPU; each resize completes,
+	// the cgroup files show it, and the exclusive CPU never appears in the
+	// resized container's cpuset.
+	ClusterResizeUnpinned Scenario = "ClusterResizeUnpinned"
 )
 
 // scenarios lists every Scenario constant.
@@ -146,6 +161,7 @@ var scenarios = []Scenario{
 	Demo,
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 	KubeletPinningOracle,
+	ClusterNodeReady, ClusterResizeUnpinned,
 }
 
 // AllScenarios returns every scenario the guest implements.
@@ -157,3 +173,7 @@ func (s Scenario) Known() bool { return slices.Contains(scenarios, s) }
 // NeedsKubelet reports whether the scenario drives a kubelet: every such
 // scenario, and only those, has "Kubelet" in its name.
 func (s Scenario) NeedsKubelet() bool { return strings.Contains(string(s), "Kubelet") }
+
+// NeedsCluster reports whether the scenario drives the cluster: every such
+// scenario, and only those, has ClusterMark in its name.
+func (s Scenario) NeedsCluster() bool { return strings.Contains(string(s), ClusterMark) }

@@ -62,6 +62,38 @@ func TestKubeletScenarios(t *testing.T) {
 	}
 }
 
+// TestClusterScenarios: a scenario needs the cluster exactly when its name
+// says Cluster; the suite boots exactly one cluster variant, which runs
+// every Cluster scenario and carries a kubelet.
+func TestClusterScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		s    Scenario
+		want bool
+	}{{ClusterNodeReady, true}, {ClusterResizeUnpinned, true}, {KubeletWritable, false}, {Harness, false}} {
+		if got := tc.s.NeedsCluster(); got != tc.want {
+			t.Errorf("%s.NeedsCluster() = %v, want %v", tc.s, got, tc.want)
+		}
+	}
+	var clusters []Variant
+	for _, v := range Suite() {
+		if v.Cluster {
+			clusters = append(clusters, v)
+		}
+	}
+	if len(clusters) != 1 {
+		t.Fatalf("%d cluster variants in the suite, want one boot", len(clusters))
+	}
+	v := clusters[0]
+	if !v.RunsKubelet() || v.Kubelet {
+		t.Errorf("%s: RunsKubelet %v, Kubelet %v; want the registered kubelet only", v.Name, v.RunsKubelet(), v.Kubelet)
+	}
+	for _, s := range AllScenarios() {
+		if s.NeedsCluster() && !slices.Contains(v.Scenarios, s) {
+			t.Errorf("%s does not run cluster scenario %s", v.Name, s)
+		}
+	}
+}
+
 func TestScenarioKnown(t *testing.T) {
 	for _, s := range AllScenarios() {
 		if !s.Known() || !isToken(string(s)) {

@@ -32,6 +32,10 @@ func (p Plugin) valid() bool {
 // its initramfs: only a variant that runs the DaemonSet's pod does.
 func (v Variant) NeedsReleaseImage() bool { return v.Plugin == PluginDaemonSet }
 
+// RunsKubelet reports whether the boot carries a kubelet: the standalone
+// one (Kubelet) or the one a cluster registers (Cluster).
+func (v Variant) RunsKubelet() bool { return v.Kubelet || v.Cluster }
+
 // Variant is one boot of the VM: a host configuration and the guest
 // scenarios that run in it.
 type Variant struct {
@@ -68,9 +72,21 @@ type Variant struct {
 	// must contain "Kubelet" exactly when it does, so that
 	// CGD_VARIANTS=Kubelet selects every boot that runs one.
 	Kubelet bool
+	// Cluster boots the VM with a network to the host, whose loopback runs
+	// a control plane (etcd, kube-apiserver, kube-controller-manager,
+	// kube-scheduler; integration/vm starts it), and a kubelet registered
+	// as a Node of that API server, driven with kubectl from inside the
+	// guest. It excludes Kubelet (the standalone kubelet). The variant's
+	// name must contain "Cluster" exactly when it is set, so that
+	// CGD_VARIANTS=Cluster selects every boot that runs one.
+	Cluster bool
 	// Scenarios run in this order; each must report a result.
 	Scenarios []Scenario
 }
+
+// ClusterMark is in the name of every variant with Cluster set, and of
+// no other; every scenario that needs the cluster has it in its name.
+const ClusterMark = "Cluster"
 
 // SystemdMark is in the name of every variant with Systemd set, and of no
 // other.
@@ -96,12 +112,17 @@ func (v Variant) Validate() error {
 	check(keyNUMA, !v.NUMA || (v.SMP >= 2 && v.SMP%2 == 0), "two NUMA nodes need an even number of CPUs, not %d", v.SMP)
 	check(keyKubelet, v.Kubelet == strings.Contains(v.Name, "Kubelet"),
 		"a variant runs a kubelet exactly when its name contains \"Kubelet\" (name %q)", v.Name)
+	check(keyCluster, v.Cluster == strings.Contains(v.Name, ClusterMark),
+		"a variant runs a cluster exactly when its name contains %q (name %q)", ClusterMark, v.Name)
+	check(keyCluster, !v.Cluster || !v.Systemd, "the network of a cluster boot is brought up by the busybox init, not systemd (cgd.systemd=1)")
+	check(keyCluster, !v.Cluster || !v.Kubelet, "a cluster's kubelet is registered with its API server; it cannot also be the standalone one (cgd.kubelet=1)")
 	check(keyScenarios, len(v.Scenarios) > 0, "want at least one scenario")
 	seen := map[Scenario]bool{}
 	for _, s := range v.Scenarios {
 		check(keyScenarios, s.Known(), "unknown scenario %q", s)
 		check(keyScenarios, !seen[s], "scenario %s listed twice", s)
 		check(keyScenarios, !s.NeedsKubelet() || v.Kubelet, "scenario %s needs a kubelet (cgd.kubelet=1)", s)
+		check(keyScenarios, !s.NeedsCluster() || v.Cluster, "scenario %s needs a cluster (cgd.cluster=1)", s)
 		seen[s] = true
 	}
 	return errors.Join(errs...)

@@ -79,6 +79,12 @@ type artifacts struct {
 	// one (it is 90 MB, so it only goes into the initramfs of those that
 	// do).
 	Kubelet string
+	// Cluster is the control plane and its PKI; nil when no selected
+	// variant runs a cluster.
+	Cluster *clusterArtifacts
+	// NetModules are the guest kernel's virtio-net modules, in load order
+	// (netModules); only cluster boots carry them.
+	NetModules []string
 }
 
 // defaultCacheDir is $CGDELEGATE_CACHE, else ~/.cache/cgdelegate-integration
@@ -417,10 +423,11 @@ func checkHostTools() error {
 	return nil
 }
 
-// buildAll produces every artifact, the kubelet only when withKubelet.
+// buildAll produces every artifact, the kubelet only when withKubelet, the
+// control plane and the guest's network modules only when withCluster.
 // Only the plugin and hook may fail without failing the build: the
 // scenarios that need them then fail.
-func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet bool) (*artifacts, error) {
+func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet, withCluster bool) (*artifacts, error) {
 	a := &artifacts{
 		Busybox: busyboxPath, Containerd: map[string]string{},
 		ContainerdDropIn: filepath.Join(b.repo, "contrib", "containerd", "cgdelegate.toml"),
@@ -446,8 +453,16 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet b
 	if a.Runc, err = b.runc(ctx); err != nil {
 		return nil, err
 	}
-	if withKubelet {
+	if withKubelet || withCluster {
 		if a.Kubelet, err = b.kubelet(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if withCluster {
+		if a.Cluster, err = b.buildCluster(ctx); err != nil {
+			return nil, err
+		}
+		if a.NetModules, err = b.netModules(ctx, kname); err != nil {
 			return nil, err
 		}
 	}

@@ -53,7 +53,7 @@ func TestDemo(t *testing.T) {
 	say("Building the VM (the first run builds containerd and runc and downloads a kernel: about 4 minutes;")
 	say("later runs reuse %s)...", cacheDir)
 	b := &builder{log: log, repo: repoRoot(t), cacheDir: cacheDir, workDir: workDir}
-	arts, err := b.buildAll(context.Background(), []string{v.Containerd}, v.Kubelet)
+	arts, err := b.buildAll(context.Background(), []string{v.Containerd}, v.Kubelet, v.Cluster)
 	if err != nil {
 		t.Fatalf("building the VM: %v", err)
 	}

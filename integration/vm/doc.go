@@ -18,6 +18,14 @@
 //   - the kubelet (kubelet_build_test.go: k8s.io/kubernetes from the module
 //     proxy with its staging modules replaced by their published versions),
 //     cached by version, only when a selected variant runs one;
+//   - for the cluster variants (Variant.Cluster): kube-apiserver,
+//     kube-controller-manager, kube-scheduler and kubectl, built like the
+//     kubelet (same module, environment and flags, so the Go build cache
+//     shares their packages) and cached by version under controlplane/;
+//     our etcd (testdata/etcd, around go.etcd.io/etcd/server/v3/embed, in
+//     a module of its own) under etcd/; the kernel's virtio-net modules
+//     under netmodules/; and, every run, the cluster's PKI and kubeconfigs
+//     (cluster.go, crypto/x509, nothing downloaded);
 //   - for the systemd variants (Variant.Systemd), a Debian bookworm root
 //     filesystem (mmdebstrap minbase + systemd, dbus, kmod; builder
 //     debianRootfs, reusable for other package sets), cached as a tar under
@@ -40,9 +48,26 @@
 // which runs guest-run.sh and powers off. More units (a kubelet) are one
 // more entry in systemdUnits.
 //
+// The cluster (cluster.go, cluster_run_test.go): before it boots a
+// Cluster variant, the harness starts etcd, kube-apiserver (Node,RBAC
+// authorization, client certificates signed by the run's CA),
+// kube-controller-manager and kube-scheduler on the host's 127.0.0.1, each
+// after the one before answers its health check, and stops them when the
+// variant's test ends, passed or failed (process groups, SIGTERM then
+// SIGKILL; Pdeathsig kills them if the test binary dies first). The guest
+// gets a virtio-net NIC on qemu's user network (only that variant; every
+// other boots with -nic none), init.sh gives it 10.0.2.15/24 via 10.0.2.2,
+// and its kubelet registers as Node cgd-vm at https://10.0.2.2:<port>,
+// which qemu forwards to the host's loopback. The control plane runs on
+// the host rather than in the guest because under TCG it would take the
+// guest's CPU: the API server and etcd alone would compete with the
+// kubelet, containerd and the pods the scenarios time, on an emulated
+// machine that is already several times slower than the host.
+//
 // Knobs, all optional:
 //
 //	CGD_VARIANTS=ctd24,numa         boot only variants whose name contains one of these
+//	                                (CGD_VARIANTS=Cluster: the cluster boot alone)
 //	CGD_SCENARIOS=PodBounds,...     run only these scenarios (variant.Scenario
 //	                                identifiers)
 //	CGD_VM_VERBOSE=1                stream the whole serial console into the test log

@@ -63,12 +63,29 @@ for c in $(cat /sys/fs/cgroup/cgroup.controllers); do
 	echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control || fatal "enable controller $c"
 done
 
+# A cluster boot (cgd.cluster=1) reaches the control plane on the host's
+# loopback through qemu's user network: the host is 10.0.2.2 there.
+if grep -qw 'cgd.cluster=1' /proc/cmdline; then
+	for m in failover net_failover virtio_net; do
+		insmod /lib/modules/net/$m.ko || fatal "insmod $m"
+	done
+	n=0
+	while [ ! -e /sys/class/net/eth0 ]; do
+		n=$((n + 1))
+		[ $n -le 100 ] || fatal "no eth0 10 s after loading virtio_net"
+		sleep 0.1
+	done
+	ip addr add 10.0.2.15/24 dev eth0 || fatal "eth0 address"
+	ip link set eth0 up || fatal "eth0 up"
+	ip route add default via 10.0.2.2 || fatal "default route via 10.0.2.2"
+fi
+
 echo "CGD-BOOT kernel=$(uname -r) cpus=$(nproc) cgroup=$(grep ' /sys/fs/cgroup ' /proc/self/mountinfo | sed 's/.* - //')"
 
 # A real kubelet starts a pod several times slower than the CRI scenarios
 # do (its sync loop, the sandbox, under TCG): kubelet variants get longer.
 timeout=10m
-if grep -qw 'cgd.kubelet=1' /proc/cmdline; then
+if grep -qw -e 'cgd.kubelet=1' -e 'cgd.cluster=1' /proc/cmdline; then
 	timeout=20m
 fi
 # The pinning oracle runs ten pods twice, one after the other.

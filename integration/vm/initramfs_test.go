@@ -44,6 +44,12 @@ func packInitramfs(dst string, a *artifacts, boot bootKind) (err error) {
 	if boot.kubelet && a.Kubelet == "" {
 		return fmt.Errorf("initramfs: the kubelet was not built")
 	}
+	if boot.cluster && (a.Cluster == nil || len(a.NetModules) != len(netModuleFiles)) {
+		return fmt.Errorf("initramfs: the cluster's kubectl, kubeconfigs or network modules were not built")
+	}
+	if boot.cluster && boot.systemd {
+		return fmt.Errorf("initramfs: a cluster boot needs init.sh, which brings up the network")
+	}
 	ctrDir, ok := a.Containerd[containerdVersion]
 	if !ok {
 		return fmt.Errorf("initramfs: containerd %s was not built", containerdVersion)
@@ -153,6 +159,17 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 	if boot.kubelet {
 		w.HostFile("usr/local/bin/kubelet", 0o755, a.Kubelet)
 		versions += "kubelet=" + kubeletVersion + "\n"
+	}
+	if boot.cluster {
+		// kubectl with the admin's kubeconfig where a user has it, the
+		// kubelet's kubeconfig, and the modules init.sh loads for eth0.
+		w.HostFile(guestKubectl, 0o755, filepath.Join(a.Cluster.Bin, "kubectl"))
+		w.HostFile(guestAdminKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("guest-admin"))
+		w.HostFile(guestKubeletKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("kubelet"))
+		for _, m := range a.NetModules {
+			w.HostFile("lib/modules/net/"+filepath.Base(m), 0o644, m)
+		}
+		versions += "kubectl=" + kubeletVersion + "\n"
 	}
 	if a.Plugin != "" {
 		w.HostFile("usr/local/bin/cgdelegate", 0o755, a.Plugin)

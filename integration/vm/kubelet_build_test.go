@@ -72,45 +72,61 @@ func kubeletLDFlags(version string) string {
 // about 10 minutes on 2 cores) and caches it by version.
 func (b *builder) kubelet(ctx context.Context) (string, error) {
 	dir, err := b.cached("kubelet/"+kubeletVersion, func(tmp string) error {
-		env := []string{"GOFLAGS=-mod=mod -buildvcs=false", "GOWORK=off", "CGO_ENABLED=0"}
-		out, err := b.run(ctx, tmp, env, "go", "mod", "download", "-json", "k8s.io/kubernetes@"+kubeletVersion)
-		if err != nil {
-			return err
-		}
-		gomod := ""
-		for _, l := range strings.Split(string(out), "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(l), `"GoMod": "`); ok {
-				gomod = strings.TrimSuffix(v, `",`)
-			}
-		}
-		raw, err := os.ReadFile(gomod)
-		if err != nil {
-			return fmt.Errorf("k8s.io/kubernetes %s go.mod: %w", kubeletVersion, err)
-		}
-		staging, err := stagingModules(bytes.NewReader(raw))
-		if err != nil {
-			return err
-		}
-		src := filepath.Join(tmp, "src")
-		if err := os.MkdirAll(src, 0o755); err != nil {
-			return fmt.Errorf("kubelet: %w", err)
-		}
-		if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte(kubeletGoMod(kubeletVersion, staging)), 0o644); err != nil {
-			return fmt.Errorf("kubelet: %w", err)
-		}
-		if err := os.WriteFile(filepath.Join(src, "tools.go"), []byte("//go:build tools\n\npackage tools\n\nimport _ \"k8s.io/kubernetes/cmd/kubelet\"\n"), 0o644); err != nil {
-			return fmt.Errorf("kubelet: %w", err)
-		}
-		if _, err := b.run(ctx, src, env, "go", "mod", "tidy"); err != nil {
-			return err
-		}
-		if _, err := b.run(ctx, src, env, "go", "build", "-trimpath", "-ldflags", kubeletLDFlags(kubeletVersion), "-o", filepath.Join(tmp, "kubelet"), "k8s.io/kubernetes/cmd/kubelet"); err != nil {
-			return err
-		}
-		return os.RemoveAll(src)
+		return b.k8sBuild(ctx, tmp, kubeletVersion, "kubelet")
 	})
 	if err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, "kubelet"), nil
+}
+
+// k8sBuild builds the commands (k8s.io/kubernetes/cmd/<name>) at version
+// into dir, in an empty module that requires k8s.io/kubernetes and points
+// every staging module at its published version (kubeletGoMod). Every
+// caller uses the same environment and flags, so the Go build cache shares
+// the packages they have in common.
+func (b *builder) k8sBuild(ctx context.Context, dir, version string, cmds ...string) error {
+	env := []string{"GOFLAGS=-mod=mod -buildvcs=false", "GOWORK=off", "CGO_ENABLED=0"}
+	out, err := b.run(ctx, dir, env, "go", "mod", "download", "-json", "k8s.io/kubernetes@"+version)
+	if err != nil {
+		return err
+	}
+	gomod := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), `"GoMod": "`); ok {
+			gomod = strings.TrimSuffix(v, `",`)
+		}
+	}
+	raw, err := os.ReadFile(gomod)
+	if err != nil {
+		return fmt.Errorf("k8s.io/kubernetes %s go.mod: %w", version, err)
+	}
+	staging, err := stagingModules(bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return fmt.Errorf("build %v: %w", cmds, err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte(kubeletGoMod(version, staging)), 0o644); err != nil {
+		return fmt.Errorf("build %v: %w", cmds, err)
+	}
+	tools := "//go:build tools\n\npackage tools\n\nimport (\n"
+	pkgs := make([]string, len(cmds))
+	for i, c := range cmds {
+		pkgs[i] = "k8s.io/kubernetes/cmd/" + c
+		tools += "\t_ \"" + pkgs[i] + "\"\n"
+	}
+	if err := os.WriteFile(filepath.Join(src, "tools.go"), []byte(tools+")\n"), 0o644); err != nil {
+		return fmt.Errorf("build %v: %w", cmds, err)
+	}
+	if _, err := b.run(ctx, src, env, "go", "mod", "tidy"); err != nil {
+		return err
+	}
+	args := append([]string{"build", "-trimpath", "-ldflags", kubeletLDFlags(version), "-o", dir + string(filepath.Separator)}, pkgs...)
+	if _, err := b.run(ctx, src, env, "go", args...); err != nil {
+		return err
+	}
+	return os.RemoveAll(src)
 }

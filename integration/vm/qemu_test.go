@@ -23,11 +23,15 @@ type bootSpec struct {
 	Cmdline           string
 	SMP               int
 	NUMA              bool // two NUMA nodes, CPUs and memory split evenly
-	MemoryMiB         int
-	Accel             string // qemu -accel value; empty means TCG
-	LogPath           string // full console log
-	BootTimeout       time.Duration
-	Timeout           time.Duration
+	// Net gives the guest a virtio-net NIC on qemu's user network (the
+	// host is 10.0.2.2 there, and reaches the host's loopback); without it
+	// the guest has no NIC.
+	Net         bool
+	MemoryMiB   int
+	Accel       string // qemu -accel value; empty means TCG
+	LogPath     string // full console log
+	BootTimeout time.Duration
+	Timeout     time.Duration
 }
 
 var (
@@ -43,9 +47,14 @@ func (s bootSpec) args() []string {
 	args := []string{
 		"-accel", accel, "-cpu", "max",
 		"-m", fmt.Sprint(s.MemoryMiB), "-smp", fmt.Sprint(s.SMP),
-		"-nographic", "-no-reboot", "-nic", "none",
+		"-nographic", "-no-reboot",
 		"-kernel", s.Kernel, "-initrd", s.Initramfs,
 		"-append", s.Cmdline,
+	}
+	if s.Net {
+		args = append(args, "-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0")
+	} else {
+		args = append(args, "-nic", "none")
 	}
 	if s.NUMA {
 		half := s.MemoryMiB / 2

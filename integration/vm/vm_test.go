@@ -119,10 +119,11 @@ func newWorkDir(t *testing.T) string {
 			return
 		}
 		if t.Failed() {
-			// Keep the console logs, drop the big build outputs.
+			// Keep the console logs and the control plane's logs, drop
+			// the big build outputs.
 			entries, _ := os.ReadDir(workDir)
 			for _, e := range entries {
-				if !strings.HasPrefix(e.Name(), "console-") {
+				if !strings.HasPrefix(e.Name(), "console-") && e.Name() != "cluster" {
 					os.RemoveAll(filepath.Join(workDir, e.Name()))
 				}
 			}
@@ -143,7 +144,7 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 	start := time.Now()
 	cacheDir := defaultCacheDir()
 	var versions []string
-	systemd, systemdPod, withKubelet := false, false, false
+	systemd, systemdPod, withKubelet, withCluster := false, false, false, false
 	for _, v := range vs {
 		if !slices.Contains(versions, v.Containerd) {
 			versions = append(versions, v.Containerd)
@@ -151,6 +152,7 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 		systemd = systemd || v.Systemd
 		systemdPod = systemdPod || slices.Contains(v.Scenarios, variant.InPodSystemd)
 		withKubelet = withKubelet || v.Kubelet
+		withCluster = withCluster || v.Cluster
 	}
 
 	b := &builder{log: log, repo: repoRoot(t), cacheDir: cacheDir, workDir: workDir}
@@ -169,7 +171,7 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 	} else {
 		rootfs <- rootfsResult{}
 	}
-	arts, err := b.buildAll(ctx, versions, withKubelet)
+	arts, err := b.buildAll(ctx, versions, withKubelet, withCluster)
 	r := <-rootfs // never leave the goroutine behind, even on a failed build
 	if err != nil {
 		t.Fatalf("building the VM: %v", err)
@@ -212,11 +214,14 @@ type bootKind struct {
 	containerd       string
 	systemd, kubelet bool
 	release          bool // the release image (variant.NeedsReleaseImage)
+	// cluster: kubectl, the guest's kubeconfigs and the network modules
+	// (variant.Variant.Cluster).
+	cluster bool
 }
 
 // bootOf is the initramfs v boots.
 func bootOf(v variant.Variant) bootKind {
-	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.Kubelet, release: v.NeedsReleaseImage()}
+	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.RunsKubelet(), release: v.NeedsReleaseImage(), cluster: v.Cluster}
 }
 
 func (k bootKind) String() string {
@@ -229,6 +234,9 @@ func (k bootKind) String() string {
 	}
 	if k.release {
 		s += "-release"
+	}
+	if k.cluster {
+		s += "-cluster"
 	}
 	return s
 }
@@ -244,7 +252,7 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 	}
 	spec := bootSpec{
 		Kernel: arts.Kernel, Initramfs: initrd, Cmdline: cl,
-		SMP: v.SMP, NUMA: v.NUMA, MemoryMiB: 2048, Accel: os.Getenv("CGD_QEMU_ACCEL"),
+		SMP: v.SMP, NUMA: v.NUMA, Net: v.Cluster, MemoryMiB: 2048, Accel: os.Getenv("CGD_QEMU_ACCEL"),
 		BootTimeout: 3 * time.Minute,
 		Timeout:     15 * time.Minute,
 	}
@@ -253,9 +261,21 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		// start: about three times the busybox boot under TCG.
 		spec.BootTimeout = 6 * time.Minute
 	}
-	if v.Kubelet {
+	if v.RunsKubelet() {
 		// The guest gives the tests 20 minutes instead of 10.
 		spec.Timeout = 25 * time.Minute
+	}
+	var cp *runningControlPlane
+	if v.Cluster {
+		// The control plane runs on the host, not in the guest: under TCG
+		// it would take the guest's CPU (see doc.go).
+		dir := filepath.Join(workDir, "cluster", v.Name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if cp, err = startControlPlane(t, log.With("variant", v.Name), arts.Cluster, dir); err != nil {
+			t.Fatalf("control plane for %s: %v", v.Name, err)
+		}
 	}
 	if slices.Contains(v.Scenarios, variant.KubeletPinningOracle) {
 		// The guest gives the oracle 45 minutes (init.sh).
@@ -286,6 +306,11 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 	}
 	for _, p := range rep.Problems {
 		t.Errorf("console: %s", p)
+	}
+	if cp != nil {
+		if err := cp.healthy(); err != nil {
+			t.Error(err)
+		}
 	}
 	if rep.Done != nil && rep.Done.Exit != 0 {
 		t.Logf("guest test binary exited %d", rep.Done.Exit)

@@ -1,0 +1,230 @@
+package vm
+
+import (
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// kubeconfigFile is what the tests read back of a kubeconfig.
+type kubeconfigFile struct {
+	Clusters []struct {
+		Cluster struct {
+			Server string `json:"server"`
+			CA     string `json:"certificate-authority-data"`
+		} `json:"cluster"`
+	} `json:"clusters"`
+	Users []struct {
+		Name string `json:"name"`
+		User struct {
+			Cert string `json:"client-certificate-data"`
+			Key  string `json:"client-key-data"`
+		} `json:"user"`
+	} `json:"users"`
+	CurrentContext string `json:"current-context"`
+}
+
+func readCert(t *testing.T, data []byte) *x509.Certificate {
+	t.Helper()
+	b, _ := pem.Decode(data)
+	if b == nil || b.Type != "CERTIFICATE" {
+		t.Fatalf("no PEM certificate in %q", data)
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func unbase64(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatalf("base64 %q: %v", s, err)
+	}
+	return b
+}
+
+// TestClusterPKI: every kubeconfig names its server, trusts the CA that
+// signed the serving certificate, and carries a client certificate for
+// its identity that the CA verifies; the serving certificate is good for
+// the addresses the host and the guest use.
+func TestClusterPKI(t *testing.T) {
+	now := time.Now()
+	p, err := newClusterPKI(t.TempDir(), 6443, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(p.Path("ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := readCert(t, caPEM)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+
+	servingPEM, err := os.ReadFile(p.Path("apiserver.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving := readCert(t, servingPEM)
+	for _, host := range []string{"127.0.0.1", "10.0.2.2", "10.96.0.1", "kubernetes.default.svc"} {
+		if _, err := serving.Verify(x509.VerifyOptions{DNSName: host, Roots: roots, CurrentTime: now}); err != nil {
+			t.Errorf("serving certificate for %s: %v", host, err)
+		}
+	}
+	if _, err := serving.Verify(x509.VerifyOptions{DNSName: "10.0.2.15", Roots: roots, CurrentTime: now}); err == nil {
+		t.Error("the serving certificate verifies for 10.0.2.15, an address it must not name")
+	}
+	for _, f := range []string{"ca.key", "apiserver.key", "sa.key", "sa.pub"} {
+		if b, err := os.ReadFile(p.Path(f)); err != nil || !strings.HasPrefix(string(b), "-----BEGIN ") {
+			t.Errorf("%s: %v, %.30q", f, err, b)
+		}
+	}
+
+	tests := []struct {
+		file, server, user string
+		groups             []string
+	}{
+		{"admin", "https://127.0.0.1:6443", "cgd-admin", []string{"system:masters"}},
+		{"controller-manager", "https://127.0.0.1:6443", "system:kube-controller-manager", nil},
+		{"scheduler", "https://127.0.0.1:6443", "system:kube-scheduler", nil},
+		{"kubelet", "https://10.0.2.2:6443", "system:node:cgd-vm", []string{"system:nodes"}},
+		{"guest-admin", "https://10.0.2.2:6443", "cgd-admin", []string{"system:masters"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			raw, err := os.ReadFile(p.Kubeconfig(tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kc kubeconfigFile
+			if err := yaml.Unmarshal(raw, &kc); err != nil {
+				t.Fatalf("kubeconfig: %v", err)
+			}
+			if len(kc.Clusters) != 1 || len(kc.Users) != 1 || kc.CurrentContext != "cgd" {
+				t.Fatalf("kubeconfig: %d clusters, %d users, context %q", len(kc.Clusters), len(kc.Users), kc.CurrentContext)
+			}
+			if got := kc.Clusters[0].Cluster.Server; got != tc.server {
+				t.Errorf("server %s, want %s", got, tc.server)
+			}
+			if got := unbase64(t, kc.Clusters[0].Cluster.CA); string(got) != string(caPEM) {
+				t.Error("certificate-authority-data is not the cluster CA")
+			}
+			cert := readCert(t, unbase64(t, kc.Users[0].User.Cert))
+			if cert.Subject.CommonName != tc.user || !slices.Equal(cert.Subject.Organization, tc.groups) {
+				t.Errorf("client certificate CN %q O %q, want %q %q", cert.Subject.CommonName, cert.Subject.Organization, tc.user, tc.groups)
+			}
+			if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+				t.Errorf("client certificate: %v", err)
+			}
+			if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
+				t.Error("a client certificate verifies for serving")
+			}
+			if b, _ := pem.Decode(unbase64(t, kc.Users[0].User.Key)); b == nil || b.Type != "EC PRIVATE KEY" {
+				t.Errorf("client-key-data is not an EC private key")
+			}
+		})
+	}
+}
+
+func TestClusterPKIInvalidPort(t *testing.T) {
+	for _, port := range []int{0, -1, 70000} {
+		if _, err := newClusterPKI(t.TempDir(), port, time.Now()); err == nil || !strings.Contains(err.Error(), "port") {
+			t.Errorf("port %d: err %v, want one naming the port", port, err)
+		}
+	}
+}
+
+func testControlPlane() controlPlane {
+	return controlPlane{
+		PKI: clusterPKI{Dir: "/pki", Port: 6443}, DataDir: "/data",
+		EtcdClient: 2379, EtcdPeer: 2380, ControllerManager: 10257, Sched: 10259,
+	}
+}
+
+// TestControlPlaneArgs: the flags the components run with, as the task
+// needs them (a cluster the guest reaches at 10.0.2.2, Node and RBAC
+// authorization, each component its own identity).
+func TestControlPlaneArgs(t *testing.T) {
+	c := testControlPlane()
+	tests := []struct {
+		component string
+		args      []string
+		flag      string
+		want      string
+	}{
+		{"etcd", c.EtcdArgs(), "client", "http://127.0.0.1:2379"},
+		{"etcd", c.EtcdArgs(), "peer", "http://127.0.0.1:2380"},
+		{"etcd", c.EtcdArgs(), "data-dir", "/data/etcd"},
+		{"apiserver", c.APIServerArgs(), "etcd-servers", "http://127.0.0.1:2379"},
+		{"apiserver", c.APIServerArgs(), "secure-port", "6443"},
+		{"apiserver", c.APIServerArgs(), "bind-address", "127.0.0.1"},
+		{"apiserver", c.APIServerArgs(), "advertise-address", "10.0.2.2"},
+		{"apiserver", c.APIServerArgs(), "authorization-mode", "Node,RBAC"},
+		{"apiserver", c.APIServerArgs(), "client-ca-file", "/pki/ca.crt"},
+		{"apiserver", c.APIServerArgs(), "service-account-signing-key-file", "/pki/sa.key"},
+		{"apiserver", c.APIServerArgs(), "service-account-key-file", "/pki/sa.pub"},
+		{"controller-manager", c.ControllerManagerArgs(), "kubeconfig", "/pki/controller-manager.kubeconfig"},
+		{"controller-manager", c.ControllerManagerArgs(), "secure-port", "10257"},
+		{"controller-manager", c.ControllerManagerArgs(), "root-ca-file", "/pki/ca.crt"},
+		{"controller-manager", c.ControllerManagerArgs(), "service-account-private-key-file", "/pki/sa.key"},
+		{"scheduler", c.SchedulerArgs(), "kubeconfig", "/pki/scheduler.kubeconfig"},
+		{"scheduler", c.SchedulerArgs(), "secure-port", "10259"},
+		{"scheduler", c.SchedulerArgs(), "leader-elect", "false"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.component+"/"+tc.flag, func(t *testing.T) {
+			got, ok := flagValue(tc.args, tc.flag)
+			if !ok || got != tc.want {
+				t.Errorf("--%s = %q (given %v), want %q; args %v", tc.flag, got, ok, tc.want, tc.args)
+			}
+		})
+	}
+	if got := c.APIServerURL(); got != "https://127.0.0.1:6443" {
+		t.Errorf("APIServerURL = %s", got)
+	}
+}
+
+func TestControlPlaneValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*controlPlane)
+		words  []string
+	}{
+		{"valid", func(*controlPlane) {}, nil},
+		{"port twice", func(c *controlPlane) { c.Sched = c.ControllerManager }, []string{"scheduler port 10257", "controller-manager"}},
+		{"no port", func(c *controlPlane) { c.EtcdPeer = 0 }, []string{"etcd peer port 0"}},
+		{"no data dir", func(c *controlPlane) { c.DataDir = "" }, []string{"data dir"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testControlPlane()
+			tc.modify(&c)
+			err := c.validate()
+			if tc.words == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, errControlPlane) {
+				t.Fatalf("err %v, want errControlPlane", err)
+			}
+			for _, w := range tc.words {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
