@@ -374,7 +374,8 @@ var resizeSteps = []resizeStep{
 // must complete within resizeWithin: no PodResizePending or
 // PodResizeInProgress condition left and the container status showing the
 // new limit; the container's cgroup file shows it, and the exclusive CPU
-// never appears in the resized container's cpuset.cpus.effective.
+// never appears in the resized container's cpuset.cpus.effective. Last,
+// clusterResizePinnedRefused: a resize cgdelegate refuses reaches the pod.
 func clusterResizeUnpinned(t *testing.T, e *guestEnv) {
 	e.requirePinning(t)
 	e.requireCluster(t)
@@ -465,5 +466,56 @@ func clusterResizeUnpinned(t *testing.T, e *guestEnv) {
 	if got, err := cpuset.Parse(readCgroupFile(t, pinnedCg, "cpuset.cpus.effective")); err != nil || !got.Equals(exclusive) {
 		t.Errorf("after the resizes the pinned container has cpus %s (%v), want its exclusive %s", got, err, exclusive)
 	}
+	timings["pinned_refused_seconds"] = seconds(e.clusterResizePinnedRefused(ctx, t, pinnedName, pinnedCg, exclusive))
 	clusterMetric(t, "ClusterResizeUnpinned", "cluster_resize", timings)
+}
+
+// clusterResizePinnedRefused (issue 22, item 4): the in-place resize of the
+// pinned pod (its exclusive container from 1 CPU to 2) is one cgdelegate
+// refuses, as the kubelet's static CPU manager refuses it for a Guaranteed
+// pod. The refusal reaches the pod, not only the plugin's log: the kubelet
+// sets PodResizeInProgress with reason Error and cgdelegate's message, and
+// records a ResizeError event; the container keeps its CPU. The resize is
+// then undone, so the kubelet stops retrying. It returns how long the
+// refusal took to show.
+func (e *guestEnv) clusterResizePinnedRefused(ctx context.Context, t *testing.T, name, cg string, exclusive cpuset.CPUSet) time.Duration {
+	t.Helper()
+	patch := func(cpu string) {
+		t.Helper()
+		p := fmt.Sprintf(`{"spec":{"containers":[{"name":"exclusive","resources":{"requests":{"cpu":%q},"limits":{"cpu":%q}}}]}}`, cpu, cpu)
+		if _, err := kubectl(ctx, nil, "-n", clusterNamespace, "patch", "pod", name, "--subresource", "resize", "-p", p); err != nil {
+			t.Fatalf("resize of the pinned pod to %s: %v", cpu, err)
+		}
+	}
+	start := time.Now()
+	patch("2")
+	var msg string
+	waitClusterPod(ctx, t, name, "the refused resize in its status", resizeWithin, func(p *corev1.Pod) bool {
+		c := podCondition(p, corev1.PodResizeInProgress)
+		if c == nil || c.Reason != corev1.PodReasonError {
+			return false
+		}
+		msg = c.Message
+		return true
+	})
+	took := time.Since(start)
+	t.Logf("the pinned pod's resize was refused after %s: PodResizeInProgress reason Error: %s", took.Round(10*time.Millisecond), msg)
+	for _, want := range []string{"in-place resize refused", `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("PodResizeInProgress message %q lacks %q", msg, want)
+		}
+	}
+	events, err := kubectl(ctx, nil, "-n", clusterNamespace, "get", "events", "--field-selector",
+		"involvedObject.name="+name+",reason=ResizeError", "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}")
+	if err != nil || !strings.Contains(string(events), "in-place resize refused") {
+		t.Errorf("no ResizeError event with cgdelegate's message for %s (%v): %q", name, err, events)
+	}
+	if got, err := cpuset.Parse(readCgroupFile(t, cg, "cpuset.cpus.effective")); err != nil || !got.Equals(exclusive) {
+		t.Errorf("after the refused resize the pinned container has cpus %s (%v), want its exclusive %s", got, err, exclusive)
+	}
+	patch("1")
+	waitClusterPod(ctx, t, name, "the undone resize settled", resizeWithin, func(p *corev1.Pod) bool {
+		return podCondition(p, corev1.PodResizeInProgress) == nil && podCondition(p, corev1.PodResizePending) == nil
+	})
+	return took
 }
