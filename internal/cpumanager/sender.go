@@ -47,6 +47,9 @@ type Sender struct {
 	idle    *sync.Cond
 }
 
+// NewSender returns a Sender that sends the assignments of manager() (the
+// Manager in force when the updates go out) and counts what it sends in
+// rec. Nothing is sent before SetUpdater attaches a runtime connection.
 func NewSender(log *slog.Logger, rec UpdateRecorder, manager func() *Manager) *Sender {
 	s := &Sender{log: log, metrics: rec, manager: manager, pending: map[string]struct{}{}}
 	s.idle = sync.NewCond(&s.mu)
@@ -85,7 +88,9 @@ func (s *Sender) kickLocked() {
 	go s.run()
 }
 
-// Wait blocks until nothing is queued or being sent.
+// Wait blocks until no send is under way. With a runtime connection
+// attached that means nothing is queued either; before SetUpdater, Wait
+// returns at once and the queue waits for the connection.
 func (s *Sender) Wait() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -113,7 +113,9 @@ func (p *Plugin) notifyConfigured() {
 	}
 }
 
-// WaitUpdates blocks until every queued container update has been sent.
+// WaitUpdates blocks until every queued container update has been sent
+// (or has failed); before the runtime connection is attached it returns at
+// once (cpumanager.Sender.Wait).
 func (p *Plugin) WaitUpdates() { p.send.Wait() }
 
 // Config returns the config in force.
