@@ -389,7 +389,7 @@ func (p *Policy) ResizePod(id string, b budget.Budget) error {
 		b.CPURequest = b.CPULimit
 	}
 	change := fmt.Sprintf("pod budget %s to %s", pod.spec.Budget, b)
-	notGuaranteed := slices.ContainsFunc(p.st.podContainers(id), func(cid string) bool { return p.st.ctrs[cid].spec.notGuaranteed() })
+	_, notGuaranteed := p.st.notGuaranteed(id)
 	switch {
 	case p.places(id):
 		return fmt.Errorf("%w: pod %s (bubble %s): %s: in-place resize of a pinned pod is not supported; %s; recreate the pod",

@@ -243,7 +243,7 @@ func (r *rebuild) keepStampedBubbles() {
 		if !r.p.wantsBubble(ps.spec) {
 			continue
 		}
-		if c, ok := r.notGuaranteed(id); ok {
+		if c, ok := r.st.notGuaranteed(id); ok {
 			ps.degraded = demoted(c)
 			r.st.pods[id] = ps
 			continue
@@ -273,17 +273,6 @@ func (r *rebuild) keepStampedBubbles() {
 		}
 		r.freshPods = append(r.freshPods, id)
 	}
-}
-
-// notGuaranteed returns the first container of the pod whose
-// oom_score_adj says the pod is not Guaranteed.
-func (r *rebuild) notGuaranteed(podID string) (ContainerSpec, bool) {
-	for _, cid := range r.st.podContainers(podID) {
-		if c := r.st.ctrs[cid].spec; c.notGuaranteed() {
-			return c, true
-		}
-	}
-	return ContainerSpec{}, false
 }
 
 // keptMemory gives the kept bubbles and node-level slices their memory
