@@ -198,9 +198,9 @@ func (p *Policy) assign(s *state, v *view, c ctrState) Assignment {
 
 // notGuaranteed returns the first container of pod podID whose
 // oom_score_adj says the pod is not Guaranteed (ContainerSpec.notGuaranteed).
-func (st *state) notGuaranteed(podID string) (ContainerSpec, bool) {
-	for _, cid := range st.podContainers(podID) {
-		if c := st.ctrs[cid].spec; c.notGuaranteed() {
+func (s *state) notGuaranteed(podID string) (ContainerSpec, bool) {
+	for _, cid := range s.podContainers(podID) {
+		if c := s.ctrs[cid].spec; c.notGuaranteed() {
 			return c, true
 		}
 	}
