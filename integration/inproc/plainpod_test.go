@@ -179,12 +179,10 @@ func (w *plainWorld) runPlain(t *testing.T) {
 	for i := range ctrs {
 		ctrs[i] = w.randomCtr()
 	}
+	// A pod whose every container reads as Guaranteed stays Burstable too:
+	// its memory request, which NRI never carries, is below its limit.
 	if bestEffort(ctrs) {
 		qos = "besteffort"
-	} else if !slices.ContainsFunc(ctrs, func(c *plainCtr) bool { return c.request == 0 || c.request != c.limit || c.memory == 0 }) {
-		// Every container reads as Guaranteed: the memory request, which
-		// NRI never carries, is what keeps the pod Burstable.
-		qos = "burstable"
 	}
 	parent := "/kubepods/" + qos + "/pod" + uid
 	pod := Pod("plain-"+uid, uid, parent, nil)
@@ -435,7 +433,7 @@ func (w *plainWorld) pickPlain() *plainPod {
 	return w.plain[ids[w.rng.IntN(len(ids))]]
 }
 
-// plainCtr reports whether id is a container of a plain pod.
+// isPlain reports whether id is a container of a plain pod.
 func (w *plainWorld) isPlain(id string) bool {
 	c, ok := w.e.node.ctrs[id]
 	return ok && w.plain[c.PodSandboxId] != nil
