@@ -35,9 +35,19 @@ type Runtime struct {
 	mu      sync.Mutex
 	pods    []*api.PodSandbox
 	ctrs    []*api.Container
-	counts  chan int
+	counts  chan pluginCount
 	updates [][]*api.ContainerUpdate
+	// synced counts the plugins synchronized so far; every plugin count
+	// carries it, so Connect can tell a count that follows its own
+	// plugin's synchronization from a stale one (the adaptation reports a
+	// plugin count twice after a synchronization, the second one after
+	// Connect may have returned).
+	synced int
 }
+
+// pluginCount is a plugin count the adaptation reported, with the number
+// of plugins synchronized before it.
+type pluginCount struct{ plugins, synced int }
 
 // NewRuntime creates and starts a runtime side listening on a socket in a
 // short temporary directory (Unix socket paths are limited to ~108 bytes,
@@ -49,7 +59,7 @@ func NewRuntime(name, version string, opts ...adaptation.Option) (*Runtime, erro
 	if err != nil {
 		return nil, fmt.Errorf("create socket dir: %w", err)
 	}
-	rt := &Runtime{Name: name, Version: version, dir: dir, socket: filepath.Join(dir, "nri.sock"), counts: make(chan int, 16)}
+	rt := &Runtime{Name: name, Version: version, dir: dir, socket: filepath.Join(dir, "nri.sock"), counts: make(chan pluginCount, 16)}
 	empty := filepath.Join(dir, "none")
 	if err := os.Mkdir(empty, 0o755); err != nil {
 		_ = os.RemoveAll(dir)
@@ -59,7 +69,7 @@ func NewRuntime(name, version string, opts ...adaptation.Option) (*Runtime, erro
 		adaptation.WithSocketPath(rt.socket),
 		adaptation.WithPluginPath(empty),
 		adaptation.WithPluginConfigPath(empty),
-		adaptation.WithMetrics(countMetrics{rt.counts}),
+		adaptation.WithMetrics(countMetrics{rt}),
 	}, opts...)
 	rt.r, err = adaptation.New(name, version, rt.sync, rt.update, opts...)
 	if err != nil {
@@ -98,6 +108,7 @@ func (rt *Runtime) sync(ctx context.Context, cb adaptation.SyncCB) error {
 	if len(upd) > 0 {
 		rt.updates = append(rt.updates, upd)
 	}
+	rt.synced++
 	rt.mu.Unlock()
 	return nil
 }
@@ -128,25 +139,34 @@ func (rt *Runtime) Connect(ctx context.Context, p any, name, idx string, opts ..
 	if err != nil {
 		return nil, fmt.Errorf("create stub for %s: %w", name, err)
 	}
-	// Forget counts reported before this connection (the adaptation also
-	// reports at start-up and when it drops closed plugins).
+	// Make room: counts are dropped when the channel is full.
 	for len(rt.counts) > 0 {
 		<-rt.counts
 	}
+	rt.mu.Lock()
+	want := rt.synced + 1
+	rt.mu.Unlock()
 	if err := s.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start stub for %s: %w", name, err)
 	}
 	// The adaptation adds a plugin to its list only after synchronizing it,
-	// and then reports the new plugin count.
-	select {
-	case <-rt.counts:
-		return s, nil
-	case <-time.After(10 * time.Second):
-		s.Stop()
-		return nil, errors.New("plugin " + name + " did not synchronize within 10s")
-	case <-ctx.Done():
-		s.Stop()
-		return nil, ctx.Err()
+	// and then reports the new plugin count. Counts reported before (at
+	// start-up, at the end of every request, and the second report after
+	// an earlier synchronization) carry a smaller synced.
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case c := <-rt.counts:
+			if c.synced >= want {
+				return s, nil
+			}
+		case <-timeout:
+			s.Stop()
+			return nil, errors.New("plugin " + name + " did not synchronize within 10s")
+		case <-ctx.Done():
+			s.Stop()
+			return nil, ctx.Err()
+		}
 	}
 }
 
@@ -198,7 +218,7 @@ func (rt *Runtime) UpdatePodSandbox(ctx context.Context, pod *api.PodSandbox, re
 }
 
 // countMetrics passes the adaptation's plugin count on to Connect.
-type countMetrics struct{ counts chan<- int }
+type countMetrics struct{ rt *Runtime }
 
 func (countMetrics) RecordPluginInvocation(string, string, error)      {}
 func (countMetrics) RecordPluginLatency(string, string, time.Duration) {}
@@ -206,8 +226,11 @@ func (countMetrics) RecordPluginAdjustments(string, string, *api.ContainerAdjust
 }
 
 func (m countMetrics) UpdatePluginCount(n int) {
+	m.rt.mu.Lock()
+	c := pluginCount{plugins: n, synced: m.rt.synced}
+	m.rt.mu.Unlock()
 	select {
-	case m.counts <- n:
+	case m.rt.counts <- c:
 	default:
 	}
 }
