@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/inspect"
 )
 
 // ownLimitsScript tries to raise the container's own limits from inside.

@@ -25,7 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cgdelegate/cgdelegate/integration/kubelet"
+	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
 )
 
 const (

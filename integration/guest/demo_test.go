@@ -19,8 +19,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/inspect"
 	cgdconfig "github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
 // requiredPlugins is NRI's default validator's per-pod annotation, with the

@@ -10,8 +10,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
 // raiseScript tries to lift the container's own memory limit.

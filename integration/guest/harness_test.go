@@ -9,7 +9,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
 )
 
 // harness checks the proving ground itself, without cgdelegate: the

@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
-	"github.com/cgdelegate/cgdelegate/integration/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/inspect"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 	"github.com/cgdelegate/cgdelegate/internal/host"
 )
 

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/inspect"
 )
 
 // The in-pod tools of the busybox image (integration/vm inPodTools).

@@ -21,10 +21,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
-	"github.com/cgdelegate/cgdelegate/integration/kubelet"
-	"github.com/cgdelegate/cgdelegate/integration/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/inspect"
+	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 

@@ -18,10 +18,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
-	"github.com/cgdelegate/cgdelegate/integration/kubelet"
-	"github.com/cgdelegate/cgdelegate/integration/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/inspect"
+	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
 // kubeletWritable: the annotated pod of testdata/pods/writable.yaml runs

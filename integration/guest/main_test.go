@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 	"github.com/cgdelegate/cgdelegate/internal/host"
 )
 

@@ -18,8 +18,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
 // metricsAddress is where the external plugin serves /metrics in a variant

@@ -20,16 +20,16 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
-	"github.com/cgdelegate/cgdelegate/integration/kubelet"
-	"github.com/cgdelegate/cgdelegate/integration/oracle"
+	"github.com/cgdelegate/cgdelegate/integration/internal/inspect"
+	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
+	"github.com/cgdelegate/cgdelegate/integration/internal/oracle"
 )
 
 // The pinning oracle (KubeletPinningOracle): the manifests
 // testdata/pods/oracle-*.yaml run twice under the real kubelet, once with
 // the kubelet's own pod-level resource managers doing the pinning and
 // cgdelegate's pinning off, once with the kubelet's CPU manager at none and
-// cgdelegate pinning; integration/oracle compares what the containers saw.
+// cgdelegate pinning; integration/internal/oracle compares what the containers saw.
 
 const (
 	// oracleReserved is reservedSystemCPUs of the kubelet and reservedCPUs

@@ -18,9 +18,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/cpuset"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
-	"github.com/cgdelegate/cgdelegate/integration/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/inspect"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 )
 

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
 // procParent returns the parent pid and the executable of pid.

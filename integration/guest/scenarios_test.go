@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgdelegate/cgdelegate/integration/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
 // scenarios maps every scenario identifier to the function that runs it.

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cgdelegate/cgdelegate/integration/cri"
-	"github.com/cgdelegate/cgdelegate/integration/guest/inspect"
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/inspect"
 )
 
 // delegationSteps moves every process of the container to a leaf, enables

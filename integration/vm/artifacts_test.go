@@ -472,11 +472,11 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet, 
 	if a.GuestTest, err = b.goBuild(ctx, "guest.test", "./integration/guest", true, "integration_guest"); err != nil {
 		return nil, err
 	}
-	pause, err := b.goBuild(ctx, "pause", "./integration/vm/pause", false, "")
+	pause, err := b.goBuild(ctx, "pause", "./integration/cmd/pause", false, "")
 	if err != nil {
 		return nil, err
 	}
-	if a.NullCNI, err = b.goBuild(ctx, "nullcni", "./integration/vm/nullcni", false, ""); err != nil {
+	if a.NullCNI, err = b.goBuild(ctx, "nullcni", "./integration/cmd/nullcni", false, ""); err != nil {
 		return nil, err
 	}
 	plugin, perr := b.goBuild(ctx, "cgdelegate", "./cmd/cgdelegate", false, "")

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cgdelegate/cgdelegate/integration/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
 func TestConsoleReport(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgdelegate/cgdelegate/integration/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
 // TestDemo is `make demo`: it builds (or reuses) the VM artifacts, boots one

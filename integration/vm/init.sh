@@ -3,7 +3,7 @@
 #
 # Stage one runs on the initramfs (rootfs), which runc cannot pivot_root away
 # from: copy everything into a tmpfs and switch_root there. Stage two sets up
-# a pure cgroup v2 host (nsdelegate unless integration/variant put
+# a pure cgroup v2 host (nsdelegate unless integration/internal/variant put
 # cgd.nsdelegate=0 on the kernel command line), then runs the guest test
 # binary, which starts containerd and the plugin itself. The guest prints CGD-RESULT lines; we print CGD-DONE and
 # power off (qemu runs with -no-reboot, so reboot ends the VM).

@@ -15,7 +15,7 @@ import (
 )
 
 // nullCNIConfig gives pods that ask for their own network namespace one
-// that is never wired to anything (see integration/vm/nullcni).
+// that is never wired to anything (see integration/cmd/nullcni).
 const nullCNIConfig = `{"cniVersion": "1.0.0", "name": "cgd-null", "plugins": [{"type": "nullcni"}]}
 `
 

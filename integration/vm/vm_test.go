@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgdelegate/cgdelegate/integration/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
 // kernelArgs are the kernel parameters of every boot; the variant's cgd.*

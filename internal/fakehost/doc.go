@@ -2,7 +2,7 @@
 // mount table at proc/1/mountinfo, a cgroup tree whose plain files stand in
 // for cgroupfs, a /proc with cgroup namespace links, a /sys, a bundle and
 // the plugin's output files. The hook tests, the nri tests, the in-process
-// runtime tests (integration/inproc) and the in-process demo all use it, so
+// runtime tests (integration/internal/inproc) and the in-process demo all use it, so
 // they describe hosts the same way.
 //
 // Use it only from tests and the in-process demo: New sets

@@ -18,7 +18,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
-	"github.com/cgdelegate/cgdelegate/integration/inproc"
+	"github.com/cgdelegate/cgdelegate/integration/internal/inproc"
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"

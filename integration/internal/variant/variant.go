@@ -67,7 +67,7 @@ type Variant struct {
 	SMP int
 	// NUMA splits CPUs and memory evenly over two NUMA nodes.
 	NUMA bool
-	// Kubelet puts a standalone kubelet in the VM (integration/kubelet); the
+	// Kubelet puts a standalone kubelet in the VM (integration/internal/kubelet); the
 	// guest starts it for the first Kubelet scenario. The variant's name
 	// must contain "Kubelet" exactly when it does, so that
 	// CGD_VARIANTS=Kubelet selects every boot that runs one.

@@ -1,7 +1,7 @@
 // Package vm is the host side of the integration suite: it builds a small
 // qemu VM with pure cgroup v2 (with or without nsdelegate), real containerd
 // 2.x with NRI, real runc and cgdelegate, boots it once per variant of
-// integration/variant (Suite) and reports every scenario the variant lists
+// integration/internal/variant (Suite) and reports every scenario the variant lists
 // as its own subtest, variant/scenario (TestVM/ctd24-nsdelegate-external/PodBounds).
 // The variant reaches the guest as cgd.* kernel parameters (Variant.Encode).
 //

@@ -2,5 +2,5 @@
 // VM and inside containers: mountinfo lines, cgroup files and the markers
 // that container scripts print. It is pure (readers in, values out) so that
 // it is unit tested on any machine. The boot variant on the kernel command
-// line is integration/variant's, not this package's.
+// line is integration/internal/variant's, not this package's.
 package inspect

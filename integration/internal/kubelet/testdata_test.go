@@ -10,7 +10,7 @@ import (
 // Kubelet scenarios write (integration/guest/testdata/pods), so a typo
 // fails here, with the ordinary go test, and not in a VM boot.
 func TestGuestManifests(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "guest", "testdata", "pods", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "guest", "testdata", "pods", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests: %v", err)
 	}

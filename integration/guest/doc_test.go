@@ -5,7 +5,7 @@
 //	CGO_ENABLED=0 go test -c -tags integration_guest ./integration/guest
 //
 // and run as /cgd/guest.test by the VM's /init. TestMain decodes the boot
-// variant from the kernel command line (integration/variant, cgd.*
+// variant from the kernel command line (integration/internal/variant, cgd.*
 // parameters), starts containerd and, per variant, the cgdelegate NRI
 // plugin. TestScenarios then runs the variant's scenarios in order, each a
 // subtest named by its variant.Scenario identifier and looked up in the
@@ -20,7 +20,7 @@
 // scenario (it kills pods it did not make, so CRI scenarios of the same
 // boot run before it), writes static pod manifests from testdata/pods
 // (real Pod YAML, embedded) and observes them through the kubelet's /pods
-// and containerd's CRI; integration/kubelet holds the pieces that need no
+// and containerd's CRI; integration/internal/kubelet holds the pieces that need no
 // VM (config by cgroup driver, manifests, the /pods client, pod cgroup
 // names). kubelet_scenarios_test.go holds the scenarios.
 //

@@ -128,7 +128,7 @@ const (
 	// KubeletPinningOracle runs the oracle-*.yaml manifests twice, with
 	// the kubelet's own pod-level resource managers and with cgdelegate's
 	// pinning, and fails on a difference the allow-list does not explain
-	// (integration/oracle).
+	// (integration/internal/oracle).
 	KubeletPinningOracle Scenario = "KubeletPinningOracle"
 
 	// The Cluster scenarios run against a real control plane on the host
