@@ -265,17 +265,23 @@ func waitClusterPod(ctx context.Context, t *testing.T, name, what string, within
 	return last
 }
 
-// clusterContainerCgroup is the host cgroup of a container of p (cgroupfs
-// driver: kubepods/<qos>/pod<uid>/<container id>).
+// clusterContainerCgroup is the host cgroup of a container of p:
+// kubepods/<qos>/pod<uid>/<container id> with the cgroupfs driver,
+// kubepods.slice/kubepods-<qos>.slice/kubepods-<qos>-pod<uid>.slice/
+// cri-containerd-<container id>.scope with systemd's.
 func (e *guestEnv) clusterContainerCgroup(t *testing.T, p *corev1.Pod, container string) string {
 	t.Helper()
-	rel, err := kubelet.PodCgroup(kubelet.CgroupFS, p)
+	driver := e.kubeletConfig().CgroupDriver
+	rel, err := kubelet.PodCgroup(driver, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	id, err := kubelet.ContainerID(kubelet.ContainerStatus(p, container))
 	if err != nil {
 		t.Fatalf("pod %s: %v", p.Name, err)
+	}
+	if driver == kubelet.Systemd {
+		id = "cri-containerd-" + id + ".scope"
 	}
 	return filepath.Join(e.paths.CgroupRoot, rel, id)
 }

@@ -49,6 +49,9 @@ const (
 	guestKubeletKubeconfig = "etc/kubernetes/kubelet.kubeconfig"
 	guestAdminKubeconfig   = "root/.kube/config"
 	guestKubectl           = "usr/local/bin/kubectl"
+	// guestNetModules holds the modules init.sh and guest-run.sh load for
+	// eth0 (not under lib/, a symlink in the systemd root filesystem).
+	guestNetModules = "cgd/net"
 )
 
 // clusterIdentity is one client certificate of the cluster and the

@@ -13,9 +13,25 @@ insmod /cgd/overlay.ko || echo "CGD-FATAL insmod overlay"
 echo "CGD-TIMING systemd-unit uptime=$(cut -d' ' -f1 /proc/uptime)"
 echo "CGD-BOOT kernel=$(uname -r) cpus=$(nproc) init=$(cat /proc/1/comm) cgroup=$(grep ' /sys/fs/cgroup ' /proc/self/mountinfo | sed 's/.* - //')"
 
-# Kubelet variants get longer, as in init.sh.
+# A cluster boot (cgd.cluster=1) reaches the control plane on the host's
+# loopback through qemu's user network, as in init.sh: the host is 10.0.2.2.
+if grep -qw 'cgd.cluster=1' /proc/cmdline; then
+	for m in failover net_failover virtio_net; do
+		insmod /cgd/net/$m.ko || echo "CGD-FATAL insmod $m"
+	done
+	n=0
+	while [ ! -e /sys/class/net/eth0 ] && [ $n -le 100 ]; do
+		n=$((n + 1))
+		sleep 0.1
+	done
+	ip addr add 10.0.2.15/24 dev eth0 || echo "CGD-FATAL eth0 address"
+	ip link set eth0 up || echo "CGD-FATAL eth0 up"
+	ip route add default via 10.0.2.2 || echo "CGD-FATAL default route via 10.0.2.2"
+fi
+
+# Kubelet and cluster variants get longer, as in init.sh.
 timeout=10m
-if grep -qw 'cgd.kubelet=1' /proc/cmdline; then
+if grep -qw -e 'cgd.kubelet=1' -e 'cgd.cluster=1' /proc/cmdline; then
 	timeout=20m
 fi
 # The pinning oracle runs ten pods twice, one after the other.

@@ -67,7 +67,7 @@ done
 # loopback through qemu's user network: the host is 10.0.2.2 there.
 if grep -qw 'cgd.cluster=1' /proc/cmdline; then
 	for m in failover net_failover virtio_net; do
-		insmod /lib/modules/net/$m.ko || fatal "insmod $m"
+		insmod /cgd/net/$m.ko || fatal "insmod $m"
 	done
 	n=0
 	while [ ! -e /sys/class/net/eth0 ]; do

@@ -47,9 +47,6 @@ func packInitramfs(dst string, a *artifacts, boot bootKind) (err error) {
 	if boot.cluster && (a.Cluster == nil || len(a.NetModules) != len(netModuleFiles)) {
 		return fmt.Errorf("initramfs: the cluster's kubectl, kubeconfigs or network modules were not built")
 	}
-	if boot.cluster && boot.systemd {
-		return fmt.Errorf("initramfs: a cluster boot needs init.sh, which brings up the network")
-	}
 	ctrDir, ok := a.Containerd[containerdVersion]
 	if !ok {
 		return fmt.Errorf("initramfs: containerd %s was not built", containerdVersion)
@@ -167,7 +164,7 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 		w.HostFile(guestAdminKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("guest-admin"))
 		w.HostFile(guestKubeletKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("kubelet"))
 		for _, m := range a.NetModules {
-			w.HostFile("lib/modules/net/"+filepath.Base(m), 0o644, m)
+			w.HostFile(guestNetModules+"/"+filepath.Base(m), 0o644, m)
 		}
 		versions += "kubectl=" + kubeletVersion + "\n"
 	}

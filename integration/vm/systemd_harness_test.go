@@ -13,7 +13,8 @@ import (
 // kmod's insmod for overlayfs. containerd, runc and cgdelegate are static
 // binaries and need nothing else: no network tools (the pods use a null
 // CNI result or the host network), no iptables, no certificates.
-var systemdPackages = []string{"systemd", "systemd-sysv", "dbus", "kmod"}
+// iproute2 brings up a cluster boot's network (guest-run.sh).
+var systemdPackages = []string{"systemd", "systemd-sysv", "dbus", "kmod", "iproute2"}
 
 // systemdRootfsName names the systemd variants' cached root filesystem.
 const systemdRootfsName = "systemd"

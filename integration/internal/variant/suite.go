@@ -99,14 +99,15 @@ func Suite() []Variant {
 			Name: "ctd24-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Kubelet: true,
 			Scenarios: []Scenario{KubeletWritable, KubeletUserns, KubeletStartLatency},
 		},
-		// The first step of a real cluster: a control plane on the host's
+		// A real cluster (issue 20): a control plane on the host's
 		// loopback (integration/vm), the guest's kubelet registered as its
-		// Node, kubectl in the guest; four CPUs in two NUMA nodes with
-		// cgdelegate's pinning (CPU 0 reserved), so that an in-place resize
-		// meets an exclusive CPU beside it (issue 22).
+		// Node, kubectl in the guest; systemd as PID 1 and the systemd
+		// cgroup driver, as kubeadm sets a node up; four CPUs in two NUMA
+		// nodes with cgdelegate's pinning (CPU 0 reserved), so that an
+		// in-place resize meets an exclusive CPU beside it (issue 22).
 		{
-			Name: "ctd24-numa-smp4-Cluster", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
-			Cluster:   true,
+			Name: "ctd24-Systemd-numa-smp4-Cluster", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
+			Systemd: true, Cluster: true,
 			Scenarios: []Scenario{ClusterNodeReady, ClusterResizeUnpinned},
 		},
 		// containerd 2.3: the writable scenarios and pinning (issue 11,

@@ -114,7 +114,6 @@ func (v Variant) Validate() error {
 		"a variant runs a kubelet exactly when its name contains \"Kubelet\" (name %q)", v.Name)
 	check(keyCluster, v.Cluster == strings.Contains(v.Name, ClusterMark),
 		"a variant runs a cluster exactly when its name contains %q (name %q)", ClusterMark, v.Name)
-	check(keyCluster, !v.Cluster || !v.Systemd, "the network of a cluster boot is brought up by the busybox init, not systemd (cgd.systemd=1)")
 	check(keyCluster, !v.Cluster || !v.Kubelet, "a cluster's kubelet is registered with its API server; it cannot also be the standalone one (cgd.kubelet=1)")
 	check(keyScenarios, len(v.Scenarios) > 0, "want at least one scenario")
 	seen := map[Scenario]bool{}
