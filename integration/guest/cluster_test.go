@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
 const (
@@ -55,7 +56,10 @@ type clusterEnv struct {
 // cluster.
 func (e *guestEnv) requireCluster(t *testing.T) *clusterEnv {
 	t.Helper()
-	e.requirePlugin(t)
+	// A chart's plugin needs the cluster to be installed into.
+	if e.variant.Plugin != variant.PluginHelm {
+		e.requirePlugin(t)
+	}
 	if !e.variant.Cluster {
 		t.Fatalf("scenario needs a cluster but variant %s has none", e.variant.Name)
 	}
@@ -387,8 +391,7 @@ func clusterResizeUnpinned(t *testing.T, e *guestEnv) {
 	e.requireCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	logFrom := fileSize(e.paths.PluginLog)
-	t.Cleanup(func() { e.pluginLog(t, logFrom) })
+	t.Cleanup(e.pluginLogFrom(t))
 
 	pinnedName, _ := applyPod(ctx, t, "cluster-pinned.yaml")
 	resizeName, _ := applyPod(ctx, t, "cluster-resize.yaml")

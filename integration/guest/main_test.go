@@ -93,6 +93,9 @@ type guestEnv struct {
 	// the first scenario that needs it (requireDaemonSetPlugin); its
 	// failure is pluginErr.
 	dsPlugin *daemonSetPlugin
+	// helm is cgdelegate installed with helm by the first scenario that
+	// needs it (requireHelmPlugin); its failure is pluginErr.
+	helm *helmInstall
 	// setupErr fails every scenario when the VM could not be prepared.
 	setupErr error
 	// pluginErr says why the plugin is not running.
@@ -141,6 +144,10 @@ func (e *guestEnv) requirePlugin(t *testing.T) {
 	if e.variant.Plugin == variant.PluginNone {
 		t.Fatalf("scenario needs cgdelegate but variant %s runs without it", e.variant.Name)
 	}
+	if e.variant.Plugin == variant.PluginHelm {
+		e.requireHelmPlugin(t)
+		return
+	}
 	if e.pluginErr != nil {
 		t.Fatalf("cgdelegate is not running: %v", e.pluginErr)
 	}
@@ -170,7 +177,7 @@ func (e *guestEnv) setup() error {
 	}
 	e.pluginErr = e.pluginAvailable()
 	// The DaemonSet's pod brings its own config (the ConfigMap's).
-	if e.variant.Plugin != variant.PluginDaemonSet {
+	if !e.variant.NeedsReleaseImage() {
 		if err := writeFile(e.paths.PluginYAML, pluginConfigYAML(e.variant)); err != nil {
 			return fmt.Errorf("setup: plugin config: %w", err)
 		}
@@ -189,7 +196,7 @@ func (e *guestEnv) setup() error {
 	}
 	// The DaemonSet's pod starts with the kubelet, in the first scenario
 	// that needs it (requireDaemonSetPlugin).
-	if e.pluginErr == nil && e.variant.Plugin != variant.PluginNone && e.variant.Plugin != variant.PluginDaemonSet {
+	if e.pluginErr == nil && e.variant.Plugin != variant.PluginNone && !e.variant.NeedsReleaseImage() {
 		e.pluginErr = e.startPlugin(ctx, 0)
 	}
 	return nil

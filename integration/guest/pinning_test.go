@@ -107,11 +107,42 @@ func (e *guestEnv) pluginLog(t *testing.T, from int64) {
 		t.Errorf("plugin log: %v", err)
 		return
 	}
-	for _, l := range strings.Split(string(b[from:]), "\n") {
+	checkPluginLog(t, string(b[from:]))
+}
+
+// pluginLogFrom marks the plugin's log now and returns what reports the
+// lines logged after the mark (checkPluginLog): from the external
+// plugin's file, or from the pod of the DaemonSet helm installed.
+func (e *guestEnv) pluginLogFrom(t *testing.T) func() {
+	t.Helper()
+	if e.variant.Plugin != variant.PluginHelm {
+		from := fileSize(e.paths.PluginLog)
+		return func() { e.pluginLog(t, from) }
+	}
+	since := time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out, err := kubectl(ctx, nil, "-n", helmNamespace, "logs", "-l", dsSelector, "-c", dsPluginContainer, "--since-time="+since, "--tail=-1")
+		if err != nil {
+			t.Errorf("plugin log: %v", err)
+			return
+		}
+		checkPluginLog(t, string(out))
+	}
+}
+
+// checkPluginLog fails the test for a container update the plugin could
+// not send or the runtime refused, and logs warnings, errors and
+// synchronizations.
+func checkPluginLog(t *testing.T, log string) {
+	t.Helper()
+	for _, l := range strings.Split(log, "\n") {
 		switch {
 		case strings.Contains(l, "cannot send container updates"), strings.Contains(l, "runtime failed some container updates"):
 			t.Errorf("plugin: %s", l)
-		case strings.Contains(l, "level=WARN"), strings.Contains(l, "level=ERROR"), strings.Contains(l, "synchronized"):
+		case strings.Contains(l, "level=WARN"), strings.Contains(l, "level=ERROR"), strings.Contains(l, "synchronized"),
+			strings.Contains(l, `"level":"WARN"`), strings.Contains(l, `"level":"ERROR"`): // -log-format json in the DaemonSet
 			t.Logf("plugin: %s", l)
 		}
 	}

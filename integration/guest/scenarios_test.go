@@ -48,6 +48,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.KubeletDaemonSetPod:             kubeletDaemonSetPod,
 	variant.KubeletPluginPodRestart:         kubeletPluginPodRestart,
 	variant.ClusterNodeReady:                clusterNodeReady,
+	variant.ClusterHelmInstall:              clusterHelmInstall,
 	variant.ClusterResizeUnpinned:           clusterResizeUnpinned,
 }
 

@@ -50,8 +50,9 @@ var controlPlaneCommands = []string{"kube-apiserver", "kube-controller-manager",
 
 // clusterArtifacts are the host paths of what a Cluster variant needs.
 type clusterArtifacts struct {
-	// Bin holds controlPlaneCommands; Etcd is our etcd.
-	Bin, Etcd string
+	// Bin holds controlPlaneCommands; Etcd is our etcd; Helm is the helm
+	// command and Chart the chart's directory, both for the guest.
+	Bin, Etcd, Helm, Chart string
 	// PKI is the certificates and kubeconfigs, made for this run; the
 	// guest's kubeconfigs name its port, so the API server must listen
 	// there.
@@ -98,6 +99,30 @@ func (b *builder) etcd(ctx context.Context) (string, error) {
 	return filepath.Join(dir, "etcd"), nil
 }
 
+// chartDir is the Helm chart the cluster boots install, relative to the
+// repository; the guest finds it at guestChart.
+const chartDir = "contrib/helm/cgdelegate"
+
+// helm builds the helm command at the version go.mod pins as a tool
+// (`go tool helm` in make test runs the same), for the guest, cached by
+// that version.
+func (b *builder) helm(ctx context.Context) (string, error) {
+	out, err := b.run(ctx, b.repo, nil, "go", "list", "-m", "-f", "{{.Version}}", "helm.sh/helm/v4")
+	if err != nil {
+		return "", fmt.Errorf("helm: the version go.mod pins: %w", err)
+	}
+	version := strings.TrimSpace(string(out))
+	dir, err := b.cached("helm/"+version, func(tmp string) error {
+		_, err := b.run(ctx, b.repo, []string{"CGO_ENABLED=0", "GOFLAGS=-buildvcs=false"},
+			"go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(tmp, "helm"), "helm.sh/helm/v4/cmd/helm")
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "helm"), nil
+}
+
 // buildCluster builds (or takes from the cache) the control plane and
 // makes this run's PKI in workDir/cluster, for an API server on a free
 // loopback port.
@@ -122,7 +147,11 @@ func (b *builder) buildCluster(ctx context.Context) (*clusterArtifacts, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clusterArtifacts{Bin: bin, Etcd: etcd, PKI: pki}, nil
+	helm, err := b.helm(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &clusterArtifacts{Bin: bin, Etcd: etcd, Helm: helm, Chart: filepath.Join(b.repo, chartDir), PKI: pki}, nil
 }
 
 // netModuleFiles are the modules Debian's 6.12 kernel needs for a

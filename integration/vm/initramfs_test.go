@@ -8,8 +8,10 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 )
@@ -70,14 +72,18 @@ func packInitramfs(dst string, a *artifacts, boot bootKind) (err error) {
 		if err := writeSystemdFiles(w); err != nil {
 			return err
 		}
-		writeSuiteFiles(w, a, ctrDir, containerdVersion, "cgd/overlay.ko", boot)
+		if err := writeSuiteFiles(w, a, ctrDir, containerdVersion, "cgd/overlay.ko", boot); err != nil {
+			return err
+		}
 		w.Tar(a.SystemdRootfs, nil)
 		return w.Close()
 	}
 	if err := writeBusybox(w, a); err != nil {
 		return err
 	}
-	writeSuiteFiles(w, a, ctrDir, containerdVersion, "lib/modules/overlay.ko", boot)
+	if err := writeSuiteFiles(w, a, ctrDir, containerdVersion, "lib/modules/overlay.ko", boot); err != nil {
+		return err
+	}
 	w.Bytes("etc/passwd", 0o644, []byte(guestPasswd))
 	w.Bytes("etc/group", 0o644, []byte(guestGroup))
 	w.Bytes("etc/hostname", 0o644, []byte("cgd-vm\n"))
@@ -144,7 +150,7 @@ func writeSystemdFiles(w *cpioWriter) error {
 // overlayKO), the CNI plugin, the kubelet and the release image when the
 // boot carries them, and the host
 // files the guest reads.
-func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, overlayKO string, boot bootKind) {
+func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, overlayKO string, boot bootKind) error {
 	for _, d := range []string{"cgd/images", "opt/nri/plugins", "etc/nri/conf.d", "etc/containerd", "var/lib", "var/log"} {
 		w.Dir(d, 0o755)
 	}
@@ -163,6 +169,10 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 		w.HostFile(guestKubectl, 0o755, filepath.Join(a.Cluster.Bin, "kubectl"))
 		w.HostFile(guestAdminKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("guest-admin"))
 		w.HostFile(guestKubeletKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("kubelet"))
+		w.HostFile(guestHelm, 0o755, a.Cluster.Helm)
+		if err := writeDir(w, guestChart, a.Cluster.Chart); err != nil {
+			return err
+		}
 		for _, m := range a.NetModules {
 			w.HostFile(guestNetModules+"/"+filepath.Base(m), 0o644, m)
 		}
@@ -196,4 +206,28 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 	w.Bytes("etc/hosts", 0o644, []byte("127.0.0.1\tlocalhost cgd-vm\n::1\tlocalhost ip6-localhost\n"))
 	w.Bytes("etc/resolv.conf", 0o644, []byte("# no network in the integration VM\nnameserver 127.0.0.1\n"))
 	w.Bytes("cgd/versions", 0o644, []byte(versions))
+	return nil
+}
+
+// writeDir writes the regular files and directories below src at dst.
+func writeDir(w *cpioWriter, dst, src string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("initramfs: %w", err)
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return fmt.Errorf("initramfs: %w", err)
+		}
+		name := path.Join(dst, filepath.ToSlash(rel))
+		switch {
+		case d.IsDir():
+			w.Dir(name, 0o755)
+		case d.Type().IsRegular():
+			w.HostFile(name, 0o644, p)
+		default:
+			return fmt.Errorf("initramfs: %s is neither a file nor a directory", p)
+		}
+		return nil
+	})
 }

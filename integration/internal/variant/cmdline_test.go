@@ -99,6 +99,7 @@ func TestEncodeInvalid(t *testing.T) {
 		{"kubelet scenario without a kubelet", func(v *Variant) { v.Scenarios = []Scenario{KubeletWritable} }, "scenarios", "KubeletWritable"},
 		{"kubelet not named", func(v *Variant) { v.Kubelet = true }, "kubelet", "1"},
 		{"DaemonSet pod without a kubelet", func(v *Variant) { v.Plugin = PluginDaemonSet }, "plugin", "daemonset"},
+		{"helm without a cluster", func(v *Variant) { v.Plugin = PluginHelm }, "plugin", "helm"},
 		{"named Kubelet without one", func(v *Variant) { v.Name = "ctd24-Kubelet" }, "kubelet", "0"},
 		{"cluster not named", func(v *Variant) { v.Cluster = true }, "cluster", "1"},
 		{"named Cluster without one", func(v *Variant) { v.Name = "ctd24-Cluster" }, "cluster", "0"},

@@ -138,6 +138,11 @@ const (
 	// Ready; a Pod applied with kubectl is scheduled onto it by the
 	// scheduler and runs.
 	ClusterNodeReady Scenario = "ClusterNodeReady"
+	// ClusterHelmInstall (issue 20, a): helm install of the chart; the
+	// DaemonSet controller and the scheduler place cgdelegate's pod, which
+	// runs with the ConfigMap the API serves; `cgdelegate status` on the
+	// node says supported; an annotated Deployment's pod is delegated.
+	ClusterHelmInstall Scenario = "ClusterHelmInstall"
 	// ClusterResizeUnpinned (issue 22): with CPU pinning on, an ordinary
 	// Burstable pod is resized in place three times (kubectl patch
 	// --subresource resize: CPU limit up, CPU limit down, memory limit up)
@@ -161,7 +166,7 @@ var scenarios = []Scenario{
 	Demo,
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 	KubeletPinningOracle,
-	ClusterNodeReady, ClusterResizeUnpinned,
+	ClusterNodeReady, ClusterHelmInstall, ClusterResizeUnpinned,
 }
 
 // AllScenarios returns every scenario the guest implements.

@@ -101,14 +101,16 @@ func Suite() []Variant {
 		},
 		// A real cluster (issue 20): a control plane on the host's
 		// loopback (integration/vm), the guest's kubelet registered as its
-		// Node, kubectl in the guest; systemd as PID 1 and the systemd
-		// cgroup driver, as kubeadm sets a node up; four CPUs in two NUMA
-		// nodes with cgdelegate's pinning (CPU 0 reserved), so that an
-		// in-place resize meets an exclusive CPU beside it (issue 22).
+		// Node, kubectl and helm in the guest; systemd as PID 1 and the
+		// systemd cgroup driver, as kubeadm sets a node up; cgdelegate
+		// installed with helm install of the chart, the containerd drop-in
+		// as shipped (FailClosed), with pinning (CPU 0
+		// reserved) on four CPUs in two NUMA nodes, so that an in-place
+		// resize meets an exclusive CPU beside it (issue 22).
 		{
-			Name: "ctd24-Systemd-numa-smp4-Cluster", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
-			Systemd: true, Cluster: true,
-			Scenarios: []Scenario{ClusterNodeReady, ClusterResizeUnpinned},
+			Name: "ctd24-Systemd-numa-smp4-Cluster", Containerd: Containerd24, NSDelegate: true, Plugin: PluginHelm, FailClosed: true, Pinning: true,
+			SMP: 4, NUMA: true, Systemd: true, Cluster: true,
+			Scenarios: []Scenario{ClusterNodeReady, ClusterHelmInstall, ClusterResizeUnpinned},
 		},
 		// containerd 2.3: the writable scenarios and pinning (issue 11,
 		// item 8) share one boot, as they share a production node: every

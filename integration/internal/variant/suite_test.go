@@ -111,12 +111,12 @@ func TestScenarioKnown(t *testing.T) {
 }
 
 // TestDaemonSetVariants: a variant that runs cgdelegate as the DaemonSet's
-// pod gets the release image and loads the shipped containerd drop-in as
+// pod (static, or installed with helm) gets the release image and loads the shipped containerd drop-in as
 // written (FailClosed); no other variant carries the image.
 func TestDaemonSetVariants(t *testing.T) {
 	n := 0
 	for _, v := range append(Suite(), DemoVariant()) {
-		ds := v.Plugin == PluginDaemonSet
+		ds := v.Plugin == PluginDaemonSet || v.Plugin == PluginHelm
 		if v.NeedsReleaseImage() != ds {
 			t.Errorf("%s: NeedsReleaseImage %v, plugin %s", v.Name, v.NeedsReleaseImage(), v.Plugin)
 		}

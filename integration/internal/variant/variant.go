@@ -22,15 +22,23 @@ const (
 	// rendered from contrib/kubernetes/daemonset.yaml, from the release
 	// image (`make image`) imported with ctr.
 	PluginDaemonSet Plugin = "daemonset"
+	// PluginHelm: the first scenario that needs cgdelegate installs the
+	// chart contrib/helm/cgdelegate with helm into the cluster
+	// (Variant.Cluster): the DaemonSet controller and the scheduler place
+	// its pod, from the release image imported with ctr.
+	PluginHelm Plugin = "helm"
 )
 
 func (p Plugin) valid() bool {
-	return p == PluginExternal || p == PluginPreregistered || p == PluginNone || p == PluginDaemonSet
+	return p == PluginExternal || p == PluginPreregistered || p == PluginNone || p == PluginDaemonSet || p == PluginHelm
 }
 
 // NeedsReleaseImage reports whether the boot needs the release image in
-// its initramfs: only a variant that runs the DaemonSet's pod does.
-func (v Variant) NeedsReleaseImage() bool { return v.Plugin == PluginDaemonSet }
+// its initramfs: only a variant that runs the DaemonSet's pod, static or
+// installed with helm, does.
+func (v Variant) NeedsReleaseImage() bool {
+	return v.Plugin == PluginDaemonSet || v.Plugin == PluginHelm
+}
 
 // RunsKubelet reports whether the boot carries a kubelet: the standalone
 // one (Kubelet) or the one a cluster registers (Cluster).
@@ -104,7 +112,8 @@ func (v Variant) Validate() error {
 	}
 	check(keyName, isToken(v.Name), "want letters, digits, '.', '_' or '-'")
 	check(keyContainerd, isToken(v.Containerd), "want a release such as %s", Containerd24)
-	check(keyPlugin, v.Plugin.valid(), "want %s, %s, %s or %s", PluginExternal, PluginPreregistered, PluginNone, PluginDaemonSet)
+	check(keyPlugin, v.Plugin.valid(), "want %s, %s, %s, %s or %s", PluginExternal, PluginPreregistered, PluginNone, PluginDaemonSet, PluginHelm)
+	check(keyPlugin, v.Plugin != PluginHelm || v.Cluster, "helm installs into a cluster (cgd.cluster=1)")
 	check(keyPlugin, v.Plugin != PluginDaemonSet || v.Kubelet, "the DaemonSet's pod needs a kubelet (cgd.kubelet=1)")
 	check(keySystemd, v.Systemd == strings.Contains(v.Name, SystemdMark),
 		"a variant named %q must have %s%s=%s", v.Name, Prefix, keySystemd, formatBool(strings.Contains(v.Name, SystemdMark)))

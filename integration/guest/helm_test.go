@@ -1,0 +1,308 @@
+//go:build integration_guest
+
+package guest
+
+// cgdelegate installed the way users install it (variant.PluginHelm): the
+// release image imported on the node, then `helm install` of the chart
+// (contrib/helm/cgdelegate, in the initramfs at guestChart) into the
+// cluster; the DaemonSet controller and the scheduler place its pod, the
+// kubelet mounts its ConfigMap from the API.
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
+)
+
+const (
+	// guestChart is the chart in the initramfs (integration/vm guestChart).
+	guestChart = "/cgd/chart/cgdelegate"
+	// helmRelease and helmNamespace are the release's name and namespace,
+	// as docs/deploying.md installs it.
+	helmRelease   = "cgdelegate"
+	helmNamespace = "kube-system"
+	// helmInstallTimeout bounds helm install --wait: importing the image
+	// and starting two containers under TCG took up to 4 minutes for the
+	// static pod.
+	helmInstallTimeout = 8 * time.Minute
+	// dsSelector selects the DaemonSet's pods.
+	dsSelector = "app.kubernetes.io/name=cgdelegate"
+)
+
+// clusterManifests are the objects the Cluster scenarios apply that are not
+// Pods (the Pod manifests are podManifests, strictly decoded as Pods).
+//
+//go:embed testdata/cluster/*.yaml
+var clusterManifests embed.FS
+
+// helmInstall is cgdelegate installed by helm.
+type helmInstall struct {
+	// image is the release image the chart was told to run.
+	image string
+	// took is how long helm install --wait ran; registered, until
+	// cgdelegate had registered with containerd.
+	took, registered time.Duration
+	// args are the helm install arguments after the chart.
+	args []string
+}
+
+// helmCmd runs helm with the guest's admin kubeconfig (its default,
+// /root/.kube/config) and returns its combined output.
+func helmCmd(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "helm", args...)
+	cmd.Env = append(os.Environ(), "HOME=/root")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return out.Bytes(), nil
+}
+
+// helmValues are the --set arguments of the cluster's install: the
+// imported image, and CPU pinning with CPU 0 reserved (the resize
+// scenario's pinned pod gets another), as pluginConfigYAML configures the
+// external plugin of the Cluster variants.
+func helmValues(repo, tag string) []string {
+	return []string{
+		"--set", "image.repository=" + repo,
+		"--set", "image.tag=" + tag,
+		"--set", "config.cpuPinning=true",
+		"--set-string", "config.reservedCPUs=0",
+	}
+}
+
+// requireHelmPlugin returns cgdelegate installed with helm, installing it
+// on first use, and fails the scenario if it is not running.
+func (e *guestEnv) requireHelmPlugin(t *testing.T) *helmInstall {
+	t.Helper()
+	if e.variant.Plugin != variant.PluginHelm {
+		t.Fatalf("scenario needs cgdelegate installed with helm; variant %s runs it %s", e.variant.Name, e.variant.Plugin)
+	}
+	e.requireCluster(t)
+	if e.helm == nil && e.pluginErr == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), helmInstallTimeout+2*time.Minute)
+		defer cancel()
+		e.helm, e.pluginErr = e.installChart(ctx)
+		if e.helm != nil {
+			t.Logf("helm install took %s; cgdelegate registered with containerd after %s",
+				e.helm.took.Round(100*time.Millisecond), e.helm.registered.Round(100*time.Millisecond))
+		}
+	}
+	if e.pluginErr != nil {
+		t.Fatalf("cgdelegate installed with helm: %v", e.pluginErr)
+	}
+	return e.helm
+}
+
+// installChart imports the release image and installs the chart, waiting
+// (helm --wait) for the DaemonSet and then for cgdelegate to register with
+// containerd.
+func (e *guestEnv) installChart(ctx context.Context) (*helmInstall, error) {
+	imported, err := e.importRelease(ctx)
+	if err != nil {
+		return nil, err
+	}
+	i := strings.LastIndex(imported, ":")
+	repo, tag := imported[:i], imported[i+1:]
+	h := &helmInstall{image: imported, args: append(helmValues(repo, tag), "--namespace", helmNamespace, "--wait", "--timeout", helmInstallTimeout.String())}
+	from := fileSize(e.paths.ContainerdLog)
+	start := time.Now()
+	out, err := helmCmd(ctx, append([]string{"install", helmRelease, guestChart}, h.args...)...)
+	h.took = time.Since(start)
+	if err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, e.describeDaemonSet(ctx))
+	}
+	e.log.Info("helm install", "took", h.took, "output", string(out))
+	err = waitLog(ctx, e.paths.ContainerdLog, from, 3*time.Minute, func(l string) bool {
+		return strings.Contains(l, "cgdelegate") && strings.Contains(l, "connected and synchronized")
+	}, func() error {
+		if !e.kubelet.daemon.Running() {
+			return errors.New("the kubelet exited")
+		}
+		return nil
+	})
+	h.registered = time.Since(start)
+	if err != nil {
+		return nil, fmt.Errorf("cgdelegate's pod did not register with containerd: %w\n%s\n--- containerd log ---\n%s",
+			err, e.describeDaemonSet(ctx), fileTail(e.paths.ContainerdLog, 20))
+	}
+	return h, nil
+}
+
+// dsPods are the DaemonSet's pods.
+func dsPods(ctx context.Context) ([]corev1.Pod, error) {
+	var l corev1.PodList
+	if err := getJSON(ctx, &l, "-n", helmNamespace, "pods", "-l", dsSelector); err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// describeDaemonSet is the DaemonSet's status, its pods, their logs and
+// the namespace's events, for failures.
+func (e *guestEnv) describeDaemonSet(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	var b strings.Builder
+	var ds appsv1.DaemonSet
+	if err := getJSON(ctx, &ds, "-n", helmNamespace, "daemonset", helmRelease); err != nil {
+		fmt.Fprintf(&b, "daemonset: %v\n", err)
+	} else {
+		fmt.Fprintf(&b, "daemonset: desired %d scheduled %d ready %d updated %d\n", ds.Status.DesiredNumberScheduled,
+			ds.Status.CurrentNumberScheduled, ds.Status.NumberReady, ds.Status.UpdatedNumberScheduled)
+	}
+	pods, err := dsPods(ctx)
+	if err != nil {
+		fmt.Fprintf(&b, "pods: %v\n", err)
+	}
+	for i := range pods {
+		fmt.Fprintf(&b, "pod %s: %s\n", pods[i].Name, describePod(&pods[i]))
+		logs, _ := kubectl(ctx, nil, "-n", helmNamespace, "logs", pods[i].Name, "--all-containers", "--tail=20")
+		fmt.Fprintf(&b, "--- logs of %s ---\n%s\n", pods[i].Name, logs)
+	}
+	events, _ := kubectl(ctx, nil, "-n", helmNamespace, "get", "events", "--sort-by=.lastTimestamp")
+	fmt.Fprintf(&b, "--- events in %s ---\n%s", helmNamespace, tail(string(events), 25))
+	return b.String()
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// clusterHelmInstall (issue 20, a): `helm install` of the chart places
+// cgdelegate's DaemonSet pod on the Node through the DaemonSet controller
+// and the scheduler, and it runs; its config is the chart's ConfigMap as
+// the API serves it, mounted by the kubelet; `cgdelegate status` on the
+// node says supported; an annotated Deployment's pod is delegated: a
+// writable cgroup2 mount with nsdelegate, and the bounds on its pod
+// cgroup hold.
+func clusterHelmInstall(t *testing.T, e *guestEnv) {
+	h := e.requireHelmPlugin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	var ds appsv1.DaemonSet
+	if err := getJSON(ctx, &ds, "-n", helmNamespace, "daemonset", helmRelease); err != nil {
+		t.Fatal(err)
+	}
+	if ds.Status.DesiredNumberScheduled != 1 || ds.Status.NumberReady != 1 {
+		t.Errorf("daemonset %s: desired %d ready %d, want 1 and 1\n%s", helmRelease, ds.Status.DesiredNumberScheduled, ds.Status.NumberReady, e.describeDaemonSet(ctx))
+	}
+	pods, err := dsPods(ctx)
+	if err != nil || len(pods) != 1 {
+		t.Fatalf("the DaemonSet's pods: %d (%v), want 1\n%s", len(pods), err, e.describeDaemonSet(ctx))
+	}
+	p := &pods[0]
+	if p.Spec.NodeName != kubeletNode || p.Status.Phase != corev1.PodRunning || !kubelet.Running(p, dsPluginContainer) {
+		t.Errorf("pod %s: %s; want Running on %s", p.Name, describePod(p), kubeletNode)
+	}
+	if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].Kind != "DaemonSet" || p.OwnerReferences[0].Name != helmRelease {
+		t.Errorf("pod %s: owners %v, want the DaemonSet %s", p.Name, p.OwnerReferences, helmRelease)
+	}
+	if img := p.Spec.Containers[0].Image; img != h.image {
+		t.Errorf("pod %s runs image %s, want the imported %s", p.Name, img, h.image)
+	}
+	// Placed by the scheduler (the DaemonSet controller only sets a node
+	// affinity): its Scheduled event comes from default-scheduler.
+	scheduledBy, err := kubectl(ctx, nil, "-n", helmNamespace, "get", "events", "--field-selector",
+		"involvedObject.name="+p.Name+",reason=Scheduled", "-o", "jsonpath={range .items[*]}{.reportingComponent}{.source.component}{\"\\n\"}{end}")
+	if err != nil || !strings.Contains(string(scheduledBy), "default-scheduler") {
+		t.Errorf("pod %s: no Scheduled event from default-scheduler (%v): %q", p.Name, err, scheduledBy)
+	}
+
+	// The config is the ConfigMap the API serves, as the kubelet projected it.
+	var cm corev1.ConfigMap
+	if err := getJSON(ctx, &cm, "-n", helmNamespace, "configmap", helmRelease); err != nil {
+		t.Fatal(err)
+	}
+	served := cm.Data["config.yaml"]
+	for _, want := range []string{"cpuPinning: true", `reservedCPUs: "0"`} {
+		if !strings.Contains(served, want) {
+			t.Errorf("configmap %s: config.yaml lacks %q (the --set values):\n%s", helmRelease, want, served)
+		}
+	}
+	projected := filepath.Join(e.paths.KubeletRoot, "pods", string(p.UID), "volumes", "kubernetes.io~configmap", "config", "config.yaml")
+	if b, err := os.ReadFile(projected); err != nil || string(b) != served {
+		t.Errorf("the kubelet's copy %s of the ConfigMap (%v):\n%s\nwant what the API serves:\n%s", projected, err, b, served)
+	}
+
+	rep, raw := e.cgdelegateStatus(t)
+	if !rep.Supported || rep.Pinning == nil || !rep.Pinning.Active {
+		t.Errorf("cgdelegate status on the node: supported %v, pinning %+v; want supported with pinning active:\n%s", rep.Supported, rep.Pinning, raw)
+	}
+	if rep.PluginPID == 0 {
+		t.Errorf("cgdelegate status names no plugin process:\n%s", raw)
+	}
+
+	// An annotated Deployment: its pod is delegated.
+	start := time.Now()
+	raw2, err := clusterManifests.ReadFile("testdata/cluster/writable-deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubectl(ctx, raw2, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := kubectl(ctx, nil, "-n", clusterNamespace, "delete", "deployment", "cluster-writable", "--wait=true", "--timeout=90s"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	wp := waitDeploymentPod(ctx, t, "app=cluster-writable", "work", 4*time.Minute)
+	running := time.Since(start)
+	c := e.kubeletContainer(ctx, t, wp, "work")
+	podCg := e.kubeletPodCgroup(t, e.kubelet, wp)
+	assertWritableMount(ctx, t, c)
+	assertDelegates(ctx, t, c)
+	assertBoundsHold(ctx, t, c, podCg)
+	clusterMetric(t, "ClusterHelmInstall", "cluster_helm_install", map[string]float64{
+		"helm_install_seconds": seconds(h.took), "registered_seconds": seconds(h.registered),
+		"deployment_pod_running_seconds": seconds(running),
+	})
+}
+
+// waitDeploymentPod waits until one pod matching selector in
+// clusterNamespace runs container, and returns it.
+func waitDeploymentPod(ctx context.Context, t *testing.T, selector, container string, within time.Duration) *corev1.Pod {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	var last []corev1.Pod
+	err := poll(ctx, 500*time.Millisecond, func() (bool, error) {
+		var l corev1.PodList
+		if err := getJSON(ctx, &l, "-n", clusterNamespace, "pods", "-l", selector); err != nil {
+			return false, nil
+		}
+		last = l.Items
+		return len(l.Items) == 1 && kubelet.Running(&l.Items[0], container), nil
+	})
+	if err != nil {
+		var desc []string
+		for i := range last {
+			desc = append(desc, last[i].Name+": "+describePod(&last[i]))
+		}
+		t.Fatalf("pods %s: not one running %s within %s (%v): %s", selector, container, within, err, strings.Join(desc, "; "))
+	}
+	return &last[0]
+}
