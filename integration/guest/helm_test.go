@@ -265,11 +265,11 @@ func clusterHelmInstall(t *testing.T, e *guestEnv) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if _, err := kubectl(ctx, nil, "-n", clusterNamespace, "delete", "deployment", "cluster-writable", "--wait=true", "--timeout=90s"); err != nil {
+		if _, err := kubectl(ctx, nil, "delete", "namespace", "sandbox", "--wait=true", "--timeout=90s"); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	wp := waitDeploymentPod(ctx, t, "app=cluster-writable", "work", 4*time.Minute)
+	wp := waitDeploymentPod(ctx, t, "sandbox", "app=cluster-writable", "work", 4*time.Minute)
 	running := time.Since(start)
 	c := e.kubeletContainer(ctx, t, wp, "work")
 	podCg := e.kubeletPodCgroup(t, e.kubelet, wp)
@@ -282,16 +282,16 @@ func clusterHelmInstall(t *testing.T, e *guestEnv) {
 	})
 }
 
-// waitDeploymentPod waits until one pod matching selector in
-// clusterNamespace runs container, and returns it.
-func waitDeploymentPod(ctx context.Context, t *testing.T, selector, container string, within time.Duration) *corev1.Pod {
+// waitDeploymentPod waits until one pod matching selector in namespace runs
+// container, and returns it.
+func waitDeploymentPod(ctx context.Context, t *testing.T, namespace, selector, container string, within time.Duration) *corev1.Pod {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	var last []corev1.Pod
 	err := poll(ctx, 500*time.Millisecond, func() (bool, error) {
 		var l corev1.PodList
-		if err := getJSON(ctx, &l, "-n", clusterNamespace, "pods", "-l", selector); err != nil {
+		if err := getJSON(ctx, &l, "-n", namespace, "pods", "-l", selector); err != nil {
 			return false, nil
 		}
 		last = l.Items
