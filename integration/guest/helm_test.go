@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -21,8 +22,10 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
@@ -83,6 +86,7 @@ func helmValues(repo, tag string) []string {
 		"--set", "image.tag=" + tag,
 		"--set", "config.cpuPinning=true",
 		"--set-string", "config.reservedCPUs=0",
+		"--set", "admissionPolicy.allowedNamespaces={" + allowedByName + "}",
 	}
 }
 
@@ -305,4 +309,164 @@ func waitDeploymentPod(ctx context.Context, t *testing.T, namespace, selector, c
 		t.Fatalf("pods %s: not one running %s within %s (%v): %s", selector, container, within, err, strings.Join(desc, "; "))
 	}
 	return &last[0]
+}
+
+// The admission scenario's namespaces: allowedByName is in the install's
+// admissionPolicy.allowedNamespaces (helmValues), allowedByLabel carries
+// the label a cluster admin sets, and clusterNamespace is neither.
+const (
+	allowedByName  = "builds"
+	allowedByLabel = "sandbox-admitted"
+	// writablePolicy is the chart's policy on writable-cgroup pods.
+	writablePolicy = "cgdelegate-writable-cgroups"
+)
+
+// admissionPod is a pod in namespace, asking for a writable cgroup (with
+// the required-plugins annotation the policy wants) when writable.
+func admissionPod(name, namespace string, writable bool) *corev1.Pod {
+	p := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: corev1.PodSpec{
+			HostNetwork:                   true,
+			AutomountServiceAccountToken:  ptr(false),
+			TerminationGracePeriodSeconds: ptr(int64(1)),
+			Containers: []corev1.Container{{
+				Name: "work", Image: "cgd.local/busybox:1", ImagePullPolicy: corev1.PullNever,
+				Command: []string{"sleep", "3600"},
+			}},
+		},
+	}
+	if writable {
+		p.Annotations = map[string]string{
+			"writable-cgroups.noderesource.dev":  "true",
+			"required-plugins.noderesource.dev": `["cgdelegate"]`,
+		}
+	}
+	return p
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// applyObject applies v (as JSON) with kubectl.
+func applyObject(ctx context.Context, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return kubectl(ctx, b, "apply", "-f", "-")
+}
+
+// clusterAdmissionPolicy (issue 20, b): kube-apiserver accepts the chart's
+// ValidatingAdmissionPolicy with no type-checking warning and enforces it:
+// a pod asking for a writable cgroup is denied in a namespace neither
+// labelled nor named in admissionPolicy.allowedNamespaces, with the
+// policy's message; admitted and delegated in a namespace named there and
+// in one labelled cgdelegate.io/writable-cgroups=allowed; a pod that asks
+// for nothing is admitted in the first namespace and runs.
+func clusterAdmissionPolicy(t *testing.T, e *guestEnv) {
+	e.requireHelmPlugin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	// The API server type-checks a policy in the background and records
+	// the result in its status.
+	var vap admissionv1.ValidatingAdmissionPolicy
+	if err := poll(ctx, time.Second, func() (bool, error) {
+		if err := getJSON(ctx, &vap, "validatingadmissionpolicy", writablePolicy); err != nil {
+			return false, err
+		}
+		return vap.Status.ObservedGeneration == vap.Generation && vap.Status.TypeChecking != nil, nil
+	}); err != nil {
+		t.Fatalf("policy %s: no type-checking status: %v", writablePolicy, err)
+	}
+	for _, w := range vap.Status.TypeChecking.ExpressionWarnings {
+		t.Errorf("policy %s: type-checking warning on %s: %s", writablePolicy, w.FieldRef, w.Warning)
+	}
+	for _, c := range vap.Status.Conditions {
+		t.Logf("policy %s: condition %s=%s %s", writablePolicy, c.Type, c.Status, c.Message)
+	}
+
+	for _, ns := range []*corev1.Namespace{
+		{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: allowedByName}},
+		{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+			ObjectMeta: metav1.ObjectMeta{Name: allowedByLabel, Labels: map[string]string{"cgdelegate.io/writable-cgroups": "allowed"}},
+		},
+	} {
+		if _, err := applyObject(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if _, err := kubectl(ctx, nil, "delete", "namespace", ns.Name, "--wait=true", "--timeout=90s"); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		})
+	}
+
+	denied := admissionPod("writable-denied", clusterNamespace, true)
+	start := time.Now()
+	out, err := applyObject(ctx, denied)
+	deniedAfter := time.Since(start)
+	if err == nil {
+		t.Errorf("pod %s/%s asking for a writable cgroup was admitted: %s", denied.Namespace, denied.Name, out)
+		_, _ = kubectl(ctx, nil, "-n", denied.Namespace, "delete", "pod", denied.Name, "--wait=false")
+	} else {
+		for _, want := range []string{writablePolicy, "is not labelled cgdelegate.io/writable-cgroups=allowed", "namespace " + clusterNamespace} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the denial lacks %q: %v", want, err)
+			}
+		}
+		t.Logf("denied in %s as expected: %v", clusterNamespace, err)
+	}
+
+	plain := admissionPod("plain-admitted", clusterNamespace, false)
+	pods := []*corev1.Pod{plain, admissionPod("writable-by-name", allowedByName, true), admissionPod("writable-by-label", allowedByLabel, true)}
+	for _, p := range pods {
+		if _, err := applyObject(ctx, p); err != nil {
+			t.Fatalf("pod %s/%s: %v", p.Namespace, p.Name, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := kubectl(ctx, nil, "-n", clusterNamespace, "delete", "pod", plain.Name, "--wait=true", "--timeout=90s"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	for _, want := range pods {
+		p := waitNamespacedPod(ctx, t, want.Namespace, want.Name, "work", 4*time.Minute)
+		c := e.kubeletContainer(ctx, t, p, "work")
+		if want.Annotations == nil {
+			if m, _ := cgroupMount(ctx, t, c); !m.ReadOnly() {
+				t.Errorf("pod %s/%s asked for nothing but has /sys/fs/cgroup = %s, want read-only", want.Namespace, want.Name, m)
+			}
+			continue
+		}
+		assertWritableMount(ctx, t, c)
+		assertDelegates(ctx, t, c)
+	}
+	clusterMetric(t, "ClusterAdmissionPolicy", "cluster_admission", map[string]float64{"denied_seconds": seconds(deniedAfter)})
+}
+
+// waitNamespacedPod waits until pod namespace/name runs container.
+func waitNamespacedPod(ctx context.Context, t *testing.T, namespace, name, container string, within time.Duration) *corev1.Pod {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	var last *corev1.Pod
+	err := poll(ctx, 500*time.Millisecond, func() (bool, error) {
+		p := &corev1.Pod{}
+		if err := getJSON(ctx, p, "-n", namespace, "pod", name); err != nil {
+			return false, nil
+		}
+		last = p
+		return kubelet.Running(p, container), nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s: not running %s within %s (%v): %s", namespace, name, container, within, err, describePod(last))
+	}
+	return last
 }

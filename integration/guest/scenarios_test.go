@@ -49,6 +49,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.KubeletPluginPodRestart:         kubeletPluginPodRestart,
 	variant.ClusterNodeReady:                clusterNodeReady,
 	variant.ClusterHelmInstall:              clusterHelmInstall,
+	variant.ClusterAdmissionPolicy:          clusterAdmissionPolicy,
 	variant.ClusterResizeUnpinned:           clusterResizeUnpinned,
 }
 

@@ -143,6 +143,13 @@ const (
 	// runs with the ConfigMap the API serves; `cgdelegate status` on the
 	// node says supported; an annotated Deployment's pod is delegated.
 	ClusterHelmInstall Scenario = "ClusterHelmInstall"
+	// ClusterAdmissionPolicy (issue 20, b): kube-apiserver type-checks the
+	// chart's admission policy without a warning and enforces it: a pod
+	// asking for a writable cgroup is denied outside the allowed
+	// namespaces with the policy's message, admitted and delegated in one
+	// allowed by name and in one allowed by label; a pod that asks for
+	// nothing is admitted and runs.
+	ClusterAdmissionPolicy Scenario = "ClusterAdmissionPolicy"
 	// ClusterResizeUnpinned (issue 22): with CPU pinning on, an ordinary
 	// Burstable pod is resized in place three times (kubectl patch
 	// --subresource resize: CPU limit up, CPU limit down, memory limit up)
@@ -166,7 +173,7 @@ var scenarios = []Scenario{
 	Demo,
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 	KubeletPinningOracle,
-	ClusterNodeReady, ClusterHelmInstall, ClusterResizeUnpinned,
+	ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterResizeUnpinned,
 }
 
 // AllScenarios returns every scenario the guest implements.
