@@ -339,7 +339,7 @@ func admissionPod(name, namespace string, writable bool) *corev1.Pod {
 	}
 	if writable {
 		p.Annotations = map[string]string{
-			"writable-cgroups.noderesource.dev":  "true",
+			"writable-cgroups.noderesource.dev": "true",
 			"required-plugins.noderesource.dev": `["cgdelegate"]`,
 		}
 	}
