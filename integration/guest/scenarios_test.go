@@ -50,6 +50,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.ClusterNodeReady:                clusterNodeReady,
 	variant.ClusterHelmInstall:              clusterHelmInstall,
 	variant.ClusterAdmissionPolicy:          clusterAdmissionPolicy,
+	variant.ClusterNodeLabel:                clusterNodeLabel,
 	variant.ClusterResizeUnpinned:           clusterResizeUnpinned,
 }
 

@@ -150,6 +150,12 @@ const (
 	// allowed by name and in one allowed by label; a pod that asks for
 	// nothing is admitted and runs.
 	ClusterAdmissionPolicy Scenario = "ClusterAdmissionPolicy"
+	// ClusterNodeLabel (issue 20, f): cgdelegate labels its own Node
+	// cgdelegate.io/supports-cgroup-options=true with its service account
+	// and a pod selecting the label is scheduled there; the account's
+	// token, stolen, can neither label another Node nor change anything
+	// else on its own.
+	ClusterNodeLabel Scenario = "ClusterNodeLabel"
 	// ClusterResizeUnpinned (issue 22): with CPU pinning on, an ordinary
 	// Burstable pod is resized in place three times (kubectl patch
 	// --subresource resize: CPU limit up, CPU limit down, memory limit up)
@@ -173,7 +179,7 @@ var scenarios = []Scenario{
 	Demo,
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 	KubeletPinningOracle,
-	ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterResizeUnpinned,
+	ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterResizeUnpinned,
 }
 
 // AllScenarios returns every scenario the guest implements.

@@ -1,0 +1,166 @@
+//go:build integration_guest
+
+package guest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	// nodeLabel is the label cgdelegate puts on its own Node
+	// (advert.FeatureLabel).
+	nodeLabel = "cgdelegate.io/supports-cgroup-options"
+	// ghostNode is a Node object with no kubelet behind it: the node a
+	// stolen token tries to relabel.
+	ghostNode = "cgd-ghost"
+)
+
+// pluginToken is the service-account token the kubelet projected into
+// cgdelegate's pod, read from the node as someone who can read the node's
+// files (or the pod's) would steal it.
+func (e *guestEnv) pluginToken(t *testing.T, p *corev1.Pod) string {
+	t.Helper()
+	matches, _ := filepath.Glob(filepath.Join(e.paths.KubeletRoot, "pods", string(p.UID), "volumes", "kubernetes.io~projected", "*", "token"))
+	if len(matches) != 1 {
+		t.Fatalf("the projected token of pod %s: found %v, want one", p.Name, matches)
+	}
+	b, err := os.ReadFile(matches[0])
+	if err != nil || len(b) == 0 {
+		t.Fatalf("the projected token of pod %s: %v", p.Name, err)
+	}
+	return string(b)
+}
+
+// kubectlAs runs kubectl against the admin kubeconfig's API server with
+// token as its only credential (no client certificate).
+func kubectlAs(ctx context.Context, token string, args ...string) ([]byte, error) {
+	server, err := kubectl(ctx, nil, "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
+	if err != nil {
+		return nil, err
+	}
+	ca, err := kubectl(ctx, nil, "config", "view", "--minify", "--raw", "-o", "jsonpath={.clusters[0].cluster.certificate-authority-data}")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "kubectl-as-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q, certificate-authority-data: %q}}]
+users: [{name: u, user: {token: %q}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`, server, ca, strings.TrimSpace(token))
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig=" + path, "--request-timeout=30s"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("kubectl (as the token's account) %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return out, nil
+}
+
+// clusterNodeLabel (issue 20, f): while cgdelegate runs, its Node carries
+// the label cgdelegate.io/supports-cgroup-options=true, written by the
+// plugin with its own service account; a pod that selects the label is
+// scheduled onto the Node. The account's token, stolen, cannot label
+// another Node, nor change another label of its own Node (the chart's
+// policy cgdelegate-node-label); it can only say what the plugin says.
+func clusterNodeLabel(t *testing.T, e *guestEnv) {
+	e.requireHelmPlugin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	start := time.Now()
+	var node *corev1.Node
+	if err := poll(ctx, 500*time.Millisecond, func() (bool, error) {
+		n, err := getNode(ctx, kubeletNode)
+		node = n
+		return err == nil && n.Labels[nodeLabel] == "true", nil
+	}); err != nil {
+		t.Fatalf("node %s never got %s=true (%v); labels %v\n%s", kubeletNode, nodeLabel, err, node.GetLabels(), e.describeDaemonSet(ctx))
+	}
+	t.Logf("node %s labelled %s=true (%s after the scenario's start)", kubeletNode, nodeLabel, time.Since(start).Round(100*time.Millisecond))
+
+	// A pod that selects the label is scheduled onto the node.
+	sel := admissionPod("selects-label", clusterNamespace, false)
+	sel.Spec.NodeSelector = map[string]string{nodeLabel: "true"}
+	applied := time.Now()
+	if _, err := applyObject(ctx, sel); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := kubectl(ctx, nil, "-n", clusterNamespace, "delete", "pod", sel.Name, "--wait=true", "--timeout=90s"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	p := waitNamespacedPod(ctx, t, clusterNamespace, sel.Name, "work", 3*time.Minute)
+	if p.Spec.NodeName != kubeletNode {
+		t.Errorf("pod %s selecting %s runs on %q, want %s", sel.Name, nodeLabel, p.Spec.NodeName, kubeletNode)
+	}
+	running := time.Since(applied)
+
+	// The stolen token.
+	pods, err := dsPods(ctx)
+	if err != nil || len(pods) != 1 {
+		t.Fatalf("the DaemonSet's pods: %d (%v)", len(pods), err)
+	}
+	token := e.pluginToken(t, &pods[0])
+	ghost := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: ghostNode}}
+	if _, err := applyObject(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := kubectl(ctx, nil, "delete", "node", ghostNode, "--wait=false"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	refusals := []struct {
+		what string
+		args []string
+		want string
+	}{
+		{"label another node", []string{"label", "node", ghostNode, nodeLabel + "=true"}, "may only label its own node"},
+		{"change another label of its own node", []string{"label", "node", kubeletNode, "stolen=yes"}, "may change only the label " + nodeLabel},
+		{"taint its own node", []string{"taint", "node", kubeletNode, "stolen=yes:NoSchedule"}, "cgdelegate-node-label"},
+	}
+	for _, r := range refusals {
+		out, err := kubectlAs(ctx, token, r.args...)
+		if err == nil {
+			t.Errorf("the stolen token could %s: %s", r.what, out)
+			continue
+		}
+		if !strings.Contains(err.Error(), r.want) {
+			t.Errorf("the stolen token's attempt to %s was refused, but not by the policy (want %q): %v", r.what, r.want, err)
+		}
+		t.Logf("stolen token, %s: refused: %v", r.what, err)
+	}
+	// What the plugin itself does is allowed: the label on its own node.
+	if _, err := kubectlAs(ctx, token, "label", "node", kubeletNode, nodeLabel+"=true", "--overwrite"); err != nil {
+		t.Errorf("the plugin's own change, its label on its own node, was refused: %v", err)
+	}
+	if n, err := getNode(ctx, ghostNode); err != nil || n.Labels[nodeLabel] != "" {
+		t.Errorf("node %s: labels %v (%v), want no %s", ghostNode, n.GetLabels(), err, nodeLabel)
+	}
+	clusterMetric(t, "ClusterNodeLabel", "cluster_node_label", map[string]float64{"selecting_pod_running_seconds": seconds(running)})
+}
