@@ -72,9 +72,9 @@ func (f *fakeAPI) seen() []request {
 }
 
 // serviceAccount writes a token and the fake server's CA into a new
-// directory and returns the directory and the environment a pod on node
+// directory and returns the directory and the environment a pod on node-a
 // would have.
-func (f *fakeAPI) serviceAccount(t *testing.T, node string) (string, func(string) string) {
+func (f *fakeAPI) serviceAccount(t *testing.T) (string, func(string) string) {
 	dir := t.TempDir()
 	writeToken(t, dir, "token-1")
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.srv.Certificate().Raw})
@@ -89,7 +89,7 @@ func (f *fakeAPI) serviceAccount(t *testing.T, node string) (string, func(string
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{EnvServiceHost: host, EnvServicePort: port, EnvNodeName: node}
+	env := map[string]string{EnvServiceHost: host, EnvServicePort: port, EnvNodeName: "node-a"}
 	return dir, func(k string) string { return env[k] }
 }
 
@@ -127,7 +127,7 @@ func (s *syncBuffer) String() string {
 // f, fast retries, and its log.
 func newLabeler(t *testing.T, f *fakeAPI) (*NodeLabeler, string, *syncBuffer) {
 	t.Helper()
-	dir, getenv := f.serviceAccount(t, "node-a")
+	dir, getenv := f.serviceAccount(t)
 	cfg := config.Default()
 	cfg.NodeLabel = config.NodeLabelOn
 	cfg.ServiceAccountDir = dir
@@ -245,7 +245,9 @@ func TestNodeLabelForbidden(t *testing.T) {
 	l2.Set(true)
 	waitFor(t, func() bool { return l2.Result().Applied })
 	cancel()
-	<-done
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
 	log := logs2.String()
 	for _, w := range []string{"node=node-a", "status=403", "reason=Forbidden", "ValidatingAdmissionPolicy", "cannot update the node label"} {
 		if !strings.Contains(log, w) {
@@ -319,7 +321,7 @@ func waitFor(t *testing.T, cond func() bool) {
 
 func TestNewNodeLabeler(t *testing.T) {
 	f := newFakeAPI(t)
-	dir, getenv := f.serviceAccount(t, "node-a")
+	dir, getenv := f.serviceAccount(t)
 	without := func(keys ...string) func(string) string {
 		return func(k string) string {
 			for _, drop := range keys {
@@ -382,7 +384,7 @@ func TestNewNodeLabeler(t *testing.T) {
 
 func TestNewNodeLabelerBadCA(t *testing.T) {
 	f := newFakeAPI(t)
-	dir, getenv := f.serviceAccount(t, "node-a")
+	dir, getenv := f.serviceAccount(t)
 	if err := os.WriteFile(filepath.Join(dir, caFile), []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +428,9 @@ func TestAdvertiserNodeLabel(t *testing.T) {
 	a.Refresh()
 	waitFor(t, func() bool { return l.Result().Applied && l.Result().Want == "true" })
 	cancel()
-	<-done
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
 	if err := a.Withdraw(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -444,9 +448,12 @@ func TestAdvertiserNodeLabel(t *testing.T) {
 // advertisement sends nothing.
 func TestAdvertiserNoNodeLabel(t *testing.T) {
 	f := newFakeAPI(t)
-	dir, getenv := f.serviceAccount(t, "node-a")
+	dir, getenv := f.serviceAccount(t)
 	src := newSource(t)
 	src.cfg.NodeLabel, src.cfg.ServiceAccountDir = config.NodeLabelOff, dir
+	if err := os.WriteFile(src.cfg.MountinfoPath, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	l, err := NewNodeLabeler(src.cfg, getenv, nil)
 	if err != nil || l != nil {
 		t.Fatalf("NewNodeLabeler(off) = %v, %v; want none", l, err)
@@ -458,7 +465,9 @@ func TestAdvertiserNoNodeLabel(t *testing.T) {
 	a.Refresh()
 	time.Sleep(50 * time.Millisecond)
 	cancel()
-	<-done
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
 	if err := a.Withdraw(context.Background()); err != nil {
 		t.Fatal(err)
 	}
