@@ -96,6 +96,7 @@ func (a *Advertiser) Report() status.Report {
 	r := status.Evaluate(cfg, st, err)
 	r.Runtime = a.src.Runtime()
 	r.Pinning = a.src.Pinning()
+	r.NodeLabel = a.NodeLabel()
 	r.PluginPID = os.Getpid()
 	r.UpdatedAt = time.Now().UTC()
 	return r

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 
 // Retry and resync timing for the node label.
@@ -59,18 +60,7 @@ func (s labelState) String() string {
 }
 
 // LabelResult is the outcome of the last request about the node label.
-type LabelResult struct {
-	// Node is the Node object's name.
-	Node string `json:"node"`
-	// Want is the label value wanted: "true", or "absent".
-	Want string `json:"want"`
-	// Applied says whether the API has accepted Want.
-	Applied bool `json:"applied"`
-	// Error is the last request's error, if it failed.
-	Error string `json:"error,omitempty"`
-	// At is when the last request ended; zero before the first.
-	At time.Time `json:"at,omitzero"`
-}
+type LabelResult = status.NodeLabel
 
 // NodeLabeler keeps FeatureLabel on the plugin's own Node.
 type NodeLabeler struct {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 
 // request is what the fake API server saw.
@@ -418,8 +419,16 @@ func TestAdvertiserNodeLabel(t *testing.T) {
 	src.mu.Unlock()
 	a.Refresh()
 	waitFor(t, func() bool { return l.Result().Applied && l.Result().Want == "absent" })
-	if r := a.NodeLabel(); r == nil || r.Want != "absent" {
+	if r := a.NodeLabel(); r == nil || r.Want != "absent" || !r.Applied || r.Node != "node-a" {
 		t.Errorf("NodeLabel() = %+v", r)
+	}
+	a.Refresh() // publishes the last result
+	pub, err := status.ReadPublished(src.cfg.StatusFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub.NodeLabel == nil || pub.NodeLabel.Want != "absent" || !pub.NodeLabel.Applied {
+		t.Errorf("published node label %+v", pub.NodeLabel)
 	}
 
 	src.mu.Lock()
@@ -471,7 +480,7 @@ func TestAdvertiserNoNodeLabel(t *testing.T) {
 	if err := a.Withdraw(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if a.NodeLabel() != nil || len(f.seen()) != 0 {
+	if a.NodeLabel() != nil || a.Report().NodeLabel != nil || len(f.seen()) != 0 {
 		t.Fatalf("label off: result %v, requests %+v", a.NodeLabel(), f.seen())
 	}
 }

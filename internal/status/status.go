@@ -51,6 +51,24 @@ type Report struct {
 	Config config.Config `json:"config"`
 	// Pinning describes the pod-level resource manager (nil when off).
 	Pinning *Pinning `json:"pinning,omitempty"`
+	// NodeLabel is the last request about the label on the Node object
+	// (nil when the plugin does not label its node).
+	NodeLabel *NodeLabel `json:"nodeLabel,omitempty"`
+}
+
+// NodeLabel is the outcome of the last request about the
+// cgdelegate.io/supports-cgroup-options label on the plugin's Node.
+type NodeLabel struct {
+	// Node is the Node object's name.
+	Node string `json:"node"`
+	// Want is the label value wanted: "true", or "absent".
+	Want string `json:"want"`
+	// Applied says whether the API has accepted Want.
+	Applied bool `json:"applied"`
+	// Error is the last request's error, if it failed.
+	Error string `json:"error,omitempty"`
+	// At is when the last request ended; zero before the first.
+	At time.Time `json:"at,omitzero"`
 }
 
 // Pinning is the CPU pinning state.
