@@ -107,6 +107,7 @@ func NewNodeLabeler(cfg config.Config, getenv func(string) string, log *slog.Log
 	if err != nil {
 		return nil, fmt.Errorf("nodeLabel: %w", err)
 	}
+	log.Info("the node advertisement is also a label on the Node", "node", env.node, "label", FeatureLabel, "api", c.base)
 	return &NodeLabeler{
 		client:   c,
 		node:     env.node,

@@ -217,6 +217,7 @@ func Live(live Report, pub Report, pubErr error) Report {
 	out.PluginPID = pub.PluginPID
 	out.UpdatedAt = pub.UpdatedAt
 	out.Pinning = pub.Pinning
+	out.NodeLabel = pub.NodeLabel
 	// What the plugin saw from its own mount namespace, e.g. a kubelet
 	// directory not mounted into its container.
 	out.Warnings = slices.Clone(live.Warnings)
@@ -224,6 +225,9 @@ func Live(live Report, pub Report, pubErr error) Report {
 		if !slices.Contains(out.Warnings, w) {
 			out.Warnings = append(out.Warnings, w)
 		}
+	}
+	if l := pub.NodeLabel; l != nil && !l.Applied && l.Error != "" {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("the label on node %q is not what the plugin wants (%s): %s", l.Node, l.Want, l.Error))
 	}
 	if pub.Runtime == nil {
 		out.Problems = append(out.Problems, "the plugin has not been configured by a runtime yet")
