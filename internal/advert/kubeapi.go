@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -74,7 +75,9 @@ type kubeClient struct {
 type inClusterEnv struct {
 	host, port, node string
 	token, ca        string // file paths
-	missing          []string
+	// missing names what is not there (not in a pod); bad, what is there
+	// but wrong.
+	missing, bad []string
 }
 
 // lookInCluster reads the environment (through getenv) and checks the
@@ -93,6 +96,12 @@ func lookInCluster(getenv func(string) string, saDir string) inClusterEnv {
 		if v.value == "" {
 			e.missing = append(e.missing, "$"+v.name+" is not set")
 		}
+	}
+	if n, err := strconv.ParseUint(e.port, 10, 16); e.port != "" && (err != nil || n == 0) {
+		e.bad = append(e.bad, fmt.Sprintf("$%s: %q is not a port number from 1 to 65535", EnvServicePort, e.port))
+	}
+	if strings.Contains(e.node, "/") {
+		e.bad = append(e.bad, fmt.Sprintf("$%s: %q is not a node name", EnvNodeName, e.node))
 	}
 	for _, p := range []string{e.token, e.ca} {
 		if _, err := os.Stat(p); err != nil {
@@ -149,15 +158,19 @@ func (c *kubeClient) patchNode(ctx context.Context, node string, patch []byte) e
 // do sends one request with a freshly read bearer token and turns a non-2xx
 // answer into an *APIError.
 func (c *kubeClient) do(ctx context.Context, method, path, contentType string, body []byte) error {
-	token, err := os.ReadFile(c.tokenPath)
+	raw, err := os.ReadFile(c.tokenPath)
 	if err != nil {
 		return fmt.Errorf("read the service-account token: %w", err)
+	}
+	token := strings.TrimSpace(string(raw))
+	if token == "" {
+		return fmt.Errorf("service-account token %s is empty", c.tokenPath)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)

@@ -86,7 +86,8 @@ type NodeLabeler struct {
 // nil when there is none: nodeLabel off, or auto outside a pod that can
 // reach the API (logged at info, naming what is missing). With nodeLabel
 // on, a missing $NODE_NAME, API address, token or CA is an error naming
-// each. getenv reads the environment (os.Getenv).
+// each. A malformed $KUBERNETES_SERVICE_PORT or $NODE_NAME is an error in
+// both modes. getenv reads the environment (os.Getenv).
 func NewNodeLabeler(cfg config.Config, getenv func(string) string, log *slog.Logger) (*NodeLabeler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -95,6 +96,9 @@ func NewNodeLabeler(cfg config.Config, getenv func(string) string, log *slog.Log
 		return nil, nil
 	}
 	env := lookInCluster(getenv, cfg.ServiceAccountDir)
+	if len(env.bad) > 0 {
+		return nil, fmt.Errorf("nodeLabel: %q: %s", cfg.NodeLabel, strings.Join(env.bad, "; "))
+	}
 	if len(env.missing) > 0 {
 		why := strings.Join(env.missing, "; ")
 		if cfg.NodeLabel == config.NodeLabelOn {

@@ -333,6 +333,14 @@ func TestNewNodeLabeler(t *testing.T) {
 			return getenv(k)
 		}
 	}
+	with := func(key, value string) func(string) string {
+		return func(k string) string {
+			if k == key {
+				return value
+			}
+			return getenv(k)
+		}
+	}
 	empty := t.TempDir()
 	tests := []struct {
 		name      string
@@ -352,6 +360,9 @@ func TestNewNodeLabeler(t *testing.T) {
 			name: "on on the host", mode: config.NodeLabelOn, saDir: empty, getenv: func(string) string { return "" },
 			wantErr: []string{`nodeLabel: "on"`, "$NODE_NAME is not set", "$KUBERNETES_SERVICE_HOST is not set", "$KUBERNETES_SERVICE_PORT is not set", filepath.Join(empty, "token"), filepath.Join(empty, "ca.crt")},
 		},
+		{name: "auto with a bad port", mode: config.NodeLabelAuto, saDir: dir, getenv: with(EnvServicePort, "https"), wantErr: []string{`$KUBERNETES_SERVICE_PORT: "https" is not a port number`}},
+		{name: "on with port 0", mode: config.NodeLabelOn, saDir: dir, getenv: with(EnvServicePort, "0"), wantErr: []string{`$KUBERNETES_SERVICE_PORT: "0" is not a port number`}},
+		{name: "auto with a path for a node", mode: config.NodeLabelAuto, saDir: dir, getenv: with(EnvNodeName, "a/b"), wantErr: []string{`$NODE_NAME: "a/b" is not a node name`}},
 		{name: "on without NODE_NAME", mode: config.NodeLabelOn, saDir: dir, getenv: without(EnvNodeName), wantErr: []string{"$NODE_NAME is not set"}},
 	}
 	for _, tc := range tests {
@@ -380,6 +391,21 @@ func TestNewNodeLabeler(t *testing.T) {
 				t.Errorf("node %q", l.Node())
 			}
 		})
+	}
+}
+
+// An empty token is an error naming the file, not a request without
+// credentials.
+func TestNodeLabelEmptyToken(t *testing.T) {
+	f := newFakeAPI(t)
+	l, dir, _ := newLabeler(t, f)
+	writeToken(t, dir, "  ")
+	err := l.Withdraw(context.Background())
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, tokenFile)+" is empty") {
+		t.Fatalf("Withdraw = %v, want an error naming the empty token", err)
+	}
+	if n := len(f.seen()); n != 0 {
+		t.Fatalf("%d requests without a token", n)
 	}
 }
 
