@@ -510,3 +510,71 @@ func TestAdvertiserNoNodeLabel(t *testing.T) {
 		t.Fatalf("label off: result %v, requests %+v", a.NodeLabel(), f.seen())
 	}
 }
+
+// The wanted state is sent again every resync period, so a label removed
+// behind the plugin's back comes back.
+func TestNodeLabelResync(t *testing.T) {
+	f := newFakeAPI(t)
+	l, _, _ := newLabeler(t, f)
+	l.resync = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	l.Set(true)
+	waitFor(t, func() bool { return len(f.seen()) >= 3 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	for i, r := range f.seen() {
+		if r.body != setBody {
+			t.Errorf("request %d body %s, want the set", i, r.body)
+		}
+	}
+}
+
+// While a request hangs, Set still returns at once, and stopping Run ends
+// the request so that Withdraw can go.
+func TestNodeLabelHangingAPI(t *testing.T) {
+	release := make(chan struct{})
+	f := newFakeAPI(t)
+	inner := f.srv.Config.Handler
+	var first sync.Once
+	f.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hang := false
+		first.Do(func() { hang = true })
+		if hang {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	defer close(release)
+	l, _, _ := newLabeler(t, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	l.Set(true)
+	time.Sleep(50 * time.Millisecond) // the first request hangs
+	start := time.Now()
+	l.Set(false)
+	l.Set(true)
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("Set blocked %v behind a hanging request", d)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer wcancel()
+	if err := l.Withdraw(wctx); err != nil {
+		t.Fatalf("Withdraw after Run stopped: %v", err)
+	}
+	if got := f.seen(); len(got) != 1 || got[0].body != removeBody {
+		t.Fatalf("requests answered %+v, want only the removal", got)
+	}
+}
