@@ -207,10 +207,14 @@ func TestNodeLabelWithdraw(t *testing.T) {
 	if err := l.Withdraw(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// A refresh racing the shutdown does not bring the label back.
+	// A refresh racing the shutdown does not bring the label back, and a
+	// second withdrawal has nothing left to send.
 	l.Set(true)
 	l.Set(false)
 	l.converge(ctx)
+	if err := l.Withdraw(ctx); err != nil {
+		t.Fatal(err)
+	}
 	got := f.seen()
 	if len(got) != 2 || got[1].method != http.MethodPatch || got[1].body != removeBody || got[1].path != "/api/v1/nodes/node-a" {
 		t.Fatalf("requests %+v, want the set then one removal", got)
