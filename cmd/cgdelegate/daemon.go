@@ -23,6 +23,10 @@ import (
 // looked at (one stat; read only when it changed).
 const kubeletStateEvery = 5 * time.Second
 
+// withdrawTimeout bounds the removal of the node label at exit, well inside
+// a pod's default 30 s termination grace period.
+const withdrawTimeout = 5 * time.Second
+
 // daemon is everything the plugin process runs. build makes every part
 // before any of it runs, so nothing calls back into a part not yet built.
 type daemon struct {
@@ -84,7 +88,11 @@ func build(cfg config.Config, f flags, log *slog.Logger) (*daemon, error) {
 	if d.stub, err = stub.New(d.plugin, stubOpts...); err != nil {
 		return fail("cannot create NRI stub", err)
 	}
-	d.adv = advert.New(d.plugin, log)
+	label, err := advert.NewNodeLabeler(cfg, os.Getenv, log)
+	if err != nil {
+		return fail("cannot label the node", err)
+	}
+	d.adv = advert.New(d.plugin, log, advert.WithNodeLabel(label))
 
 	d.plugin.SetUpdater(d.stub)
 	d.plugin.OnConfigured(d.adv.Refresh)
@@ -107,7 +115,9 @@ func (d *daemon) run(ctx context.Context, hup <-chan os.Signal) error {
 		defer stopMetrics(d.metricsSrv, log)
 	}
 	defer func() {
-		if err := adv.Withdraw(); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), withdrawTimeout)
+		defer cancel()
+		if err := adv.Withdraw(ctx); err != nil {
 			log.Error("cannot withdraw the node advertisement", "error", err)
 		}
 	}()
