@@ -143,6 +143,18 @@ func drive(t *testing.T, s *Sender, clk *fakeClock, onWait func(n int, d time.Du
 	}
 }
 
+// nextWait returns the next wait the sender starts.
+func nextWait(t *testing.T, clk *fakeClock) time.Duration {
+	t.Helper()
+	select {
+	case d := <-clk.waits:
+		return d
+	case <-time.After(30 * time.Second): // a hang, not a synchronization
+		t.Fatal("the sender never waited for a retry")
+		return 0
+	}
+}
+
 type failFunc func(i int, us []*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
 
 var errBroken = errors.New("connection closed")
@@ -588,7 +600,7 @@ func TestSenderClose(t *testing.T) {
 				}
 			case "waiting":
 				s.Enqueue(queued("a"))
-				<-clk.waits // a failed and waits for its retry
+				nextWait(t, clk) // a failed and waits for its retry
 				err = s.Close(ctx)
 			default:
 				err = s.Close(ctx)
@@ -627,7 +639,7 @@ func TestSenderNoLeakClosed(t *testing.T) {
 	u := &fakeUpdater{fail: failCalls(0)}
 	s.SetUpdater(u)
 	s.Enqueue(queued("a", "b", "c"))
-	<-clk.waits
+	nextWait(t, clk)
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
