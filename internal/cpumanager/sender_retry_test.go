@@ -543,21 +543,18 @@ func givenUp(t *testing.T, logs string) []string {
 
 // TestSenderClose: Close ends the sender for good: it waits for a send
 // under way (no longer than its context allows), drops what is queued and
-// the retries, and later Enqueue and SetUpdater calls send nothing.
+// the retries, and later Enqueue and SetUpdater calls send nothing; a
+// second Close only waits.
 func TestSenderClose(t *testing.T) {
 	tests := []struct {
 		name string
 		// at is where Close is called: "idle", "in flight" or "waiting"
 		// (for a retry).
-		at string
-		// cancelled closes with a context already done while the send is
-		// in flight: Close returns before it ends.
-		cancelled bool
-		want      [][]string
+		at   string
+		want [][]string
 	}{
 		{name: "idle", at: "idle", want: nil},
-		{name: "mid-send: waits for it, drops the queue and its retry", at: "in flight", want: [][]string{{"a"}}},
-		{name: "mid-send, bounded", at: "in flight", cancelled: true, want: [][]string{{"a"}}},
+		{name: "mid-send: bounded, waits for it, drops the queue and its retry", at: "in flight", want: [][]string{{"a"}}},
 		{name: "waiting for a retry", at: "waiting", want: [][]string{{"a"}}},
 	}
 	for _, tc := range tests {
@@ -572,43 +569,24 @@ func TestSenderClose(t *testing.T) {
 				}
 			}}
 			s.SetUpdater(u)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if tc.cancelled {
-				cancel()
-			}
-			var err error
 			switch tc.at {
 			case "in flight":
 				s.Enqueue(queued("a"))
 				<-started
 				s.Enqueue(queued("b")) // queued behind the send: dropped
-				closed := make(chan error)
-				go func() { closed <- s.Close(ctx) }()
-				if tc.cancelled {
-					err = <-closed // returns with the send still in flight
-					close(release)
-				} else {
-					// Close returns only after the send: once released,
-					// nothing is in flight any more when it does.
-					close(release)
-					err = <-closed
-					if u.mu.Lock(); u.inflight != 0 {
-						t.Error("Close returned while the send was in flight")
-					}
-					u.mu.Unlock()
-				}
+				closeMidSend(t, s, u, release)
 			case "waiting":
 				s.Enqueue(queued("a"))
 				nextWait(t, clk) // a failed and waits for its retry
-				err = s.Close(ctx)
+				if err := s.Close(context.Background()); err != nil {
+					t.Fatal(err)
+				}
 			default:
-				err = s.Close(ctx)
+				if err := s.Close(context.Background()); err != nil {
+					t.Fatal(err)
+				}
 			}
-			if tc.cancelled != errors.Is(err, context.Canceled) {
-				t.Fatalf("Close: %v, want a cancelled wait: %v", err, tc.cancelled)
-			}
-			s.Wait() // the goroutine ends without the clock moving
+			s.Wait() // ended, without the clock moving
 			if err := s.Close(context.Background()); err != nil {
 				t.Errorf("second Close: %v", err)
 			}
@@ -627,6 +605,34 @@ func TestSenderClose(t *testing.T) {
 				t.Fatalf("calls = %v, want %v", calls, tc.want)
 			}
 		})
+	}
+}
+
+// closeMidSend closes s while u's call is held until release: a Close
+// whose context is done returns at once, saying a send is under way; one
+// without a deadline returns only once the send ended.
+func closeMidSend(t *testing.T, s *Sender, u *fakeUpdater, release chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Close(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Close with a done context during a send: %v, want it cancelled", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close(context.Background()) }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while the send was in flight", err)
+	case <-time.After(20 * time.Millisecond): // a negative check, not a synchronization
+	}
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.inflight != 0 {
+		t.Error("Close returned while the send was in flight")
 	}
 }
 
