@@ -313,7 +313,7 @@ func TestSenderRetryOrder(t *testing.T) {
 		{
 			name: "changed while waiting for the retry", fail: failContainer("a", 0),
 			onWait: func(m *Manager, _ *Sender, clk *fakeClock, d time.Duration) {
-				shrinkNodePool(t, m, "bubble")
+				shrinkNodePool(t, m)
 				clk.Advance(d)
 			},
 			want: [][]string{{"a", "b"}, {"a"}}, waits: 1,
@@ -321,7 +321,7 @@ func TestSenderRetryOrder(t *testing.T) {
 		{
 			name: "queued again while waiting for the retry", fail: failContainer("a", 0),
 			onWait: func(m *Manager, s *Sender, _ *fakeClock, _ time.Duration) {
-				shrinkNodePool(t, m, "bubble")
+				shrinkNodePool(t, m)
 				s.Enqueue(queued("a")) // sent at once; the clock does not move
 			},
 			want: [][]string{{"a", "b"}, {"a"}}, waits: 1,
@@ -329,7 +329,7 @@ func TestSenderRetryOrder(t *testing.T) {
 		{
 			name: "queued again in flight, then failed", fail: failContainer("a", 0),
 			inFlight: func(m *Manager, s *Sender, _ *fakeClock, _ time.Duration) {
-				shrinkNodePool(t, m, "bubble")
+				shrinkNodePool(t, m)
 				s.Enqueue(queued("a"))
 			},
 			// b changed in flight too, and goes again at once.
@@ -338,7 +338,7 @@ func TestSenderRetryOrder(t *testing.T) {
 		{
 			name: "changed in flight, whole call failed", fail: failCalls(0),
 			inFlight: func(m *Manager, _ *Sender, _ *fakeClock, _ time.Duration) {
-				shrinkNodePool(t, m, "bubble")
+				shrinkNodePool(t, m)
 			},
 			want: [][]string{{"a", "b"}, {"a", "b"}}, waits: 1,
 		},

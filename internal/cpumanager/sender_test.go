@@ -44,10 +44,10 @@ func senderManager(t *testing.T) *Manager {
 // shrinkNodePool gives a new pod a bubble of one CPU: every node-shared
 // container's assignment changes, and nothing is enqueued. It may run on
 // the sender's goroutine, so it reports with Error, not Fatal.
-func shrinkNodePool(t *testing.T, m *Manager, podID string) {
+func shrinkNodePool(t *testing.T, m *Manager) {
 	t.Helper()
 	b := budget.Budget{CPURequest: 1000, CPULimit: 1000, MemoryLimit: 1 << 30}
-	if _, err := m.policy.AddPod(policy.PodSpec{ID: podID, Name: "default/" + podID, Budget: b}); err != nil {
+	if _, err := m.policy.AddPod(policy.PodSpec{ID: "bubble", Name: "default/bubble", Budget: b}); err != nil {
 		t.Error(err)
 	}
 }
@@ -141,8 +141,8 @@ type nopUpdates struct{}
 
 func (nopUpdates) Updates(int, int) {}
 
-func newTestSender(m *Manager, rec UpdateRecorder) *Sender {
-	return NewSender(slog.New(slog.DiscardHandler), rec, func() *Manager { return m })
+func newTestSender(m *Manager) *Sender {
+	return NewSender(slog.New(slog.DiscardHandler), nopUpdates{}, func() *Manager { return m })
 }
 
 // TestSenderBatch: what is queued before the runtime connection is
@@ -169,7 +169,7 @@ func TestSenderBatch(t *testing.T) {
 			if tc.off {
 				m = nil
 			}
-			s := newTestSender(m, nopUpdates{})
+			s := newTestSender(m)
 			for _, ids := range tc.enqueue {
 				s.Enqueue(queued(ids...))
 			}
@@ -212,7 +212,7 @@ func TestSenderOrder(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := senderManager(t)
-			s := newTestSender(m, nopUpdates{})
+			s := newTestSender(m)
 			started, release := make(chan struct{}), make(chan struct{})
 			u := &fakeUpdater{during: func(i int) {
 				if i == 0 {
@@ -255,10 +255,10 @@ func TestSenderResendsChanged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := senderManager(t)
 			before, _ := m.Assignment("a")
-			s := newTestSender(m, nopUpdates{})
+			s := newTestSender(m)
 			u := &fakeUpdater{during: func(i int) {
 				if i == 0 && tc.change {
-					shrinkNodePool(t, m, "bubble")
+					shrinkNodePool(t, m)
 				}
 			}}
 			s.SetUpdater(u)
@@ -285,7 +285,7 @@ func TestSenderResendsChanged(t *testing.T) {
 // go to the new one only.
 func TestSenderNewUpdater(t *testing.T) {
 	m := senderManager(t)
-	s := newTestSender(m, nopUpdates{})
+	s := newTestSender(m)
 	old, cur := &fakeUpdater{}, &fakeUpdater{}
 	s.SetUpdater(old)
 	s.Enqueue(queued("a"))
@@ -307,7 +307,7 @@ func TestSenderNewUpdater(t *testing.T) {
 func TestSenderNoLeak(t *testing.T) {
 	base := runtime.NumGoroutine()
 	m := senderManager(t)
-	s := newTestSender(m, nopUpdates{})
+	s := newTestSender(m)
 	u := &fakeUpdater{}
 	s.SetUpdater(u)
 	for range 20 {
