@@ -369,21 +369,27 @@ func TestSenderRetryOrder(t *testing.T) {
 			if !reflect.DeepEqual(calls, tc.want) || len(waits) != tc.waits {
 				t.Fatalf("calls = %v after %d waits, want %v after %d", calls, len(waits), tc.want, tc.waits)
 			}
-			cur, _ := m.Assignment("a")
-			if cur.CPUs.Equals(old.CPUs) {
-				t.Fatalf("assignment of a stayed %s: the test did not change it", old.CPUs)
-			}
-			// a failed with its old cpuset once, then went with its
-			// current one, and nothing older after it.
-			if want := []string{old.CPUs.String(), cur.CPUs.String()}; !slices.Equal(u.tried["a"], want) {
-				t.Errorf("a was sent %v, want %v", u.tried["a"], want)
-			}
-			// b was sent before a change after the call (nothing queued
-			// it: shrinkNodePool enqueues nothing), or after the change.
-			if b, _ := m.Assignment("b"); tc.inFlight != nil && u.cpus["b"] != b.CPUs.String() {
-				t.Errorf("b: last sent %q, current %q", u.cpus["b"], b.CPUs)
-			}
+			checkRetryOrder(t, m, u, old.CPUs.String(), tc.inFlight != nil)
 		})
+	}
+}
+
+// checkRetryOrder: a, whose assignment was old, failed with it once, then
+// went with its current one, and nothing older after it. When its
+// assignment changed in flight, b's last update is its current assignment
+// too (otherwise b was sent before the change and nothing queued it:
+// shrinkNodePool enqueues nothing).
+func checkRetryOrder(t *testing.T, m *Manager, u *fakeUpdater, old string, inFlight bool) {
+	t.Helper()
+	cur, _ := m.Assignment("a")
+	if cur.CPUs.String() == old {
+		t.Fatalf("assignment of a stayed %s: the test did not change it", old)
+	}
+	if want := []string{old, cur.CPUs.String()}; !slices.Equal(u.tried["a"], want) {
+		t.Errorf("a was sent %v, want %v", u.tried["a"], want)
+	}
+	if b, _ := m.Assignment("b"); inFlight && u.cpus["b"] != b.CPUs.String() {
+		t.Errorf("b: last sent %q, current %q", u.cpus["b"], b.CPUs)
 	}
 }
 
