@@ -228,8 +228,9 @@ func (s *Sender) run(exited chan struct{}) {
 }
 
 // next takes the containers due now, with their failures so far, or says
-// how long until the first retry is due; !ok when the Sender is closed or
-// nothing is queued, and the goroutine ends.
+// how long until the first retry is due; !ok when the Sender is closed,
+// nothing is queued or the connection was taken away (SetUpdater(nil)),
+// and the goroutine ends.
 func (s *Sender) next() (u Updater, taken map[string]int, wait time.Duration, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -237,7 +238,7 @@ func (s *Sender) next() (u Updater, taken map[string]int, wait time.Duration, ok
 	case <-s.kick: // the queue is looked at now
 	default:
 	}
-	if s.closed || len(s.queue) == 0 {
+	if s.closed || len(s.queue) == 0 || s.u == nil {
 		s.running = false
 		s.idle.Broadcast()
 		return nil, nil, 0, false

@@ -6,7 +6,8 @@
 // Use New to build a Plugin, with options for what plugs in from outside
 // (metrics, an opt-in policy, a hook after Configure), and hand it to
 // stub.New; then give the stub to SetUpdater so that updates of events that
-// can not return them reach the runtime. Host paths come from the config;
+// can not return them reach the runtime, and call StopUpdates once the stub
+// has stopped, before the process exits. Host paths come from the config;
 // nothing here has a path of its own.
 package nri
 
