@@ -93,9 +93,14 @@ type variable struct {
 
 type validation struct {
 	expr, message cel.Program
+	// staticMessage is the message, for a validation without
+	// messageExpression.
+	staticMessage string
 }
 
 // policy is a ValidatingAdmissionPolicy with every expression compiled.
+// Every validation has a message; the writable-cgroups policies also a
+// messageExpression (compilePolicy with wantMessageExpressions).
 type policy struct {
 	name        string
 	matches     []cel.Program
@@ -103,7 +108,7 @@ type policy struct {
 	validations []validation
 }
 
-func compilePolicy(t *testing.T, p admissionv1.ValidatingAdmissionPolicy) policy {
+func compilePolicy(t *testing.T, p admissionv1.ValidatingAdmissionPolicy, wantMessageExpressions bool) policy {
 	t.Helper()
 	env, matchEnv := celEnv(t, false), celEnv(t, true)
 	c := policy{name: p.Name}
@@ -115,26 +120,33 @@ func compilePolicy(t *testing.T, p admissionv1.ValidatingAdmissionPolicy) policy
 	}
 	for i, v := range p.Spec.Validations {
 		what := fmt.Sprintf("%s validation %d", p.Name, i)
-		if v.Message == "" || v.MessageExpression == "" {
-			t.Fatalf("%s: wants both message and messageExpression", what)
+		if v.Message == "" || (wantMessageExpressions && v.MessageExpression == "") {
+			t.Fatalf("%s: wants a message and a messageExpression", what)
 		}
-		c.validations = append(c.validations, validation{
-			expr:    compile(t, env, what, v.Expression),
-			message: compile(t, env, what+" messageExpression", v.MessageExpression),
-		})
+		c.validations = append(c.validations, validation{expr: compile(t, env, what, v.Expression), staticMessage: v.Message})
+		if v.MessageExpression != "" {
+			c.validations[i].message = compile(t, env, what+" messageExpression", v.MessageExpression)
+		}
 	}
 	return c
 }
 
-// admit evaluates the policy the way the API server does for a CREATE and
-// returns the messages of the failed validations (none: admitted).
-// Variables are evaluated eagerly, so one that fails on some pod fails the
-// test even where the API server would not have needed it.
+// admit evaluates the policy the way the API server does for a pod CREATE
+// in namespace ns and returns the messages of the failed validations (none:
+// admitted).
 func (p policy) admit(pod, ns map[string]any) ([]string, error) {
-	act := map[string]any{
+	return p.review(map[string]any{
 		"object": pod, "oldObject": nil, "params": nil,
 		"request": map[string]any{"operation": "CREATE"},
-	}
+	}, ns)
+}
+
+// review evaluates the policy on the activation act (object, oldObject,
+// request, params) and returns the messages of the failed validations;
+// none: admitted, or not matched. Variables are evaluated eagerly, so one
+// that fails on some request fails the test even where the API server
+// would not have needed it.
+func (p policy) review(act map[string]any, ns map[string]any) ([]string, error) {
 	for _, m := range p.matches {
 		out, _, err := m.Eval(act)
 		if err != nil {
@@ -160,6 +172,10 @@ func (p policy) admit(pod, ns map[string]any) ([]string, error) {
 			return nil, fmt.Errorf("validation %d: %w", i, err)
 		}
 		if out.Value() == true {
+			continue
+		}
+		if v.message == nil {
+			denied = append(denied, v.staticMessage)
 			continue
 		}
 		msg, _, err := v.message.Eval(act)
@@ -216,7 +232,7 @@ func policies(t *testing.T) (base, userns policy) {
 	if len(b.policies) != 1 || len(u.policies) != 1 {
 		t.Fatalf("want one policy per file, got %d and %d", len(b.policies), len(u.policies))
 	}
-	return compilePolicy(t, b.policies[0]), compilePolicy(t, u.policies[0])
+	return compilePolicy(t, b.policies[0], true), compilePolicy(t, u.policies[0], true)
 }
 
 func ann(kv ...string) map[string]string {
