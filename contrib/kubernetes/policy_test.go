@@ -2,7 +2,11 @@ package kubernetes_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -219,9 +223,14 @@ func pod(t *testing.T, ann map[string]string, hostUsers *bool) map[string]any {
 
 func namespace(t *testing.T, labels map[string]string) map[string]any {
 	t.Helper()
+	return namespaceNamed(t, "team", labels)
+}
+
+func namespaceNamed(t *testing.T, name string, labels map[string]string) map[string]any {
+	t.Helper()
 	return asMap(t, corev1.Namespace{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{Name: "team", Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 	})
 }
 
@@ -420,5 +429,58 @@ func TestPolicyManifests(t *testing.T) {
 	}
 	if len(optIn) != 2 || optIn[0] != optIn[1] {
 		t.Errorf("the optInKeys variables of %s and %s differ", policyFile, usernsFile)
+	}
+}
+
+// The chart's admissionPolicy.allowedNamespaces admits pods of the
+// namespaces it names as if they were labelled; labelled namespaces stay
+// allowed, others stay denied. The chart is rendered with go tool helm.
+func TestPolicyAllowedNamespaces(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("no go on PATH to run go tool helm: %v", err)
+	}
+	cmd := exec.Command("go", "tool", "helm", "template", "cgdelegate", "../helm/cgdelegate", "--namespace", "kube-system",
+		"--set-json", `admissionPolicy.allowedNamespaces=["ci","team"]`, "--show-only", "templates/"+policyFile)
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("%s: %v\n%s", cmd, err, ee.Stderr)
+		}
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	file := filepath.Join(t.TempDir(), policyFile)
+	if err := os.WriteFile(file, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := loadManifest(t, file)
+	if len(m.policies) != 1 {
+		t.Fatalf("%d policies, want one", len(m.policies))
+	}
+	p := compilePolicy(t, m.policies[0], true)
+	asks := ann("writable-cgroups.noderesource.dev", "true", requiredPlugins, `["cgdelegate"]`)
+	for _, tc := range []struct {
+		ns     string
+		labels map[string]string
+		want   string // a denial's substring; "": admitted
+	}{
+		{ns: "team"},
+		{ns: "ci"},
+		{ns: "other", labels: map[string]string{nsLabel: "allowed"}},
+		{ns: "other", want: "namespace other is not labelled cgdelegate.io/writable-cgroups=allowed nor one of the namespaces the cgdelegate chart allows by name"},
+		{ns: "tea", want: "namespace tea is not labelled"},
+	} {
+		t.Run(tc.ns+fmt.Sprint(tc.labels), func(t *testing.T) {
+			got, err := p.admit(pod(t, asks, nil), namespaceNamed(t, tc.ns, tc.labels))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "" && len(got) != 0 {
+				t.Errorf("denials %q, want none", got)
+			}
+			if tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)) {
+				t.Errorf("denials %q, want one naming %q", got, tc.want)
+			}
+		})
 	}
 }
