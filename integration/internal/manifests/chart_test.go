@@ -37,8 +37,10 @@ func TestGeneratedManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"daemonset.yaml", "configmap.yaml", "writable-cgroups-policy.yaml",
-		"writable-cgroups-userns-policy.yaml", "node-label-rbac.yaml", "node-label-policy.yaml"} {
+	for _, name := range []string{
+		"daemonset.yaml", "configmap.yaml", "writable-cgroups-policy.yaml",
+		"writable-cgroups-userns-policy.yaml", "node-label-rbac.yaml", "node-label-policy.yaml",
+	} {
 		if _, ok := files[filepath.Join(manifests.PlainDir, name)]; !ok {
 			t.Errorf("the chart renders no %s with its default values", name)
 		}
@@ -88,7 +90,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"config not a map", []string{"--set", "config=guard"}, []string{schema, "/config", "got string, want object"}},
 		{"serviceMonitor without metrics", []string{"--set", "metrics.serviceMonitor.enabled=true"}, []string{"metrics.serviceMonitor.enabled true needs metrics.enabled true"}},
 		{
-			"metricsAddress with metrics.enabled", []string{"--set", "metrics.enabled=true", "--set", "config.metricsAddress=127.0.0.1:1"},
+			"metricsAddress with metrics.enabled",
+			[]string{"--set", "metrics.enabled=true", "--set", "config.metricsAddress=127.0.0.1:1"},
 			[]string{`config.metricsAddress "127.0.0.1:1"`, `":9767" from metrics.port`},
 		},
 	}
@@ -162,7 +165,7 @@ func TestChartConfig(t *testing.T) {
 	}
 	// The plugin, not the chart, refuses a bad key or value, naming it.
 	for _, tc := range []struct{ set, want string }{
-		{"config.gaurd=warn", "gaurd"},
+		{"config.guardMode=warn", "guardMode"},
 		{"config.guard=audit", `guard: "audit"`},
 		{"config.maxDepth=deep", "maxDepth"},
 	} {
@@ -237,8 +240,10 @@ func TestChartScheduling(t *testing.T) {
 // plugin's pods.
 func TestChartServiceMonitor(t *testing.T) {
 	needGo(t)
-	args := []string{"--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.interval=30s",
-		"--set", "metrics.serviceMonitor.labels.release=prometheus"}
+	args := []string{
+		"--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.interval=30s",
+		"--set", "metrics.serviceMonitor.labels.release=prometheus",
+	}
 	files, err := manifests.Template(context.Background(), root, args...)
 	if err != nil {
 		t.Fatal(err)
