@@ -25,9 +25,15 @@ const (
 // embedded are the rendered files the package also keeps in EmbeddedDir.
 var embedded = []string{DaemonSetFile, ConfigMapFile}
 
-// header starts every generated file.
-const header = "# Rendered from contrib/helm/cgdelegate with its default values in\n" +
-	"# namespace " + Namespace + " by `make manifests`: edit the chart, not this file.\n"
+// header starts every generated file; usernsHeader the user-namespace
+// policy, which the defaults do not render.
+const (
+	header = "# Rendered from contrib/helm/cgdelegate with its default values in\n" +
+		"# namespace " + Namespace + " by `make manifests`: edit the chart, not this file.\n"
+	usernsHeader = "# Rendered from contrib/helm/cgdelegate with its default values and\n" +
+		"# admissionPolicy.requireUserNamespace=true by `make manifests`: edit the\n" +
+		"# chart, not this file.\n"
+)
 
 // ErrRender is wrapped by every Split and Generate problem with helm's
 // output.
@@ -112,7 +118,11 @@ func Generate(ctx context.Context, root string) (map[string][]byte, error) {
 	def[usernsPolicy] = userns[usernsPolicy]
 	out := map[string][]byte{}
 	for name, data := range def {
-		out[filepath.Join(PlainDir, name)] = append([]byte(header), data...)
+		h := header
+		if name == usernsPolicy {
+			h = usernsHeader
+		}
+		out[filepath.Join(PlainDir, name)] = append([]byte(h), data...)
 	}
 	for _, name := range embedded {
 		data, ok := def[name]
