@@ -47,8 +47,11 @@ func TestGeneratedManifests(t *testing.T) {
 	}
 	for name, want := range files {
 		got, err := os.ReadFile(filepath.Join(root, name))
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("%s differs from the chart rendered with its defaults (%v): run make manifests", name, err)
+		switch {
+		case err != nil:
+			t.Errorf("%v: run make manifests", err)
+		case !bytes.Equal(got, want):
+			t.Errorf("%s differs from the chart rendered with its defaults: run make manifests", name)
 		}
 	}
 	for _, dir := range []string{manifests.PlainDir, manifests.EmbeddedDir} {

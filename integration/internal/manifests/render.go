@@ -29,10 +29,10 @@ var embedded = []string{DaemonSetFile, ConfigMapFile}
 // policy, which the defaults do not render.
 const (
 	header = "# Rendered from contrib/helm/cgdelegate with its default values in\n" +
-		"# namespace " + Namespace + " by `make manifests`: edit the chart, not this file.\n"
+		"# namespace " + Namespace + " by `make manifests`: edit the chart, not this file.\n#\n"
 	usernsHeader = "# Rendered from contrib/helm/cgdelegate with its default values and\n" +
 		"# admissionPolicy.requireUserNamespace=true by `make manifests`: edit the\n" +
-		"# chart, not this file.\n"
+		"# chart, not this file.\n#\n"
 )
 
 // ErrRender is wrapped by every Split and Generate problem with helm's
