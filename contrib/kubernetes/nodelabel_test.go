@@ -60,18 +60,19 @@ func node(t *testing.T, name string, labels, annotations map[string]string, tain
 }
 
 // nodeUpdate is the activation of an UPDATE of node old to new by user,
-// whose token carries extra.
+// whose token carries extra (nil: no extra at all, as a legacy token).
 func nodeUpdate(user string, extra map[string][]string, old, new map[string]any) map[string]any {
-	ex := map[string]any{}
-	for k, v := range extra {
-		ex[k] = slices.Clone(v)
+	userInfo := map[string]any{"username": user}
+	if extra != nil {
+		ex := map[string]any{}
+		for k, v := range extra {
+			ex[k] = slices.Clone(v)
+		}
+		userInfo["extra"] = ex
 	}
 	return map[string]any{
 		"object": new, "oldObject": old, "params": nil,
-		"request": map[string]any{
-			"operation": "UPDATE",
-			"userInfo":  map[string]any{"username": user, "extra": ex},
-		},
+		"request": map[string]any{"operation": "UPDATE", "userInfo": userInfo},
 	}
 }
 
@@ -106,6 +107,9 @@ func TestNodeLabelPolicy(t *testing.T) {
 		old, new map[string]any
 		// want holds one substring per denial, in order; none: admitted.
 		want []string
+		// err: evaluating fails, which the API server, failing closed
+		// (failurePolicy Fail), turns into a denial.
+		err bool
 	}{
 		{
 			name: "own node, label added", user: pluginUser, extra: tokenA,
@@ -136,6 +140,16 @@ func TestNodeLabelPolicy(t *testing.T) {
 			name: "token without a node", user: pluginUser, extra: map[string][]string{},
 			old: node(t, "a", base, nil), new: node(t, "a", with(base, supportsLabel, "true"), nil),
 			want: []string{own + ": its token is for node '', not a"},
+		},
+		{
+			name: "legacy token, no extra", user: pluginUser,
+			old: node(t, "a", base, nil), new: node(t, "a", with(base, supportsLabel, "true"), nil),
+			want: []string{own + ": its token is for node '', not a"},
+		},
+		{
+			name: "token with an empty node list", user: pluginUser, extra: map[string][]string{nodeNameExtra: {}},
+			old: node(t, "a", base, nil), new: node(t, "a", with(base, supportsLabel, "true"), nil),
+			err: true,
 		},
 		{
 			name: "own node, other label added", user: pluginUser, extra: tokenA,
@@ -198,6 +212,12 @@ func TestNodeLabelPolicy(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := p.review(nodeUpdate(tc.user, tc.extra, tc.old, tc.new), nil)
+			if tc.err {
+				if err == nil {
+					t.Fatalf("denials %q, want an evaluation error", got)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
