@@ -14,6 +14,8 @@ kubeletCPUManagerState: /var/lib/kubelet/cpu_manager_state
 containerdConfig: /etc/containerd/config.toml
 crioConfig: /etc/crio/crio.conf
 crioConfigDir: /etc/crio/crio.conf.d
+nodeLabel: auto
+serviceAccountDir: /var/run/secrets/kubernetes.io/serviceaccount
 {{- end }}
 
 {{/*
