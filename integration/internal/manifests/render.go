@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
@@ -40,10 +41,12 @@ const (
 var ErrRender = errors.New("render")
 
 // Helm runs `go tool helm args...` in the module root and returns its
-// standard output; its standard error is in the error.
+// standard output; its standard error is in the error. helm is built
+// without cgo, as `make chart` builds it, so there is one build of it.
 func Helm(ctx context.Context, root string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "helm"}, args...)...)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
