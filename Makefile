@@ -8,8 +8,8 @@ LINT      := $(shell $(GO) env GOPATH)/bin/golangci-lint
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/cgdelegate/cgdelegate/internal/version.linked=$(VERSION)
 
-# The image reference `make image` writes; contrib/kubernetes/daemonset.yaml
-# names the same repository.
+# The image reference `make image` writes; the chart's image.repository
+# (contrib/helm/cgdelegate/values.yaml) names the same repository.
 IMAGE_REPO ?= ghcr.io/cgdelegate/cgdelegate
 # The image tag; the version label is always $(VERSION). The DaemonSet names
 # :dev, so `make image IMAGE_TAG=dev` builds what it runs.
@@ -17,7 +17,7 @@ IMAGE_TAG ?= $(VERSION)
 # Where `make install` puts the config the systemd unit reads.
 CONFDIR   ?= /etc/cgdelegate
 
-.PHONY: all build image install test vet lint unit demo demo-inproc integration ingredients boots bench clean tidy-check
+.PHONY: all build image install test vet lint unit chart manifests demo demo-inproc integration ingredients boots bench clean tidy-check
 
 all: build
 
@@ -57,7 +57,25 @@ lint:
 	fi; \
 	if [ -x $(LINT) ]; then $(LINT) run ./...; fi
 
-test: vet unit lint
+# The Helm chart: lint it strictly and render it with its default values.
+# helm is a Go tool of this module (go.mod's tool directive): `go tool helm`
+# builds it from the module proxy the first time, with nothing to install.
+# Before unit in test, so the tests that run helm find it built.
+CHART := contrib/helm/cgdelegate
+# helm is always built without cgo (CGO_ENABLED=0): one build in the Go
+# cache for this target, the tests that render the chart and the VM's
+# guest, which has no C library in its busybox boots.
+chart:
+	CGO_ENABLED=0 $(GO) tool helm lint --strict $(CHART)
+	CGO_ENABLED=0 $(GO) tool helm template cgdelegate $(CHART) --namespace kube-system >/dev/null
+
+# The plain manifests (contrib/kubernetes/*.yaml) are the chart rendered with
+# its default values; integration/internal/manifests' tests fail when they
+# differ from what this writes.
+manifests:
+	$(GO) run ./integration/cmd/manifests
+
+test: vet chart unit lint
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -23,6 +23,14 @@ import (
 // looked at (one stat; read only when it changed).
 const kubeletStateEvery = 5 * time.Second
 
+// withdrawTimeout bounds the removal of the node label at exit, well inside
+// a pod's default 30 s termination grace period.
+const withdrawTimeout = 5 * time.Second
+
+// updatesStopTimeout bounds the wait for a container update under way when
+// the process stops.
+const updatesStopTimeout = 2 * time.Second
+
 // daemon is everything the plugin process runs. build makes every part
 // before any of it runs, so nothing calls back into a part not yet built.
 type daemon struct {
@@ -84,7 +92,11 @@ func build(cfg config.Config, f flags, log *slog.Logger) (*daemon, error) {
 	if d.stub, err = stub.New(d.plugin, stubOpts...); err != nil {
 		return fail("cannot create NRI stub", err)
 	}
-	d.adv = advert.New(d.plugin, log)
+	label, err := advert.NewNodeLabeler(cfg, os.Getenv, log)
+	if err != nil {
+		return fail("cannot label the node", err)
+	}
+	d.adv = advert.New(d.plugin, log, advert.WithNodeLabel(label))
 
 	d.plugin.SetUpdater(d.stub)
 	d.plugin.OnConfigured(d.adv.Refresh)
@@ -99,15 +111,17 @@ func build(cfg config.Config, f flags, log *slog.Logger) (*daemon, error) {
 
 // run starts the background work (config reload on hup, the mount-table
 // and kubelet state watches, the metrics server) and serves the runtime
-// until ctx is done. On return the metrics server is stopped and the node
-// advertisement withdrawn.
+// until ctx is done. On return the container update sender is stopped, the
+// metrics server too, and the node advertisement withdrawn.
 func (d *daemon) run(ctx context.Context, hup <-chan os.Signal) error {
 	p, adv, log := d.plugin, d.adv, d.log
 	if d.metricsSrv != nil {
 		defer stopMetrics(d.metricsSrv, log)
 	}
 	defer func() {
-		if err := adv.Withdraw(); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), withdrawTimeout)
+		defer cancel()
+		if err := adv.Withdraw(ctx); err != nil {
 			log.Error("cannot withdraw the node advertisement", "error", err)
 		}
 	}()
@@ -138,7 +152,20 @@ func (d *daemon) run(ctx context.Context, hup <-chan os.Signal) error {
 	}
 	cfg := p.Config()
 	log.Info("starting", "version", version.String(), "config", d.configPath, "cgroupRoot", cfg.CgroupRoot, "hook", cfg.HookPath)
-	return serve(ctx, log, d.stub.Run, os.Getenv(api.PluginSocketEnvVar) != "")
+	err := serve(ctx, log, d.stub.Run, os.Getenv(api.PluginSocketEnvVar) != "")
+	stopUpdates(p, log)
+	return err
+}
+
+// stopUpdates stops the plugin's container update sender, waiting at most
+// updatesStopTimeout for a send under way (the stub's connection is closed
+// by then, so it ends soon).
+func stopUpdates(p *nri.Plugin, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), updatesStopTimeout)
+	defer cancel()
+	if err := p.StopUpdates(ctx); err != nil {
+		log.Warn("exiting with a container update under way", "error", err)
+	}
 }
 
 // serve runs the plugin's connection (run, the stub's Run) until ctx is

@@ -12,8 +12,8 @@
 // SIGHUP re-reads the -config file: a valid one replaces the config in
 // force (the runtime's Configure blob still merged over it), an invalid one
 // is logged and the old one stays. On SIGINT, SIGTERM or any other exit the
-// NFD feature file is removed, so the node no longer advertises writable
-// cgroups.
+// NFD feature file is removed, and the node label with it (within 5 s), so
+// the node no longer advertises writable cgroups.
 //
 // Exit codes: 0 on a clean stop, -h or -version; 1 when the plugin can not
 // start or fails; 2 for a command line that can not run.

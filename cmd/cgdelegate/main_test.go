@@ -238,6 +238,28 @@ func TestMetricsAddressBusy(t *testing.T) {
 	}
 }
 
+// nodeLabel: on outside a pod stops the start, naming what is missing.
+func TestNodeLabelOnOutsideAPod(t *testing.T) {
+	for _, k := range []string{"NODE_NAME", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"} {
+		t.Setenv(k, "")
+	}
+	dir := t.TempDir()
+	sa := filepath.Join(dir, "serviceaccount")
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("nodeLabel: \"on\"\nserviceAccountDir: "+sa+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-config", cfg}, &out, &errOut); code != 1 {
+		t.Fatalf("exit %d, want 1; stderr=%s", code, errOut.String())
+	}
+	for _, w := range []string{"cannot label the node", "nodeLabel", "$NODE_NAME is not set", "$KUBERNETES_SERVICE_HOST is not set", filepath.Join(sa, "token")} {
+		if !strings.Contains(errOut.String(), w) {
+			t.Errorf("stderr lacks %s:\n%s", w, errOut.String())
+		}
+	}
+}
+
 // A plugin the runtime launched exits at the first lost connection; an
 // external one connects again until its context is done.
 func TestServe(t *testing.T) {

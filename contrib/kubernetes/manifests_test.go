@@ -18,6 +18,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -27,6 +28,7 @@ import (
 const (
 	daemonSetFile = "daemonset.yaml"
 	configMapFile = "configmap.yaml"
+	rbacFile      = "node-label-rbac.yaml"
 	// defaultConfigFile is the config make install and the ConfigMap ship.
 	defaultConfigFile = "../config.yaml"
 )
@@ -35,13 +37,14 @@ const (
 var kinds = map[string]func() any{
 	"apps/v1/DaemonSet": func() any { return new(appsv1.DaemonSet) },
 	"v1/ConfigMap":      func() any { return new(corev1.ConfigMap) },
-	"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy": func() any {
-		return new(admissionv1.ValidatingAdmissionPolicy)
-	},
-	"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding": func() any {
-		return new(admissionv1.ValidatingAdmissionPolicyBinding)
-	},
+	"v1/ServiceAccount": func() any { return new(corev1.ServiceAccount) },
+	"rbac.authorization.k8s.io/v1/ClusterRole":          func() any { return new(rbacv1.ClusterRole) },
+	"rbac.authorization.k8s.io/v1/ClusterRoleBinding":   func() any { return new(rbacv1.ClusterRoleBinding) },
+	admissionGroup + "ValidatingAdmissionPolicy":        func() any { return new(admissionv1.ValidatingAdmissionPolicy) },
+	admissionGroup + "ValidatingAdmissionPolicyBinding": func() any { return new(admissionv1.ValidatingAdmissionPolicyBinding) },
 }
+
+const admissionGroup = "admissionregistration.k8s.io/v1/"
 
 // decodeFile decodes every document of a multi-document YAML file strictly
 // into its k8s.io/api type: an unknown kind or a misspelt field fails the
@@ -105,7 +108,7 @@ func TestManifestsDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{daemonSetFile, configMapFile, policyFile, usernsFile} {
+	for _, f := range []string{daemonSetFile, configMapFile, policyFile, usernsFile, rbacFile, nodeLabelPolicyFile} {
 		if !slices.Contains(files, f) {
 			t.Errorf("%s is missing", f)
 		}
@@ -374,5 +377,65 @@ func TestSystemdConfigPath(t *testing.T) {
 	}
 	if !strings.Contains(string(mk), "contrib/config.yaml $(DESTDIR)$(CONFDIR)/config.yaml") {
 		t.Error("make install does not install contrib/config.yaml as $(CONFDIR)/config.yaml")
+	}
+}
+
+// The plugin's pod runs as ServiceAccount cgdelegate, in its own namespace,
+// with its token mounted and its node's name in NODE_NAME; the account may
+// get and patch nodes and nothing else (node-label-policy.yaml narrows the
+// patch to one label on its own node).
+func TestNodeLabelRBAC(t *testing.T) {
+	ds := only[appsv1.DaemonSet](t, daemonSetFile)
+	spec := ds.Spec.Template.Spec
+	if spec.ServiceAccountName != "cgdelegate" || spec.AutomountServiceAccountToken == nil || !*spec.AutomountServiceAccountToken {
+		t.Errorf("serviceAccountName %q automountServiceAccountToken %v, want cgdelegate and true",
+			spec.ServiceAccountName, spec.AutomountServiceAccountToken)
+	}
+	env := spec.Containers[0].Env
+	i := slices.IndexFunc(env, func(e corev1.EnvVar) bool { return e.Name == "NODE_NAME" })
+	if i < 0 || env[i].ValueFrom == nil || env[i].ValueFrom.FieldRef == nil || env[i].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("env %+v: want NODE_NAME from fieldRef spec.nodeName", env)
+	}
+	for _, c := range spec.InitContainers {
+		if len(c.Env) != 0 {
+			t.Errorf("init container %s has env %+v: it needs none", c.Name, c.Env)
+		}
+	}
+
+	var (
+		sa      *corev1.ServiceAccount
+		role    *rbacv1.ClusterRole
+		binding *rbacv1.ClusterRoleBinding
+	)
+	for _, obj := range decodeFile(t, rbacFile) {
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			sa = o
+		case *rbacv1.ClusterRole:
+			role = o
+		case *rbacv1.ClusterRoleBinding:
+			binding = o
+		default:
+			t.Fatalf("%s: unexpected %T", rbacFile, obj)
+		}
+	}
+	if sa == nil || role == nil || binding == nil {
+		t.Fatalf("%s: want a ServiceAccount, a ClusterRole and a ClusterRoleBinding", rbacFile)
+	}
+	if sa.Name != spec.ServiceAccountName || sa.Namespace != ds.Namespace {
+		t.Errorf("ServiceAccount %s/%s, want the DaemonSet's %s/%s", sa.Namespace, sa.Name, ds.Namespace, spec.ServiceAccountName)
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}}}
+	if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].APIGroups, want[0].APIGroups) ||
+		!slices.Equal(role.Rules[0].Resources, want[0].Resources) || !slices.Equal(role.Rules[0].Verbs, want[0].Verbs) ||
+		len(role.Rules[0].ResourceNames) != 0 || len(role.Rules[0].NonResourceURLs) != 0 || role.AggregationRule != nil {
+		t.Errorf("ClusterRole %s rules %+v, want only %+v", role.Name, role.Rules, want)
+	}
+	if binding.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}) {
+		t.Errorf("ClusterRoleBinding %s roleRef %+v, want ClusterRole %s", binding.Name, binding.RoleRef, role.Name)
+	}
+	wantSubject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: sa.Namespace}
+	if len(binding.Subjects) != 1 || binding.Subjects[0] != wantSubject {
+		t.Errorf("ClusterRoleBinding %s subjects %+v, want only %+v", binding.Name, binding.Subjects, wantSubject)
 	}
 }

@@ -2,7 +2,11 @@ package kubernetes_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -93,9 +97,14 @@ type variable struct {
 
 type validation struct {
 	expr, message cel.Program
+	// staticMessage is the message, for a validation without
+	// messageExpression.
+	staticMessage string
 }
 
 // policy is a ValidatingAdmissionPolicy with every expression compiled.
+// Every validation has a message; the writable-cgroups policies also a
+// messageExpression (compilePolicy with wantMessageExpressions).
 type policy struct {
 	name        string
 	matches     []cel.Program
@@ -103,7 +112,7 @@ type policy struct {
 	validations []validation
 }
 
-func compilePolicy(t *testing.T, p admissionv1.ValidatingAdmissionPolicy) policy {
+func compilePolicy(t *testing.T, p admissionv1.ValidatingAdmissionPolicy, wantMessageExpressions bool) policy {
 	t.Helper()
 	env, matchEnv := celEnv(t, false), celEnv(t, true)
 	c := policy{name: p.Name}
@@ -115,26 +124,33 @@ func compilePolicy(t *testing.T, p admissionv1.ValidatingAdmissionPolicy) policy
 	}
 	for i, v := range p.Spec.Validations {
 		what := fmt.Sprintf("%s validation %d", p.Name, i)
-		if v.Message == "" || v.MessageExpression == "" {
-			t.Fatalf("%s: wants both message and messageExpression", what)
+		if v.Message == "" || (wantMessageExpressions && v.MessageExpression == "") {
+			t.Fatalf("%s: wants a message and a messageExpression", what)
 		}
-		c.validations = append(c.validations, validation{
-			expr:    compile(t, env, what, v.Expression),
-			message: compile(t, env, what+" messageExpression", v.MessageExpression),
-		})
+		c.validations = append(c.validations, validation{expr: compile(t, env, what, v.Expression), staticMessage: v.Message})
+		if v.MessageExpression != "" {
+			c.validations[i].message = compile(t, env, what+" messageExpression", v.MessageExpression)
+		}
 	}
 	return c
 }
 
-// admit evaluates the policy the way the API server does for a CREATE and
-// returns the messages of the failed validations (none: admitted).
-// Variables are evaluated eagerly, so one that fails on some pod fails the
-// test even where the API server would not have needed it.
+// admit evaluates the policy the way the API server does for a pod CREATE
+// in namespace ns and returns the messages of the failed validations (none:
+// admitted).
 func (p policy) admit(pod, ns map[string]any) ([]string, error) {
-	act := map[string]any{
+	return p.review(map[string]any{
 		"object": pod, "oldObject": nil, "params": nil,
 		"request": map[string]any{"operation": "CREATE"},
-	}
+	}, ns)
+}
+
+// review evaluates the policy on the activation act (object, oldObject,
+// request, params) and returns the messages of the failed validations;
+// none: admitted, or not matched. Variables are evaluated eagerly, so one
+// that fails on some request fails the test even where the API server
+// would not have needed it.
+func (p policy) review(act map[string]any, ns map[string]any) ([]string, error) {
 	for _, m := range p.matches {
 		out, _, err := m.Eval(act)
 		if err != nil {
@@ -160,6 +176,10 @@ func (p policy) admit(pod, ns map[string]any) ([]string, error) {
 			return nil, fmt.Errorf("validation %d: %w", i, err)
 		}
 		if out.Value() == true {
+			continue
+		}
+		if v.message == nil {
+			denied = append(denied, v.staticMessage)
 			continue
 		}
 		msg, _, err := v.message.Eval(act)
@@ -203,9 +223,14 @@ func pod(t *testing.T, ann map[string]string, hostUsers *bool) map[string]any {
 
 func namespace(t *testing.T, labels map[string]string) map[string]any {
 	t.Helper()
+	return namespaceNamed(t, "team", labels)
+}
+
+func namespaceNamed(t *testing.T, name string, labels map[string]string) map[string]any {
+	t.Helper()
 	return asMap(t, corev1.Namespace{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{Name: "team", Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 	})
 }
 
@@ -216,7 +241,7 @@ func policies(t *testing.T) (base, userns policy) {
 	if len(b.policies) != 1 || len(u.policies) != 1 {
 		t.Fatalf("want one policy per file, got %d and %d", len(b.policies), len(u.policies))
 	}
-	return compilePolicy(t, b.policies[0]), compilePolicy(t, u.policies[0])
+	return compilePolicy(t, b.policies[0], true), compilePolicy(t, u.policies[0], true)
 }
 
 func ann(kv ...string) map[string]string {
@@ -404,5 +429,59 @@ func TestPolicyManifests(t *testing.T) {
 	}
 	if len(optIn) != 2 || optIn[0] != optIn[1] {
 		t.Errorf("the optInKeys variables of %s and %s differ", policyFile, usernsFile)
+	}
+}
+
+// The chart's admissionPolicy.allowedNamespaces admits pods of the
+// namespaces it names as if they were labelled; labelled namespaces stay
+// allowed, others stay denied. The chart is rendered with go tool helm.
+func TestPolicyAllowedNamespaces(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("no go on PATH to run go tool helm: %v", err)
+	}
+	cmd := exec.Command("go", "tool", "helm", "template", "cgdelegate", "../helm/cgdelegate", "--namespace", "kube-system",
+		"--set-json", `admissionPolicy.allowedNamespaces=["ci","team"]`, "--show-only", "templates/"+policyFile)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // helm's one build (Makefile, chart)
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("%s: %v\n%s", cmd, err, ee.Stderr)
+		}
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	file := filepath.Join(t.TempDir(), policyFile)
+	if err := os.WriteFile(file, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := loadManifest(t, file)
+	if len(m.policies) != 1 {
+		t.Fatalf("%d policies, want one", len(m.policies))
+	}
+	p := compilePolicy(t, m.policies[0], true)
+	asks := ann("writable-cgroups.noderesource.dev", "true", requiredPlugins, `["cgdelegate"]`)
+	for _, tc := range []struct {
+		ns     string
+		labels map[string]string
+		want   string // a denial's substring; "": admitted
+	}{
+		{ns: "team"},
+		{ns: "ci"},
+		{ns: "other", labels: map[string]string{nsLabel: "allowed"}},
+		{ns: "other", want: "namespace other is not labelled cgdelegate.io/writable-cgroups=allowed nor one of the namespaces the cgdelegate chart allows by name"},
+		{ns: "tea", want: "namespace tea is not labelled"},
+	} {
+		t.Run(tc.ns+fmt.Sprint(tc.labels), func(t *testing.T) {
+			got, err := p.admit(pod(t, asks, nil), namespaceNamed(t, tc.ns, tc.labels))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "" && len(got) != 0 {
+				t.Errorf("denials %q, want none", got)
+			}
+			if tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)) {
+				t.Errorf("denials %q, want one naming %q", got, tc.want)
+			}
+		})
 	}
 }

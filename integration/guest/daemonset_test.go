@@ -13,7 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/cgdelegate/cgdelegate/contrib/kubernetes"
+	"github.com/cgdelegate/cgdelegate/integration/internal/manifests"
 	"github.com/cgdelegate/cgdelegate/internal/ociimage"
 )
 
@@ -61,17 +61,17 @@ func (e *guestEnv) importRelease(ctx context.Context) (string, error) {
 // renderDaemonSet renders the shipped DaemonSet's pod as a static pod.
 // With CPU pinning the ConfigMap's config gets cpuPinning: true, as an
 // operator would edit the ConfigMap; nothing else changes.
-func (e *guestEnv) renderDaemonSet() (kubernetes.Static, error) {
-	ds, cm, err := kubernetes.Shipped()
+func (e *guestEnv) renderDaemonSet() (manifests.Static, error) {
+	ds, cm, err := manifests.Shipped()
 	if err != nil {
-		return kubernetes.Static{}, err
+		return manifests.Static{}, err
 	}
 	if e.variant.Pinning {
 		for k := range cm.Data {
 			cm.Data[k] += "cpuPinning: true\n"
 		}
 	}
-	return kubernetes.StaticPod(ds, cm)
+	return manifests.StaticPod(ds, cm)
 }
 
 // podImage is the one image every container of the pod runs.
@@ -93,7 +93,7 @@ func podImage(p *corev1.Pod) (string, error) {
 // files on the host, and no hook on the host (the pod's init container
 // installs it). It returns the static pod and the name the image was
 // imported under.
-func (e *guestEnv) prepareDaemonSet(ctx context.Context) (kubernetes.Static, string, error) {
+func (e *guestEnv) prepareDaemonSet(ctx context.Context) (manifests.Static, string, error) {
 	st, err := e.renderDaemonSet()
 	if err != nil {
 		return st, "", err

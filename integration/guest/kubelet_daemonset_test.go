@@ -33,7 +33,7 @@ const (
 	dsPluginContainer = "cgdelegate"
 	dsInitContainer   = "install-hook"
 	// dsConfig is the plugin's -config in the DaemonSet, the same path on
-	// the node (kubernetes.StaticPod).
+	// the node (manifests.StaticPod).
 	dsConfig = "/etc/cgdelegate/config.yaml"
 )
 

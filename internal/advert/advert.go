@@ -1,16 +1,20 @@
 // Package advert keeps the node advertisement true: the NFD feature file
-// (cgdelegate.io/supports-cgroup-options) and the status file that
-// `cgdelegate status` reads, both built from one readiness report.
+// (cgdelegate.io/supports-cgroup-options), the same label on the plugin's
+// own Node object (NodeLabeler, when the plugin runs in a pod) and the
+// status file that `cgdelegate status` reads, all built from one readiness
+// report.
 //
 // Use it from the plugin binary: New over the running plugin (a Source),
 // Refresh after Configure, Watch for the process lifetime, and Withdraw
-// when the plugin stops. It reads the
-// plugin's state through Source and never changes it; it writes only the two
-// files.
+// when the plugin stops. It reads the plugin's state through Source and
+// never changes it; it writes only the two files and the one label. Do not
+// use its API client for anything else: it knows one request, a merge
+// patch of the plugin's own Node.
 package advert
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -50,14 +54,39 @@ type Advertiser struct {
 	pub       *status.Publisher
 	pubPath   string
 	withdrawn bool
+	// label keeps the Node label; nil when there is none.
+	label *NodeLabeler
+}
+
+// Option configures an Advertiser.
+type Option func(*Advertiser)
+
+// WithNodeLabel keeps the advertisement on the Node too, through l; a nil
+// l is no label.
+func WithNodeLabel(l *NodeLabeler) Option {
+	return func(a *Advertiser) { a.label = l }
 }
 
 // New returns an Advertiser over src. A nil log discards.
-func New(src Source, log *slog.Logger) *Advertiser {
+func New(src Source, log *slog.Logger, opts ...Option) *Advertiser {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Advertiser{src: src, log: log}
+	a := &Advertiser{src: src, log: log}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
+}
+
+// NodeLabel is the last result of the node label's requests; nil when
+// there is no node label.
+func (a *Advertiser) NodeLabel() *LabelResult {
+	if a.label == nil {
+		return nil
+	}
+	r := a.label.Result()
+	return &r
 }
 
 // Report builds the readiness report now.
@@ -67,14 +96,16 @@ func (a *Advertiser) Report() status.Report {
 	r := status.Evaluate(cfg, st, err)
 	r.Runtime = a.src.Runtime()
 	r.Pinning = a.src.Pinning()
+	r.NodeLabel = a.NodeLabel()
 	r.PluginPID = os.Getpid()
 	r.UpdatedAt = time.Now().UTC()
 	return r
 }
 
-// Refresh re-runs the host checks, updates the feature file and publishes
-// the status file. The paths follow the config in force. After Withdraw it
-// does nothing.
+// Refresh re-runs the host checks, updates the feature file, asks for the
+// node label to follow (sent in the background by Watch) and publishes the
+// status file. The paths follow the config in force. It never waits for the
+// API. After Withdraw it does nothing.
 func (a *Advertiser) Refresh() {
 	r := a.Report()
 	a.mu.Lock()
@@ -88,16 +119,33 @@ func (a *Advertiser) Refresh() {
 	} else if wrote {
 		a.log.Info("node advertisement changed", "label", FeatureLabel, "supported", r.Supported, "problems", r.Problems)
 	}
+	if a.label != nil {
+		a.label.Set(r.Supported)
+	}
 	if _, err := pub.Publish(r); err != nil {
 		a.log.Error("cannot publish status", "path", r.Config.StatusFilePath(), "error", err)
 	}
 }
 
-// Withdraw removes the feature file, so that a node whose plugin has
-// stopped does not advertise writable cgroups, and stops every later
-// Refresh. The status file stays: `cgdelegate status` sees that its
-// publisher is gone. Call it when the plugin exits.
-func (a *Advertiser) Withdraw() error {
+// Withdraw removes the feature file and the node label, so that a node
+// whose plugin has stopped does not advertise writable cgroups, and stops
+// every later Refresh. ctx bounds the API request that removes the label.
+// The status file stays: `cgdelegate status` sees that its publisher is
+// gone. Call it when the plugin exits.
+func (a *Advertiser) Withdraw(ctx context.Context) error {
+	errs := []error{a.withdrawFile()}
+	// Outside a.mu: a Refresh now does nothing, and waits for no request.
+	if a.label != nil {
+		errs = append(errs, a.label.Withdraw(ctx))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("withdraw the node advertisement: %w", err)
+	}
+	return nil
+}
+
+// withdrawFile stops every later Refresh and removes the feature file.
+func (a *Advertiser) withdrawFile() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.withdrawn = true
@@ -106,7 +154,7 @@ func (a *Advertiser) Withdraw() error {
 		f = newFeatureFile(path)
 	}
 	if err := f.Remove(); err != nil {
-		return fmt.Errorf("withdraw the node advertisement: %w", err)
+		return err
 	}
 	if f.Path() != "" {
 		a.log.Info("node advertisement withdrawn", "path", f.Path())
@@ -127,7 +175,10 @@ func (a *Advertiser) files(cfg config.Config) (*featureFile, *status.Publisher) 
 }
 
 // Watch refreshes on every mount table change and at least every interval,
-// until ctx is done.
+// and sends the node label's changes, until ctx is done.
 func (a *Advertiser) Watch(ctx context.Context, interval time.Duration) error {
+	if a.label != nil {
+		go func() { _ = a.label.Run(ctx) }()
+	}
 	return host.WatchMountinfo(ctx, a.src.Config().MountinfoPath, interval, a.Refresh)
 }

@@ -162,7 +162,7 @@ func TestWithdraw(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := a.Withdraw(); err != nil {
+			if err := a.Withdraw(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := os.Stat(src.cfg.FeatureFile); !errors.Is(err, os.ErrNotExist) {
@@ -180,7 +180,7 @@ func TestWithdraw(t *testing.T) {
 func TestWithdrawDisabled(t *testing.T) {
 	src := newSource(t)
 	src.cfg.FeatureFile = config.Disabled
-	if err := New(src, nil).Withdraw(); err != nil {
+	if err := New(src, nil).Withdraw(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }

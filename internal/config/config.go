@@ -39,6 +39,24 @@ const (
 	ScopeContainer TopologyScope = "container"
 )
 
+// NodeLabelMode says whether the plugin keeps the node advertisement as a
+// label on its own Node object, through the Kubernetes API.
+type NodeLabelMode string
+
+const (
+	// NodeLabelAuto labels the node when the plugin runs in a pod that can
+	// reach the API: NODE_NAME, KUBERNETES_SERVICE_HOST and
+	// KUBERNETES_SERVICE_PORT are set and the service-account token and CA
+	// are in ServiceAccountDir. Otherwise (under systemd on the host, a
+	// static pod) it labels nothing.
+	NodeLabelAuto NodeLabelMode = "auto"
+	// NodeLabelOn labels the node, and refuses to start without what
+	// NodeLabelAuto looks for.
+	NodeLabelOn NodeLabelMode = "on"
+	// NodeLabelOff never touches the Node object.
+	NodeLabelOff NodeLabelMode = "off"
+)
+
 // Default values.
 const (
 	DefaultCgroupRoot       = "/sys/fs/cgroup"
@@ -55,6 +73,9 @@ const (
 	DefaultCRIOConfig       = "/etc/crio/crio.conf"
 	DefaultCRIOConfigDir    = "/etc/crio/crio.conf.d"
 	DefaultHookTimeout      = 10
+	// DefaultServiceAccountDir is where the kubelet mounts a pod's
+	// service-account token and the cluster CA.
+	DefaultServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 	// Disabled turns off an optional file (featureFile, statusFile,
 	// containerdConfig, crioConfig, crioConfigDir).
 	Disabled = "none"
@@ -149,6 +170,19 @@ type Config struct {
 	// metrics at /metrics, e.g. "127.0.0.1:9767"; empty (the default)
 	// serves none. It is read from the config file at start-up.
 	MetricsAddress string `json:"metricsAddress,omitempty"`
+
+	// NodeLabel keeps the advertisement as the label
+	// cgdelegate.io/supports-cgroup-options on the plugin's own Node object
+	// (named by $NODE_NAME), set to "true" while the node supports writable
+	// cgroups and removed when it does not or the plugin stops: auto (the
+	// default: on when running in a pod with $NODE_NAME, the API server's
+	// address and a service-account token, off otherwise), on (a start-up
+	// error when any of those is missing) or off. It is read at start-up.
+	NodeLabel NodeLabelMode `json:"nodeLabel,omitempty"`
+	// ServiceAccountDir holds the service-account token (re-read on every
+	// request, as projected tokens rotate) and ca.crt used to reach the API
+	// for NodeLabel. It is read at start-up.
+	ServiceAccountDir string `json:"serviceAccountDir,omitempty"`
 }
 
 // OptIn says which pods may have writable cgroups, asked for by an
@@ -192,6 +226,8 @@ func Default() Config {
 		ContainerdConfig:       DefaultContainerdConfig,
 		CRIOConfig:             DefaultCRIOConfig,
 		CRIOConfigDir:          DefaultCRIOConfigDir,
+		NodeLabel:              NodeLabelAuto,
+		ServiceAccountDir:      DefaultServiceAccountDir,
 	}
 }
 
@@ -262,6 +298,7 @@ func (c Config) Validate() error {
 	abs("containerdConfig", c.ContainerdConfig, true)
 	abs("crioConfig", c.CRIOConfig, true)
 	abs("crioConfigDir", c.CRIOConfigDir, true)
+	abs("serviceAccountDir", c.ServiceAccountDir, false)
 
 	switch c.Guard {
 	case GuardEnforce, GuardWarn, GuardOff:
@@ -272,6 +309,11 @@ func (c Config) Validate() error {
 	case ScopePod, ScopeContainer:
 	default:
 		errs = append(errs, fmt.Errorf("topologyScope: %q is not one of pod, container", c.TopologyScope))
+	}
+	switch c.NodeLabel {
+	case NodeLabelAuto, NodeLabelOn, NodeLabelOff:
+	default:
+		errs = append(errs, fmt.Errorf("nodeLabel: %q is not one of auto, on, off", c.NodeLabel))
 	}
 	if c.MaxDescendants < 1 {
 		errs = append(errs, fmt.Errorf("maxDescendants: %d must be at least 1", c.MaxDescendants))

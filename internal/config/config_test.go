@@ -131,6 +131,18 @@ func TestParse(t *testing.T) {
 		{name: "relative CRI-O config", in: "crioConfig: crio.conf\ncrioConfigDir: \"\"\n", wantErr: []string{
 			`crioConfig: "crio.conf" is not an absolute path`, `crioConfigDir: "" is not an absolute path`,
 		}},
+		{name: "nodeLabel off", in: "nodeLabel: off\n", check: func(c Config) bool { return c.NodeLabel == NodeLabelOff }},
+		{name: "nodeLabel on", in: "nodeLabel: on\n", check: func(c Config) bool { return c.NodeLabel == NodeLabelOn }},
+		{name: "nodeLabel default auto", in: "", check: func(c Config) bool {
+			return c.NodeLabel == NodeLabelAuto && c.ServiceAccountDir == "/var/run/secrets/kubernetes.io/serviceaccount"
+		}},
+		{name: "serviceAccountDir", in: "serviceAccountDir: /srv/sa\n", check: func(c Config) bool { return c.ServiceAccountDir == "/srv/sa" }},
+		{name: "nodeLabel unknown word", in: "nodeLabel: yes\n", wantErr: []string{`nodeLabel: "yes" is not one of auto, on, off`}},
+		{name: "nodeLabel boolean", in: "nodeLabel: true\n", wantErr: []string{`nodeLabel: "true" is not one of auto, on, off`}},
+		{name: "nodeLabel empty", in: "nodeLabel: \"\"\n", wantErr: []string{`nodeLabel: "" is not one of auto, on, off`}},
+		{name: "nodeLabel list", in: "nodeLabel: [on]\n", wantErr: []string{`nodeLabel: a list is not a string`}},
+		{name: "relative serviceAccountDir", in: "serviceAccountDir: sa\n", wantErr: []string{`serviceAccountDir: "sa" is not an absolute path`}},
+		{name: "serviceAccountDir none", in: "serviceAccountDir: none\n", wantErr: []string{`serviceAccountDir: "none" is not an absolute path`}},
 		{name: "not yaml", in: "guard: [\n", wantErr: []string{"decode config"}},
 		{name: "not a mapping", in: "- guard\n", wantErr: []string{"decode config", "want a mapping of keys, got a list"}},
 		{name: "two documents", in: "guard: warn\n---\nguard: off\n", wantErr: []string{"decode config", "want one YAML document"}},
@@ -160,7 +172,7 @@ func TestEveryKeyDecodes(t *testing.T) {
 		HookTimeout: 3, Guard: GuardWarn, MaxDescendants: 4, MaxDepth: 5, FeatureFile: Disabled, StatusFile: "/f",
 		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", StrictCPUReservation: true, ReservedMemory: "0:memory=1Gi",
 		KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true, MetricsAddress: "127.0.0.1:9767", ContainerdConfig: "/h",
-		CRIOConfig: "/i", CRIOConfigDir: "/j",
+		CRIOConfig: "/i", CRIOConfigDir: "/j", NodeLabel: NodeLabelOff, ServiceAccountDir: "/k",
 		OptIn: OptIn{Namespaces: []string{"team-*"}, RuntimeHandlers: []string{"runc"}, RequireUserNamespace: true},
 	}
 	v := reflect.ValueOf(want)

@@ -1,10 +1,13 @@
 package cpumanager
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -21,6 +24,45 @@ type Updater interface {
 // how many were sent and how many the runtime failed.
 type UpdateRecorder interface{ Updates(sent, failed int) }
 
+// backoff is the wait before each retry of a container's failed update:
+// min after its first failure, doubling up to max; after attempts failed
+// sends in a row its update is given up.
+type backoff struct {
+	min, max time.Duration
+	attempts int
+}
+
+// defaultBackoff retries a container for about 21 s: waits of 100 ms,
+// 200 ms, … 3.2 s, then 5 s, ten sends in all.
+var defaultBackoff = backoff{min: 100 * time.Millisecond, max: 5 * time.Second, attempts: 10}
+
+// delay is the wait after the n-th failure in a row (n >= 1).
+func (b backoff) delay(n int) time.Duration {
+	d := b.min
+	for i := 1; i < n && d < b.max; i++ {
+		d *= 2
+	}
+	return min(d, b.max)
+}
+
+// clock is the time retries are scheduled by; tests inject a fake one.
+type clock interface {
+	Now() time.Time
+	After(time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// retry is a queued container: how many of its sends failed in a row, and
+// when it is due (the zero time: at once).
+type retry struct {
+	failures int
+	due      time.Time
+}
+
 // Sender delivers the updates of events that can not return them
 // (RunPodSandbox, RemoveContainer, RemovePodSandbox) with UpdateContainers.
 //
@@ -33,25 +75,47 @@ type UpdateRecorder interface{ Updates(sent, failed int) }
 // when the batch is sent, and after the send it is read again; a container
 // whose assignment changed meanwhile (an event raced the send) is queued
 // again, so the last update a container gets is its current assignment.
+//
+// A failed send is retried: every container of a call that failed as a
+// whole, and each container the runtime reported failed, is sent again
+// after a backoff (defaultBackoff), with its assignment at that time, for
+// as long as the Manager in force knows it. A container queued anew by an
+// event is sent at once, without waiting for its retry; one still failing
+// after the last attempt is given up. Containers waiting for a retry never
+// hold back the others.
+//
+// Close stops it for good.
 type Sender struct {
 	log     *slog.Logger
 	metrics UpdateRecorder
 	// manager is the pinning state in force, where a container's current
 	// assignment is looked up.
 	manager func() *Manager
+	backoff backoff
+	clock   clock
 
-	mu      sync.Mutex
-	u       Updater
-	pending map[string]struct{}
+	mu    sync.Mutex
+	u     Updater
+	queue map[string]retry
+	// running is set while the goroutine runs; exited is closed when it
+	// ends.
 	running bool
+	exited  chan struct{}
+	closed  bool
 	idle    *sync.Cond
+	// kick wakes the goroutine waiting for a retry: something was queued,
+	// or the Sender closed.
+	kick chan struct{}
 }
 
 // NewSender returns a Sender that sends the assignments of manager() (the
 // Manager in force when the updates go out) and counts what it sends in
 // rec. Nothing is sent before SetUpdater attaches a runtime connection.
 func NewSender(log *slog.Logger, rec UpdateRecorder, manager func() *Manager) *Sender {
-	s := &Sender{log: log, metrics: rec, manager: manager, pending: map[string]struct{}{}}
+	s := &Sender{
+		log: log, metrics: rec, manager: manager, backoff: defaultBackoff, clock: realClock{},
+		queue: map[string]retry{}, kick: make(chan struct{}, 1),
+	}
 	s.idle = sync.NewCond(&s.mu)
 	return s
 }
@@ -64,33 +128,48 @@ func (s *Sender) SetUpdater(u Updater) {
 	s.kickLocked()
 }
 
-// Enqueue queues the containers of as for an update.
+// Enqueue queues the containers of as for an update, at once: a container
+// waiting for a retry goes with the next batch. After Close it does
+// nothing.
 func (s *Sender) Enqueue(as []policy.Assignment) {
 	if len(as) == 0 {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	for _, a := range as {
-		s.pending[a.ContainerID] = struct{}{}
+		s.queue[a.ContainerID] = retry{}
 	}
 	if s.u == nil {
-		s.log.Warn("container updates queued until the runtime connection is attached", "queued", len(s.pending))
+		s.log.Warn("container updates queued until the runtime connection is attached", "queued", len(s.queue))
 	}
 	s.kickLocked()
 }
 
+// kickLocked starts the goroutine, or wakes it if it waits for a retry.
 func (s *Sender) kickLocked() {
-	if s.running || s.u == nil || len(s.pending) == 0 {
+	if s.closed || s.u == nil || len(s.queue) == 0 {
+		return
+	}
+	if s.running {
+		select {
+		case s.kick <- struct{}{}:
+		default: // a wake-up is pending already
+		}
 		return
 	}
 	s.running = true
-	go s.run()
+	s.exited = make(chan struct{})
+	go s.run(s.exited)
 }
 
-// Wait blocks until no send is under way. With a runtime connection
-// attached that means nothing is queued either; before SetUpdater, Wait
-// returns at once and the queue waits for the connection.
+// Wait blocks until no send is under way and nothing is queued, retries
+// included: every queued update was sent, given up, or dropped (its
+// container gone, or the Sender closed). Before SetUpdater, Wait returns at
+// once and the queue waits for the connection.
 func (s *Sender) Wait() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -99,58 +178,152 @@ func (s *Sender) Wait() {
 	}
 }
 
-func (s *Sender) run() {
-	for {
-		s.mu.Lock()
-		if len(s.pending) == 0 {
-			s.running = false
-			s.idle.Broadcast()
-			s.mu.Unlock()
-			return
+// Close stops the Sender: the queue, retries included, is dropped, later
+// Enqueue calls do nothing, and a send under way (which can not be
+// interrupted) is waited for until ctx is done; then the error says so. A
+// second Close only waits.
+func (s *Sender) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		if n := len(s.queue); n > 0 {
+			s.log.Info("container update sender stopped; queued updates dropped", "queued", n)
 		}
-		ids := slices.Sorted(maps.Keys(s.pending))
-		clear(s.pending)
-		u := s.u
-		s.mu.Unlock()
-
-		pn := s.manager()
-		sent := make(map[string]policy.Assignment, len(ids))
-		batch := make([]policy.Assignment, 0, len(ids))
-		for _, id := range ids {
-			if a, ok := pn.Assignment(id); ok {
-				sent[id] = a
-				batch = append(batch, a)
-			}
-		}
-		if len(batch) == 0 {
-			continue
-		}
-		failed, err := u.UpdateContainers(Updates(batch))
-		switch {
-		case err != nil:
-			// A broken connection ends this plugin instance; the next one
-			// repairs everything in Synchronize.
-			s.metrics.Updates(0, len(batch))
-			s.log.Error("cannot send container updates", "containers", ids, "error", err)
-			continue
-		case len(failed) > 0:
-			s.log.Error("runtime failed some container updates", "failed", failedIDs(failed))
+		clear(s.queue)
+		select {
+		case s.kick <- struct{}{}:
 		default:
-			s.log.Debug("container updates sent", "containers", len(batch))
 		}
-		s.metrics.Updates(len(batch)-len(failed), len(failed))
-		var again []policy.Assignment
-		pn = s.manager()
-		for id, a := range sent {
-			if cur, ok := pn.Assignment(id); ok && !sameCPUs(cur, a) {
-				again = append(again, cur)
+	}
+	exited := s.exited
+	running := s.running
+	s.mu.Unlock()
+	if !running {
+		return nil
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("container update sender: a send is still under way: %w", ctx.Err())
+	}
+}
+
+func (s *Sender) run(exited chan struct{}) {
+	defer close(exited)
+	for {
+		u, taken, wait, ok := s.next()
+		switch {
+		case !ok:
+			return
+		case len(taken) == 0:
+			select {
+			case <-s.clock.After(wait):
+			case <-s.kick:
 			}
+		default:
+			s.send(u, taken)
 		}
-		s.mu.Lock()
-		for _, a := range again {
-			s.pending[a.ContainerID] = struct{}{}
+	}
+}
+
+// next takes the containers due now, with their failures so far, or says
+// how long until the first retry is due; !ok when the Sender is closed,
+// nothing is queued or the connection was taken away (SetUpdater(nil)),
+// and the goroutine ends.
+func (s *Sender) next() (u Updater, taken map[string]int, wait time.Duration, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.kick: // the queue is looked at now
+	default:
+	}
+	if s.closed || len(s.queue) == 0 || s.u == nil {
+		s.running = false
+		s.idle.Broadcast()
+		return nil, nil, 0, false
+	}
+	now := s.clock.Now()
+	taken = map[string]int{}
+	var first time.Time
+	for id, r := range s.queue {
+		if !r.due.After(now) {
+			taken[id] = r.failures
+			delete(s.queue, id)
+		} else if first.IsZero() || r.due.Before(first) {
+			first = r.due
 		}
-		s.mu.Unlock()
+	}
+	return s.u, taken, first.Sub(now), true
+}
+
+// send sends the current assignments of the taken containers that the
+// Manager in force still knows, in one call, and queues what must go
+// again (settle).
+func (s *Sender) send(u Updater, taken map[string]int) {
+	ids := slices.Sorted(maps.Keys(taken))
+	pn := s.manager()
+	batch := make([]policy.Assignment, 0, len(ids))
+	for _, id := range ids {
+		if a, ok := pn.Assignment(id); ok {
+			batch = append(batch, a)
+		}
+	}
+	if len(batch) == 0 {
+		return
+	}
+	failed, err := u.UpdateContainers(Updates(batch))
+	var again map[string]bool
+	switch {
+	case err != nil:
+		again = make(map[string]bool, len(batch))
+		for _, a := range batch {
+			again[a.ContainerID] = true
+		}
+		s.log.Warn("cannot send container updates; they are retried", "containers", slices.Sorted(maps.Keys(again)), "error", err)
+	case len(failed) > 0:
+		again = failedIDs(failed, batch)
+		s.log.Warn("runtime failed some container updates; they are retried", "failed", slices.Sorted(maps.Keys(again)))
+	default:
+		s.log.Debug("container updates sent", "containers", len(batch))
+	}
+	s.metrics.Updates(len(batch)-len(again), len(again))
+	s.settle(batch, taken, again)
+}
+
+// settle queues, after a send, the failed containers for a retry and the
+// sent ones whose assignment changed meanwhile for at once, each only if
+// the Manager in force still knows it and an event did not queue it
+// again already (it then goes at once, with its current assignment).
+func (s *Sender) settle(batch []policy.Assignment, taken map[string]int, failed map[string]bool) {
+	pn := s.manager()
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for _, a := range batch {
+		id := a.ContainerID
+		cur, known := pn.Assignment(id)
+		if _, queued := s.queue[id]; queued || !known {
+			continue
+		}
+		if !failed[id] {
+			if !sameCPUs(cur, a) {
+				s.queue[id] = retry{}
+			}
+			continue
+		}
+		n := taken[id] + 1
+		if n >= s.backoff.attempts {
+			s.log.Error("container update given up; the container keeps its cpuset until its next update or Synchronize",
+				"container", id, "attempts", n)
+			continue
+		}
+		d := s.backoff.delay(n)
+		s.queue[id] = retry{failures: n, due: now.Add(d)}
+		s.log.Debug("container update retried", "container", id, "failures", n, "retryIn", d)
 	}
 }
 
@@ -158,10 +331,17 @@ func sameCPUs(a, b policy.Assignment) bool {
 	return a.CPUs.Equals(b.CPUs) && a.Mems.Equals(b.Mems) && a.QuotaDisabled() == b.QuotaDisabled()
 }
 
-func failedIDs(us []*api.ContainerUpdate) []string {
-	ids := make([]string, 0, len(us))
+// failedIDs are the ids of the failed updates that were sent (in batch).
+func failedIDs(us []*api.ContainerUpdate, batch []policy.Assignment) map[string]bool {
+	failed := make(map[string]bool, len(us))
 	for _, u := range us {
-		ids = append(ids, u.GetContainerId())
+		failed[u.GetContainerId()] = true
+	}
+	ids := make(map[string]bool, len(us))
+	for _, a := range batch {
+		if failed[a.ContainerID] {
+			ids[a.ContainerID] = true
+		}
 	}
 	return ids
 }

@@ -1,7 +1,6 @@
 package cpumanager
 
 import (
-	"errors"
 	"log/slog"
 	"reflect"
 	"runtime"
@@ -45,10 +44,10 @@ func senderManager(t *testing.T) *Manager {
 // shrinkNodePool gives a new pod a bubble of one CPU: every node-shared
 // container's assignment changes, and nothing is enqueued. It may run on
 // the sender's goroutine, so it reports with Error, not Fatal.
-func shrinkNodePool(t *testing.T, m *Manager, podID string) {
+func shrinkNodePool(t *testing.T, m *Manager) {
 	t.Helper()
 	b := budget.Budget{CPURequest: 1000, CPULimit: 1000, MemoryLimit: 1 << 30}
-	if _, err := m.policy.AddPod(policy.PodSpec{ID: podID, Name: "default/" + podID, Budget: b}); err != nil {
+	if _, err := m.policy.AddPod(policy.PodSpec{ID: "bubble", Name: "default/bubble", Budget: b}); err != nil {
 		t.Error(err)
 	}
 }
@@ -69,8 +68,9 @@ type fakeUpdater struct {
 	fail func(i int, us []*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
 
 	mu       sync.Mutex
-	calls    [][]string        // the container ids of each call
-	cpus     map[string]string // the last cpuset each container was sent
+	calls    [][]string          // the container ids of each call
+	cpus     map[string]string   // the last cpuset each container was sent
+	tried    map[string][]string // every cpuset each container was sent, failed or not
 	inflight int
 	overlap  bool // two calls ran at once
 }
@@ -83,6 +83,13 @@ func (u *fakeUpdater) UpdateContainers(us []*api.ContainerUpdate) ([]*api.Contai
 		ids = append(ids, x.GetContainerId())
 	}
 	u.calls = append(u.calls, ids)
+	if u.tried == nil {
+		u.tried = map[string][]string{}
+	}
+	for _, x := range us {
+		id := x.GetContainerId()
+		u.tried[id] = append(u.tried[id], x.GetLinux().GetResources().GetCpu().GetCpus())
+	}
 	u.inflight++
 	u.overlap = u.overlap || u.inflight > 1
 	u.mu.Unlock()
@@ -134,8 +141,8 @@ type nopUpdates struct{}
 
 func (nopUpdates) Updates(int, int) {}
 
-func newTestSender(m *Manager, rec UpdateRecorder) *Sender {
-	return NewSender(slog.New(slog.DiscardHandler), rec, func() *Manager { return m })
+func newTestSender(m *Manager) *Sender {
+	return NewSender(slog.New(slog.DiscardHandler), nopUpdates{}, func() *Manager { return m })
 }
 
 // TestSenderBatch: what is queued before the runtime connection is
@@ -162,7 +169,7 @@ func TestSenderBatch(t *testing.T) {
 			if tc.off {
 				m = nil
 			}
-			s := newTestSender(m, nopUpdates{})
+			s := newTestSender(m)
 			for _, ids := range tc.enqueue {
 				s.Enqueue(queued(ids...))
 			}
@@ -205,7 +212,7 @@ func TestSenderOrder(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := senderManager(t)
-			s := newTestSender(m, nopUpdates{})
+			s := newTestSender(m)
 			started, release := make(chan struct{}), make(chan struct{})
 			u := &fakeUpdater{during: func(i int) {
 				if i == 0 {
@@ -248,10 +255,10 @@ func TestSenderResendsChanged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := senderManager(t)
 			before, _ := m.Assignment("a")
-			s := newTestSender(m, nopUpdates{})
+			s := newTestSender(m)
 			u := &fakeUpdater{during: func(i int) {
 				if i == 0 && tc.change {
-					shrinkNodePool(t, m, "bubble")
+					shrinkNodePool(t, m)
 				}
 			}}
 			s.SetUpdater(u)
@@ -274,69 +281,11 @@ func TestSenderResendsChanged(t *testing.T) {
 	}
 }
 
-// TestSenderFailures: a failed send is not retried (a broken connection
-// ends the plugin instance, and the next one repairs everything in
-// Synchronize; a container the runtime failed stays as it is), it is
-// counted, and the sender goes on with what is queued next.
-func TestSenderFailures(t *testing.T) {
-	errBroken := errors.New("connection closed")
-	tests := []struct {
-		name         string
-		fail         func(i int, us []*api.ContainerUpdate) ([]*api.ContainerUpdate, error)
-		sent, failed int // counted for the first call
-	}{
-		{
-			name: "broken connection",
-			fail: func(i int, _ []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
-				if i == 0 {
-					return nil, errBroken
-				}
-				return nil, nil
-			},
-			sent: 0, failed: 3,
-		},
-		{
-			name: "runtime failed one",
-			fail: func(i int, us []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
-				if i == 0 {
-					return us[1:2], nil
-				}
-				return nil, nil
-			},
-			sent: 2, failed: 1,
-		},
-		{name: "all sent", sent: 3, failed: 0},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			m := senderManager(t)
-			rec := &countUpdates{}
-			s := newTestSender(m, rec)
-			u := &fakeUpdater{fail: tc.fail}
-			s.SetUpdater(u)
-			s.Enqueue(queued("a", "b", "c"))
-			s.Wait()
-			if calls, _ := u.result(); !reflect.DeepEqual(calls, [][]string{{"a", "b", "c"}}) {
-				t.Fatalf("calls = %v, want one, not retried", calls)
-			}
-			if rec.sent != tc.sent || rec.failed != tc.failed {
-				t.Errorf("counted sent %d failed %d, want %d and %d", rec.sent, rec.failed, tc.sent, tc.failed)
-			}
-			// The sender is not stuck: the next batch goes out.
-			s.Enqueue(queued("b"))
-			s.Wait()
-			if calls, _ := u.result(); !reflect.DeepEqual(calls, [][]string{{"a", "b", "c"}, {"b"}}) {
-				t.Fatalf("calls = %v, want the next batch sent", calls)
-			}
-		})
-	}
-}
-
 // TestSenderNewUpdater: SetUpdater replaces the connection; later batches
 // go to the new one only.
 func TestSenderNewUpdater(t *testing.T) {
 	m := senderManager(t)
-	s := newTestSender(m, nopUpdates{})
+	s := newTestSender(m)
 	old, cur := &fakeUpdater{}, &fakeUpdater{}
 	s.SetUpdater(old)
 	s.Enqueue(queued("a"))
@@ -358,7 +307,7 @@ func TestSenderNewUpdater(t *testing.T) {
 func TestSenderNoLeak(t *testing.T) {
 	base := runtime.NumGoroutine()
 	m := senderManager(t)
-	s := newTestSender(m, nopUpdates{})
+	s := newTestSender(m)
 	u := &fakeUpdater{}
 	s.SetUpdater(u)
 	for range 20 {

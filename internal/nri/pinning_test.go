@@ -157,6 +157,55 @@ func TestUpdatesFromEventsWithoutReturn(t *testing.T) {
 	}
 }
 
+// TestStopUpdates: after StopUpdates an event that changes the node shared
+// pool sends nothing, and WaitUpdates returns at once.
+func TestStopUpdates(t *testing.T) {
+	tests := []struct {
+		name    string
+		stop    bool
+		batches int
+	}{
+		{name: "running", stop: false, batches: 1},
+		{name: "stopped", stop: true, batches: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := New(pinConfig(t), slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := &blockingUpdater{runtimeLock: &sync.Mutex{}}
+			p.SetUpdater(u)
+			ctx := context.Background()
+			plain := &api.PodSandbox{Id: "p0", Name: "plain", Namespace: "default"}
+			ctr := &api.Container{Id: "c0", PodSandboxId: "p0", Name: "app", Linux: &api.LinuxContainer{}}
+			if _, _, err := p.CreateContainer(ctx, plain, ctr); err != nil {
+				t.Fatal(err)
+			}
+			if tc.stop {
+				if err := p.StopUpdates(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			budget := &api.PodSandbox{Id: "p1", Name: "budget", Namespace: "default", Linux: &api.LinuxPodSandbox{
+				PodResources: &api.LinuxResources{
+					Cpu:    &api.LinuxCPU{Quota: api.Int64(400000), Period: api.UInt64(100000), Shares: api.UInt64(4096)},
+					Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)},
+				},
+			}}
+			if err := p.RunPodSandbox(ctx, budget); err != nil {
+				t.Fatal(err)
+			}
+			p.WaitUpdates()
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			if len(u.batches) != tc.batches {
+				t.Fatalf("%d batches sent, want %d: %v", len(u.batches), tc.batches, u.batches)
+			}
+		})
+	}
+}
+
 // The CPU policy's refusals get their cause here, by the policy's
 // sentinels: a malformed annotation first, then the placements it could
 // not make.

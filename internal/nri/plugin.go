@@ -6,7 +6,8 @@
 // Use New to build a Plugin, with options for what plugs in from outside
 // (metrics, an opt-in policy, a hook after Configure), and hand it to
 // stub.New; then give the stub to SetUpdater so that updates of events that
-// can not return them reach the runtime. Host paths come from the config;
+// can not return them reach the runtime, and call StopUpdates once the stub
+// has stopped, before the process exits. Host paths come from the config;
 // nothing here has a path of its own.
 package nri
 
@@ -113,10 +114,15 @@ func (p *Plugin) notifyConfigured() {
 	}
 }
 
-// WaitUpdates blocks until every queued container update has been sent
-// (or has failed); before the runtime connection is attached it returns at
-// once (cpumanager.Sender.Wait).
+// WaitUpdates blocks until every queued container update has been sent,
+// given up after its retries, or dropped; before the runtime connection is
+// attached it returns at once (cpumanager.Sender.Wait).
 func (p *Plugin) WaitUpdates() { p.send.Wait() }
+
+// StopUpdates stops sending container updates for good: what is queued,
+// retries included, is dropped, and a send under way is waited for until
+// ctx is done (cpumanager.Sender.Close). Call it before the process exits.
+func (p *Plugin) StopUpdates(ctx context.Context) error { return p.send.Close(ctx) }
 
 // Config returns the config in force.
 func (p *Plugin) Config() config.Config { return p.h.Load().cfg }

@@ -51,6 +51,24 @@ type Report struct {
 	Config config.Config `json:"config"`
 	// Pinning describes the pod-level resource manager (nil when off).
 	Pinning *Pinning `json:"pinning,omitempty"`
+	// NodeLabel is the last request about the label on the Node object
+	// (nil when the plugin does not label its node).
+	NodeLabel *NodeLabel `json:"nodeLabel,omitempty"`
+}
+
+// NodeLabel is the outcome of the last request about the
+// cgdelegate.io/supports-cgroup-options label on the plugin's Node.
+type NodeLabel struct {
+	// Node is the Node object's name.
+	Node string `json:"node"`
+	// Want is the label value wanted: "true", or "absent".
+	Want string `json:"want"`
+	// Applied says whether the API has accepted Want.
+	Applied bool `json:"applied"`
+	// Error is the last request's error, if it failed.
+	Error string `json:"error,omitempty"`
+	// At is when the last request ended; zero before the first.
+	At time.Time `json:"at,omitzero"`
 }
 
 // Pinning is the CPU pinning state.
@@ -199,6 +217,7 @@ func Live(live Report, pub Report, pubErr error) Report {
 	out.PluginPID = pub.PluginPID
 	out.UpdatedAt = pub.UpdatedAt
 	out.Pinning = pub.Pinning
+	out.NodeLabel = pub.NodeLabel
 	// What the plugin saw from its own mount namespace, e.g. a kubelet
 	// directory not mounted into its container.
 	out.Warnings = slices.Clone(live.Warnings)
@@ -206,6 +225,9 @@ func Live(live Report, pub Report, pubErr error) Report {
 		if !slices.Contains(out.Warnings, w) {
 			out.Warnings = append(out.Warnings, w)
 		}
+	}
+	if l := pub.NodeLabel; l != nil && !l.Applied && l.Error != "" {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("the label on node %q is not what the plugin wants (%s): %s", l.Node, l.Want, l.Error))
 	}
 	if pub.Runtime == nil {
 		out.Problems = append(out.Problems, "the plugin has not been configured by a runtime yet")

@@ -70,8 +70,35 @@ func TestPublishAndLive(t *testing.T) {
 		t.Fatalf("Live = %+v", live)
 	}
 	ready := Live(Evaluate(config.Default(), good, nil), got, nil)
-	if !ready.Supported {
+	if !ready.Supported || ready.NodeLabel != nil || len(ready.Warnings) != 0 {
 		t.Fatalf("Live ready = %+v", ready)
+	}
+}
+
+// The node label's last result is shown; a failed one is a warning that
+// leaves the verdict alone.
+func TestLiveNodeLabel(t *testing.T) {
+	pub := Evaluate(config.Default(), good, nil)
+	pub.Runtime = &Runtime{Name: "containerd", Version: "v2.4.2"}
+	pub.NodeLabel = &NodeLabel{Node: "node-a", Want: "true", Applied: true, At: time.Unix(1700000000, 0).UTC()}
+	path := filepath.Join(t.TempDir(), "status.json")
+	if err := Publish(path, pub); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadPublished(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := Live(Evaluate(config.Default(), good, nil), got, nil)
+	if live.NodeLabel == nil || *live.NodeLabel != *pub.NodeLabel || len(live.Warnings) != 0 {
+		t.Fatalf("Live = %+v, want the node label %+v and no warning", live, pub.NodeLabel)
+	}
+
+	got.NodeLabel = &NodeLabel{Node: "node-a", Want: "true", Error: "PATCH /api/v1/nodes/node-a: HTTP 403: denied by policy"}
+	live = Live(Evaluate(config.Default(), good, nil), got, nil)
+	if !live.Supported || len(live.Warnings) != 1 ||
+		!strings.Contains(live.Warnings[0], `node "node-a"`) || !strings.Contains(live.Warnings[0], "HTTP 403: denied by policy") {
+		t.Fatalf("Live = %+v, want supported with one warning naming the node and the error", live)
 	}
 }
 

@@ -1,4 +1,4 @@
-package kubernetes
+package manifests
 
 import (
 	"bytes"
@@ -16,14 +16,15 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
-// The shipped manifests StaticPod renders by default.
+// The shipped manifests StaticPod renders by default: their names in
+// contrib/kubernetes and in shipped/.
 const (
 	DaemonSetFile = "daemonset.yaml"
 	ConfigMapFile = "configmap.yaml"
 )
 
-//go:embed daemonset.yaml configmap.yaml
-var manifests embed.FS
+//go:embed shipped/daemonset.yaml shipped/configmap.yaml
+var shipped embed.FS
 
 // ErrNotStatic is returned for a pod template field a static pod cannot
 // take and StaticPod does not translate.
@@ -43,7 +44,7 @@ func Shipped() (*appsv1.DaemonSet, *corev1.ConfigMap, error) {
 }
 
 func decodeStrict(name string, obj any) error {
-	b, err := manifests.ReadFile(name)
+	b, err := shipped.ReadFile(path.Join("shipped", name))
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -90,9 +91,14 @@ func (s Static) Manifest() ([]byte, error) {
 //     (/etc/cgdelegate/config.yaml, where `make install` puts it and
 //     `cgdelegate status` looks), like every other host path of the
 //     DaemonSet. The ConfigMap must be one of cms and hold every item
-//     listed, optional or not: a static pod never waits for it.
+//     listed, optional or not: a static pod never waits for it;
+//  3. serviceAccountName is dropped and automountServiceAccountToken set
+//     to false: the API server refuses a mirror pod that names a service
+//     account, and a static pod gets no token. What the token is for (the
+//     node label, nodeLabel in the chart) does not happen; NODE_NAME from
+//     the downward API still does (the kubelet resolves spec.nodeName).
 //
-// Anything else that names an API object (a ServiceAccount, Secret,
+// Anything else that names an API object (the deprecated serviceAccount, a Secret,
 // projected or persistentVolumeClaim volume, env or envFrom from a
 // ConfigMap or Secret, image pull secrets) is refused with ErrNotStatic
 // naming the field, rather than dropped. priorityClassName and
@@ -115,6 +121,10 @@ func StaticPod(ds *appsv1.DaemonSet, cms ...*corev1.ConfigMap) (Static, error) {
 		return fmt.Sprintf("DaemonSet %s/%s: spec.template.spec.", ds.Namespace, ds.Name) + fmt.Sprintf(f, a...)
 	}
 	errs := refuseAPIRefs(spec, where)
+	if spec.ServiceAccountName != "" || spec.AutomountServiceAccountToken != nil {
+		no := false
+		spec.ServiceAccountName, spec.AutomountServiceAccountToken = "", &no
+	}
 	for i := range spec.Volumes {
 		v := &spec.Volumes[i]
 		if v.ConfigMap == nil {
@@ -138,14 +148,11 @@ func StaticPod(ds *appsv1.DaemonSet, cms ...*corev1.ConfigMap) (Static, error) {
 }
 
 // refuseAPIRefs names every field of spec that references an API object
-// other than a ConfigMap volume.
+// other than a ConfigMap volume or the service account.
 func refuseAPIRefs(spec *corev1.PodSpec, where func(string, ...any) string) []error {
 	var errs []error
 	refuse := func(field string, a ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s", ErrNotStatic, where(field, a...)))
-	}
-	if spec.ServiceAccountName != "" {
-		refuse("serviceAccountName %q", spec.ServiceAccountName)
 	}
 	if spec.DeprecatedServiceAccount != "" {
 		refuse("serviceAccount %q", spec.DeprecatedServiceAccount)

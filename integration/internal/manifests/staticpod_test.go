@@ -1,4 +1,4 @@
-package kubernetes_test
+package manifests_test
 
 import (
 	"errors"
@@ -12,15 +12,21 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/cgdelegate/cgdelegate/contrib/kubernetes"
+	"github.com/cgdelegate/cgdelegate/integration/internal/manifests"
 )
 
-// untranslate undoes StaticPod's one translation of the spec: each
-// hostPath volume that stands for a configMap volume of tmpl goes back to
-// the template's volume source. What is left must be the template.
+// untranslate undoes StaticPod's translations of the spec: each hostPath
+// volume that stands for a configMap volume of tmpl goes back to the
+// template's volume source, and the service account fields go back to the
+// template's once checked dropped. What is left must be the template.
 func untranslate(t *testing.T, got corev1.PodSpec, tmpl corev1.PodSpec) corev1.PodSpec {
 	t.Helper()
 	out := *got.DeepCopy()
+	if out.ServiceAccountName != "" || out.AutomountServiceAccountToken == nil || *out.AutomountServiceAccountToken {
+		t.Errorf("serviceAccountName %q, automountServiceAccountToken %v: want none and false in a static pod",
+			out.ServiceAccountName, out.AutomountServiceAccountToken)
+	}
+	out.ServiceAccountName, out.AutomountServiceAccountToken = tmpl.ServiceAccountName, tmpl.AutomountServiceAccountToken
 	for i := range out.Volumes {
 		j := slices.IndexFunc(tmpl.Volumes, func(v corev1.Volume) bool { return v.Name == out.Volumes[i].Name })
 		if j >= 0 && tmpl.Volumes[j].ConfigMap != nil {
@@ -34,8 +40,8 @@ func untranslate(t *testing.T, got corev1.PodSpec, tmpl corev1.PodSpec) corev1.P
 }
 
 // assertFollows checks that s is ds's template with only the documented
-// translation, and names the first field that differs.
-func assertFollows(t *testing.T, s kubernetes.Static, ds *appsv1.DaemonSet) {
+// translations, and names the first field that differs.
+func assertFollows(t *testing.T, s manifests.Static, ds *appsv1.DaemonSet) {
 	t.Helper()
 	tmpl := ds.Spec.Template
 	if got := untranslate(t, s.Pod.Spec, tmpl.Spec); !equality.Semantic.DeepEqual(got, tmpl.Spec) {
@@ -58,16 +64,19 @@ func assertFollows(t *testing.T, s kubernetes.Static, ds *appsv1.DaemonSet) {
 // ConfigMap volume aside, and that volume's host directory holds the
 // ConfigMap's config where the plugin's -config points.
 func TestStaticPodShipped(t *testing.T) {
-	ds := only[appsv1.DaemonSet](t, daemonSetFile)
-	cm := only[corev1.ConfigMap](t, configMapFile)
-	eds, ecm, err := kubernetes.Shipped()
+	ds := shippedFile[appsv1.DaemonSet](t, manifests.DaemonSetFile)
+	cm := shippedFile[corev1.ConfigMap](t, manifests.ConfigMapFile)
+	eds, ecm, err := manifests.Shipped()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !equality.Semantic.DeepEqual(eds, ds) || !equality.Semantic.DeepEqual(ecm, cm) {
-		t.Fatal("Shipped() differs from the files on disk")
+		t.Fatal("Shipped() differs from contrib/kubernetes: run make manifests")
 	}
-	s, err := kubernetes.StaticPod(ds, cm)
+	if ds.Spec.Template.Spec.ServiceAccountName != "cgdelegate" {
+		t.Fatalf("the DaemonSet runs as service account %q, want cgdelegate (the chart's nodeLabel.enabled default)", ds.Spec.Template.Spec.ServiceAccountName)
+	}
+	s, err := manifests.StaticPod(ds, cm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +113,7 @@ func TestStaticPodShipped(t *testing.T) {
 	}
 }
 
-func keys(m map[string]kubernetes.HostFile) []string {
+func keys(m map[string]manifests.HostFile) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)
@@ -115,9 +124,9 @@ func keys(m map[string]kubernetes.HostFile) []string {
 
 // Whatever the template says reaches the static pod: nothing is restated.
 func TestStaticPodTakesTheTemplate(t *testing.T) {
-	base := only[appsv1.DaemonSet](t, daemonSetFile)
-	cm := only[corev1.ConfigMap](t, configMapFile)
-	baseS, err := kubernetes.StaticPod(base, cm)
+	base := shippedFile[appsv1.DaemonSet](t, manifests.DaemonSetFile)
+	cm := shippedFile[corev1.ConfigMap](t, manifests.ConfigMapFile)
+	baseS, err := manifests.StaticPod(base, cm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +156,7 @@ func TestStaticPodTakesTheTemplate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ds := base.DeepCopy()
 			tc.modify(&ds.Spec.Template.Spec)
-			s, err := kubernetes.StaticPod(ds, cm)
+			s, err := manifests.StaticPod(ds, cm)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,7 +169,7 @@ func TestStaticPodTakesTheTemplate(t *testing.T) {
 	t.Run("config dir follows the mount", func(t *testing.T) {
 		ds := base.DeepCopy()
 		tests[len(tests)-1].modify(&ds.Spec.Template.Spec)
-		s, err := kubernetes.StaticPod(ds, cm)
+		s, err := manifests.StaticPod(ds, cm)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,8 +181,8 @@ func TestStaticPodTakesTheTemplate(t *testing.T) {
 
 // What a static pod cannot take is refused, naming the field.
 func TestStaticPodRefuses(t *testing.T) {
-	base := only[appsv1.DaemonSet](t, daemonSetFile)
-	cm := only[corev1.ConfigMap](t, configMapFile)
+	base := shippedFile[appsv1.DaemonSet](t, manifests.DaemonSetFile)
+	cm := shippedFile[corev1.ConfigMap](t, manifests.ConfigMapFile)
 	configVol := func(s *corev1.PodSpec) *corev1.Volume {
 		i := slices.IndexFunc(s.Volumes, func(v corev1.Volume) bool { return v.ConfigMap != nil })
 		return &s.Volumes[i]
@@ -185,7 +194,7 @@ func TestStaticPodRefuses(t *testing.T) {
 		notAPI bool // ErrNotStatic
 		want   string
 	}{
-		{name: "service account", modify: func(s *corev1.PodSpec) { s.ServiceAccountName = "cgd" }, notAPI: true, want: `serviceAccountName "cgd"`},
+		{name: "deprecated service account", modify: func(s *corev1.PodSpec) { s.DeprecatedServiceAccount = "cgd" }, notAPI: true, want: `serviceAccount "cgd"`},
 		{name: "secret volume", modify: func(s *corev1.PodSpec) {
 			s.Volumes = append(s.Volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "x"}}})
 		}, notAPI: true, want: "(tls): secret"},
@@ -221,11 +230,11 @@ func TestStaticPodRefuses(t *testing.T) {
 			if cms == nil {
 				cms = []*corev1.ConfigMap{cm}
 			}
-			s, err := kubernetes.StaticPod(ds, cms...)
+			s, err := manifests.StaticPod(ds, cms...)
 			if err == nil {
 				t.Fatalf("rendered %+v, want an error", s.Pod.Spec)
 			}
-			if errors.Is(err, kubernetes.ErrNotStatic) != tc.notAPI {
+			if errors.Is(err, manifests.ErrNotStatic) != tc.notAPI {
 				t.Errorf("errors.Is(%v, ErrNotStatic) = %v, want %v", err, !tc.notAPI, tc.notAPI)
 			}
 			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "DaemonSet kube-system/cgdelegate: spec.template.spec.") {

@@ -1,0 +1,99 @@
+{{/*
+cgdelegate.builtinConfig is the plugin's built-in defaults, in the order
+contrib/config.yaml writes them. It orders the rendered config's keys and
+tells whether the values' config is the defaults (for the header).
+*/}}
+{{- define "cgdelegate.builtinConfig" -}}
+guard: enforce
+maxDescendants: 250
+maxDepth: 50
+hookPath: /usr/local/bin/cgdelegate-hook
+featureFile: /etc/kubernetes/node-feature-discovery/features.d/cgdelegate
+statusFile: /run/cgdelegate/status.json
+kubeletCPUManagerState: /var/lib/kubelet/cpu_manager_state
+containerdConfig: /etc/containerd/config.toml
+crioConfig: /etc/crio/crio.conf
+crioConfigDir: /etc/crio/crio.conf.d
+nodeLabel: auto
+serviceAccountDir: /var/run/secrets/kubernetes.io/serviceaccount
+{{- end }}
+
+{{/*
+cgdelegate.config is the config as a dict: the values' config, plus
+metricsAddress when metrics.enabled.
+*/}}
+{{- define "cgdelegate.config" -}}
+{{- $cfg := deepCopy (.Values.config | default dict) -}}
+{{- if .Values.metrics.enabled -}}
+{{- if hasKey $cfg "metricsAddress" -}}
+{{- fail (printf "config.metricsAddress %q: leave it out with metrics.enabled, which sets it to \":%v\" from metrics.port" (toString (get $cfg "metricsAddress")) .Values.metrics.port) -}}
+{{- end -}}
+{{- $_ := set $cfg "metricsAddress" (printf ":%v" .Values.metrics.port) -}}
+{{- end -}}
+{{- toJson $cfg -}}
+{{- end }}
+
+{{/*
+cgdelegate.configYAML is config.yaml: the built-in defaults' keys first, in
+their order, then any other key sorted; with the defaults' header comment
+when the config is the built-in defaults.
+*/}}
+{{- define "cgdelegate.configYAML" -}}
+{{- $cfg := include "cgdelegate.config" . | fromJson -}}
+{{- $builtin := include "cgdelegate.builtinConfig" . | fromYaml -}}
+{{- $order := regexFindAll "(?m)^[A-Za-z0-9]+" (include "cgdelegate.builtinConfig" .) -1 -}}
+{{- $lines := list -}}
+{{- if eq (toJson $cfg) (toJson $builtin) -}}
+{{- $lines = append $lines "# cgdelegate's default config: every key below is the built-in default, so" -}}
+{{- $lines = append $lines "# this file changes nothing until you edit it. See docs/configuration.md." -}}
+{{- $lines = append $lines "# `make install` puts it at /etc/cgdelegate/config.yaml (the path" -}}
+{{- $lines = append $lines "# contrib/systemd/cgdelegate.service passes to -config), and" -}}
+{{- $lines = append $lines "# contrib/kubernetes/configmap.yaml ships the same text." -}}
+{{- else -}}
+{{- $lines = append $lines "# cgdelegate's config, from the cgdelegate chart's values (config); a key" -}}
+{{- $lines = append $lines "# not set here takes its built-in default. See docs/configuration.md." -}}
+{{- end -}}
+{{- range $k := $order -}}
+{{- if hasKey $cfg $k -}}
+{{- $lines = append $lines (toYaml (dict $k (get $cfg $k))) -}}
+{{- end -}}
+{{- end -}}
+{{- range $k := keys $cfg | sortAlpha -}}
+{{- if not (has $k $order) -}}
+{{- $lines = append $lines (toYaml (dict $k (get $cfg $k))) -}}
+{{- end -}}
+{{- end -}}
+{{- join "\n" $lines -}}
+{{- end }}
+
+{{/* cgdelegate.labels are the labels every object carries. */}}
+{{- define "cgdelegate.labels" -}}
+{app.kubernetes.io/name: cgdelegate}
+{{- end }}
+
+{{/* cgdelegate.image is the image both containers run. */}}
+{{- define "cgdelegate.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{- end }}
+
+{{/* cgdelegate.serviceAccount is the user name of the plugin's token. */}}
+{{- define "cgdelegate.serviceAccount" -}}
+system:serviceaccount:{{ .Release.Namespace }}:cgdelegate
+{{- end }}
+
+{{/*
+cgdelegate.optInKeys is the CEL list of the pod's annotations that ask for a
+writable cgroup; both writable-cgroups policies use it.
+*/}}
+{{- define "cgdelegate.optInKeys" -}}
+has(object.metadata.annotations) ?
+object.metadata.annotations.filter(k,
+  (k in ['writable-cgroups.noderesource.dev',
+         'writable-cgroups.noderesource.dev/pod',
+         'cgroup2-mount-hierarchy-rw.crio.io',
+         'io.kubernetes.cri-o.cgroup2-mount-hierarchy-rw',
+         'writable-cgroups.nri.io/enable']
+   || k.startsWith('writable-cgroups.noderesource.dev/container.'))
+  && !object.metadata.annotations[k].matches(r'^\s*(ReadOnly|false)\s*$')) :
+[]
+{{- end }}

@@ -1,0 +1,254 @@
+package kubernetes_test
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	nodeLabelPolicyFile = "node-label-policy.yaml"
+
+	supportsLabel = "cgdelegate.io/supports-cgroup-options"
+	nodeNameExtra = "authentication.kubernetes.io/node-name"
+	pluginUser    = "system:serviceaccount:kube-system:cgdelegate"
+)
+
+// nodeLabelPolicy loads and compiles the node-label policy, and checks the
+// shape it relies on: failing closed, bound with Deny for every object,
+// matching UPDATE of core nodes only.
+func nodeLabelPolicy(t *testing.T) policy {
+	t.Helper()
+	m := loadManifest(t, nodeLabelPolicyFile)
+	if len(m.policies) != 1 || len(m.bindings) != 1 {
+		t.Fatalf("%s: %d policies and %d bindings, want one each", nodeLabelPolicyFile, len(m.policies), len(m.bindings))
+	}
+	p, b := m.policies[0], m.bindings[0]
+	s := p.Spec
+	if s.FailurePolicy == nil || *s.FailurePolicy != admissionv1.Fail || s.ParamKind != nil {
+		t.Errorf("policy %s: want failurePolicy Fail and no paramKind", p.Name)
+	}
+	rules := s.MatchConstraints.ResourceRules
+	if len(rules) != 1 || !slices.Equal(rules[0].APIGroups, []string{""}) || !slices.Equal(rules[0].Resources, []string{"nodes"}) ||
+		!slices.Equal(rules[0].Operations, []admissionv1.OperationType{admissionv1.Update}) {
+		t.Errorf("policy %s: want one rule, core nodes on UPDATE; got %+v", p.Name, rules)
+	}
+	if b.Spec.PolicyName != p.Name || !slices.Equal(b.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) ||
+		b.Spec.ParamRef != nil || b.Spec.MatchResources != nil {
+		t.Errorf("binding %s %+v: want policy %s with validationActions [Deny] for everything", b.Name, b.Spec, p.Name)
+	}
+	if len(s.MatchConditions) != 1 {
+		t.Errorf("policy %s: %d matchConditions, want one selecting the plugin's service account", p.Name, len(s.MatchConditions))
+	}
+	return compilePolicy(t, p, false)
+}
+
+// node is a Node as the API server hands it to CEL.
+func node(t *testing.T, name string, labels, annotations map[string]string, taints ...corev1.Taint) map[string]any {
+	t.Helper()
+	return asMap(t, corev1.Node{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
+		Spec:       corev1.NodeSpec{PodCIDR: "10.0.0.0/24", Taints: taints},
+	})
+}
+
+// nodeUpdate is the activation of an UPDATE of node old to new by user,
+// whose token carries extra (nil: no extra at all, as a legacy token).
+func nodeUpdate(user string, extra map[string][]string, old, new map[string]any) map[string]any {
+	userInfo := map[string]any{"username": user}
+	if extra != nil {
+		ex := map[string]any{}
+		for k, v := range extra {
+			ex[k] = slices.Clone(v)
+		}
+		userInfo["extra"] = ex
+	}
+	return map[string]any{
+		"object": new, "oldObject": old, "params": nil,
+		"request": map[string]any{"operation": "UPDATE", "userInfo": userInfo},
+	}
+}
+
+func TestNodeLabelPolicy(t *testing.T) {
+	p := nodeLabelPolicy(t)
+	const (
+		own    = "may only label its own node"
+		others = "may change only the label " + supportsLabel
+		annot  = "may not change a node's annotations"
+		taints = "may not change a node's taints"
+		spec   = "may not change a node's spec"
+	)
+	base := map[string]string{"kubernetes.io/hostname": "a", "zone": "z1"}
+	with := func(m map[string]string, kv ...string) map[string]string {
+		out := maps.Clone(m)
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	without := func(m map[string]string, k string) map[string]string {
+		out := maps.Clone(m)
+		delete(out, k)
+		return out
+	}
+	tokenA := map[string][]string{nodeNameExtra: {"a"}, "authentication.kubernetes.io/pod-name": {"cgdelegate-x"}}
+	taint := corev1.Taint{Key: "k", Value: "v", Effect: corev1.TaintEffectNoSchedule}
+	tests := []struct {
+		name     string
+		user     string
+		extra    map[string][]string
+		old, new map[string]any
+		// want holds one substring per denial, in order; none: admitted.
+		want []string
+		// err: evaluating fails, which the API server, failing closed
+		// (failurePolicy Fail), turns into a denial.
+		err bool
+	}{
+		{
+			name: "own node, label added", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", with(base, supportsLabel, "true"), nil),
+		},
+		{
+			name: "own node, label changed", user: pluginUser, extra: tokenA,
+			old: node(t, "a", with(base, supportsLabel, "true"), nil), new: node(t, "a", with(base, supportsLabel, "false"), nil),
+		},
+		{
+			name: "own node, label removed", user: pluginUser, extra: tokenA,
+			old: node(t, "a", with(base, supportsLabel, "true"), nil), new: node(t, "a", base, nil),
+		},
+		{
+			name: "own node, first label", user: pluginUser, extra: tokenA,
+			old: node(t, "a", nil, nil), new: node(t, "a", map[string]string{supportsLabel: "true"}, nil),
+		},
+		{
+			name: "own node, nothing changed", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, map[string]string{"x": "y"}, taint), new: node(t, "a", base, map[string]string{"x": "y"}, taint),
+		},
+		{
+			name: "stolen token: node a's token labels node b", user: pluginUser, extra: tokenA,
+			old: node(t, "b", base, nil), new: node(t, "b", with(base, supportsLabel, "true"), nil),
+			want: []string{own + ": its token is for node 'a', not b"},
+		},
+		{
+			name: "token without a node", user: pluginUser, extra: map[string][]string{},
+			old: node(t, "a", base, nil), new: node(t, "a", with(base, supportsLabel, "true"), nil),
+			want: []string{own + ": its token is for node '', not a"},
+		},
+		{
+			name: "legacy token, no extra", user: pluginUser,
+			old: node(t, "a", base, nil), new: node(t, "a", with(base, supportsLabel, "true"), nil),
+			want: []string{own + ": its token is for node '', not a"},
+		},
+		{
+			name: "token with an empty node list", user: pluginUser, extra: map[string][]string{nodeNameExtra: {}},
+			old: node(t, "a", base, nil), new: node(t, "a", with(base, supportsLabel, "true"), nil),
+			err: true,
+		},
+		{
+			name: "own node, other label added", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", with(base, supportsLabel, "true", "node-role.kubernetes.io/control-plane", ""), nil),
+			want: []string{others + ", not node-role.kubernetes.io/control-plane"},
+		},
+		{
+			name: "own node, other label changed", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", with(base, "zone", "z2"), nil),
+			want: []string{others + ", not zone"},
+		},
+		{
+			name: "own node, other label removed", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", without(base, "zone"), nil),
+			want: []string{others + ", not zone"},
+		},
+		{
+			name: "own node, all labels removed", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", nil, nil),
+			want: []string{others},
+		},
+		{
+			name: "own node, annotation added", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", base, map[string]string{"x": "y"}),
+			want: []string{annot},
+		},
+		{
+			name: "own node, annotation changed", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, map[string]string{"x": "y"}), new: node(t, "a", base, map[string]string{"x": "z"}),
+			want: []string{annot},
+		},
+		{
+			name: "own node, taint added", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", base, nil, taint),
+			want: []string{taints, spec},
+		},
+		{
+			name: "own node, taint removed with the label", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil, taint), new: node(t, "a", with(base, supportsLabel, "true"), nil),
+			want: []string{taints, spec},
+		},
+		{
+			name: "stolen token changing everything", user: pluginUser, extra: tokenA,
+			old: node(t, "b", base, nil), new: node(t, "b", with(base, "zone", "z9"), map[string]string{"x": "y"}, taint),
+			want: []string{own, others, annot, taints, spec},
+		},
+		{
+			name: "another user is not matched", user: "system:node:a", extra: tokenA,
+			old: node(t, "b", base, nil), new: node(t, "b", with(base, "zone", "z2"), map[string]string{"x": "y"}, taint),
+		},
+		{
+			name: "another service account is not matched", user: "system:serviceaccount:other:cgdelegate", extra: nil,
+			old: node(t, "b", base, nil), new: node(t, "b", with(base, "zone", "z2"), nil),
+		},
+		{
+			name: "an admin is not matched", user: "kubernetes-admin", extra: nil,
+			old: node(t, "a", base, nil), new: node(t, "a", nil, nil, taint),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := p.review(nodeUpdate(tc.user, tc.extra, tc.old, tc.new), nil)
+			if tc.err {
+				if err == nil {
+					t.Fatalf("denials %q, want an evaluation error", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("denials %q, want %d matching %q", got, len(tc.want), tc.want)
+			}
+			for i := range got {
+				if !strings.Contains(got[i], tc.want[i]) {
+					t.Errorf("denial %q does not name %q", got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// The policy's matchCondition names the account the DaemonSet runs as, in
+// the DaemonSet's namespace.
+func TestNodeLabelPolicyNamesTheDaemonSetsAccount(t *testing.T) {
+	m := loadManifest(t, nodeLabelPolicyFile)
+	ds := decodeDaemonSet(t)
+	want := "system:serviceaccount:" + ds.Namespace + ":" + ds.Spec.Template.Spec.ServiceAccountName
+	if want != pluginUser {
+		t.Fatalf("the DaemonSet runs as %s, the test expects %s", want, pluginUser)
+	}
+	if len(m.policies) != 1 || len(m.policies[0].Spec.MatchConditions) != 1 ||
+		!strings.Contains(m.policies[0].Spec.MatchConditions[0].Expression, "'"+want+"'") {
+		t.Errorf("%s: the matchCondition does not name %s", nodeLabelPolicyFile, want)
+	}
+}
+
+func decodeDaemonSet(t *testing.T) *appsv1.DaemonSet {
+	t.Helper()
+	return only[appsv1.DaemonSet](t, daemonSetFile)
+}

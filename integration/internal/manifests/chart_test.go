@@ -1,0 +1,314 @@
+package manifests_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/cgdelegate/cgdelegate/integration/internal/manifests"
+	"github.com/cgdelegate/cgdelegate/internal/config"
+)
+
+// needGo skips when there is no Go toolchain to run `go tool helm` with
+// (the tests run from a test binary copied elsewhere).
+func needGo(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("no go on PATH to run go tool helm: %v", err)
+	}
+}
+
+// The plain manifests, and the copies the package embeds, are what
+// `make manifests` writes from the chart; contrib/kubernetes holds no other
+// YAML.
+func TestGeneratedManifests(t *testing.T) {
+	needGo(t)
+	files, err := manifests.Generate(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{
+		"daemonset.yaml", "configmap.yaml", "writable-cgroups-policy.yaml",
+		"writable-cgroups-userns-policy.yaml", "node-label-rbac.yaml", "node-label-policy.yaml",
+	} {
+		if _, ok := files[filepath.Join(manifests.PlainDir, name)]; !ok {
+			t.Errorf("the chart renders no %s with its default values", name)
+		}
+	}
+	for name, want := range files {
+		got, err := os.ReadFile(filepath.Join(root, name))
+		switch {
+		case err != nil:
+			t.Errorf("%v: run make manifests", err)
+		case !bytes.Equal(got, want):
+			t.Errorf("%s differs from the chart rendered with its defaults: run make manifests", name)
+		}
+	}
+	for _, dir := range []string{manifests.PlainDir, manifests.EmbeddedDir} {
+		onDisk, err := filepath.Glob(filepath.Join(root, dir, "*.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range onDisk {
+			rel, err := filepath.Rel(root, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := files[rel]; !ok {
+				t.Errorf("%s is not rendered from the chart: move it into contrib/helm/cgdelegate/templates and run make manifests", rel)
+			}
+		}
+	}
+}
+
+// Values the schema refuses fail helm template with the value's path named;
+// values the templates refuse fail with the value and the reason.
+func TestChartRefusesBadValues(t *testing.T) {
+	needGo(t)
+	const schema = "values don't meet the specifications of the schema"
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"misspelt top-level key", []string{"--set", "imagee.tag=v1"}, []string{schema, "additional properties 'imagee' not allowed"}},
+		{"misspelt nested key", []string{"--set", "nodeLabel.enable=false"}, []string{schema, "/nodeLabel", "'enable' not allowed"}},
+		{"misspelt key in resources", []string{"--set", "resources.plugin.limit.memory=1Gi"}, []string{schema, "/resources/plugin", "'limit' not allowed"}},
+		{"string for a bool", []string{"--set-string", "metrics.enabled=true"}, []string{schema, "/metrics/enabled", "got string, want boolean"}},
+		{"word for a bool", []string{"--set", "nodeLabel.enabled=yes"}, []string{schema, "/nodeLabel/enabled", "got string, want boolean"}},
+		{"unknown cgroupDriver", []string{"--set", "cgroupDriver=cgroupv1"}, []string{schema, "/cgroupDriver", "'systemd', 'cgroupfs'"}},
+		{"unknown pullPolicy", []string{"--set", "image.pullPolicy=Sometimes"}, []string{schema, "/image/pullPolicy"}},
+		{"port out of range", []string{"--set", "metrics.port=70000"}, []string{schema, "/metrics/port"}},
+		{"namespace that is no DNS label", []string{"--set-json", `admissionPolicy.allowedNamespaces=["a') || true || ('"]`}, []string{schema, "/admissionPolicy/allowedNamespaces/0"}},
+		{"config not a map", []string{"--set", "config=guard"}, []string{schema, "/config", "got string, want object"}},
+		{"serviceMonitor without metrics", []string{"--set", "metrics.serviceMonitor.enabled=true"}, []string{"metrics.serviceMonitor.enabled true needs metrics.enabled true"}},
+		{
+			"metricsAddress with metrics.enabled",
+			[]string{"--set", "metrics.enabled=true", "--set", "config.metricsAddress=127.0.0.1:1"},
+			[]string{`config.metricsAddress "127.0.0.1:1"`, `":9767" from metrics.port`},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			files, err := manifests.Template(context.Background(), root, tc.args...)
+			if err == nil {
+				t.Fatalf("rendered %d files, want an error", len(files))
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// render renders the chart with args and strictly decodes the one object
+// of type T in template file.
+func render[T any](t *testing.T, file string, args ...string) *T {
+	t.Helper()
+	files, err := manifests.Template(context.Background(), root, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, ok := files[file]
+	if !ok {
+		t.Fatalf("%v renders no %s", args, file)
+	}
+	obj := new(T)
+	if err := sigsyaml.UnmarshalStrict(data, obj); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return obj
+}
+
+// The config value reaches config.yaml as the plugin reads it: the
+// defaults render the built-in defaults, a changed key is changed, and
+// metrics.enabled adds a metricsAddress the plugin accepts.
+func TestChartConfig(t *testing.T) {
+	needGo(t)
+	parse := func(args ...string) (config.Config, string) {
+		t.Helper()
+		cm := render[corev1.ConfigMap](t, "configmap.yaml", args...)
+		text := cm.Data["config.yaml"]
+		cfg, err := config.Parse(strings.NewReader(text))
+		if err != nil {
+			t.Fatalf("%v: the plugin refuses the rendered config: %v\n%s", args, err, text)
+		}
+		return cfg, text
+	}
+	def, text := parse()
+	if !equalYAML(t, def, config.Default()) || !strings.Contains(text, "every key below is the built-in default") {
+		t.Errorf("default values: config %+v is not the built-in defaults, or lacks the defaults' header:\n%s", def, text)
+	}
+	cfg, text := parse("--set", "config.guard=warn", "--set", "config.maxDepth=7", "--set", "metrics.enabled=true", "--set", "metrics.port=9100")
+	want := config.Default()
+	want.Guard, want.MaxDepth, want.MetricsAddress = "warn", 7, ":9100"
+	if !equalYAML(t, cfg, want) {
+		t.Errorf("config %+v, want %+v", cfg, want)
+	}
+	if strings.Contains(text, "every key below is the built-in default") {
+		t.Errorf("a changed config keeps the defaults' header:\n%s", text)
+	}
+	ds := render[appsv1.DaemonSet](t, "daemonset.yaml", "--set", "metrics.enabled=true", "--set", "metrics.port=9100")
+	ports := ds.Spec.Template.Spec.Containers[0].Ports
+	if len(ports) != 1 || ports[0].Name != "metrics" || ports[0].ContainerPort != 9100 {
+		t.Errorf("ports %+v, want metrics 9100", ports)
+	}
+	// The plugin, not the chart, refuses a bad key or value, naming it.
+	for _, tc := range []struct{ set, want string }{
+		{"config.guardMode=warn", "guardMode"},
+		{"config.guard=audit", `guard: "audit"`},
+		{"config.maxDepth=deep", "maxDepth"},
+	} {
+		cm := render[corev1.ConfigMap](t, "configmap.yaml", "--set", tc.set)
+		if _, err := config.Parse(strings.NewReader(cm.Data["config.yaml"])); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--set %s: the plugin's config.Parse says %v, want an error naming %s", tc.set, err, tc.want)
+		}
+	}
+}
+
+func equalYAML(t *testing.T, a, b config.Config) bool {
+	t.Helper()
+	ya, erra := sigsyaml.Marshal(a)
+	yb, errb := sigsyaml.Marshal(b)
+	if err := errors.Join(erra, errb); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Equal(ya, yb)
+}
+
+// nodeLabel.enabled false renders no account, RBAC or policy, and the pod
+// gets no token and no NODE_NAME.
+func TestChartNodeLabelOff(t *testing.T) {
+	needGo(t)
+	files, err := manifests.Template(context.Background(), root, "--set", "nodeLabel.enabled=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"node-label-rbac.yaml", "node-label-policy.yaml"} {
+		if _, ok := files[f]; ok {
+			t.Errorf("%s rendered with nodeLabel.enabled false", f)
+		}
+	}
+	ds := render[appsv1.DaemonSet](t, "daemonset.yaml", "--set", "nodeLabel.enabled=false")
+	spec := ds.Spec.Template.Spec
+	if spec.ServiceAccountName != "" || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Errorf("serviceAccountName %q automountServiceAccountToken %v, want none and false", spec.ServiceAccountName, spec.AutomountServiceAccountToken)
+	}
+	if len(spec.Containers[0].Env) != 0 {
+		t.Errorf("env %+v, want none", spec.Containers[0].Env)
+	}
+}
+
+// The scheduling values reach the pod template.
+func TestChartScheduling(t *testing.T) {
+	needGo(t)
+	ds := render[appsv1.DaemonSet](t, "daemonset.yaml",
+		"--set", "nodeSelector.cgdelegate\\.io/pool=a", "--set-json", `tolerations=[{"key":"x","operator":"Equal","value":"y","effect":"NoSchedule"}]`,
+		"--set", "priorityClassName=", "--set", "image.repository=registry.example/cgd", "--set", "image.tag=v1",
+		"--set", "resources.plugin.limits.memory=1Gi")
+	spec := ds.Spec.Template.Spec
+	if spec.NodeSelector["cgdelegate.io/pool"] != "a" || len(spec.NodeSelector) != 1 {
+		t.Errorf("nodeSelector %v", spec.NodeSelector)
+	}
+	if len(spec.Tolerations) != 1 || spec.Tolerations[0].Key != "x" || spec.Tolerations[0].Effect != corev1.TaintEffectNoSchedule {
+		t.Errorf("tolerations %+v", spec.Tolerations)
+	}
+	if spec.PriorityClassName != "" {
+		t.Errorf("priorityClassName %q, want none", spec.PriorityClassName)
+	}
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		if c.Image != "registry.example/cgd:v1" {
+			t.Errorf("container %s: image %q", c.Name, c.Image)
+		}
+	}
+	if m := spec.Containers[0].Resources.Limits.Memory().String(); m != "1Gi" {
+		t.Errorf("memory limit %s, want 1Gi", m)
+	}
+}
+
+// The ServiceMonitor scrapes the Service's metrics port, which selects the
+// plugin's pods.
+func TestChartServiceMonitor(t *testing.T) {
+	needGo(t)
+	args := []string{
+		"--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.interval=30s",
+		"--set", "metrics.serviceMonitor.labels.release=prometheus",
+	}
+	files, err := manifests.Template(context.Background(), root, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(files["servicemonitor.yaml"]), "\n---\n")
+	if len(docs) != 2 {
+		t.Fatalf("servicemonitor.yaml: %d documents, want a Service and a ServiceMonitor", len(docs))
+	}
+	var svc corev1.Service
+	if err := sigsyaml.UnmarshalStrict([]byte(docs[0]), &svc); err != nil {
+		t.Fatal(err)
+	}
+	// No ServiceMonitor type in the module: the fields the Prometheus
+	// Operator reads.
+	var sm struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Namespace string            `json:"namespace"`
+			Labels    map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Spec struct {
+			Selector struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			} `json:"selector"`
+			Endpoints []struct {
+				Port     string `json:"port"`
+				Path     string `json:"path"`
+				Interval string `json:"interval"`
+			} `json:"endpoints"`
+		} `json:"spec"`
+	}
+	if err := sigsyaml.Unmarshal([]byte(docs[1]), &sm); err != nil {
+		t.Fatal(err)
+	}
+	ds := render[appsv1.DaemonSet](t, "daemonset.yaml", args...)
+	for k, v := range svc.Spec.Selector {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("Service selector %v does not select the pod's labels %v", svc.Spec.Selector, ds.Spec.Template.Labels)
+		}
+	}
+	for k, v := range sm.Spec.Selector.MatchLabels {
+		if svc.Labels[k] != v {
+			t.Errorf("ServiceMonitor selector %v does not select the Service's labels %v", sm.Spec.Selector.MatchLabels, svc.Labels)
+		}
+	}
+	if sm.APIVersion != "monitoring.coreos.com/v1" || sm.Kind != "ServiceMonitor" || sm.Metadata.Namespace != manifests.Namespace ||
+		sm.Metadata.Labels["release"] != "prometheus" || len(sm.Spec.Endpoints) != 1 ||
+		sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].Path != "/metrics" || sm.Spec.Endpoints[0].Interval != "30s" {
+		t.Errorf("ServiceMonitor %+v", sm)
+	}
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9767 || svc.Spec.Ports[0].TargetPort.StrVal != "metrics" {
+		t.Errorf("Service ports %+v, want 9767 to the pod's metrics port", svc.Spec.Ports)
+	}
+	if _, ok := files["servicemonitor.yaml"]; !ok {
+		t.Error("no servicemonitor.yaml")
+	}
+	def, err := manifests.Template(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := def["servicemonitor.yaml"]; ok {
+		t.Error("the default values render a ServiceMonitor")
+	}
+}

@@ -1,0 +1,209 @@
+package advert
+
+// A minimal Kubernetes API client for the one call the node label needs: a
+// JSON merge patch of the plugin's own Node. It speaks plain HTTPS with the
+// pod's service-account token, so the module needs no client library.
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Environment variables read for the in-cluster API address and the node.
+const (
+	EnvServiceHost = "KUBERNETES_SERVICE_HOST"
+	EnvServicePort = "KUBERNETES_SERVICE_PORT"
+	// EnvNodeName names the plugin's node; the DaemonSet sets it from the
+	// downward API (spec.nodeName).
+	EnvNodeName = "NODE_NAME"
+)
+
+// Files in the service-account directory.
+const (
+	tokenFile = "token"
+	caFile    = "ca.crt"
+)
+
+// requestTimeout bounds one API request, connection included.
+const requestTimeout = 10 * time.Second
+
+// maxErrorBody caps how much of an error response is read.
+const maxErrorBody = 64 << 10
+
+// APIError is a response from the API server other than 2xx. Message is
+// the API's Status message when the body is one (an admission policy's
+// refusal, a missing RBAC rule), otherwise the start of the body.
+type APIError struct {
+	Method, Path string
+	// Code is the HTTP status code.
+	Code int
+	// Reason is the Status reason ("Forbidden", "Invalid"), if any.
+	Reason  string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.Code)
+	}
+	return fmt.Sprintf("%s %s: HTTP %d: %s", e.Method, e.Path, e.Code, msg)
+}
+
+// kubeClient talks to the API server as the pod's service account.
+type kubeClient struct {
+	base      string // https://host:port
+	tokenPath string
+	http      *http.Client
+}
+
+// inClusterEnv is what an in-cluster client needs, found or not.
+type inClusterEnv struct {
+	host, port, node string
+	token, ca        string // file paths
+	// missing names what is not there (not in a pod); bad, what is there
+	// but wrong.
+	missing, bad []string
+}
+
+// lookInCluster reads the environment (through getenv) and checks the
+// service-account files in saDir, naming everything that is missing.
+func lookInCluster(getenv func(string) string, saDir string) inClusterEnv {
+	e := inClusterEnv{
+		host:  getenv(EnvServiceHost),
+		port:  getenv(EnvServicePort),
+		node:  getenv(EnvNodeName),
+		token: filepath.Join(saDir, tokenFile),
+		ca:    filepath.Join(saDir, caFile),
+	}
+	for _, v := range []struct{ name, value string }{
+		{EnvNodeName, e.node}, {EnvServiceHost, e.host}, {EnvServicePort, e.port},
+	} {
+		if v.value == "" {
+			e.missing = append(e.missing, "$"+v.name+" is not set")
+		}
+	}
+	if n, err := strconv.ParseUint(e.port, 10, 16); e.port != "" && (err != nil || n == 0) {
+		e.bad = append(e.bad, fmt.Sprintf("$%s: %q is not a port number from 1 to 65535", EnvServicePort, e.port))
+	}
+	if strings.Contains(e.node, "/") {
+		e.bad = append(e.bad, fmt.Sprintf("$%s: %q is not a node name", EnvNodeName, e.node))
+	}
+	for _, p := range []string{e.token, e.ca} {
+		if _, err := os.Stat(p); err != nil {
+			e.missing = append(e.missing, err.Error())
+		}
+	}
+	return e
+}
+
+// newKubeClient builds a client for e; the CA is read now, the token on
+// every request.
+func newKubeClient(e inClusterEnv) (*kubeClient, error) {
+	pem, err := os.ReadFile(e.ca)
+	if err != nil {
+		return nil, fmt.Errorf("read the cluster CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("cluster CA %s: no PEM certificate in it", e.ca)
+	}
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout: requestTimeout,
+		IdleConnTimeout:     90 * time.Second,
+		MaxIdleConns:        2,
+	}
+	return &kubeClient{
+		base:      "https://" + net.JoinHostPort(e.host, e.port),
+		tokenPath: e.token,
+		http:      &http.Client{Transport: tr, Timeout: requestTimeout},
+	}, nil
+}
+
+// nodePath is the API path of a Node.
+func nodePath(node string) string { return "/api/v1/nodes/" + url.PathEscape(node) }
+
+// labelPatch is the merge patch that sets key to value, or removes it when
+// value is nil.
+func labelPatch(key string, value *string) []byte {
+	patch := map[string]any{"metadata": map[string]any{"labels": map[string]any{key: value}}}
+	b, err := json.Marshal(patch)
+	if err != nil {
+		panic(fmt.Sprintf("advert: marshal a label patch: %v", err)) // a map of strings always marshals
+	}
+	return b
+}
+
+// patchNode sends a JSON merge patch to the Node named node.
+func (c *kubeClient) patchNode(ctx context.Context, node string, patch []byte) error {
+	return c.do(ctx, http.MethodPatch, nodePath(node), "application/merge-patch+json", patch)
+}
+
+// do sends one request with a freshly read bearer token and turns a non-2xx
+// answer into an *APIError.
+func (c *kubeClient) do(ctx context.Context, method, path, contentType string, body []byte) error {
+	raw, err := os.ReadFile(c.tokenPath)
+	if err != nil {
+		return fmt.Errorf("read the service-account token: %w", err)
+	}
+	token := strings.TrimSpace(string(raw))
+	if token == "" {
+		return fmt.Errorf("service-account token %s is empty", c.tokenPath)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		return nil
+	}
+	return apiError(method, path, resp)
+}
+
+// apiError reads a failed response: the API's Status, or the body's start.
+func apiError(method, path string, resp *http.Response) error {
+	e := &APIError{Method: method, Path: path, Code: resp.StatusCode}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if err != nil {
+		return errors.Join(e, fmt.Errorf("read the error body: %w", err))
+	}
+	var st struct {
+		Kind    string `json:"kind"`
+		Message string `json:"message"`
+		Reason  string `json:"reason"`
+	}
+	if json.Unmarshal(b, &st) == nil && st.Kind == "Status" {
+		e.Message, e.Reason = st.Message, st.Reason
+		return e
+	}
+	e.Message = strings.TrimSpace(string(b))
+	if len(e.Message) > 512 {
+		e.Message = e.Message[:512] + "..."
+	}
+	return e
+}

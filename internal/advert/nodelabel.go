@@ -1,0 +1,306 @@
+package advert
+
+// The node label: the same advertisement as the feature file, put on the
+// plugin's own Node object through the API, for clusters without NFD.
+// FeatureLabel is "true" while the node supports writable cgroups and absent
+// otherwise, and removed when the plugin stops. Set never blocks: the
+// patches go out from Run, retried with backoff.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/status"
+)
+
+// Retry and resync timing for the node label.
+const (
+	labelRetryMin = time.Second
+	labelRetryMax = 2 * time.Minute
+	// labelResync re-sends the wanted state this often even when nothing
+	// changed, so a label removed or a Node recreated behind the plugin's
+	// back comes back. An unchanged merge patch writes nothing.
+	labelResync = 10 * time.Minute
+)
+
+// labelState is a state of the label on the Node.
+type labelState int
+
+const (
+	stateUnknown labelState = iota
+	stateSet
+	stateRemoved
+)
+
+// value is the label value the state stands for, nil for no label.
+func (s labelState) value() *string {
+	if s != stateSet {
+		return nil
+	}
+	v := strconv.FormatBool(true) // as the feature file writes it
+	return &v
+}
+
+func (s labelState) String() string {
+	switch s {
+	case stateSet:
+		return "true"
+	case stateRemoved:
+		return "absent"
+	default:
+		return "unknown"
+	}
+}
+
+// LabelResult is the outcome of the last request about the node label.
+type LabelResult = status.NodeLabel
+
+// NodeLabeler keeps FeatureLabel on the plugin's own Node.
+type NodeLabeler struct {
+	client *kubeClient
+	node   string
+	log    *slog.Logger
+	// retryMin and retryMax bound the backoff; resync is labelResync.
+	retryMin, retryMax, resync time.Duration
+
+	// sem holds one request at a time, so a withdrawal is never overtaken
+	// by a patch that was already on its way.
+	sem  chan struct{}
+	wake chan struct{}
+
+	mu        sync.Mutex
+	want      labelState
+	applied   labelState
+	withdrawn bool
+	last      LabelResult
+}
+
+// NewNodeLabeler returns the node labeler that cfg.NodeLabel asks for, or
+// nil when there is none: nodeLabel off, or auto outside a pod that can
+// reach the API (logged at info, naming what is missing). With nodeLabel
+// on, a missing $NODE_NAME, API address, token or CA is an error naming
+// each. A malformed $KUBERNETES_SERVICE_PORT or $NODE_NAME is an error in
+// both modes. getenv reads the environment (os.Getenv).
+func NewNodeLabeler(cfg config.Config, getenv func(string) string, log *slog.Logger) (*NodeLabeler, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.NodeLabel == config.NodeLabelOff {
+		return nil, nil
+	}
+	env := lookInCluster(getenv, cfg.ServiceAccountDir)
+	if len(env.bad) > 0 {
+		return nil, fmt.Errorf("nodeLabel: %q: %s", cfg.NodeLabel, strings.Join(env.bad, "; "))
+	}
+	if len(env.missing) > 0 {
+		why := strings.Join(env.missing, "; ")
+		if cfg.NodeLabel == config.NodeLabelOn {
+			return nil, fmt.Errorf("nodeLabel: %q needs the Kubernetes API from a pod, but %s", cfg.NodeLabel, why)
+		}
+		log.Info("no node label: not in a pod that can reach the Kubernetes API (nodeLabel: auto)", "label", FeatureLabel, "missing", why)
+		return nil, nil
+	}
+	c, err := newKubeClient(env)
+	if err != nil {
+		return nil, fmt.Errorf("nodeLabel: %w", err)
+	}
+	log.Info("the node advertisement is also a label on the Node", "node", env.node, "label", FeatureLabel, "api", c.base)
+	return &NodeLabeler{
+		client:   c,
+		node:     env.node,
+		log:      log.With("node", env.node, "label", FeatureLabel),
+		retryMin: labelRetryMin,
+		retryMax: labelRetryMax,
+		resync:   labelResync,
+		sem:      make(chan struct{}, 1),
+		wake:     make(chan struct{}, 1),
+	}, nil
+}
+
+// Node is the Node object's name.
+func (l *NodeLabeler) Node() string { return l.node }
+
+// Set asks for the label to say supported: set to "true", or removed. It
+// returns at once; Run sends the patch. After Withdraw it does nothing.
+func (l *NodeLabeler) Set(supported bool) {
+	want := stateRemoved
+	if supported {
+		want = stateSet
+	}
+	l.mu.Lock()
+	changed := !l.withdrawn && l.want != want
+	if changed {
+		l.want = want
+	}
+	l.mu.Unlock()
+	if changed {
+		l.poke()
+	}
+}
+
+// poke wakes Run without blocking.
+func (l *NodeLabeler) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Result is the outcome of the last request.
+func (l *NodeLabeler) Result() LabelResult {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
+}
+
+// Run sends the wanted state whenever it changes, retrying a failure with
+// backoff, and re-sends it every resync period, until ctx is done.
+func (l *NodeLabeler) Run(ctx context.Context) error {
+	resync := time.NewTicker(l.resync)
+	defer resync.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.wake:
+		case <-resync.C:
+			l.mu.Lock()
+			l.applied = stateUnknown
+			l.mu.Unlock()
+		}
+		l.converge(ctx)
+	}
+}
+
+// pending is the state to send, if the API does not have it yet.
+func (l *NodeLabeler) pending() (labelState, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.want, !l.withdrawn && l.want != stateUnknown && l.want != l.applied
+}
+
+// converge sends the wanted state until the API has it, backing off after
+// each failure; a new wanted state is sent at once. It returns when ctx is
+// done.
+func (l *NodeLabeler) converge(ctx context.Context) {
+	delay := l.retryMin
+	for attempt := 1; ; attempt++ {
+		want, ok := l.pending()
+		if !ok {
+			return
+		}
+		err := l.apply(ctx, want)
+		if err == nil {
+			delay, attempt = l.retryMin, 0
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		l.log.Warn("cannot update the node label; retrying", append(errAttrs(err),
+			"want", want.String(), "attempt", attempt, "retryIn", delay)...)
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.wake:
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, l.retryMax)
+	}
+}
+
+// apply sends one patch for want and records the outcome.
+func (l *NodeLabeler) apply(ctx context.Context, want labelState) error {
+	if err := l.acquire(ctx); err != nil {
+		return err
+	}
+	defer l.release()
+	l.mu.Lock()
+	withdrawn := l.withdrawn
+	l.mu.Unlock()
+	if withdrawn {
+		return nil
+	}
+	err := l.send(ctx, want)
+	if err == nil {
+		if want == stateSet {
+			l.log.Info("node label set", "value", *want.value())
+		} else {
+			l.log.Info("node label removed: the node does not support writable cgroups")
+		}
+	}
+	return err
+}
+
+// Withdraw removes the label and stops every later Set, bounded by ctx.
+// Call it when the plugin stops.
+func (l *NodeLabeler) Withdraw(ctx context.Context) error {
+	l.mu.Lock()
+	l.withdrawn = true
+	l.mu.Unlock()
+	if err := l.acquire(ctx); err != nil {
+		return fmt.Errorf("remove label %s from node %q: %w", FeatureLabel, l.node, err)
+	}
+	defer l.release()
+	l.mu.Lock()
+	gone := l.applied == stateRemoved
+	l.mu.Unlock()
+	if gone {
+		return nil
+	}
+	if err := l.send(ctx, stateRemoved); err != nil {
+		return fmt.Errorf("remove label %s from node %q: %w", FeatureLabel, l.node, err)
+	}
+	l.log.Info("node label withdrawn")
+	return nil
+}
+
+// send patches the Node to want and records the result. The caller holds
+// the semaphore.
+func (l *NodeLabeler) send(ctx context.Context, want labelState) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	err := l.client.patchNode(ctx, l.node, labelPatch(FeatureLabel, want.value()))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.last = LabelResult{Node: l.node, Want: want.String(), Applied: err == nil, At: time.Now().UTC()}
+	if err != nil {
+		l.last.Error = err.Error()
+		l.applied = stateUnknown
+		return err
+	}
+	l.applied = want
+	return nil
+}
+
+func (l *NodeLabeler) acquire(ctx context.Context) error {
+	select {
+	case l.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *NodeLabeler) release() { <-l.sem }
+
+// errAttrs are the log attributes of a failed request: the HTTP status and
+// the API's reason when the API answered, and the error (with the API's
+// message).
+func errAttrs(err error) []any {
+	attrs := []any{"error", err}
+	if ae, ok := errors.AsType[*APIError](err); ok {
+		attrs = append(attrs, "status", ae.Code)
+		if ae.Reason != "" {
+			attrs = append(attrs, "reason", ae.Reason)
+		}
+	}
+	return attrs
+}
