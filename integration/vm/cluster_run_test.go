@@ -103,9 +103,10 @@ func (b *builder) etcd(ctx context.Context) (string, error) {
 // repository; the guest finds it at guestChart.
 const chartDir = "contrib/helm/cgdelegate"
 
-// helm builds the helm command at the version go.mod pins as a tool
-// (`go tool helm` in make test runs the same), for the guest, cached by
-// that version.
+// helm is the helm command of go.mod's tool directive, built as `make
+// chart` builds it (CGO_ENABLED=0 go tool helm: the same binary, from the
+// Go build cache when make test has run), copied into the cache under its
+// version for the guest.
 func (b *builder) helm(ctx context.Context) (string, error) {
 	out, err := b.run(ctx, b.repo, nil, "go", "list", "-m", "-f", "{{.Version}}", "helm.sh/helm/v4")
 	if err != nil {
@@ -113,9 +114,17 @@ func (b *builder) helm(ctx context.Context) (string, error) {
 	}
 	version := strings.TrimSpace(string(out))
 	dir, err := b.cached("helm/"+version, func(tmp string) error {
-		_, err := b.run(ctx, b.repo, []string{"CGO_ENABLED=0", "GOFLAGS=-buildvcs=false"},
-			"go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(tmp, "helm"), "helm.sh/helm/v4/cmd/helm")
-		return err
+		out, err := b.run(ctx, b.repo, []string{"CGO_ENABLED=0"}, "go", "tool", "-n", "helm")
+		if err != nil {
+			return fmt.Errorf("helm: %w", err)
+		}
+		// The path is the last line (go may print downloads before it).
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		built, err := os.ReadFile(lines[len(lines)-1])
+		if err != nil {
+			return fmt.Errorf("helm: %w", err)
+		}
+		return os.WriteFile(filepath.Join(tmp, "helm"), built, 0o755)
 	})
 	if err != nil {
 		return "", err
