@@ -76,14 +76,16 @@ func helmCmd(ctx context.Context, args ...string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// helmValues are the --set arguments of the cluster's install: the
-// imported image, and CPU pinning with CPU 0 reserved (the resize
-// scenario's pinned pod gets another), as pluginConfigYAML configures the
-// external plugin of the Cluster variants.
-func helmValues(repo, tag string) []string {
+// chartImage is the image the chart runs by default, the one `make image
+// IMAGE_TAG=dev` writes.
+const chartImage = "ghcr.io/cgdelegate/cgdelegate:dev"
+
+// helmValues are the --set arguments of the cluster's install: CPU
+// pinning with CPU 0 reserved (the resize scenario's pinned pod gets
+// another), as pluginConfigYAML configures the external plugin of the
+// Cluster variants, and a namespace allowed by name.
+func helmValues() []string {
 	return []string{
-		"--set", "image.repository=" + repo,
-		"--set", "image.tag=" + tag,
 		"--set", "config.cpuPinning=true",
 		"--set-string", "config.reservedCPUs=0",
 		"--set", "admissionPolicy.allowedNamespaces={" + allowedByName + "}",
@@ -121,9 +123,13 @@ func (e *guestEnv) installChart(ctx context.Context) (*helmInstall, error) {
 	if err != nil {
 		return nil, err
 	}
-	i := strings.LastIndex(imported, ":")
-	repo, tag := imported[:i], imported[i+1:]
-	h := &helmInstall{image: imported, args: append(helmValues(repo, tag), "--namespace", helmNamespace, "--wait", "--timeout", helmInstallTimeout.String())}
+	// The harness's image is named for its version; README's is :dev.
+	if imported != chartImage {
+		if _, err := e.ctr(ctx, "images", "tag", imported, chartImage); err != nil {
+			return nil, err
+		}
+	}
+	h := &helmInstall{image: chartImage, args: append([]string{"--namespace", helmNamespace, "--wait", "--timeout", helmInstallTimeout.String()}, helmValues()...)}
 	from := fileSize(e.paths.ContainerdLog)
 	start := time.Now()
 	out, err := helmCmd(ctx, append([]string{"install", helmRelease, guestChart}, h.args...)...)
@@ -223,7 +229,7 @@ func clusterHelmInstall(t *testing.T, e *guestEnv) {
 		t.Errorf("pod %s: owners %v, want the DaemonSet %s", p.Name, p.OwnerReferences, helmRelease)
 	}
 	if img := p.Spec.Containers[0].Image; img != h.image {
-		t.Errorf("pod %s runs image %s, want the imported %s", p.Name, img, h.image)
+		t.Errorf("pod %s runs image %s, want the chart's %s", p.Name, img, h.image)
 	}
 	// Placed by the scheduler (the DaemonSet controller only sets a node
 	// affinity): its Scheduled event comes from default-scheduler.
