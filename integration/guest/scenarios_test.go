@@ -51,6 +51,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.ClusterHelmInstall:              clusterHelmInstall,
 	variant.ClusterAdmissionPolicy:          clusterAdmissionPolicy,
 	variant.ClusterNodeLabel:                clusterNodeLabel,
+	variant.ClusterHelmUpgrade:              clusterHelmUpgrade,
 	variant.ClusterResizeUnpinned:           clusterResizeUnpinned,
 }
 

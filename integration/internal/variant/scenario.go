@@ -156,6 +156,12 @@ const (
 	// token, stolen, can neither label another Node nor change anything
 	// else on its own.
 	ClusterNodeLabel Scenario = "ClusterNodeLabel"
+	// ClusterHelmUpgrade (issue 20, c): helm upgrade to another image
+	// while a writable and a pinned pod run: they keep their delegation
+	// and CPUs; a fail-closed writable pod created while no plugin runs
+	// waits and starts once the new one is up; plain pods start
+	// throughout; the window is reported.
+	ClusterHelmUpgrade Scenario = "ClusterHelmUpgrade"
 	// ClusterResizeUnpinned (issue 22): with CPU pinning on, an ordinary
 	// Burstable pod is resized in place three times (kubectl patch
 	// --subresource resize: CPU limit up, CPU limit down, memory limit up)
@@ -179,7 +185,7 @@ var scenarios = []Scenario{
 	Demo,
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 	KubeletPinningOracle,
-	ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterResizeUnpinned,
+	ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned,
 }
 
 // AllScenarios returns every scenario the guest implements.

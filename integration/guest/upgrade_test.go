@@ -1,0 +1,199 @@
+//go:build integration_guest
+
+package guest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
+)
+
+// nextImage is the image helm upgrade rolls to: the same binaries under
+// another tag, as a new release would be.
+const nextImage = "ghcr.io/cgdelegate/cgdelegate:next"
+
+// pluginGone and pluginBack match containerd's log lines for cgdelegate's
+// connection closing and a (new) one synchronized.
+func pluginGone(l string) bool {
+	return strings.Contains(l, "connection to plugin") && strings.Contains(l, "cgdelegate") && strings.Contains(l, "closed")
+}
+
+func pluginBack(l string) bool {
+	return strings.Contains(l, "cgdelegate") && strings.Contains(l, "connected and synchronized")
+}
+
+// clusterHelmUpgrade (issue 20, c): `helm upgrade` to another image while
+// a writable pod and a pinned pod run. The DaemonSet rolls its pod; in the
+// window without a plugin, a pod asking for a writable cgroup and
+// requiring the plugin (fail closed) waits and starts, delegated, once
+// the new plugin is up; pods that ask for nothing start throughout; the
+// running pods keep their delegation and their CPUs. It reports the
+// window (the old plugin's connection closed to the new one
+// synchronized) and how long the waiting pod waited.
+func clusterHelmUpgrade(t *testing.T, e *guestEnv) {
+	e.requireHelmPlugin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	t.Cleanup(e.pluginLogFrom(t))
+
+	// The running workloads.
+	ns := admissionNamespace(t, ctx, "upgrade")
+	keep := admissionPod("keep", ns, true)
+	pinned := loadPod(t, "cluster-pinned.yaml")
+	pinned.Name = "upgrade-pinned"
+	for _, p := range []*corev1.Pod{keep, pinned} {
+		if _, err := applyObject(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { deletePods(t, clusterNamespace, pinned.Name) })
+	kp := waitNamespacedPod(ctx, t, ns, keep.Name, "work", 4*time.Minute)
+	pp := waitNamespacedPod(ctx, t, clusterNamespace, pinned.Name, "exclusive", 4*time.Minute)
+	w := e.kubeletContainer(ctx, t, kp, "work")
+	shOK(ctx, t, w, "mkdir /sys/fs/cgroup/keep && echo kept > /tmp/marker")
+	pinnedCg := e.clusterContainerCgroup(t, pp, "exclusive")
+	var before cpuset.CPUSet
+	if err := poll(ctx, 250*time.Millisecond, func() (bool, error) {
+		s, err := cpuset.Parse(readCgroupFile(t, pinnedCg, "cpuset.cpus.effective"))
+		before = s
+		return err == nil && s.Size() == 1, nil
+	}); err != nil {
+		t.Fatalf("pinned container: cpus %s, want one exclusive CPU: %v", before, err)
+	}
+
+	// The upgrade, in the background.
+	if _, err := e.ctr(ctx, "images", "tag", chartImage, nextImage); err != nil {
+		t.Fatal(err)
+	}
+	from := fileSize(e.paths.ContainerdLog)
+	started := time.Now()
+	upgradeDone := make(chan error, 1)
+	go func() {
+		_, err := helmCmd(ctx, "upgrade", helmRelease, guestChart, "--namespace", helmNamespace, "--reuse-values",
+			"--set", "image.tag=next", "--wait", "--timeout", helmInstallTimeout.String())
+		upgradeDone <- err
+	}()
+
+	// Pods that ask for nothing, one every few seconds until the new
+	// plugin is up: each must start.
+	var plainMu sync.Mutex
+	var plain []string
+	stopPlain := make(chan struct{})
+	plainDone := make(chan struct{})
+	go func() {
+		defer close(plainDone)
+		for i := 0; ; i++ {
+			p := admissionPod(fmt.Sprintf("during-%d", i), clusterNamespace, false)
+			if _, err := applyObject(ctx, p); err != nil {
+				t.Errorf("pod %s during the upgrade: %v", p.Name, err)
+			} else {
+				plainMu.Lock()
+				plain = append(plain, p.Name)
+				plainMu.Unlock()
+			}
+			select {
+			case <-stopPlain:
+				return
+			case <-time.After(3 * time.Second):
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		plainMu.Lock()
+		defer plainMu.Unlock()
+		deletePods(t, clusterNamespace, plain...)
+	})
+
+	// The window: the old plugin gone, then a writable pod requiring it.
+	alive := func() error { return nil }
+	if err := waitLog(ctx, e.paths.ContainerdLog, from, 6*time.Minute, pluginGone, alive); err != nil {
+		t.Fatalf("the old plugin's connection never closed: %v\n%s", err, e.describeDaemonSet(ctx))
+	}
+	gone := time.Now()
+	waiting := admissionPod("waits", ns, true)
+	if _, err := applyObject(ctx, waiting); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitLog(ctx, e.paths.ContainerdLog, from, 6*time.Minute, pluginBack, alive); err != nil {
+		t.Fatalf("the new plugin never connected: %v\n%s", err, e.describeDaemonSet(ctx))
+	}
+	window := time.Since(gone)
+	close(stopPlain)
+	<-plainDone
+	if err := <-upgradeDone; err != nil {
+		t.Fatalf("%v\n%s", err, e.describeDaemonSet(ctx))
+	}
+	upgraded := time.Since(started)
+
+	wp := waitNamespacedPod(ctx, t, ns, waiting.Name, "work", 4*time.Minute)
+	waited := time.Since(gone)
+	assertWritableMount(ctx, t, e.kubeletContainer(ctx, t, wp, "work"))
+
+	pods, err := dsPods(ctx)
+	if err != nil || len(pods) != 1 || pods[0].Spec.Containers[0].Image != nextImage || !kubelet.Running(&pods[0], dsPluginContainer) {
+		t.Errorf("after the upgrade the DaemonSet's pods are %d (%v), want one running %s\n%s", len(pods), err, nextImage, e.describeDaemonSet(ctx))
+	}
+	plainMu.Lock()
+	names := append([]string(nil), plain...)
+	plainMu.Unlock()
+	for _, name := range names {
+		waitNamespacedPod(ctx, t, clusterNamespace, name, "work", 3*time.Minute)
+	}
+
+	// The running pods kept everything.
+	if out := shOK(ctx, t, w, "cat /tmp/marker; mkdir /sys/fs/cgroup/keep/again && echo ok"); !strings.Contains(out, "kept") || !strings.Contains(out, "ok") {
+		t.Errorf("the writable pod lost its delegated cgroup across the upgrade: %q", out)
+	}
+	assertWritableMount(ctx, t, w)
+	if after, err := cpuset.Parse(readCgroupFile(t, pinnedCg, "cpuset.cpus.effective")); err != nil || !after.Equals(before) {
+		t.Errorf("the pinned container's CPUs changed across the upgrade: %s -> %s (%v)", before, after, err)
+	}
+	t.Logf("upgrade: %s; plugin window %s; the fail-closed pod ran %s after the old plugin left; %d plain pods started during it",
+		upgraded.Round(100*time.Millisecond), window.Round(100*time.Millisecond), waited.Round(100*time.Millisecond), len(names))
+	clusterMetric(t, "ClusterHelmUpgrade", "cluster_helm_upgrade", map[string]float64{
+		"upgrade_seconds": seconds(upgraded), "plugin_window_seconds": seconds(window),
+		"failclosed_pod_running_seconds": seconds(waited), "plain_pods": float64(len(names)),
+	})
+}
+
+// admissionNamespace creates a namespace labelled to allow writable
+// cgroups, deleted when the test ends, and returns its name.
+func admissionNamespace(t *testing.T, ctx context.Context, name string) string {
+	t.Helper()
+	ns := &corev1.Namespace{}
+	ns.APIVersion, ns.Kind, ns.Name = "v1", "Namespace", name
+	ns.Labels = map[string]string{"cgdelegate.io/writable-cgroups": "allowed"}
+	if _, err := applyObject(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := kubectl(ctx, nil, "delete", "namespace", name, "--wait=true", "--timeout=90s"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return name
+}
+
+// deletePods deletes pods of namespace and waits for them to go.
+func deletePods(t *testing.T, namespace string, names ...string) {
+	t.Helper()
+	if len(names) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := append([]string{"-n", namespace, "delete", "pod"}, names...)
+	if _, err := kubectl(ctx, nil, append(args, "--wait=true", "--timeout=90s")...); err != nil {
+		t.Errorf("cleanup: %v", err)
+	}
+}
