@@ -14,6 +14,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -116,6 +119,9 @@ func (e *guestEnv) startClusterKubelet() (*clusterEnv, error) {
 		return nil, fmt.Errorf("service account %s/default never appeared (is kube-controller-manager running?): %w", clusterNamespace, err)
 	}
 	c.serviceAccountWait = time.Since(saStart)
+	if err := e.serveKubernetesService(ctx); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -527,4 +533,70 @@ func (e *guestEnv) clusterResizePinnedRefused(ctx context.Context, t *testing.T,
 		return podCondition(p, corev1.PodResizeInProgress) == nil && podCondition(p, corev1.PodResizePending) == nil
 	})
 	return took
+}
+
+// kubernetesService is the ClusterIP and port of the default namespace's
+// kubernetes Service (integration/vm: the API server's
+// --service-cluster-ip-range and its serving certificate's SAN), which the
+// kubelet gives every pod as KUBERNETES_SERVICE_HOST and _PORT.
+const kubernetesService = "10.96.0.1:443"
+
+// serveKubernetesService does for the kubernetes Service what kube-proxy
+// does on a node: connections to its ClusterIP reach the API server. The
+// VM has no kube-proxy (nor iptables), so the ClusterIP goes on lo and a
+// proxy in this process forwards each connection to the API server the
+// admin kubeconfig names. Pods on the host network (cgdelegate's) reach
+// the API as in-cluster clients do.
+func (e *guestEnv) serveKubernetesService(ctx context.Context) error {
+	server, err := kubectl(ctx, nil, "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
+	if err != nil {
+		return err
+	}
+	u, err := url.Parse(strings.TrimSpace(string(server)))
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("the admin kubeconfig's server %q: %v", server, err)
+	}
+	ip, _, _ := net.SplitHostPort(kubernetesService)
+	if out, err := exec.CommandContext(ctx, "ip", "addr", "add", ip+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		return fmt.Errorf("ip addr add %s/32 dev lo: %w: %s", ip, err, out)
+	}
+	l, err := net.Listen("tcp", kubernetesService)
+	if err != nil {
+		return fmt.Errorf("the kubernetes Service: %w", err)
+	}
+	target := u.Host
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go forward(c, target)
+		}
+	}()
+	e.log.Info("the kubernetes Service forwards to the API server", "service", kubernetesService, "apiserver", target)
+	return nil
+}
+
+// forward copies between c and a new connection to target until either
+// side closes.
+func forward(c net.Conn, target string) {
+	defer c.Close()
+	up, err := net.DialTimeout("tcp", target, 10*time.Second)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	done := make(chan struct{}, 2)
+	cp := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		if tc, ok := dst.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}
+	go cp(up, c)
+	go cp(c, up)
+	<-done
+	<-done
 }
