@@ -94,7 +94,11 @@ func clusterNodeLabel(t *testing.T, e *guestEnv) {
 		node = n
 		return err == nil && n.Labels[nodeLabel] == "true", nil
 	}); err != nil {
-		t.Fatalf("node %s never got %s=true (%v); labels %v\n%s", kubeletNode, nodeLabel, err, node.GetLabels(), e.describeDaemonSet(ctx))
+		var labels map[string]string
+		if node != nil {
+			labels = node.Labels
+		}
+		t.Fatalf("node %s never got %s=true (%v); labels %v\n%s", kubeletNode, nodeLabel, err, labels, e.describeDaemonSet(ctx))
 	}
 	t.Logf("node %s labelled %s=true (%s after the scenario's start)", kubeletNode, nodeLabel, time.Since(start).Round(100*time.Millisecond))
 
@@ -159,8 +163,10 @@ func clusterNodeLabel(t *testing.T, e *guestEnv) {
 	if _, err := kubectlAs(ctx, token, "label", "node", kubeletNode, nodeLabel+"=true", "--overwrite"); err != nil {
 		t.Errorf("the plugin's own change, its label on its own node, was refused: %v", err)
 	}
-	if n, err := getNode(ctx, ghostNode); err != nil || n.Labels[nodeLabel] != "" {
-		t.Errorf("node %s: labels %v (%v), want no %s", ghostNode, n.GetLabels(), err, nodeLabel)
+	if n, err := getNode(ctx, ghostNode); err != nil {
+		t.Errorf("node %s: %v", ghostNode, err)
+	} else if v, ok := n.Labels[nodeLabel]; ok {
+		t.Errorf("node %s has %s=%s, want no such label", ghostNode, nodeLabel, v)
 	}
 	clusterMetric(t, "ClusterNodeLabel", "cluster_node_label", map[string]float64{"selecting_pod_running_seconds": seconds(running)})
 }

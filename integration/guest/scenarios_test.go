@@ -5,6 +5,7 @@ package guest
 import (
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -90,6 +91,12 @@ func (e *guestEnv) run(t *testing.T, id variant.Scenario) {
 		b, _ := json.Marshal(map[string]any{"scenario": id, "result": res, "seconds": time.Since(start).Seconds()})
 		fmt.Printf("%s%s\n", markResult, b)
 	})
+	// A panicking scenario fails, with its stack, and the next ones run.
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("scenario %s panicked: %v\n%s", id, r, debug.Stack())
+		}
+	}()
 	fn, ok := scenarios[id]
 	if !ok {
 		t.Fatalf("the guest has no function for scenario %s", id)
