@@ -184,8 +184,8 @@ func (e *guestEnv) describeDaemonSet(ctx context.Context) string {
 	}
 	for i := range pods {
 		fmt.Fprintf(&b, "pod %s: %s\n", pods[i].Name, describePod(&pods[i]))
-		logs, _ := kubectl(ctx, nil, "-n", helmNamespace, "logs", pods[i].Name, "--all-containers", "--tail=20")
-		fmt.Fprintf(&b, "--- logs of %s ---\n%s\n", pods[i].Name, logs)
+		logs, _ := dsLogs(time.Time{})
+		fmt.Fprintf(&b, "--- logs of %s ---\n%s\n", pods[i].Name, tail(logs, 20))
 	}
 	events, _ := kubectl(ctx, nil, "-n", helmNamespace, "get", "events", "--sort-by=.lastTimestamp")
 	fmt.Fprintf(&b, "--- events in %s ---\n%s", helmNamespace, tail(string(events), 25))
@@ -477,4 +477,36 @@ func waitNamespacedPod(ctx context.Context, t *testing.T, namespace, name, conta
 		t.Fatalf("pod %s/%s: not running %s within %s (%v): %s", namespace, name, container, within, err, describePod(last))
 	}
 	return last
+}
+
+// dsLogs is what cgdelegate's containers of the DaemonSet's pods (the
+// current ones, and those not yet removed) logged at or after since, read
+// from the kubelet's log files on the node, as `kubectl logs` would but
+// without the API server's connection to the kubelet (which the host
+// cannot reach in the VM).
+func dsLogs(since time.Time) (string, error) {
+	files, err := filepath.Glob(filepath.Join(podLogDir, helmNamespace+"_"+helmRelease+"-*", dsPluginContainer, "*.log"))
+	if err != nil || len(files) == 0 {
+		return "", fmt.Errorf("no log files of %s/%s under %s (%v)", helmNamespace, helmRelease, podLogDir, err)
+	}
+	var b strings.Builder
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		// CRI log lines: <RFC 3339 time> <stream> <P|F> <message>.
+		for _, l := range strings.Split(string(raw), "\n") {
+			fields := strings.SplitN(l, " ", 4)
+			if len(fields) < 4 {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339Nano, fields[0])
+			if err != nil || at.Before(since) {
+				continue
+			}
+			b.WriteString(fields[3] + "\n")
+		}
+	}
+	return b.String(), nil
 }

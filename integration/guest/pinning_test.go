@@ -119,16 +119,14 @@ func (e *guestEnv) pluginLogFrom(t *testing.T) func() {
 		from := fileSize(e.paths.PluginLog)
 		return func() { e.pluginLog(t, from) }
 	}
-	since := time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+	since := time.Now()
 	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		out, err := kubectl(ctx, nil, "-n", helmNamespace, "logs", "-l", dsSelector, "-c", dsPluginContainer, "--since-time="+since, "--tail=-1")
+		out, err := dsLogs(since)
 		if err != nil {
 			t.Errorf("plugin log: %v", err)
 			return
 		}
-		checkPluginLog(t, string(out))
+		checkPluginLog(t, out)
 	}
 }
 
