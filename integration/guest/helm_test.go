@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -378,21 +379,34 @@ func clusterAdmissionPolicy(t *testing.T, e *guestEnv) {
 	defer cancel()
 
 	// The API server type-checks a policy in the background and records
-	// the result in its status.
-	var vap admissionv1.ValidatingAdmissionPolicy
-	if err := poll(ctx, time.Second, func() (bool, error) {
-		if err := getJSON(ctx, &vap, "validatingadmissionpolicy", writablePolicy); err != nil {
-			return false, err
+	// the result in its status: every policy the chart installed.
+	var vaps admissionv1.ValidatingAdmissionPolicyList
+	if err := getJSON(ctx, &vaps, "validatingadmissionpolicies"); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range vaps.Items {
+		if strings.HasPrefix(v.Name, "cgdelegate-") {
+			names = append(names, v.Name)
 		}
-		return vap.Status.ObservedGeneration == vap.Generation && vap.Status.TypeChecking != nil, nil
-	}); err != nil {
-		t.Fatalf("policy %s: no type-checking status: %v", writablePolicy, err)
 	}
-	for _, w := range vap.Status.TypeChecking.ExpressionWarnings {
-		t.Errorf("policy %s: type-checking warning on %s: %s", writablePolicy, w.FieldRef, w.Warning)
+	if !slices.Contains(names, writablePolicy) || !slices.Contains(names, "cgdelegate-node-label") {
+		t.Errorf("the chart's policies: %v, want %s and cgdelegate-node-label", names, writablePolicy)
 	}
-	for _, c := range vap.Status.Conditions {
-		t.Logf("policy %s: condition %s=%s %s", writablePolicy, c.Type, c.Status, c.Message)
+	for _, name := range names {
+		var vap admissionv1.ValidatingAdmissionPolicy
+		if err := poll(ctx, time.Second, func() (bool, error) {
+			if err := getJSON(ctx, &vap, "validatingadmissionpolicy", name); err != nil {
+				return false, err
+			}
+			return vap.Status.ObservedGeneration == vap.Generation && vap.Status.TypeChecking != nil, nil
+		}); err != nil {
+			t.Fatalf("policy %s: no type-checking status: %v", name, err)
+		}
+		for _, w := range vap.Status.TypeChecking.ExpressionWarnings {
+			t.Errorf("policy %s: type-checking warning on %s: %s", name, w.FieldRef, w.Warning)
+		}
+		t.Logf("policy %s: type-checked, %d warnings", name, len(vap.Status.TypeChecking.ExpressionWarnings))
 	}
 
 	for _, ns := range []*corev1.Namespace{
