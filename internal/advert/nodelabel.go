@@ -95,7 +95,7 @@ func NewNodeLabeler(cfg config.Config, getenv func(string) string, log *slog.Log
 	if cfg.NodeLabel == config.NodeLabelOff {
 		return nil, nil
 	}
-	env := lookInCluster(getenv, cfg.ServiceAccountDir)
+	env := lookInCluster(getenv, cfg.ServiceAccountDir, true)
 	if len(env.bad) > 0 {
 		return nil, fmt.Errorf("nodeLabel: %q: %s", cfg.NodeLabel, strings.Join(env.bad, "; "))
 	}
