@@ -41,7 +41,7 @@ func typeChecker() *validating.TypeChecker {
 // with typed object and oldObject, not as dyn.
 func TestPoliciesTypeCheck(t *testing.T) {
 	tc := typeChecker()
-	for _, file := range []string{policyFile, usernsFile, nodeLabelPolicyFile} {
+	for _, file := range []string{policyFile, usernsFile, nodeLabelPolicyFile, uninstallPolicyFile} {
 		for _, p := range loadManifest(t, file).policies {
 			t.Run(p.Name, func(t *testing.T) {
 				if w := tc.Check(&p); len(w) != 0 {
