@@ -143,8 +143,11 @@ func TestParseWithdrawFlags(t *testing.T) {
 		want withdrawFlags
 	}{
 		{"defaults", []string{"withdraw"}, withdrawFlags{timeout: time.Minute, saDir: "/var/run/secrets/kubernetes.io/serviceaccount", level: slog.LevelInfo}},
-		{"everything", []string{"withdraw", "-timeout", "50s", "-service-account-dir", "/sa", "-log-level", "debug", "-log-format", "json"},
-			withdrawFlags{timeout: 50 * time.Second, saDir: "/sa", level: slog.LevelDebug, format: logging.JSON}},
+		{
+			"everything",
+			[]string{"withdraw", "-timeout", "50s", "-service-account-dir", "/sa", "-log-level", "debug", "-log-format", "json"},
+			withdrawFlags{timeout: 50 * time.Second, saDir: "/sa", level: slog.LevelDebug, format: logging.JSON},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -145,10 +145,10 @@ func newKubeClient(e inClusterEnv) (*kubeClient, error) {
 // nodePath is the API path of a Node.
 func nodePath(node string) string { return "/api/v1/nodes/" + url.PathEscape(node) }
 
-// labelPatch is the merge patch that sets key to value, or removes it when
-// value is nil.
-func labelPatch(key string, value *string) []byte {
-	patch := map[string]any{"metadata": map[string]any{"labels": map[string]any{key: value}}}
+// labelPatch is the merge patch that sets FeatureLabel to value, or
+// removes it when value is nil.
+func labelPatch(value *string) []byte {
+	patch := map[string]any{"metadata": map[string]any{"labels": map[string]any{FeatureLabel: value}}}
 	b, err := json.Marshal(patch)
 	if err != nil {
 		panic(fmt.Sprintf("advert: marshal a label patch: %v", err)) // a map of strings always marshals

@@ -267,7 +267,7 @@ func (l *NodeLabeler) Withdraw(ctx context.Context) error {
 func (l *NodeLabeler) send(ctx context.Context, want labelState) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	err := l.client.patchNode(ctx, l.node, labelPatch(FeatureLabel, want.value()))
+	err := l.client.patchNode(ctx, l.node, labelPatch(want.value()))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.last = LabelResult{Node: l.node, Want: want.String(), Applied: err == nil, At: time.Now().UTC()}

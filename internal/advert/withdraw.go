@@ -61,7 +61,7 @@ type NodeWithdrawal struct {
 func (w *ClusterWithdrawer) Withdraw(ctx context.Context) ([]NodeWithdrawal, error) {
 	nodes, err := w.client.listNodes(ctx, FeatureLabel)
 	out := make([]NodeWithdrawal, len(nodes))
-	patch := labelPatch(FeatureLabel, nil)
+	patch := labelPatch(nil)
 	sem := make(chan struct{}, withdrawParallel)
 	var wg sync.WaitGroup
 	for i, n := range nodes {
