@@ -2,7 +2,11 @@ package manifests_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -231,5 +235,30 @@ func TestChartUninstallPolicyNamesTheJobsAccount(t *testing.T) {
 	}
 	if strings.Contains(string(files[uninstallPolicyFile]), "helm.sh/hook") {
 		t.Errorf("%s is a hook; it must be in place before the Job runs", uninstallPolicyFile)
+	}
+}
+
+// The Job's arguments are a command line the image's cgdelegate accepts:
+// run outside a pod it gets past its flags and stops at the missing API
+// (exit 1), not at a usage error (exit 2).
+func TestChartUninstallJobArgs(t *testing.T) {
+	needGo(t)
+	h := renderUninstall(t)
+	bin := filepath.Join(t.TempDir(), "cgdelegate")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/cgdelegate")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	args := h.job.Spec.Template.Spec.Containers[0].Args
+	cmd := exec.Command(bin, append(slices.Clone(args), "-service-account-dir", t.TempDir())...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(stderr.String(), "cannot withdraw the node label") ||
+		!strings.Contains(stderr.String(), "KUBERNETES_SERVICE_HOST is not set") {
+		t.Fatalf("cgdelegate %q outside a pod: %v, want exit 1 at the missing API; stderr:\n%s", args, err, stderr.String())
 	}
 }
