@@ -100,6 +100,9 @@ func TestChartUninstallHooks(t *testing.T) {
 			}
 		}
 	}
+	if p := h.job.Annotations["helm.sh/hook-output-log-policy"]; p != "hook-failed" {
+		t.Errorf("Job: helm.sh/hook-output-log-policy %q, want hook-failed (helm prints the log of a failed Job)", p)
+	}
 	jobWeight := hookWeight(t, &h.job.ObjectMeta)
 	for _, m := range h.metas()[:3] {
 		if w := hookWeight(t, m); w >= jobWeight {
