@@ -117,7 +117,7 @@ func runNodeLabel(args []string, stderr io.Writer, getenv func(string) string) i
 		switch {
 		case r.Err != nil:
 			failed = append(failed, r.Node)
-			log.Error("cannot remove the node label", append([]any{"node", r.Node}, errAttrs(r.Err)...)...)
+			log.Error("cannot remove the node label", append([]any{"node", r.Node}, advert.ErrorAttrs(r.Err)...)...)
 		case r.Gone:
 			log.Info("node deleted meanwhile: no label to remove", "node", r.Node)
 		default:
@@ -125,7 +125,7 @@ func runNodeLabel(args []string, stderr io.Writer, getenv func(string) string) i
 		}
 	}
 	if listErr != nil {
-		log.Error("cannot list the labelled nodes", errAttrs(listErr)...)
+		log.Error("cannot list the labelled nodes", advert.ErrorAttrs(listErr)...)
 	}
 	if len(failed) > 0 {
 		log.Error("the node label is still on some nodes", "failed", len(failed), "listed", len(results), "nodes", strings.Join(failed, ","))
@@ -135,17 +135,4 @@ func runNodeLabel(args []string, stderr io.Writer, getenv func(string) string) i
 	}
 	log.Info("no node carries the label any more", "removed", len(results))
 	return 0
-}
-
-// errAttrs are the log attributes of a failed request: the error, and the
-// HTTP status and the API's reason when the API answered.
-func errAttrs(err error) []any {
-	attrs := []any{"error", err}
-	if ae, ok := errors.AsType[*advert.APIError](err); ok {
-		attrs = append(attrs, "status", ae.Code)
-		if ae.Reason != "" {
-			attrs = append(attrs, "reason", ae.Reason)
-		}
-	}
-	return attrs
 }

@@ -204,7 +204,7 @@ func (l *NodeLabeler) converge(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		l.log.Warn("cannot update the node label; retrying", append(errAttrs(err),
+		l.log.Warn("cannot update the node label; retrying", append(ErrorAttrs(err),
 			"want", want.String(), "attempt", attempt, "retryIn", delay)...)
 		select {
 		case <-ctx.Done():
@@ -291,10 +291,10 @@ func (l *NodeLabeler) acquire(ctx context.Context) error {
 
 func (l *NodeLabeler) release() { <-l.sem }
 
-// errAttrs are the log attributes of a failed request: the HTTP status and
-// the API's reason when the API answered, and the error (with the API's
-// message).
-func errAttrs(err error) []any {
+// ErrorAttrs are the log attributes of a failed API request: the error
+// (with the API's message), and the HTTP status and the API's reason when
+// the API answered.
+func ErrorAttrs(err error) []any {
 	attrs := []any{"error", err}
 	if ae, ok := errors.AsType[*APIError](err); ok {
 		attrs = append(attrs, "status", ae.Code)
