@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,24 +23,35 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/logging"
 )
 
-// fakeCluster serves the node list (labelled: the names) and answers each
-// PATCH with refuse[node], or 200; it returns the service-account directory
-// and the environment of a pod that talks to it.
-func fakeCluster(t *testing.T, labelled []string, refuse map[string]int) (string, func(string) string, *[]string) {
+// fakeCluster serves the node list (labelled: the names; with listCode, a
+// refusal instead) and answers each PATCH with refuse[node], or 200, or
+// with hang not at all; it returns the service-account directory and the
+// environment of a pod that talks to it.
+func fakeCluster(t *testing.T, labelled []string, refuse map[string]int, listCode int, hang bool) (string, func(string) string, func() []string) {
 	t.Helper()
 	var seen []string
 	var mu sync.Mutex
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // then the server notices a client that gives up
 		mu.Lock()
 		seen = append(seen, r.Method+" "+r.URL.Path)
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodGet && listCode != 0 {
+			w.WriteHeader(listCode)
+			fmt.Fprintf(w, `{"kind":"Status","status":"Failure","message":"nodes is forbidden: cannot list","reason":"Forbidden","code":%d}`, listCode)
+			return
+		}
 		if r.Method == http.MethodGet {
 			items := make([]string, len(labelled))
 			for i, n := range labelled {
 				items[i] = fmt.Sprintf(`{"metadata":{"name":%q}}`, n)
 			}
 			fmt.Fprintf(w, `{"kind":"PartialObjectMetadataList","metadata":{},"items":[%s]}`, strings.Join(items, ","))
+			return
+		}
+		if hang {
+			<-r.Context().Done()
 			return
 		}
 		node := strings.TrimPrefix(r.URL.Path, "/api/v1/nodes/")
@@ -66,7 +79,12 @@ func fakeCluster(t *testing.T, labelled []string, refuse map[string]int) (string
 		t.Fatal(err)
 	}
 	env := map[string]string{"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
-	return dir, func(k string) string { return env[k] }, &seen
+	requests := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
+	return dir, func(k string) string { return env[k] }, requests
 }
 
 func TestNodeLabelWithdraw(t *testing.T) {
@@ -74,6 +92,9 @@ func TestNodeLabelWithdraw(t *testing.T) {
 		name     string
 		labelled []string
 		refuse   map[string]int
+		listCode int
+		hang     bool
+		timeout  string
 		wantCode int
 		want     []string
 		dontWant []string
@@ -93,12 +114,32 @@ func TestNodeLabelWithdraw(t *testing.T) {
 			},
 			dontWant: []string{"no node carries the label any more"},
 		},
+		{
+			name: "list refused", labelled: []string{"a"}, listCode: http.StatusForbidden, wantCode: 1,
+			want:     []string{`"msg":"cannot list the labelled nodes"`, `"status":403`, "cannot list"},
+			dontWant: []string{"no node carries the label any more", "node label removed"},
+		},
+		{
+			name: "timeout", labelled: []string{"a", "b"}, hang: true, timeout: "300ms", wantCode: 1,
+			want: []string{
+				`"msg":"cannot remove the node label","label":"cgdelegate.io/supports-cgroup-options","node":"a"`,
+				`"node":"b"`, "context deadline exceeded", `"nodes":"a,b"`,
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dir, getenv, seen := fakeCluster(t, tc.labelled, tc.refuse)
+			dir, getenv, seen := fakeCluster(t, tc.labelled, tc.refuse, tc.listCode, tc.hang)
+			timeout := "20s"
+			if tc.timeout != "" {
+				timeout = tc.timeout
+			}
 			var errOut bytes.Buffer
-			code := runNodeLabel([]string{"withdraw", "-service-account-dir", dir, "-log-format", "json", "-timeout", "20s"}, &errOut, getenv)
+			start := time.Now()
+			code := runNodeLabel([]string{"withdraw", "-service-account-dir", dir, "-log-format", "json", "-timeout", timeout}, &errOut, getenv)
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %v with -timeout %s", d, timeout)
+			}
 			if code != tc.wantCode {
 				t.Fatalf("exit %d, want %d; stderr=%s", code, tc.wantCode, errOut.String())
 			}
@@ -112,8 +153,12 @@ func TestNodeLabelWithdraw(t *testing.T) {
 					t.Errorf("log has %s:\n%s", w, errOut.String())
 				}
 			}
-			if len(*seen) != 1+len(tc.labelled) {
-				t.Errorf("requests %q, want the list and one patch per node", *seen)
+			wantRequests := 1 + len(tc.labelled)
+			if tc.listCode != 0 {
+				wantRequests = 1
+			}
+			if got := seen(); len(got) != wantRequests {
+				t.Errorf("requests %q, want the list and one patch per node", got)
 			}
 		})
 	}
