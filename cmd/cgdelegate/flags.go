@@ -26,6 +26,9 @@ const usage = `usage:
   cgdelegate [flags]          run as an NRI plugin (external, or started by the runtime)
   cgdelegate status [flags]   print the node's readiness as JSON; exit 1 when unsupported
                               (cgdelegate status -h for its flags)
+  cgdelegate node-label withdraw [flags]
+                              remove the node label from every node (helm uninstall's
+                              Job); exit 1 if any removal failed (cgdelegate node-label -h)
   cgdelegate -version         print the version
 
 flags:
@@ -70,17 +73,22 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	return f, nil
 }
 
-// checkArgs refuses positional words: the only subcommand, status, comes
-// first.
+// subcommands are the words that may come first, each with its usage.
+var subcommands = map[string]string{
+	"status":     "cgdelegate status [flags]",
+	"node-label": "cgdelegate node-label withdraw [flags]",
+}
+
+// checkArgs refuses positional words: a subcommand (subcommands) comes
+// first, before any flag.
 func checkArgs(args []string) error {
-	switch {
-	case len(args) == 0:
+	if len(args) == 0 {
 		return nil
-	case args[0] == "status":
-		return errors.New(`"status" must come first: cgdelegate status [flags]`)
-	default:
-		return errUnexpected(args[0], "the only subcommand is status")
 	}
+	if use, ok := subcommands[args[0]]; ok {
+		return fmt.Errorf("%q must come first: %s", args[0], use)
+	}
+	return errUnexpected(args[0], "the subcommands are status and node-label")
 }
 
 func errUnexpected(arg, why string) error {

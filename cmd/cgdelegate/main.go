@@ -2,6 +2,8 @@
 //
 //	cgdelegate [flags]          run as an NRI plugin (external, or started by the runtime)
 //	cgdelegate status [flags]   print the node's readiness as JSON; exit 1 when unsupported
+//	cgdelegate node-label withdraw [flags]
+//	                            remove the node label from every node; exit 1 if any failed
 //	cgdelegate -version         print the version
 //
 // Run with no arguments it connects to /var/run/nri/nri.sock with the real
@@ -14,6 +16,10 @@
 // is logged and the old one stays. On SIGINT, SIGTERM or any other exit the
 // NFD feature file is removed, and the node label with it (within 5 s), so
 // the node no longer advertises writable cgroups.
+//
+// node-label withdraw removes the label from every node that carries it,
+// through the API as the pod's service account: the chart's pre-delete Job
+// runs it at helm uninstall, before the plugin's RBAC is deleted.
 //
 // Exit codes: 0 on a clean stop, -h or -version; 1 when the plugin can not
 // start or fails; 2 for a command line that can not run.
@@ -40,8 +46,13 @@ func main() {
 // run is the whole command: flags, config, the daemon built (build), the
 // signals, and the daemon run until SIGINT or SIGTERM.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "status" {
-		return runStatus(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "status":
+			return runStatus(args[1:], stdout, stderr)
+		case "node-label":
+			return runNodeLabel(args[1:], stderr, os.Getenv)
+		}
 	}
 	f, err := parseFlags(args, stderr)
 	if err != nil {

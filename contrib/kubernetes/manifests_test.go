@@ -108,7 +108,7 @@ func TestManifestsDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{daemonSetFile, configMapFile, policyFile, usernsFile, rbacFile, nodeLabelPolicyFile} {
+	for _, f := range []string{daemonSetFile, configMapFile, policyFile, usernsFile, rbacFile, nodeLabelPolicyFile, uninstallPolicyFile} {
 		if !slices.Contains(files, f) {
 			t.Errorf("%s is missing", f)
 		}

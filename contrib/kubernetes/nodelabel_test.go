@@ -21,13 +21,20 @@ const (
 )
 
 // nodeLabelPolicy loads and compiles the node-label policy, and checks the
-// shape it relies on: failing closed, bound with Deny for every object,
-// matching UPDATE of core nodes only.
+// shape it relies on (nodePolicy).
 func nodeLabelPolicy(t *testing.T) policy {
 	t.Helper()
-	m := loadManifest(t, nodeLabelPolicyFile)
+	return nodePolicy(t, nodeLabelPolicyFile)
+}
+
+// nodePolicy loads and compiles the one policy of file, and checks the
+// shape both node policies rely on: failing closed, bound with Deny for
+// every object, matching UPDATE of core nodes only, by one user.
+func nodePolicy(t *testing.T, file string) policy {
+	t.Helper()
+	m := loadManifest(t, file)
 	if len(m.policies) != 1 || len(m.bindings) != 1 {
-		t.Fatalf("%s: %d policies and %d bindings, want one each", nodeLabelPolicyFile, len(m.policies), len(m.bindings))
+		t.Fatalf("%s: %d policies and %d bindings, want one each", file, len(m.policies), len(m.bindings))
 	}
 	p, b := m.policies[0], m.bindings[0]
 	s := p.Spec

@@ -7,9 +7,11 @@
 // Use it from the plugin binary: New over the running plugin (a Source),
 // Refresh after Configure, Watch for the process lifetime, and Withdraw
 // when the plugin stops. It reads the plugin's state through Source and
-// never changes it; it writes only the two files and the one label. Do not
-// use its API client for anything else: it knows one request, a merge
-// patch of the plugin's own Node.
+// never changes it; it writes only the two files and the one label.
+// ClusterWithdrawer, for `cgdelegate node-label withdraw` (the chart's
+// uninstall Job), removes that label from every Node. Do not use its API
+// client for anything else: it knows two requests, a merge patch of a
+// Node's label and a list of the Nodes that carry it.
 package advert
 
 import (

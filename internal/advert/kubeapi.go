@@ -1,8 +1,9 @@
 package advert
 
-// A minimal Kubernetes API client for the one call the node label needs: a
-// JSON merge patch of the plugin's own Node. It speaks plain HTTPS with the
-// pod's service-account token, so the module needs no client library.
+// A minimal Kubernetes API client for the calls the node label needs: a
+// JSON merge patch of a Node, and a list of the Nodes that carry a label
+// (for the withdrawal at uninstall). It speaks plain HTTPS with the pod's
+// service-account token, so the module needs no client library.
 
 import (
 	"bytes"
@@ -44,6 +45,10 @@ const requestTimeout = 10 * time.Second
 // maxErrorBody caps how much of an error response is read.
 const maxErrorBody = 64 << 10
 
+// maxListBody caps one page of a list. A page holds at most listPageSize
+// objects' metadata.
+const maxListBody = 32 << 20
+
 // APIError is a response from the API server other than 2xx. Message is
 // the API's Status message when the body is one (an admission policy's
 // refusal, a missing RBAC rule), otherwise the start of the body.
@@ -82,7 +87,8 @@ type inClusterEnv struct {
 
 // lookInCluster reads the environment (through getenv) and checks the
 // service-account files in saDir, naming everything that is missing.
-func lookInCluster(getenv func(string) string, saDir string) inClusterEnv {
+// $NODE_NAME is needed only with needNode.
+func lookInCluster(getenv func(string) string, saDir string, needNode bool) inClusterEnv {
 	e := inClusterEnv{
 		host:  getenv(EnvServiceHost),
 		port:  getenv(EnvServicePort),
@@ -93,7 +99,7 @@ func lookInCluster(getenv func(string) string, saDir string) inClusterEnv {
 	for _, v := range []struct{ name, value string }{
 		{EnvNodeName, e.node}, {EnvServiceHost, e.host}, {EnvServicePort, e.port},
 	} {
-		if v.value == "" {
+		if v.value == "" && (needNode || v.name != EnvNodeName) {
 			e.missing = append(e.missing, "$"+v.name+" is not set")
 		}
 	}
@@ -139,10 +145,10 @@ func newKubeClient(e inClusterEnv) (*kubeClient, error) {
 // nodePath is the API path of a Node.
 func nodePath(node string) string { return "/api/v1/nodes/" + url.PathEscape(node) }
 
-// labelPatch is the merge patch that sets key to value, or removes it when
-// value is nil.
-func labelPatch(key string, value *string) []byte {
-	patch := map[string]any{"metadata": map[string]any{"labels": map[string]any{key: value}}}
+// labelPatch is the merge patch that sets FeatureLabel to value, or
+// removes it when value is nil.
+func labelPatch(value *string) []byte {
+	patch := map[string]any{"metadata": map[string]any{"labels": map[string]any{FeatureLabel: value}}}
 	b, err := json.Marshal(patch)
 	if err != nil {
 		panic(fmt.Sprintf("advert: marshal a label patch: %v", err)) // a map of strings always marshals
@@ -152,37 +158,101 @@ func labelPatch(key string, value *string) []byte {
 
 // patchNode sends a JSON merge patch to the Node named node.
 func (c *kubeClient) patchNode(ctx context.Context, node string, patch []byte) error {
-	return c.do(ctx, http.MethodPatch, nodePath(node), "application/merge-patch+json", patch)
+	_, err := c.do(ctx, http.MethodPatch, nodePath(node), "application/merge-patch+json", "application/json", patch, 0)
+	return err
+}
+
+// listPageSize is how many Nodes one list request asks for; more come in
+// further pages (metadata.continue).
+const listPageSize = 100
+
+// metadataAccept asks for the objects' metadata only
+// (PartialObjectMetadataList, what kubectl get -o name uses), with the full
+// list as the fallback of an API server that cannot.
+const metadataAccept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+
+// listNodes returns the names of the Nodes that match the label selector,
+// in the API's order, following continue tokens page by page.
+func (c *kubeClient) listNodes(ctx context.Context, selector string) ([]string, error) {
+	var names []string
+	cont := ""
+	for {
+		q := url.Values{"labelSelector": {selector}, "limit": {strconv.Itoa(listPageSize)}}
+		if cont != "" {
+			q.Set("continue", cont)
+		}
+		path := "/api/v1/nodes?" + q.Encode()
+		body, err := c.do(ctx, http.MethodGet, path, "", metadataAccept, nil, maxListBody)
+		if err != nil {
+			return names, err
+		}
+		var page struct {
+			Metadata struct {
+				Continue string `json:"continue"`
+			} `json:"metadata"`
+			Items []struct {
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal(body, &page); err != nil {
+			return names, fmt.Errorf("GET %s: the answer is not a list: %w", path, err)
+		}
+		for i, it := range page.Items {
+			if it.Metadata.Name == "" {
+				return names, fmt.Errorf("GET %s: item %d has no metadata.name", path, i)
+			}
+			names = append(names, it.Metadata.Name)
+		}
+		if page.Metadata.Continue == "" {
+			return names, nil
+		}
+		cont = page.Metadata.Continue
+	}
 }
 
 // do sends one request with a freshly read bearer token and turns a non-2xx
-// answer into an *APIError.
-func (c *kubeClient) do(ctx context.Context, method, path, contentType string, body []byte) error {
+// answer into an *APIError. It returns up to maxBody bytes of a 2xx answer
+// (more is an error); with maxBody 0 the answer is discarded.
+func (c *kubeClient) do(ctx context.Context, method, path, contentType, accept string, body []byte, maxBody int64) ([]byte, error) {
 	raw, err := os.ReadFile(c.tokenPath)
 	if err != nil {
-		return fmt.Errorf("read the service-account token: %w", err)
+		return nil, fmt.Errorf("read the service-account token: %w", err)
 	}
 	token := strings.TrimSpace(string(raw))
 	if token == "" {
-		return fmt.Errorf("service-account token %s is empty", c.tokenPath)
+		return nil, fmt.Errorf("service-account token %s is empty", c.tokenPath)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", contentType)
-	req.Header.Set("Accept", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", accept)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 == 2 {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
-		return nil
+	if resp.StatusCode/100 != 2 {
+		return nil, apiError(method, path, resp)
 	}
-	return apiError(method, path, resp)
+	if maxBody == 0 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		return nil, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
+	}
+	if int64(len(b)) > maxBody {
+		return nil, fmt.Errorf("%s %s: the answer is larger than %d bytes", method, path, maxBody)
+	}
+	return b, nil
 }
 
 // apiError reads a failed response: the API's Status, or the body's start.

@@ -95,7 +95,7 @@ func NewNodeLabeler(cfg config.Config, getenv func(string) string, log *slog.Log
 	if cfg.NodeLabel == config.NodeLabelOff {
 		return nil, nil
 	}
-	env := lookInCluster(getenv, cfg.ServiceAccountDir)
+	env := lookInCluster(getenv, cfg.ServiceAccountDir, true)
 	if len(env.bad) > 0 {
 		return nil, fmt.Errorf("nodeLabel: %q: %s", cfg.NodeLabel, strings.Join(env.bad, "; "))
 	}
@@ -204,7 +204,7 @@ func (l *NodeLabeler) converge(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		l.log.Warn("cannot update the node label; retrying", append(errAttrs(err),
+		l.log.Warn("cannot update the node label; retrying", append(ErrorAttrs(err),
 			"want", want.String(), "attempt", attempt, "retryIn", delay)...)
 		select {
 		case <-ctx.Done():
@@ -267,7 +267,7 @@ func (l *NodeLabeler) Withdraw(ctx context.Context) error {
 func (l *NodeLabeler) send(ctx context.Context, want labelState) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	err := l.client.patchNode(ctx, l.node, labelPatch(FeatureLabel, want.value()))
+	err := l.client.patchNode(ctx, l.node, labelPatch(want.value()))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.last = LabelResult{Node: l.node, Want: want.String(), Applied: err == nil, At: time.Now().UTC()}
@@ -291,10 +291,10 @@ func (l *NodeLabeler) acquire(ctx context.Context) error {
 
 func (l *NodeLabeler) release() { <-l.sem }
 
-// errAttrs are the log attributes of a failed request: the HTTP status and
-// the API's reason when the API answered, and the error (with the API's
-// message).
-func errAttrs(err error) []any {
+// ErrorAttrs are the log attributes of a failed API request: the error
+// (with the API's message), and the HTTP status and the API's reason when
+// the API answered.
+func ErrorAttrs(err error) []any {
 	attrs := []any{"error", err}
 	if ae, ok := errors.AsType[*APIError](err); ok {
 		attrs = append(attrs, "status", ae.Code)

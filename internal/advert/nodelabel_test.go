@@ -150,10 +150,10 @@ const (
 )
 
 func TestLabelPatch(t *testing.T) {
-	if got := string(labelPatch(FeatureLabel, stateSet.value())); got != setBody {
+	if got := string(labelPatch(stateSet.value())); got != setBody {
 		t.Errorf("set patch %s, want %s", got, setBody)
 	}
-	if got := string(labelPatch(FeatureLabel, stateRemoved.value())); got != removeBody {
+	if got := string(labelPatch(stateRemoved.value())); got != removeBody {
 		t.Errorf("remove patch %s, want %s", got, removeBody)
 	}
 	// The value is the one the NFD feature file gives the label.

@@ -39,10 +39,20 @@ func TestGeneratedManifests(t *testing.T) {
 	}
 	for _, name := range []string{
 		"daemonset.yaml", "configmap.yaml", "writable-cgroups-policy.yaml",
-		"writable-cgroups-userns-policy.yaml", "node-label-rbac.yaml", "node-label-policy.yaml",
+		"writable-cgroups-userns-policy.yaml", "node-label-rbac.yaml", "node-label-policy.yaml", uninstallPolicyFile,
 	} {
 		if _, ok := files[filepath.Join(manifests.PlainDir, name)]; !ok {
 			t.Errorf("the chart renders no %s with its default values", name)
+		}
+	}
+	// Helm hooks stay out: kubectl apply would run the uninstall Job at
+	// once.
+	if _, ok := files[filepath.Join(manifests.PlainDir, uninstallFile)]; ok {
+		t.Errorf("the plain manifests hold the helm hooks of %s", uninstallFile)
+	}
+	for name, data := range files {
+		if bytes.Contains(data, []byte("helm.sh/hook")) {
+			t.Errorf("%s holds a helm hook", name)
 		}
 	}
 	for name, want := range files {
@@ -189,15 +199,15 @@ func equalYAML(t *testing.T, a, b config.Config) bool {
 	return bytes.Equal(ya, yb)
 }
 
-// nodeLabel.enabled false renders no account, RBAC or policy, and the pod
-// gets no token and no NODE_NAME.
+// nodeLabel.enabled false renders no account, RBAC or policy (nor the
+// uninstall Job and its own), and the pod gets no token and no NODE_NAME.
 func TestChartNodeLabelOff(t *testing.T) {
 	needGo(t)
 	files, err := manifests.Template(context.Background(), root, "--set", "nodeLabel.enabled=false")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"node-label-rbac.yaml", "node-label-policy.yaml"} {
+	for _, f := range []string{"node-label-rbac.yaml", "node-label-policy.yaml", uninstallFile, uninstallPolicyFile} {
 		if _, ok := files[f]; ok {
 			t.Errorf("%s rendered with nodeLabel.enabled false", f)
 		}

@@ -106,8 +106,12 @@ func Split(out []byte) (map[string][]byte, error) {
 // contrib/kubernetes/<template>; the user-namespace policy, which is off by
 // default, rendered with admissionPolicy.requireUserNamespace=true; and the
 // copies of the DaemonSet and ConfigMap the package embeds.
+//
+// Helm hooks (the pre-delete Job that withdraws the node label, and its
+// RBAC) are left out: kubectl apply would create them at once, and nothing
+// runs them at kubectl delete. docs/deploying.md says what to run instead.
 func Generate(ctx context.Context, root string) (map[string][]byte, error) {
-	def, err := Template(ctx, root)
+	def, err := Template(ctx, root, "--no-hooks")
 	if err != nil {
 		return nil, err
 	}

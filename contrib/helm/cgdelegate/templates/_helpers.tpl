@@ -82,6 +82,23 @@ system:serviceaccount:{{ .Release.Namespace }}:cgdelegate
 {{- end }}
 
 {{/*
+cgdelegate.uninstallServiceAccount is the user name of the token of the
+pre-delete Job that withdraws the node label (node-label-uninstall.yaml).
+*/}}
+{{- define "cgdelegate.uninstallServiceAccount" -}}
+system:serviceaccount:{{ .Release.Namespace }}:cgdelegate-uninstall
+{{- end }}
+
+{{/*
+cgdelegate.uninstallHook are the annotations of a pre-delete hook of the
+given weight (a string): replaced if left from an earlier try, deleted once
+every hook succeeded, kept for its log when it failed.
+*/}}
+{{- define "cgdelegate.uninstallHook" -}}
+{"helm.sh/hook": pre-delete, "helm.sh/hook-weight": {{ . | quote }}, "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded"}
+{{- end }}
+
+{{/*
 cgdelegate.optInKeys is the CEL list of the pod's annotations that ask for a
 writable cgroup; both writable-cgroups policies use it.
 */}}

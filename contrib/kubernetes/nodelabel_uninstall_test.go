@@ -1,0 +1,178 @@
+package kubernetes_test
+
+import (
+	"maps"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+const (
+	uninstallPolicyFile = "node-label-uninstall-policy.yaml"
+	uninstallUser       = "system:serviceaccount:kube-system:cgdelegate-uninstall"
+)
+
+// The uninstall account may only remove the label, from any node: the new
+// labels are the old ones without it, and nothing else changes. No other
+// user is matched.
+func TestNodeLabelUninstallPolicy(t *testing.T) {
+	p := nodePolicy(t, uninstallPolicyFile)
+	const (
+		notSet = "may only remove the label " + supportsLabel + ": the updated node still has it"
+		others = "may change only the label " + supportsLabel
+		annot  = "may not change a node's annotations"
+		taints = "may not change a node's taints"
+		spec   = "may not change a node's spec"
+	)
+	base := map[string]string{"kubernetes.io/hostname": "a", "zone": "z1"}
+	with := func(m map[string]string, kv ...string) map[string]string {
+		out := maps.Clone(m)
+		if out == nil {
+			out = map[string]string{}
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	labelled := with(base, supportsLabel, "true")
+	taint := corev1.Taint{Key: "k", Value: "v", Effect: corev1.TaintEffectNoSchedule}
+	// A Job's token names the node the Job's pod runs on, not the one it
+	// changes: the policy does not look at it.
+	jobToken := map[string][]string{nodeNameExtra: {"c"}}
+	tests := []struct {
+		name     string
+		user     string
+		extra    map[string][]string
+		old, new map[string]any
+		// want holds one substring per denial, in order; none: admitted.
+		want []string
+	}{
+		{
+			name: "removed from a node", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, nil), new: node(t, "a", base, nil),
+		},
+		{
+			name: "removed from another node", user: uninstallUser, extra: jobToken,
+			old: node(t, "b", labelled, map[string]string{"x": "y"}, taint), new: node(t, "b", base, map[string]string{"x": "y"}, taint),
+		},
+		{
+			name: "removed, value false (NFD's)", user: uninstallUser,
+			old: node(t, "a", with(base, supportsLabel, "false"), nil), new: node(t, "a", base, nil),
+		},
+		{
+			name: "removed, the only label", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", map[string]string{supportsLabel: "true"}, nil), new: node(t, "a", nil, nil),
+		},
+		{
+			name: "already gone: the patch changes nothing", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", base, nil), new: node(t, "a", base, nil),
+		},
+		{
+			name: "label added", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", base, nil), new: node(t, "a", labelled, nil),
+			want: []string{notSet},
+		},
+		{
+			name: "label added to a node without labels", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", nil, nil), new: node(t, "a", map[string]string{supportsLabel: "true"}, nil),
+			want: []string{notSet},
+		},
+		{
+			name: "label changed", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", with(base, supportsLabel, "false"), nil), new: node(t, "a", labelled, nil),
+			want: []string{notSet},
+		},
+		{
+			name: "label kept, other label changed", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, nil), new: node(t, "a", with(labelled, "zone", "z2"), nil),
+			want: []string{notSet, others + ", not zone"},
+		},
+		{
+			name: "removed with another label", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, nil), new: node(t, "a", map[string]string{"kubernetes.io/hostname": "a"}, nil),
+			want: []string{others + ", not zone"},
+		},
+		{
+			name: "removed, other label added", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, nil), new: node(t, "a", with(base, "node-role.kubernetes.io/control-plane", ""), nil),
+			want: []string{others + ", not node-role.kubernetes.io/control-plane"},
+		},
+		{
+			name: "every label removed", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, nil), new: node(t, "a", nil, nil),
+			want: []string{others},
+		},
+		{
+			name: "removed, annotation added", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, nil), new: node(t, "a", base, map[string]string{"x": "y"}),
+			want: []string{annot},
+		},
+		{
+			name: "annotation changed", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", base, map[string]string{"x": "y"}), new: node(t, "a", base, map[string]string{"x": "z"}),
+			want: []string{annot},
+		},
+		{
+			name: "removed, taint removed", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, nil, taint), new: node(t, "a", base, nil),
+			want: []string{taints, spec},
+		},
+		{
+			name: "taint added", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", base, nil), new: node(t, "a", base, nil, taint),
+			want: []string{taints, spec},
+		},
+		{
+			name: "everything", user: uninstallUser,
+			old: node(t, "b", base, nil), new: node(t, "b", with(base, "zone", "z9", supportsLabel, "true"), map[string]string{"x": "y"}, taint),
+			want: []string{notSet, others, annot, taints, spec},
+		},
+		{
+			name: "the plugin's account is not matched", user: pluginUser, extra: map[string][]string{nodeNameExtra: {"a"}},
+			old: node(t, "a", base, nil), new: node(t, "a", labelled, nil),
+		},
+		{
+			name: "the same name in another namespace is not matched", user: "system:serviceaccount:other:cgdelegate-uninstall",
+			old: node(t, "a", base, nil), new: node(t, "a", with(base, "zone", "z2"), nil),
+		},
+		{
+			name: "an admin is not matched", user: "kubernetes-admin",
+			old: node(t, "a", base, nil), new: node(t, "a", labelled, map[string]string{"x": "y"}, taint),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := p.review(nodeUpdate(tc.user, tc.extra, tc.old, tc.new), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("denials %q, want %d matching %q", got, len(tc.want), tc.want)
+			}
+			for i := range got {
+				if !strings.Contains(got[i], tc.want[i]) {
+					t.Errorf("denial %q does not name %q", got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// Each account is matched by its own policy only: the plugin's policy lets
+// the uninstall account through (its RBAC and policy are its own), and
+// the uninstall policy names that account.
+func TestNodeLabelPoliciesAccounts(t *testing.T) {
+	m := loadManifest(t, uninstallPolicyFile)
+	if len(m.policies) != 1 || len(m.policies[0].Spec.MatchConditions) != 1 ||
+		!strings.Contains(m.policies[0].Spec.MatchConditions[0].Expression, "'"+uninstallUser+"'") {
+		t.Errorf("%s: the matchCondition does not name %s", uninstallPolicyFile, uninstallUser)
+	}
+	plugin := nodeLabelPolicy(t)
+	got, err := plugin.review(nodeUpdate(uninstallUser, nil,
+		node(t, "a", map[string]string{supportsLabel: "true"}, nil), node(t, "a", nil, nil)), nil)
+	if err != nil || len(got) != 0 {
+		t.Errorf("the plugin's policy on the uninstall account: %q, %v; want not matched", got, err)
+	}
+}
