@@ -53,6 +53,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.ClusterAdmissionPolicy:          clusterAdmissionPolicy,
 	variant.ClusterNodeLabel:                clusterNodeLabel,
 	variant.ClusterHelmUpgrade:              clusterHelmUpgrade,
+	variant.ClusterHelmUninstall:            clusterHelmUninstall,
 	variant.ClusterResizeUnpinned:           clusterResizeUnpinned,
 }
 

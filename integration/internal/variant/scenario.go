@@ -162,6 +162,12 @@ const (
 	// waits and starts once the new one is up; plain pods start
 	// throughout; the window is reported.
 	ClusterHelmUpgrade Scenario = "ClusterHelmUpgrade"
+	// ClusterHelmUninstall (issue 20, g): helm uninstall while a writable
+	// pod runs: the node label is withdrawn (the chart's pre-delete
+	// hook), a pod selecting it stays Pending with the scheduler's reason,
+	// the running pod keeps its cgroup, a new fail-closed pod waits and a
+	// plain pod starts. Last in its boot: cgdelegate is gone after it.
+	ClusterHelmUninstall Scenario = "ClusterHelmUninstall"
 	// ClusterResizeUnpinned (issue 22): with CPU pinning on, an ordinary
 	// Burstable pod is resized in place three times (kubectl patch
 	// --subresource resize: CPU limit up, CPU limit down, memory limit up)
@@ -185,7 +191,7 @@ var scenarios = []Scenario{
 	Demo,
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 	KubeletPinningOracle,
-	ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned,
+	ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned, ClusterHelmUninstall,
 }
 
 // AllScenarios returns every scenario the guest implements.

@@ -110,7 +110,10 @@ func Suite() []Variant {
 		{
 			Name: "ctd24-Systemd-numa-smp4-Cluster", Containerd: Containerd24, NSDelegate: true, Plugin: PluginHelm, FailClosed: true, Pinning: true,
 			SMP: 4, NUMA: true, Systemd: true, Cluster: true,
-			Scenarios: []Scenario{ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned},
+			Scenarios: []Scenario{
+				ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned,
+				ClusterHelmUninstall, // last: cgdelegate is gone after it
+			},
 		},
 		// containerd 2.3: the writable scenarios and pinning (issue 11,
 		// item 8) share one boot, as they share a production node: every
