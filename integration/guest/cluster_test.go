@@ -553,8 +553,11 @@ func (e *guestEnv) serveKubernetesService(ctx context.Context) error {
 		return err
 	}
 	u, err := url.Parse(strings.TrimSpace(string(server)))
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("the admin kubeconfig's server %q: %v", server, err)
+	if err != nil {
+		return fmt.Errorf("the admin kubeconfig's server %q: %w", server, err)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("the admin kubeconfig's server %q has no host", server)
 	}
 	ip, _, _ := net.SplitHostPort(kubernetesService)
 	if out, err := exec.CommandContext(ctx, "ip", "addr", "add", ip+"/32", "dev", "lo").CombinedOutput(); err != nil {

@@ -500,8 +500,11 @@ func waitNamespacedPod(ctx context.Context, t *testing.T, namespace, name, conta
 // cannot reach in the VM).
 func dsLogs(since time.Time) (string, error) {
 	files, err := filepath.Glob(filepath.Join(podLogDir, helmNamespace+"_"+helmRelease+"-*", dsPluginContainer, "*.log"))
-	if err != nil || len(files) == 0 {
-		return "", fmt.Errorf("no log files of %s/%s under %s (%v)", helmNamespace, helmRelease, podLogDir, err)
+	if err != nil {
+		return "", fmt.Errorf("log files of %s/%s: %w", helmNamespace, helmRelease, err)
+	}
+	if len(files) == 0 {
+		return "", fmt.Errorf("no log files of %s/%s under %s", helmNamespace, helmRelease, podLogDir)
 	}
 	var b strings.Builder
 	for _, f := range files {
