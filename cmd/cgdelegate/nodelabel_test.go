@@ -51,7 +51,11 @@ func fakeCluster(t *testing.T, labelled []string, refuse map[string]int, listCod
 			return
 		}
 		if hang {
+			// Never a success: should the client still read the answer
+			// when its deadline ends the wait (the server's context ends
+			// with the connection), it is a failure.
 			<-r.Context().Done()
+			w.WriteHeader(http.StatusGatewayTimeout)
 			return
 		}
 		node := strings.TrimPrefix(r.URL.Path, "/api/v1/nodes/")

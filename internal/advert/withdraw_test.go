@@ -63,7 +63,9 @@ func (c *cluster) serve(w http.ResponseWriter, r *http.Request) {
 			cont, strings.Join(items, ","))
 	case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, "/api/v1/nodes/"):
 		if c.hang {
+			// Never a success, should the client still read it.
 			<-r.Context().Done()
+			w.WriteHeader(http.StatusGatewayTimeout)
 			return
 		}
 		if a, ok := c.refuse[strings.TrimPrefix(r.URL.Path, "/api/v1/nodes/")]; ok {
