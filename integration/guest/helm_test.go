@@ -278,7 +278,7 @@ func clusterHelmInstall(t *testing.T, e *guestEnv) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if _, err := kubectl(ctx, nil, "delete", "namespace", "sandbox", "--wait=true", "--timeout=90s"); err != nil {
+		if _, err := kubectl(ctx, nil, "delete", "namespace", "sandbox", "--wait=false"); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
@@ -422,7 +422,7 @@ func clusterAdmissionPolicy(t *testing.T, e *guestEnv) {
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			if _, err := kubectl(ctx, nil, "delete", "namespace", ns.Name, "--wait=true", "--timeout=90s"); err != nil {
+			if _, err := kubectl(ctx, nil, "delete", "namespace", ns.Name, "--wait=false"); err != nil {
 				t.Errorf("cleanup: %v", err)
 			}
 		})

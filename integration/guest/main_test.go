@@ -93,6 +93,9 @@ type guestEnv struct {
 	// the first scenario that needs it (requireDaemonSetPlugin); its
 	// failure is pluginErr.
 	dsPlugin *daemonSetPlugin
+	// clusterObs are cgdelegate's views of the debug and resize steps,
+	// kept for ClusterPinningOracle.
+	clusterObs clusterObservations
 	// helm is cgdelegate installed with helm by the first scenario that
 	// needs it (requireHelmPlugin); its failure is pluginErr.
 	helm *helmInstall

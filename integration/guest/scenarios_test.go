@@ -55,6 +55,9 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.ClusterHelmUpgrade:              clusterHelmUpgrade,
 	variant.ClusterHelmUninstall:            clusterHelmUninstall,
 	variant.ClusterResizeUnpinned:           clusterResizeUnpinned,
+	variant.ClusterEphemeralContainers:      clusterEphemeralContainers,
+	variant.ClusterResizeBubble:             clusterResizeBubble,
+	variant.ClusterPinningOracle:            clusterPinningOracle,
 }
 
 // Console markers of a scenario, read by integration/vm: its identifier

@@ -165,7 +165,8 @@ func clusterHelmUpgrade(t *testing.T, e *guestEnv) {
 }
 
 // admissionNamespace creates a namespace labelled to allow writable
-// cgroups, deleted when the test ends, and returns its name.
+// cgroups, deleted when the test ends, and returns its name. The deletion
+// is not waited for: no two scenarios use the same namespace.
 func admissionNamespace(t *testing.T, ctx context.Context, name string) string {
 	t.Helper()
 	ns := &corev1.Namespace{}
@@ -177,7 +178,7 @@ func admissionNamespace(t *testing.T, ctx context.Context, name string) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if _, err := kubectl(ctx, nil, "delete", "namespace", name, "--wait=true", "--timeout=90s"); err != nil {
+		if _, err := kubectl(ctx, nil, "delete", "namespace", name, "--wait=false"); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})

@@ -19,11 +19,13 @@ var ErrInvalid = errors.New("invalid observation")
 type Role string
 
 // The roles. An init container has completed before the app containers
-// start, so its view is the one it had while it ran.
+// start, so its view is the one it had while it ran. An ephemeral
+// container is one kubectl debug added to the running pod.
 const (
-	RoleApp     Role = "app"
-	RoleInit    Role = "init"
-	RoleSidecar Role = "sidecar"
+	RoleApp       Role = "app"
+	RoleInit      Role = "init"
+	RoleSidecar   Role = "sidecar"
+	RoleEphemeral Role = "ephemeral"
 )
 
 // Container is what one container saw of its own cgroup.
@@ -92,6 +94,9 @@ const (
 	// TopologyAffinity: the topology manager's policy refused the NUMA
 	// placement.
 	TopologyAffinity Rejection = "topology-affinity"
+	// ResizeInfeasible: an in-place resize the kubelet's static CPU or
+	// memory manager would not make (cgdelegate quotes its reason).
+	ResizeInfeasible Rejection = "resize-infeasible"
 	// OtherRejection: any other reason.
 	OtherRejection Rejection = "other"
 )
@@ -101,6 +106,8 @@ const (
 func ClassifyRejection(reason string) Rejection {
 	r := strings.ToLower(reason)
 	switch {
+	case strings.Contains(r, "resize is infeasible"):
+		return ResizeInfeasible
 	case strings.Contains(r, "leaving no cpus for shared"), strings.Contains(r, "emptypodsharedpool"),
 		strings.Contains(r, "no cpus available for them"):
 		return EmptySharedPool
@@ -156,8 +163,8 @@ func Normalise(o Observation, t Topology) (Shape, error) {
 		if c.Role == "" {
 			c.Role = RoleApp
 		}
-		if !slices.Contains([]Role{RoleApp, RoleInit, RoleSidecar}, c.Role) {
-			return Shape{}, fmt.Errorf("%w: %s container %q: role %q: want app, init or sidecar", ErrInvalid, o.Manifest, c.Name, c.Role)
+		if !slices.Contains([]Role{RoleApp, RoleInit, RoleSidecar, RoleEphemeral}, c.Role) {
+			return Shape{}, fmt.Errorf("%w: %s container %q: role %q: want app, init, sidecar or ephemeral", ErrInvalid, o.Manifest, c.Name, c.Role)
 		}
 		cpus, err := parseList(c.CPUs)
 		if err != nil {

@@ -136,7 +136,7 @@ func TestNormaliseInvalid(t *testing.T) {
 		{"cpu.max bad quota", Observation{Manifest: "m", Admitted: true, Containers: []Container{ctr("a", "4", "1", "-5 100000")}}, topo, []string{`quota "-5"`}},
 		{"cpu.max bad period", Observation{Manifest: "m", Admitted: true, Containers: []Container{ctr("a", "4", "1", "max 0")}}, topo, []string{`period "0"`}},
 		{"twice", Observation{Manifest: "m", Admitted: true, Containers: []Container{good, good}}, topo, []string{"twice"}},
-		{"role", Observation{Manifest: "m", Admitted: true, Containers: []Container{{Name: "a", Role: "ephemeral", CPUs: "4", Mems: "1", CPUMax: "max 1"}}}, topo, []string{`"ephemeral"`}},
+		{"role", Observation{Manifest: "m", Admitted: true, Containers: []Container{{Name: "a", Role: "debug", CPUs: "4", Mems: "1", CPUMax: "max 1"}}}, topo, []string{`"debug"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,6 +164,8 @@ func TestClassifyRejection(t *testing.T) {
 		{"UnexpectedAdmissionError: Allocate failed due to not enough cpus available to satisfy request: requested=7, available=6", InsufficientCPU},
 		{"cgdelegate refused the pod default/x: insufficient cpus: pod x bubble needs 7 cpus", InsufficientCPU},
 		{"TopologyAffinityError: Resources cannot be allocated with Topology locality", TopologyAffinity},
+		{`Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`, ResizeInfeasible},
+		{`in-place resize refused: container "b" in pod p: as the kubelet's: "Resize is infeasible for Guaranteed Pods alongside CPU Manager policy \"static\""`, ResizeInfeasible},
 		{"UnexpectedAdmissionError: something else", OtherRejection},
 	} {
 		t.Run(tc.reason, func(t *testing.T) {

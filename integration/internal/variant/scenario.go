@@ -175,6 +175,22 @@ const (
 	// the cgroup files show it, and the exclusive CPU never appears in the
 	// resized container's cpuset.
 	ClusterResizeUnpinned Scenario = "ClusterResizeUnpinned"
+	// ClusterEphemeralContainers (issue 20, d): kubectl debug into a
+	// writable pod (the debugger's cgroup mount is the one the pod's
+	// annotation asks for) and into two pinned pods (never refused); the
+	// pinned observations are kept for ClusterPinningOracle.
+	ClusterEphemeralContainers Scenario = "ClusterEphemeralContainers"
+	// ClusterResizeBubble (issue 20, e): in-place resizes of a Burstable
+	// container in a bubble pod, of the bubble pod itself and of a
+	// container in the node shared pool; observations kept for
+	// ClusterPinningOracle.
+	ClusterResizeBubble Scenario = "ClusterResizeBubble"
+	// ClusterPinningOracle (issue 20, d and e): after cgdelegate is gone,
+	// the kubelet restarts with its own pod-level resource managers and
+	// the same debug and resize steps run again; what the containers see
+	// must match what they saw under cgdelegate, or differ as
+	// docs/cpu-pinning.md says.
+	ClusterPinningOracle Scenario = "ClusterPinningOracle"
 )
 
 // scenarios lists every Scenario constant.
@@ -192,6 +208,7 @@ var scenarios = []Scenario{
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 	KubeletPinningOracle,
 	ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned, ClusterHelmUninstall,
+	ClusterEphemeralContainers, ClusterResizeBubble, ClusterPinningOracle,
 }
 
 // AllScenarios returns every scenario the guest implements.

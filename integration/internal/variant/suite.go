@@ -112,7 +112,9 @@ func Suite() []Variant {
 			SMP: 4, NUMA: true, Systemd: true, Cluster: true,
 			Scenarios: []Scenario{
 				ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned,
-				ClusterHelmUninstall, // last: cgdelegate is gone after it
+				ClusterEphemeralContainers, ClusterResizeBubble,
+				ClusterHelmUninstall, // cgdelegate is gone after it
+				ClusterPinningOracle, // last: the kubelet pins
 			},
 		},
 		// containerd 2.3: the writable scenarios and pinning (issue 11,
