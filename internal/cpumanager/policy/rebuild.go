@@ -603,7 +603,8 @@ func (r *rebuild) podSharedNeeded(podID string) bool {
 // node-shared next to the pod's bubble. It stays there, as it would have
 // had the plugin not restarted, when the pod's pool has CPUs again. A pod
 // whose containers are all node-shared gets a fresh bubble (its stamps do
-// not vote, see stampedBubble), and they move into its shared pool.
+// not vote, see stampedBubble); they stay node-shared only if that is
+// the bubble they were stamped with.
 func (r *rebuild) overflowed(c ctrState) bool {
 	s := r.stamps[c.spec.ID]
 	bubble := r.st.pods[c.spec.PodID].bubble
