@@ -48,7 +48,8 @@
 //   - the node shared pool is everything usable that is in no bubble and no
 //     node-level slice, plus the reserved CPUs unless strict. Pods without
 //     a CPU budget (and, in container scope, every non-exclusive container)
-//     run there.
+//     run there, and so does a regular container without CPUs whose pod's
+//     bubble is all exclusive (see Rejections).
 //
 // Bubbles and node-level slices always leave a CPU in the node shared
 // pool, so a pod without a budget can always start: the reserved CPUs when
