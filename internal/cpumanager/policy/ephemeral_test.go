@@ -7,13 +7,13 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/budget"
 )
 
-// debugger is what the kubelet sends for an ephemeral container (kubectl
-// debug) in a pod with pod-level resources: the pod's limits, nothing of
-// its own (budget.PodLimitsOnly).
-func debugger(id, pod string, podLimits budget.Budget) ContainerSpec {
+// debugger is container "dbg" of pod "p" as the kubelet sends an
+// ephemeral container (kubectl debug) in a pod with pod-level resources:
+// the pod's limits, nothing of its own (budget.PodLimitsOnly).
+func debugger(podLimits budget.Budget) ContainerSpec {
 	r := budget.NewContainer(budget.Budget{CPULimit: podLimits.CPULimit, MemoryLimit: podLimits.MemoryLimit})
 	r.PodLimits = true
-	return ctr(id, pod, r)
+	return ctr("dbg", "p", r)
 }
 
 // TestNodeSharedOverflow: a regular container without CPUs of its own in a
@@ -31,7 +31,7 @@ func TestNodeSharedOverflow(t *testing.T) {
 		{
 			name:  "debugger into an all-exclusive bubble",
 			first: []ContainerSpec{ctr("a", "p", guaranteed(1000)), ctr("b", "p", guaranteed(1000))},
-			last:  debugger("dbg", "p", pb), want: PoolNodeShared,
+			last:  debugger(pb), want: PoolNodeShared,
 		},
 		{
 			name:  "best-effort container into an all-exclusive bubble",
@@ -41,12 +41,12 @@ func TestNodeSharedOverflow(t *testing.T) {
 		{
 			name:  "debugger into a bubble with a shared pool",
 			first: []ContainerSpec{ctr("a", "p", guaranteed(1000)), ctr("s", "p", burstable(0))},
-			last:  debugger("dbg", "p", pb), want: PoolPodShared,
+			last:  debugger(pb), want: PoolPodShared,
 		},
 		{
 			name:  "debugger into a bubble with free cpus",
 			first: []ContainerSpec{ctr("a", "p", guaranteed(1000))},
-			last:  debugger("dbg", "p", pb), want: PoolPodShared,
+			last:  debugger(pb), want: PoolPodShared,
 		},
 		{
 			// The app container releases the init container's slice.
@@ -98,7 +98,7 @@ func TestNodeSharedOverflowLifetime(t *testing.T) {
 	pb := podBudget(2000)
 	r.addPod(t, p, PodSpec{ID: "p", Budget: pb})
 	r.addCtr(t, p, ctr("a", "p", guaranteed(2000)))
-	dbg := r.addCtr(t, p, debugger("dbg", "p", pb))
+	dbg := r.addCtr(t, p, debugger(pb))
 	bubble := p.st.pods["p"].bubble
 	if dbg.Pool != PoolNodeShared || !dbg.CPUs.Equals(set("0-15").Difference(bubble)) {
 		t.Fatalf("debugger %+v, want node-shared beside bubble %s", dbg, bubble)
@@ -187,7 +187,7 @@ func TestRebuildKeepsOverflow(t *testing.T) {
 			for i, milli := range tc.exclusive {
 				r.addCtr(t, p, ctr("x"+string(rune('0'+i)), "p", guaranteed(milli)))
 			}
-			dbg := r.addCtr(t, p, debugger("dbg", "p", pb))
+			dbg := r.addCtr(t, p, debugger(pb))
 			if dbg.Pool != PoolNodeShared {
 				t.Fatalf("debugger %+v", dbg)
 			}
@@ -214,7 +214,7 @@ func TestRebuildKeepsOverflow(t *testing.T) {
 	r.addPod(t, p, PodSpec{ID: "p", Budget: podBudget(2000)})
 	x := r.addCtr(t, p, ctr("x", "p", guaranteed(2000)))
 	pods, ctrs := r.snapshot()
-	ctrs = append(ctrs, ContainerState{Spec: debugger("dbg", "p", podBudget(2000)), CPUs: set("0-15"), Mems: set("0-1")})
+	ctrs = append(ctrs, ContainerState{Spec: debugger(podBudget(2000)), CPUs: set("0-15"), Mems: set("0-1")})
 	res := p.Rebuild(pods, ctrs)
 	a, _ := p.Assignment("dbg")
 	if xa, _ := p.Assignment("x"); !xa.CPUs.Equals(x.CPUs) || a.Pool != PoolNodeShared || !a.CPUs.Equals(set("0-15").Difference(x.CPUs)) {

@@ -79,7 +79,7 @@ func TestResize(t *testing.T) {
 			setup: func(t *testing.T, p *Policy) {
 				mustAddPod(t, p, "p", podBudget(2000))
 				mustAdd(t, p, ctr("g", "p", guaranteed(2000)))
-				mustAdd(t, p, debugger("dbg", "p", podBudget(2000)))
+				mustAdd(t, p, debugger(podBudget(2000)))
 			},
 		},
 		{
@@ -89,7 +89,7 @@ func TestResize(t *testing.T) {
 			setup: func(t *testing.T, p *Policy) {
 				mustAddPod(t, p, "p", podBudget(2000))
 				mustAdd(t, p, ctr("g", "p", guaranteed(2000)))
-				mustAdd(t, p, debugger("dbg", "p", podBudget(2000)))
+				mustAdd(t, p, debugger(podBudget(2000)))
 			},
 		},
 		{
