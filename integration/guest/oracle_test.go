@@ -62,11 +62,21 @@ var oracleAllowed = []oracle.Allowance{
 	{Manifest: "oracle-wide", Container: "*", Field: "memsAligned", Kubelet: "false", Cgdelegate: "true", Why: whyMemPerContainer},
 	{Manifest: "oracle-all-cpus", Container: "*", Field: "memNodes", Kubelet: "2", Cgdelegate: "1", Why: whyMemPerContainer},
 	{Manifest: "oracle-all-cpus", Container: "*", Field: "memsAligned", Kubelet: "false", Cgdelegate: "true", Why: whyMemPerContainer},
+	// A container without CPUs in a pod whose budget is all exclusive: the
+	// kubelet refuses the pod (empty pod shared pool); cgdelegate runs the
+	// container in the node shared pool, the exclusive ones as the kubelet
+	// would have.
+	{Manifest: "oracle-empty-shared", Field: "admitted", Kubelet: "false", Cgdelegate: "true", Why: whyEphemeral},
+	{Manifest: "oracle-empty-shared", Container: "shared", Field: "class", Kubelet: "refused", Cgdelegate: "node-shared", Why: whyEphemeral},
+	{Manifest: "oracle-empty-shared", Container: "*", Field: "class", Kubelet: "refused", Cgdelegate: "exclusive", Why: whyEphemeral},
 }
 
 const (
 	whyMemWithCPUs     = "cgdelegate narrows cpuset.mems only together with CPUs (a bubble); the kubelet's Static memory manager also pins the memory of a Guaranteed pod whose CPUs are shared"
 	whyMemPerContainer = "cgdelegate gives a pinned container the memory nodes of its own CPUs; the kubelet gives every container the pod's memory nodes"
+	whyEphemeral       = "NRI can not tell an ephemeral container (kubectl debug, which the kubelet runs in the node shared pool and never refuses) " +
+		"from a regular one without CPUs: cgdelegate runs such a container in the node shared pool when its pod's bubble is all exclusive, " +
+		"where the kubelet refuses a pod with a regular one at admission"
 )
 
 // oracleKubeletConfig is the kubelet's configuration for one pass: the

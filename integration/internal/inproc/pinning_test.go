@@ -510,12 +510,6 @@ func TestPinningRejections(t *testing.T) {
 			noShared,
 		},
 		{
-			"shared container after the budget is all exclusive",
-			func(p *api.PodSandbox) *api.Container { return Container(p, "big", WithGuaranteedCPUs(2, gi)) },
-			func(p *api.PodSandbox) *api.Container { return Container(p, "shared") },
-			noShared,
-		},
-		{
 			"container requests above the pod budget",
 			func(p *api.PodSandbox) *api.Container { return Container(p, "one", WithGuaranteedCPUs(1, gi)) },
 			func(p *api.PodSandbox) *api.Container { return Container(p, "two", WithGuaranteedCPUs(2, gi)) },
@@ -550,6 +544,33 @@ func TestPinningRejections(t *testing.T) {
 			}
 		})
 	}
+
+	// A container without CPUs after the budget is all exclusive (an
+	// ephemeral container: kubectl debug) is not refused: it runs in the
+	// node shared pool, as the kubelet runs ephemeral containers.
+	t.Run("shared container after the budget is all exclusive", func(t *testing.T) {
+		e := setupPinning(t, nil)
+		plain := Pod("plain", "p0", cgroupfsParent, nil)
+		e.mustRunPod(plain)
+		other := Container(plain, "other")
+		e.mustCreate(plain, other)
+		pod := budgetPod("tight", "p1", 2)
+		e.mustRunPod(pod)
+		e.applyAsync()
+		big := adjCPU(e.mustCreate(pod, Container(pod, "big", WithGuaranteedCPUs(2, gi)))).GetCpus()
+		dbg := Container(pod, "debugger")
+		resp, err := e.create(pod, dbg)
+		if err != nil {
+			t.Fatalf("CreateContainer: %v", err)
+		}
+		node := e.node.cpus(t, other.Id)
+		if got := mustSet(t, adjCPU(resp).GetCpus()); !got.Equals(node) || got.Intersection(mustSet(t, big)).Size() != 0 {
+			t.Errorf("debugger cpus %s, want the node shared pool %s (big has %s)", got, node, big)
+		}
+		if st := e.node.stamp(t, dbg.Id); st.Pool != policy.PoolNodeShared || st.Bubble.IsEmpty() {
+			t.Errorf("debugger stamp %+v, want node-shared beside the bubble", st)
+		}
+	})
 
 	t.Run("bad pod budget fails the pod", func(t *testing.T) {
 		e := setupPinning(t, nil)

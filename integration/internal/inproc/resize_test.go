@@ -8,10 +8,12 @@ import (
 	"github.com/containerd/nri/pkg/api"
 )
 
-// TestPinningResize: in-place resizes through the real NRI adaptation. A
-// pinned container or pod is refused (KEP-5526) with the numbers; a
-// resize that changes nothing keeps the exclusive container's cpuset and
-// quota -1; a node-shared container keeps its cpuset.
+// TestPinningResize: in-place resizes through the real NRI adaptation. An
+// exclusive container, a pod-shared container's CPU request and a pinned
+// pod are refused (KEP-5526) with the numbers; a resize that changes
+// nothing keeps the exclusive container's cpuset and quota -1; a
+// pod-shared container's limits and a node-shared container change and
+// keep their cpusets.
 func TestPinningResize(t *testing.T) {
 	ctx := context.Background()
 	e := setupPinning(t, nil)
@@ -82,6 +84,20 @@ func TestPinningResize(t *testing.T) {
 		cpu := self(t, resp, g.Id)
 		if cpu.GetQuota().GetValue() != -1 || cpu.GetCpus() != gCPUs {
 			t.Errorf("resize result quota %v cpus %q, want -1 and %q", cpu.GetQuota(), cpu.GetCpus(), gCPUs)
+		}
+	})
+
+	// The kubelet admits a limit change of a Burstable container in a
+	// Guaranteed pod: cpu.max and memory.max change, the cpuset does not.
+	t.Run("pod-shared container limits change, keeps its cpuset", func(t *testing.T) {
+		sCPUs := e.node.cpus(t, s.Id).String()
+		resp, err := e.rt.UpdateContainer(ctx, pod, e.node.ctrs[s.Id], LinuxResources(500, 2000, 512*mi))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu := self(t, resp, s.Id)
+		if cpu.GetCpus() != sCPUs || cpu.GetQuota().GetValue() != 2000*cfsPeriod/1000 {
+			t.Errorf("resize result cpus %q quota %v, want %q and the new quota", cpu.GetCpus(), cpu.GetQuota(), sCPUs)
 		}
 	})
 

@@ -77,6 +77,10 @@ const (
 	PodShared Class = "pod-shared"
 	// NodeShared: the node shared pool (it has a reserved CPU).
 	NodeShared Class = "node-shared"
+	// Refused is no class: the container did not run, its pod was refused.
+	// Compare names it against the class a container got on the side that
+	// admitted the pod.
+	Refused Class = "refused"
 )
 
 // Rejection is the kind of reason a pod was not admitted.
@@ -299,8 +303,9 @@ func (d Difference) String() string {
 
 // Compare lists how cgdelegate's shape of a manifest differs from the
 // kubelet's: admission first (a pod refused by both compares only the kind
-// of rejection), then the bubble, then every container of either, in name
-// order.
+// of rejection; a pod admitted by one only, the class of each container
+// that ran against Refused), then the bubble, then every container of
+// either, in name order.
 func Compare(kubelet, cgd Shape) []Difference {
 	var out []Difference
 	add := func(ctr, field string, k, c any) {
@@ -310,9 +315,18 @@ func Compare(kubelet, cgd Shape) []Difference {
 		}
 	}
 	add("", "admitted", kubelet.Admitted, cgd.Admitted)
-	if !kubelet.Admitted || !cgd.Admitted {
-		if !kubelet.Admitted && !cgd.Admitted {
-			add("", "rejection", kubelet.Rejection, cgd.Rejection)
+	switch {
+	case !kubelet.Admitted && !cgd.Admitted:
+		add("", "rejection", kubelet.Rejection, cgd.Rejection)
+		return out
+	case !cgd.Admitted:
+		for _, n := range slices.Sorted(maps.Keys(kubelet.Containers)) {
+			add(n, "class", kubelet.Containers[n].Class, Refused)
+		}
+		return out
+	case !kubelet.Admitted:
+		for _, n := range slices.Sorted(maps.Keys(cgd.Containers)) {
+			add(n, "class", Refused, cgd.Containers[n].Class)
 		}
 		return out
 	}

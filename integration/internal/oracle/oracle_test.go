@@ -239,7 +239,10 @@ func TestCompare(t *testing.T) {
 		{
 			name: "refused by cgdelegate only",
 			cgd:  Observation{Manifest: "g1", Reason: "cgdelegate refused the pod default/g1: insufficient cpus"},
-			want: []string{"g1 admitted: kubelet true, cgdelegate false"},
+			want: []string{
+				"g1 admitted: kubelet true, cgdelegate false",
+				"g1/ex class: kubelet exclusive, cgdelegate refused", "g1/sh class: kubelet pod-shared, cgdelegate refused",
+			},
 		},
 	}
 	k := mustShape(t, kubelet)
@@ -264,6 +267,22 @@ func TestCompareRejections(t *testing.T) {
 	}
 	if d := Compare(mustShape(t, empty), mustShape(t, cgdEmpty)); len(d) != 0 {
 		t.Errorf("same rejection: %v", d)
+	}
+	// Admitted by cgdelegate only: each container's class says how it ran.
+	nodeShared := Observation{Manifest: "e", Admitted: true, Containers: []Container{
+		ctr("a", "4", "1", "max 100000"), ctr("b", "5", "1", "max 100000"), ctr("sh", "0-3,6-7", "0-1", "200000 100000"),
+	}}
+	var got []string
+	for _, d := range Compare(mustShape(t, empty), mustShape(t, nodeShared)) {
+		got = append(got, d.String())
+	}
+	want := []string{
+		"e admitted: kubelet false, cgdelegate true",
+		"e/a class: kubelet refused, cgdelegate exclusive", "e/b class: kubelet refused, cgdelegate exclusive",
+		"e/sh class: kubelet refused, cgdelegate node-shared",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("admitted by cgdelegate only:\n got %q\nwant %q", got, want)
 	}
 	cpu := Observation{Manifest: "e", Reason: "cgdelegate refused the pod default/e: insufficient cpus"}
 	d := Compare(mustShape(t, empty), mustShape(t, cpu))

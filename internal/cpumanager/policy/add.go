@@ -184,11 +184,17 @@ func (p *Policy) checkBudget(plan *addPlan, sib siblings, n int) error {
 func (p *Policy) placeNew(plan *addPlan, n int, sharedUsed bool) error {
 	spec := plan.ctr.spec
 	switch {
-	case plan.inBubble && n == 0:
-		if plan.freePod.IsEmpty() {
-			return ErrNoSharedCPUs
-		}
+	case plan.inBubble && n == 0 && !plan.freePod.IsEmpty():
 		plan.ctr.pool = PoolPodShared
+	case plan.inBubble && n == 0 && spec.Lifecycle != LifecycleRegular:
+		// The kubelet refuses a pod whose init containers or sidecars
+		// without CPUs find its shared pool empty.
+		return ErrNoSharedCPUs
+	case plan.inBubble && n == 0:
+		// The bubble is all exclusive: the kubelet would have refused a
+		// regular container like this one, so it is an ephemeral one
+		// (kubectl debug), which the kubelet runs in the node shared pool.
+		return p.checkNodeShared(spec, plan.freeNode)
 	case plan.inBubble:
 		what := fmt.Sprintf("container %q exclusive slice in pod %s bubble %s", spec.Name, spec.PodID, plan.pod.bubble)
 		slice, err := p.takeFrom(plan.freePod, n, what)
@@ -203,9 +209,16 @@ func (p *Policy) placeNew(plan *addPlan, n int, sharedUsed bool) error {
 	case p.scope == config.ScopeContainer && n > 0:
 		return p.placeNodeSlice(plan, n)
 	default:
-		if plan.freeNode.IsEmpty() && p.sharedReserved.IsEmpty() {
-			return fmt.Errorf("%w: container %q: the node shared pool is empty", ErrInsufficient, spec.Name)
-		}
+		return p.checkNodeShared(spec, plan.freeNode)
+	}
+	return nil
+}
+
+// checkNodeShared refuses a container for the node shared pool when that
+// pool (freeNode: its usable CPUs, and the shared reserved ones) is empty.
+func (p *Policy) checkNodeShared(spec ContainerSpec, freeNode cpuset.CPUSet) error {
+	if freeNode.IsEmpty() && p.sharedReserved.IsEmpty() {
+		return fmt.Errorf("%w: container %q: the node shared pool is empty", ErrInsufficient, spec.Name)
 	}
 	return nil
 }

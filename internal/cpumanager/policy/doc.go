@@ -48,7 +48,8 @@
 //   - the node shared pool is everything usable that is in no bubble and no
 //     node-level slice, plus the reserved CPUs unless strict. Pods without
 //     a CPU budget (and, in container scope, every non-exclusive container)
-//     run there.
+//     run there, and so does a regular container without CPUs whose pod's
+//     bubble is all exclusive (see Rejections).
 //
 // Bubbles and node-level slices always leave a CPU in the node shared
 // pool, so a pod without a budget can always start: the reserved CPUs when
@@ -85,12 +86,32 @@
 //
 // # Rejections
 //
-// A container whose pod's bubble would be left with no CPUs for its shared
-// containers is refused with ErrNoSharedCPUs, whose text is the kubelet's:
-// "pod rejected, sum of exclusive container cpu requests equals pod budget,
-// leaving no cpus for shared containers". Not enough free CPUs is
-// ErrInsufficient; container requests above the pod budget are
-// budget.ErrInconsistent.
+// ErrNoSharedCPUs, whose text is the kubelet's ("pod rejected, sum of
+// exclusive container cpu requests equals pod budget, leaving no cpus for
+// shared containers"), refuses an exclusive container that would take the
+// last CPUs of its pod's bubble while a container of the pod is in its
+// shared pool, and an init container or sidecar without exclusive CPUs
+// that finds that pool empty (the kubelet refuses their pod at admission).
+// Not enough free CPUs is ErrInsufficient; container requests above the
+// pod budget are budget.ErrInconsistent.
+//
+// A regular container without exclusive CPUs that finds its pod's shared
+// pool empty is not refused: it runs in the node shared pool (PoolNodeShared
+// with its pod's Bubble), keeps its quota, and follows that pool's
+// updates. The kubelet would have refused a regular container like it, so
+// it is an ephemeral container (kubectl debug), which the kubelet sends
+// like a regular one without CPUs (with pod-level resources: the pod's
+// limits, budget.PodLimitsOnly) and runs in its node shared pool (v1.37
+// GetCPUSetOrDefault: only init and regular containers get assignments).
+// It stays there when the pod's shared pool gets CPUs back, and Rebuild
+// keeps it there from its stamp. An ephemeral container arriving while the
+// pool has CPUs goes into it, as a regular one would: NRI can not tell
+// them apart.
+//
+// Resize refuses any change of an exclusive container, and a change of
+// the CPU request of a shared container in a pod with a bubble (the
+// kubelet refuses both in a Guaranteed pod); a shared container's CPU or
+// memory limit may change, its CPUs do not.
 //
 // # Init containers
 //

@@ -94,6 +94,12 @@ func ctr(id, pod string, r budget.Container) ContainerSpec {
 	return ContainerSpec{ID: id, PodID: pod, Name: id, Resources: r}
 }
 
+// lifecycle returns c with lifecycle l.
+func lifecycle(c ContainerSpec, l Lifecycle) ContainerSpec {
+	c.Lifecycle = l
+	return c
+}
+
 func mustAddPod(t testing.TB, p *Policy, id string, b budget.Budget) []Assignment {
 	t.Helper()
 	u, err := p.AddPod(PodSpec{ID: id, Name: "ns/" + id, Budget: b})

@@ -316,14 +316,19 @@ func (p *Policy) Assignments() []Assignment {
 // Resize takes the new resources of a running container (an in-place
 // resize, NRI UpdateContainer) and returns its assignment, which the
 // resize must keep (an exclusive container keeps quota -1). cgdelegate
-// refuses only what would change its own placement, with ErrResize, and
-// the kubelet refuses those too (its static CPU manager makes the in-place
-// resize of a Guaranteed pod infeasible, and every placed pod is
-// Guaranteed):
+// refuses, with ErrResize, what would change its own placement and what
+// the kubelet refuses in a Guaranteed pod under its static CPU manager
+// (v1.37 pkg/kubelet/allocation/handlers.go: a change of a container's
+// CPU request; every placed pod is Guaranteed):
 //
-//  1. a container that is exclusive or in a bubble changes its CPU or
-//     memory;
-//  2. in container scope, a shared container would become exclusive (that
+//  1. an exclusive container changes its CPU or memory;
+//  2. a shared container in a pod with a bubble (pod-shared, or
+//     node-shared when the bubble was all exclusive) changes its CPU
+//     request, the one NRI reads from its cpu shares; a change of its CPU
+//     or memory limit alone is recorded and keeps its CPUs (NRI carries no
+//     memory request, whose change the kubelet's Static memory manager
+//     refuses);
+//  3. in container scope, a shared container would become exclusive (that
 //     needs a new slice).
 //
 // Anything else is recorded: the container stays in its pool. An unknown
@@ -344,7 +349,7 @@ func (p *Policy) Resize(id string, res budget.Container) (a Assignment, ok bool,
 	next := c.spec
 	next.Resources = res
 	switch {
-	case c.pool == PoolExclusive || !pod.bubble.IsEmpty():
+	case c.pool == PoolExclusive || !pod.bubble.IsEmpty() && old.CPURequest != res.CPURequest:
 		return Assignment{}, true, fmt.Errorf("%w: container %q in pod %s runs %s (cpus %s): resources %s: "+
 			"in-place resize of a pinned container is not supported; %s; recreate the pod",
 			ErrResize, c.spec.Name, c.spec.PodID, c.pool, p.assign(p.st, p.v, c).CPUs, change, KubeletResizeReason)

@@ -226,9 +226,20 @@ func TestNoSharedCPUsRejection(t *testing.T) {
 		last  ContainerSpec
 	}{
 		{
-			name:  "shared after slices fill the bubble",
+			// A regular one goes to the node shared pool instead
+			// (TestNodeSharedOverflow); init containers and sidecars are
+			// refused, as the kubelet refuses their pod.
+			name:  "sidecar without cpus after slices fill the bubble",
 			first: []ContainerSpec{ctr("a", "p", guaranteed(1000)), ctr("b", "p", guaranteed(1000))},
-			last:  ctr("s", "p", bestEffort()),
+			last:  lifecycle(ctr("s", "p", bestEffort()), LifecycleSidecar),
+		},
+		{
+			name: "init container without cpus after sidecars fill the bubble",
+			first: []ContainerSpec{
+				lifecycle(ctr("a", "p", guaranteed(1000)), LifecycleSidecar),
+				lifecycle(ctr("b", "p", guaranteed(1000)), LifecycleSidecar),
+			},
+			last: lifecycle(ctr("i", "p", burstable(0)), LifecycleInit),
 		},
 		{
 			name:  "slice that would fill the bubble with a shared container present",

@@ -143,7 +143,14 @@ func checkInvariants(t testing.TB, p *Policy) {
 			}
 		}
 		checkCtrMemory(t, p, ps, c, a)
-		if !ps.bubble.IsEmpty() && !a.CPUs.IsSubsetOf(ps.bubble) {
+		// A regular container without CPUs of its own whose pod shared
+		// pool was empty (an ephemeral one) runs beside its bubble.
+		overflow := c.pool == PoolNodeShared && !ps.bubble.IsEmpty()
+		if overflow && (c.spec.Lifecycle != LifecycleRegular || p.exclusiveCPUs(ps, c.spec) > 0) {
+			t.Fatalf("container %s (%s, %d exclusive cpus) in the node shared pool beside pod %s bubble %s",
+				id, c.spec.Lifecycle, p.exclusiveCPUs(ps, c.spec), c.spec.PodID, ps.bubble)
+		}
+		if !overflow && !ps.bubble.IsEmpty() && !a.CPUs.IsSubsetOf(ps.bubble) {
 			t.Fatalf("container %s cpus %s outside pod %s bubble %s", id, a.CPUs, c.spec.PodID, ps.bubble)
 		}
 		if c.pool == PoolPodShared && ps.bubble.IsEmpty() {
@@ -433,7 +440,8 @@ func checkRebuild(t testing.TB, p *Policy, r *fakeRuntime) {
 	want := p.Snapshot()
 	recoverable := true
 	for _, ps := range want.Pods {
-		if ps.Bubble != "" && len(ps.Containers) == 0 {
+		// A bubble is known from its pinned containers' stamps only.
+		if ps.Bubble != "" && !slices.ContainsFunc(ps.Containers, func(c ContainerStatus) bool { return c.Pool != PoolNodeShared }) {
 			recoverable = false
 		}
 		if ps.Degraded != "" {

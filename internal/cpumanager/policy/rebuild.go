@@ -417,7 +417,7 @@ func (r *rebuild) adoptUnstampedSlices() {
 		fits := cur.Size() == n && cur.IsSubsetOf(free)
 		if !r.st.pods[c.spec.PodID].bubble.IsEmpty() {
 			// The pod's shared containers keep a CPU...
-			fits = fits && (free.Size() > n || !r.st.podSharedNeeded(c.spec.PodID))
+			fits = fits && (free.Size() > n || !r.podSharedNeeded(c.spec.PodID))
 		} else {
 			// ...and the node shared pool keeps one (container scope).
 			fits = fits && free.Size() > n
@@ -472,7 +472,7 @@ func (r *rebuild) carveSlices() {
 			err   error
 		)
 		switch {
-		case inBubble && free.Size() == n && r.st.podSharedNeeded(c.spec.PodID):
+		case inBubble && free.Size() == n && r.podSharedNeeded(c.spec.PodID):
 			err = ErrNoSharedCPUs
 		case inBubble:
 			slice, err = r.p.takeFrom(free, n, fmt.Sprintf("container %s slice in pod %s bubble", id, c.spec.PodID))
@@ -493,20 +493,24 @@ func (r *rebuild) carveSlices() {
 }
 
 // placeShared puts every container without a slice in its shared pool and
-// returns the pools of the new state (step 8).
+// returns the pools of the new state (step 8). The pools depend only on
+// the bubbles and slices, which are final now.
 func (r *rebuild) placeShared() *view {
+	v := newView(r.p.usable, r.st)
 	for _, id := range r.ctrIDs {
 		c := r.st.ctrs[id]
 		if c.pool == PoolExclusive {
 			continue
 		}
 		c.pool = PoolNodeShared
-		if !r.st.pods[c.spec.PodID].bubble.IsEmpty() {
+		// A regular container finding its pod shared pool empty goes to
+		// the node shared pool, as in placeNew.
+		pool, ok := v.pod[c.spec.PodID]
+		if ok && !r.overflowed(c) && (!pool.IsEmpty() || c.spec.Lifecycle != LifecycleRegular) {
 			c.pool = PoolPodShared
 		}
 		r.st.addCtr(c)
 	}
-	v := newView(r.p.usable, r.st)
 	for _, pid := range r.podIDs {
 		if pool, ok := v.pod[pid]; ok && pool.IsEmpty() && r.st.podSharedUsed(pid) {
 			r.note("pod %s: %v (after rebuild)", pid, ErrNoSharedCPUs)
@@ -544,16 +548,18 @@ func (r *rebuild) diff(v *view) {
 	}
 }
 
-// stampedBubble returns the bubble most of the pod's stamps name (ties go
-// to the lowest container id) and the distinct bubbles named, when more
-// than one.
+// stampedBubble returns the bubble most of the pod's pinned stamps name
+// (ties go to the lowest container id) and the distinct bubbles named,
+// when more than one.
 func stampedBubble(st *state, stamps map[string]*Stamp, podID string) (cpuset.CPUSet, []string) {
 	count := map[string]int{}
 	var order []string
 	sets := map[string]cpuset.CPUSet{}
 	for _, id := range st.podContainers(podID) {
 		s := stamps[id]
-		if s == nil || s.Bubble.IsEmpty() {
+		// A node-shared stamp names the bubble but not the memory nodes
+		// it was widened to: it does not vote.
+		if s == nil || s.Bubble.IsEmpty() || s.Pool == PoolNodeShared {
 			continue
 		}
 		k := s.Bubble.String()
@@ -576,4 +582,32 @@ func stampedBubble(st *state, stamps map[string]*Stamp, podID string) (cpuset.CP
 		return sets[best], nil
 	}
 	return sets[best], order
+}
+
+// podSharedNeeded reports whether the pod has a container without
+// exclusive CPUs that needs the pod's shared pool whatever the others get:
+// any but one that overflowed to the node shared pool.
+func (r *rebuild) podSharedNeeded(podID string) bool {
+	for id := range r.st.byPod[podID] {
+		c := r.st.ctrs[id]
+		if c.spec.Resources.ExclusiveCPUs() == 0 && !r.overflowed(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// overflowed says whether shared container c, in a pod with a bubble, was
+// placed in the node shared pool because its pod shared pool was empty
+// (placeNew: an ephemeral container): it is regular and its stamp says
+// node-shared next to the pod's bubble. It stays there, as it would have
+// had the plugin not restarted, when the pod's pool has CPUs again. A pod
+// whose containers are all node-shared gets a fresh bubble (its stamps do
+// not vote, see stampedBubble); they stay node-shared only if that is
+// the bubble they were stamped with.
+func (r *rebuild) overflowed(c ctrState) bool {
+	s := r.stamps[c.spec.ID]
+	bubble := r.st.pods[c.spec.PodID].bubble
+	return c.spec.Lifecycle == LifecycleRegular && s != nil && s.Pool == PoolNodeShared &&
+		!bubble.IsEmpty() && s.Bubble.Equals(bubble)
 }

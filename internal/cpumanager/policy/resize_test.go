@@ -36,11 +36,60 @@ func TestResize(t *testing.T) {
 			},
 		},
 		{
-			name: "pod-shared memory change", id: "s", res: budget.NewContainer(budget.Budget{CPURequest: 500, CPULimit: 2000, MemoryLimit: 2 * gib}),
-			wantErr: "runs pod-shared",
+			name: "exclusive memory limit change", id: "g",
+			res:     budget.NewContainer(budget.Budget{CPURequest: 1000, CPULimit: 1000, MemoryLimit: 2 * gib}),
+			wantErr: "runs exclusive",
+			setup: func(t *testing.T, p *Policy) {
+				mustAddPod(t, p, "p", podBudget(4000))
+				mustAdd(t, p, ctr("g", "p", guaranteed(1000)))
+			},
+		},
+		{
+			// The kubelet admits a limit change of a Burstable container in
+			// a Guaranteed pod: its cpu.max and memory.max change, its
+			// cpuset does not.
+			name: "pod-shared memory limit change", id: "s", res: budget.NewContainer(budget.Budget{CPURequest: 500, CPULimit: 2000, MemoryLimit: 2 * gib}),
+			wantPool: PoolPodShared,
+			setup: func(t *testing.T, p *Policy) {
+				mustAddPod(t, p, "p", podBudget(4000))
+				mustAdd(t, p, ctr("g", "p", guaranteed(1000)))
+				mustAdd(t, p, ctr("s", "p", burstable(500)))
+			},
+		},
+		{
+			name: "pod-shared cpu limit change", id: "s", res: budget.NewContainer(budget.Budget{CPURequest: 500, CPULimit: 3000}),
+			wantPool: PoolPodShared,
 			setup: func(t *testing.T, p *Policy) {
 				mustAddPod(t, p, "p", podBudget(4000))
 				mustAdd(t, p, ctr("s", "p", burstable(500)))
+			},
+		},
+		{
+			name: "pod-shared cpu request change", id: "s", res: burstable(1000),
+			wantErr: `container "s" in pod p runs pod-shared (cpus 0-1,8-9): resources cpu=500m/2000m,memory=-/- to cpu=1000m/2000m,memory=-/-`,
+			setup: func(t *testing.T, p *Policy) {
+				mustAddPod(t, p, "p", podBudget(4000))
+				mustAdd(t, p, ctr("s", "p", burstable(500)))
+			},
+		},
+		{
+			name: "node-shared beside its bubble: cpu limit change", id: "dbg",
+			res:      budget.NewContainer(budget.Budget{CPULimit: 1000, MemoryLimit: gib}),
+			wantPool: PoolNodeShared,
+			setup: func(t *testing.T, p *Policy) {
+				mustAddPod(t, p, "p", podBudget(2000))
+				mustAdd(t, p, ctr("g", "p", guaranteed(2000)))
+				mustAdd(t, p, debugger(podBudget(2000)))
+			},
+		},
+		{
+			name: "node-shared beside its bubble: cpu request change", id: "dbg",
+			res:     budget.NewContainer(budget.Budget{CPURequest: 500, CPULimit: 2000, MemoryLimit: 8 * gib}),
+			wantErr: "runs node-shared",
+			setup: func(t *testing.T, p *Policy) {
+				mustAddPod(t, p, "p", podBudget(2000))
+				mustAdd(t, p, ctr("g", "p", guaranteed(2000)))
+				mustAdd(t, p, debugger(podBudget(2000)))
 			},
 		},
 		{
@@ -97,10 +146,11 @@ func TestResize(t *testing.T) {
 			}
 			tc.setup(t, p)
 			before := p.Snapshot()
+			prev, _ := p.Assignment(tc.id)
 			a, ok, err := p.Resize(tc.id, tc.res)
 			if tc.wantErr != "" {
-				if !errors.Is(err, ErrResize) || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want ErrResize with %q", err, tc.wantErr)
+				if !errors.Is(err, ErrResize) || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), KubeletResizeReason) {
+					t.Fatalf("err = %v, want ErrResize with %q and the kubelet's reason", err, tc.wantErr)
 				}
 				if after := p.Snapshot(); !reflect.DeepEqual(before, after) {
 					t.Errorf("refused resize changed the state")
@@ -118,6 +168,20 @@ func TestResize(t *testing.T) {
 			}
 			if a.Pool != tc.wantPool {
 				t.Errorf("pool %s, want %s", a.Pool, tc.wantPool)
+			}
+			if !reflect.DeepEqual(a, prev) {
+				t.Errorf("assignment %+v, was %+v", a, prev)
+			}
+			if after, _ := p.Assignment(tc.id); !reflect.DeepEqual(after, a) {
+				t.Errorf("Assignment after resize %+v, Resize returned %+v", after, a)
+			}
+			if got := p.Snapshot().NodeSharedPool; got != before.NodeSharedPool {
+				t.Errorf("node shared pool %s, was %s", got, before.NodeSharedPool)
+			}
+			for i, ps := range p.Snapshot().Pods {
+				if ps.Bubble != before.Pods[i].Bubble || ps.SharedPool != before.Pods[i].SharedPool {
+					t.Errorf("pod %s pools %s/%s, were %s/%s", ps.ID, ps.Bubble, ps.SharedPool, before.Pods[i].Bubble, before.Pods[i].SharedPool)
+				}
 			}
 			if got := p.st.ctrs[tc.id].spec.Resources; got != tc.res {
 				t.Errorf("resources %+v, want %+v recorded", got, tc.res)
@@ -203,8 +267,8 @@ func TestResizePod(t *testing.T) {
 			}
 			err := p.ResizePod("p", tc.next)
 			if tc.wantErr != "" {
-				if !errors.Is(err, ErrResize) || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want ErrResize with %q", err, tc.wantErr)
+				if !errors.Is(err, ErrResize) || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), KubeletResizeReason) {
+					t.Fatalf("err = %v, want ErrResize with %q and the kubelet's reason", err, tc.wantErr)
 				}
 				if p.st.pods["p"].spec.Budget != tc.budget {
 					t.Errorf("refused resize recorded the budget")

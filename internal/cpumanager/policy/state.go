@@ -112,18 +112,6 @@ func (s *state) podSharedUsed(podID string) bool {
 	return false
 }
 
-// podSharedNeeded reports whether the pod has a container without
-// exclusive CPUs, which needs the pod's shared pool whatever the others
-// get.
-func (s *state) podSharedNeeded(podID string) bool {
-	for id := range s.byPod[podID] {
-		if s.ctrs[id].spec.Resources.ExclusiveCPUs() == 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // view is the derived pools of one state.
 type view struct {
 	// node is the node shared pool.

@@ -11,7 +11,9 @@ import (
 // Sentinel errors. Callers check them with errors.Is.
 var (
 	// ErrNoSharedCPUs refuses a container that would leave its pod's shared
-	// containers without CPUs. Its text is the kubelet's.
+	// containers without CPUs, or an init container or sidecar without
+	// CPUs that finds them none (a regular one runs in the node shared
+	// pool). Its text is the kubelet's.
 	ErrNoSharedCPUs = errors.New("pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers")
 	// ErrInsufficient means there are not enough free CPUs.
 	ErrInsufficient = errors.New("insufficient cpus")
