@@ -49,7 +49,13 @@ var clusterAllowed = []oracle.Allowance{
 	// regular container without CPUs of its own, which goes to the pod's
 	// shared CPUs, so cgdelegate runs it there when the bubble has any.
 	{Manifest: "debug-shared", Container: debugger, Field: "*", Why: whyDebugger},
+	// The kubelet admits a pod-level resize of a pinned pod and changes
+	// its quota without moving its CPUs; cgdelegate refuses it.
+	{Manifest: "resize-bubble/pod-cpu", Field: "admitted", Kubelet: "true", Cgdelegate: "false", Why: whyPodResize},
+	{Manifest: "resize-bubble/pod-cpu", Container: "*", Field: "class", Cgdelegate: string(oracle.Refused), Why: whyPodResize},
 }
+
+const whyPodResize = "the kubelet admits a pod-level resize of a pinned pod but leaves its bubble as it was, so the quota no longer matches the CPUs; cgdelegate places a pod from its budget (a restart would place it anew), so it refuses with the kubelet's reason"
 
 const whyDebugger = "the kubelet runs an ephemeral container in the node shared pool; NRI cannot tell it from a regular container without CPUs, so cgdelegate runs it in its pod's shared CPUs when the bubble has some (in the node shared pool otherwise)"
 
@@ -115,8 +121,17 @@ func clusterResizeBubble(t *testing.T, e *guestEnv) {
 	t.Cleanup(e.pluginLogFrom(t))
 	start := time.Now()
 	obs := e.observeResize(ctx, t)
+	// cgdelegate refuses what the kubelet's static CPU manager refuses (a
+	// CPU request of a Guaranteed pod's container) and a pinned pod's
+	// pod-level resize (docs/cpu-pinning.md); it makes the others.
+	refuses := map[string]bool{"resize-bubble/cpu-request": true, "resize-bubble/pod-cpu": true}
 	for _, o := range obs {
-		if !o.Admitted && oracle.ClassifyRejection(o.Reason) != oracle.ResizeInfeasible {
+		switch {
+		case o.Admitted && refuses[o.Manifest]:
+			t.Errorf("%s: made under cgdelegate, want it refused with the kubelet's reason", o.Manifest)
+		case !o.Admitted && !refuses[o.Manifest]:
+			t.Errorf("%s: refused under cgdelegate, want it made as the kubelet makes it: %s", o.Manifest, o.Reason)
+		case !o.Admitted && oracle.ClassifyRejection(o.Reason) != oracle.ResizeInfeasible:
 			t.Errorf("%s: refused without the kubelet's reason: %s", o.Manifest, o.Reason)
 		}
 	}
@@ -262,9 +277,12 @@ type oracleResize struct {
 	done func(*corev1.Pod) bool
 }
 
-// containerPatch is a resize patch of container c's resources.
-func containerPatch(c, kind, res, v string) string {
-	return fmt.Sprintf(`{"spec":{"containers":[{"name":%q,"resources":{%q:{%q:%q}}}]}}`, c, kind, res, v)
+// resized is the container the resize steps resize, in either pod.
+const resized = "b"
+
+// containerPatch is a resize patch of the resized container's resources.
+func containerPatch(kind, res, v string) string {
+	return fmt.Sprintf(`{"spec":{"containers":[{"name":%q,"resources":{%q:{%q:%q}}}]}}`, resized, kind, res, v)
 }
 
 // podPatch is a resize patch of the pod-level CPU (requests = limits).
@@ -272,11 +290,11 @@ func podPatch(cpu string) string {
 	return fmt.Sprintf(`{"spec":{"resources":{"requests":{"cpu":%q},"limits":{"cpu":%q}}}}`, cpu, cpu)
 }
 
-// statusIs says container c's status shows res of kind at v.
-func statusIs(c, kind string, res corev1.ResourceName, v string) func(*corev1.Pod) bool {
+// statusIs says the resized container's status shows res of kind at v.
+func statusIs(kind string, res corev1.ResourceName, v string) func(*corev1.Pod) bool {
 	want := resource.MustParse(v)
 	return func(p *corev1.Pod) bool {
-		cs := kubelet.ContainerStatus(p, c)
+		cs := kubelet.ContainerStatus(p, resized)
 		if cs == nil || cs.Resources == nil {
 			return false
 		}
@@ -295,12 +313,18 @@ func statusIs(c, kind string, res corev1.ResourceName, v string) func(*corev1.Po
 // refuses that in a Guaranteed pod) and the pod-level CPU.
 func bubbleResizeSteps() []oracleResize {
 	return []oracleResize{
-		{name: "resize-bubble/cpu-limit", patch: containerPatch("b", "limits", "cpu", "1"), undo: containerPatch("b", "limits", "cpu", "500m"),
-			done: statusIs("b", "limits", corev1.ResourceCPU, "1")},
-		{name: "resize-bubble/cpu-request", patch: containerPatch("b", "requests", "cpu", "400m"), undo: containerPatch("b", "requests", "cpu", "250m"),
-			done: statusIs("b", "requests", corev1.ResourceCPU, "400m")},
-		{name: "resize-bubble/memory-limit", patch: containerPatch("b", "limits", "memory", "96Mi"), undo: containerPatch("b", "limits", "memory", "64Mi"),
-			done: statusIs("b", "limits", corev1.ResourceMemory, "96Mi")},
+		{
+			name: "resize-bubble/cpu-limit", patch: containerPatch("limits", "cpu", "1"), undo: containerPatch("limits", "cpu", "500m"),
+			done: statusIs("limits", corev1.ResourceCPU, "1"),
+		},
+		{
+			name: "resize-bubble/cpu-request", patch: containerPatch("requests", "cpu", "400m"), undo: containerPatch("requests", "cpu", "250m"),
+			done: statusIs("requests", corev1.ResourceCPU, "400m"),
+		},
+		{
+			name: "resize-bubble/memory-limit", patch: containerPatch("limits", "memory", "96Mi"), undo: containerPatch("limits", "memory", "64Mi"),
+			done: statusIs("limits", corev1.ResourceMemory, "96Mi"),
+		},
 		{name: "resize-bubble/pod-cpu", patch: podPatch("2500m"), undo: podPatch("2"), done: func(p *corev1.Pod) bool {
 			if p.Status.Resources == nil {
 				return false
@@ -316,7 +340,7 @@ func bubbleResizeSteps() []oracleResize {
 func nodeSharedResizeSteps() []oracleResize {
 	both := `{"spec":{"containers":[{"name":"b","resources":{"requests":{"cpu":"400m"},"limits":{"cpu":"750m"}}}]}}`
 	undo := `{"spec":{"containers":[{"name":"b","resources":{"requests":{"cpu":"250m"},"limits":{"cpu":"500m"}}}]}}`
-	return []oracleResize{{name: "resize-node-shared/cpu", patch: both, undo: undo, done: statusIs("b", "limits", corev1.ResourceCPU, "750m")}}
+	return []oracleResize{{name: "resize-node-shared/cpu", patch: both, undo: undo, done: statusIs("limits", corev1.ResourceCPU, "750m")}}
 }
 
 // observeResize runs cluster-resize-bubble.yaml, then cluster-resize.yaml,
