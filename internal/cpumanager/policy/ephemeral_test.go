@@ -118,15 +118,7 @@ func TestNodeSharedOverflowLifetime(t *testing.T) {
 	}
 
 	// A restart rebuilds the same state, without updates.
-	want := p.Snapshot()
-	q := mustNew(t, dualHT(), Options{})
-	pods, ctrs := r.snapshot()
-	if res := q.Rebuild(pods, ctrs); len(res.Conflicts) != 0 || len(res.Updates) != 0 {
-		t.Errorf("rebuild: conflicts %v, updates %v", res.Conflicts, ids(res.Updates))
-	}
-	if got := q.Snapshot(); !reflect.DeepEqual(got, want) {
-		t.Errorf("rebuilt state differs:\n%+v\n%+v", got, want)
-	}
+	rebuildSame(t, p, r)
 
 	// The exclusive container goes: the debugger stays where it is, and
 	// a restart keeps it there (its stamp says so).
@@ -137,9 +129,9 @@ func TestNodeSharedOverflowLifetime(t *testing.T) {
 	if a, _ := p.Assignment("dbg"); a.Pool != PoolNodeShared {
 		t.Errorf("debugger moved to %s", a.Pool)
 	}
-	want = p.Snapshot()
-	q = mustNew(t, dualHT(), Options{})
-	pods, ctrs = r.snapshot()
+	want := p.Snapshot()
+	q := mustNew(t, dualHT(), Options{})
+	pods, ctrs := r.snapshot()
 	// Its bubble is known from pinned stamps only: the pod gets one anew,
 	// here the same, and the debugger stays beside it.
 	q.Rebuild(pods, ctrs)
@@ -195,16 +187,7 @@ func TestRebuildKeepsOverflow(t *testing.T) {
 				p.RemoveContainer(tc.remove)
 				delete(r.ctrs, tc.remove)
 			}
-			want := p.Snapshot()
-			q := mustNew(t, dualHT(), Options{})
-			pods, ctrs := r.snapshot()
-			if res := q.Rebuild(pods, ctrs); len(res.Conflicts) != 0 || len(res.Updates) != 0 {
-				t.Errorf("rebuild: conflicts %v, updates %v", res.Conflicts, ids(res.Updates))
-			}
-			if got := q.Snapshot(); !reflect.DeepEqual(got, want) {
-				t.Errorf("rebuilt state differs:\n%+v\n%+v", got, want)
-			}
-			checkInvariants(t, q)
+			checkInvariants(t, rebuildSame(t, p, r))
 		})
 	}
 	// Without its stamp (created while no plugin ran) a regular container
@@ -221,4 +204,20 @@ func TestRebuildKeepsOverflow(t *testing.T) {
 		t.Errorf("unstamped debugger %+v, x %+v (conflicts %v)", a, xa, res.Conflicts)
 	}
 	checkInvariants(t, p)
+}
+
+// rebuildSame rebuilds a new policy from what r holds and checks that it
+// has p's state and sends no updates; it returns the new policy.
+func rebuildSame(t *testing.T, p *Policy, r *fakeRuntime) *Policy {
+	t.Helper()
+	want := p.Snapshot()
+	q := mustNew(t, dualHT(), Options{})
+	pods, ctrs := r.snapshot()
+	if res := q.Rebuild(pods, ctrs); len(res.Conflicts) != 0 || len(res.Updates) != 0 {
+		t.Errorf("rebuild: conflicts %v, updates %v", res.Conflicts, ids(res.Updates))
+	}
+	if got := q.Snapshot(); !reflect.DeepEqual(got, want) {
+		t.Errorf("rebuilt state differs:\n%+v\n%+v", got, want)
+	}
+	return q
 }
