@@ -140,9 +140,19 @@ func kubectl(ctx context.Context, stdin []byte, args ...string) ([]byte, error) 
 	return stdout.Bytes(), nil
 }
 
-// getJSON decodes `kubectl get <kind> <name> -o json` into v.
+// getJSON decodes `kubectl get <kind> <name> -o json` into v, reading
+// pods and nodes from the API server directly (apiPath).
 func getJSON(ctx context.Context, v any, args ...string) error {
-	out, err := kubectl(ctx, nil, append(append([]string{"get"}, args...), "-o", "json")...)
+	var out []byte
+	var err error
+	if path, ok := apiPath(args); ok {
+		var a *apiClient
+		if a, err = theAPI(); err == nil {
+			out, err = a.get(ctx, path)
+		}
+	} else {
+		out, err = kubectl(ctx, nil, append(append([]string{"get"}, args...), "-o", "json")...)
+	}
 	if err != nil {
 		return err
 	}
