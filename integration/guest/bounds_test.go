@@ -37,6 +37,14 @@ func ownLimitsProtected(t *testing.T, e *guestEnv) {
 	c := runContainer(ctx, t, pod, sleeper("limited", 64<<20))
 	assertWritableMount(ctx, t, c)
 
+	assertOwnLimitsRefused(ctx, t, c, strconv.Itoa(64<<20))
+}
+
+// assertOwnLimitsRefused runs ownLimitsScript in the writable container c:
+// every write to its own limits and bounds and to its parent's
+// cgroup.procs is refused, and memory.max still reads wantMemory.
+func assertOwnLimitsRefused(ctx context.Context, t *testing.T, c *cri.Container, wantMemory string) {
+	t.Helper()
 	r := sh(ctx, t, c, ownLimitsScript)
 	t.Logf("attempts: %s", r.Stdout)
 	got := inspect.Markers(r.Stdout)
@@ -56,8 +64,8 @@ func ownLimitsProtected(t *testing.T, e *guestEnv) {
 	if v := got["PARENT_PROCS"]; v == "written" || v == "" {
 		t.Errorf("writing the parent's cgroup.procs: %q, want a failure", v)
 	}
-	if got["MEMNOW"] != strconv.Itoa(64<<20) {
-		t.Errorf("memory.max is now %q, want %d", got["MEMNOW"], 64<<20)
+	if got["MEMNOW"] != wantMemory {
+		t.Errorf("memory.max is now %q, want %s", got["MEMNOW"], wantMemory)
 	}
 }
 

@@ -58,6 +58,9 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.ClusterEphemeralContainers:      clusterEphemeralContainers,
 	variant.ClusterResizeBubble:             clusterResizeBubble,
 	variant.ClusterPinningOracle:            clusterPinningOracle,
+	variant.ClusterDocker:                   clusterDocker,
+	variant.ClusterPodman:                   clusterPodman,
+	variant.ClusterVMSplit:                  clusterVMSplit,
 }
 
 // Console markers of a scenario, read by integration/vm: its identifier

@@ -75,6 +75,9 @@ type artifacts struct {
 	// SystemdPodImage is the OCI layout tar of the image whose PID 1 is
 	// systemd (scenario InPodSystemd); empty when no variant runs it.
 	SystemdPodImage string
+	// EnginesImage is the OCI layout tar of the engines image
+	// (enginesImage); empty when no variant runs it.
+	EnginesImage string
 	// Kubelet is the kubelet binary; empty when no selected variant runs
 	// one (it is 90 MB, so it only goes into the initramfs of those that
 	// do).
@@ -325,14 +328,10 @@ func (b *builder) goBuild(ctx context.Context, out, pkg string, test bool, tags 
 	return dst, nil
 }
 
-// images writes the busybox and pause images as OCI layout tars; extra
-// are more files of the busybox image (the in-pod tools).
-func (b *builder) images(busybox, pause string, extra []ociimage.File) ([]string, error) {
-	applets, err := exec.Command(busybox, "--list").Output()
-	if err != nil {
-		return nil, fmt.Errorf("busybox --list: %w", err)
-	}
-	base := []ociimage.File{
+// imageBase are the directories and account files of our busybox-based
+// images.
+func imageBase() []ociimage.File {
+	return []ociimage.File{
 		{Name: "bin", Mode: 0o755, Dir: true},
 		{Name: "dev", Mode: 0o755, Dir: true},
 		{Name: "etc", Mode: 0o755, Dir: true},
@@ -343,18 +342,35 @@ func (b *builder) images(busybox, pause string, extra []ociimage.File) ([]string
 		{Name: "etc/passwd", Mode: 0o644, Data: []byte(guestPasswd)},
 		{Name: "etc/group", Mode: 0o644, Data: []byte(guestGroup)},
 	}
-	bb := append([]ociimage.File{}, base...)
-	bb = append(bb, ociimage.File{Name: "bin/busybox", Mode: 0o755, HostPath: busybox})
-	bb = append(bb, extra...)
+}
+
+// busyboxFiles are the files of a busybox image: imageBase, busybox and a
+// link for each of its applets.
+func busyboxFiles(busybox string) ([]ociimage.File, error) {
+	applets, err := exec.Command(busybox, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("busybox --list: %w", err)
+	}
+	bb := append(imageBase(), ociimage.File{Name: "bin/busybox", Mode: 0o755, HostPath: busybox})
 	sc := bufio.NewScanner(bytes.NewReader(applets))
 	for sc.Scan() {
 		if a := strings.TrimSpace(sc.Text()); a != "" && a != "busybox" {
 			bb = append(bb, ociimage.File{Name: "bin/" + a, Linkname: "busybox"})
 		}
 	}
+	return bb, nil
+}
+
+// images writes the busybox and pause images as OCI layout tars; extra
+// are more files of the busybox image (the in-pod tools).
+func (b *builder) images(busybox, pause string, extra []ociimage.File) ([]string, error) {
+	bb, err := busyboxFiles(busybox)
+	if err != nil {
+		return nil, err
+	}
 	imgs := []ociimage.Image{
-		{Name: busyboxImage, Files: bb, Cmd: []string{"sh"}},
-		{Name: pauseImage, Files: append(append([]ociimage.File{}, base...),
+		{Name: busyboxImage, Files: append(bb, extra...), Cmd: []string{"sh"}},
+		{Name: pauseImage, Files: append(imageBase(),
 			ociimage.File{Name: "pause", Mode: 0o755, HostPath: pause}), Entrypoint: []string{"/pause"}},
 	}
 	var paths []string
@@ -495,6 +511,37 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet, 
 		a.ReleaseImage, a.PluginErr = b.releaseImage(plugin, hook, filepath.Join(b.workDir, "cgdelegate-init"))
 	}
 	return a, nil
+}
+
+// enginesImage writes the engines image: the engines root filesystem with
+// cgdelegate-init (as inPodTools built it) and the inner busybox image in
+// a layer above it.
+func (b *builder) enginesImage(rootfs, busybox string) (string, error) {
+	bb, err := busyboxFiles(busybox)
+	if err != nil {
+		return "", err
+	}
+	var inner bytes.Buffer
+	if err := ociimage.WriteLayout(&inner, ociimage.Image{Name: innerImage, Files: bb, Cmd: []string{"sh"}}); err != nil {
+		return "", err
+	}
+	p := filepath.Join(b.workDir, "image-engines.tar")
+	f, err := os.Create(p) //nolint:forbidigo // scratch file in our own work dir
+	if err != nil {
+		return "", fmt.Errorf("image %s: %w", enginesImage, err)
+	}
+	werr := ociimage.WriteLayout(f, ociimage.Image{
+		Name: enginesImage, LayerTar: rootfs,
+		Files: []ociimage.File{
+			{Name: "images", Mode: 0o755, Dir: true},
+			{Name: innerImagePath, Mode: 0o644, Data: inner.Bytes()},
+			{Name: "usr/local/bin/cgdelegate-init", Mode: 0o755, HostPath: filepath.Join(b.workDir, "cgdelegate-init")},
+		},
+	})
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return "", fmt.Errorf("image %s: %w", enginesImage, err)
+	}
+	return p, nil
 }
 
 // releaseImage writes the release image as `make image` does (the same

@@ -195,6 +195,9 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 	if a.SystemdPodImage != "" {
 		w.HostFile(systemdPodImagePath, 0o644, a.SystemdPodImage)
 	}
+	if boot.engines {
+		w.HostFile(enginesImagePath, 0o644, a.EnginesImage)
+	}
 	w.HostFile(overlayKO, 0o644, a.OverlayKO)
 	// The shipped containerd drop-in; the guest imports it in fail-closed
 	// variants.

@@ -23,11 +23,12 @@ import (
 // The tar is what mmdebstrap writes: entries named ./path, owners and
 // modes as installed. cpioWriter.Tar packs it into an initramfs; an OCI
 // image can take it as its layer.
-func (b *builder) debianRootfs(ctx context.Context, name string, packages []string) (string, error) {
+func (b *builder) debianRootfs(ctx context.Context, spec rootfsSpec) (string, error) {
+	name := spec.Name
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
 		return "", fmt.Errorf("root filesystem %s needs mmdebstrap (run integration/vm/install-deps.sh): %w", name, err)
 	}
-	resolved, err := b.resolveRootfs(ctx, packages)
+	resolved, err := b.resolveRootfs(ctx, spec)
 	if err != nil {
 		pattern := filepath.Join(b.cacheDir, "rootfs", name+"-"+strings.Repeat("?", 16), ".complete")
 		if matches, _ := filepath.Glob(pattern); len(matches) > 0 {
@@ -37,13 +38,13 @@ func (b *builder) debianRootfs(ctx context.Context, name string, packages []stri
 		}
 		return "", fmt.Errorf("root filesystem %s: %w", name, err)
 	}
-	key, err := rootfsKey(name, packages, resolved)
+	key, err := rootfsKey(spec, resolved)
 	if err != nil {
 		return "", err
 	}
 	dir, err := b.cached("rootfs/"+key, func(tmp string) error {
 		out := filepath.Join(tmp, "rootfs.tar")
-		if _, err := b.run(ctx, tmp, nil, "mmdebstrap", mmdebstrapArgs(packages, out, false)...); err != nil {
+		if _, err := b.run(ctx, tmp, nil, "mmdebstrap", mmdebstrapArgs(spec, out, false)...); err != nil {
 			return err
 		}
 		installed, err := rootfsPackages(out)
@@ -64,13 +65,13 @@ func (b *builder) debianRootfs(ctx context.Context, name string, packages []stri
 
 // resolveRootfs asks the archive which package versions the root
 // filesystem would hold.
-func (b *builder) resolveRootfs(ctx context.Context, packages []string) ([]string, error) {
+func (b *builder) resolveRootfs(ctx context.Context, spec rootfsSpec) ([]string, error) {
 	tmp, err := os.MkdirTemp(b.workDir, "rootfs-resolve-")
 	if err != nil {
 		return nil, fmt.Errorf("resolve root filesystem: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	out, err := b.run(ctx, tmp, nil, "mmdebstrap", mmdebstrapArgs(packages, filepath.Join(tmp, "rootfs.tar"), true)...)
+	out, err := b.run(ctx, tmp, nil, "mmdebstrap", mmdebstrapArgs(spec, filepath.Join(tmp, "rootfs.tar"), true)...)
 	if err != nil {
 		return nil, err
 	}

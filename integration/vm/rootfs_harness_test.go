@@ -39,16 +39,31 @@ var rootfsRecipe = []string{
 	"--dpkgopt=path-exclude=/usr/share/info/*",
 }
 
-// mmdebstrapArgs is mmdebstrap's command line for a root filesystem with
-// the extra packages, written as a tar to out. simulate only resolves the
-// package set (apt-get --simulate, printed with --verbose).
-func mmdebstrapArgs(packages []string, out string, simulate bool) []string {
+// rootfsSpec is one of the suite's Debian root filesystems.
+type rootfsSpec struct {
+	// Name names its cache entry (rootfsKey).
+	Name string
+	// Packages are installed besides mmdebstrap's minbase, with what they
+	// depend on (never what they recommend).
+	Packages []string
+	// Exclude are dpkg path patterns never unpacked (dpkg's path-exclude,
+	// beside rootfsRecipe's): files of the packages that no scenario runs.
+	Exclude []string
+}
+
+// mmdebstrapArgs is mmdebstrap's command line for the root filesystem of
+// spec, written as a tar to out. simulate only resolves the package set
+// (apt-get --simulate, printed with --verbose).
+func mmdebstrapArgs(spec rootfsSpec, out string, simulate bool) []string {
 	args := slices.Clone(rootfsRecipe)
+	for _, p := range spec.Exclude {
+		args = append(args, "--dpkgopt=path-exclude="+p)
+	}
 	if simulate {
 		args = append(args, "--simulate", "--verbose")
 	}
-	if len(packages) > 0 {
-		args = append(args, "--include="+strings.Join(packages, ","))
+	if len(spec.Packages) > 0 {
+		args = append(args, "--include="+strings.Join(spec.Packages, ","))
 	}
 	args = append(args, debianSuite, out)
 	return append(args, debianSources...)
@@ -92,19 +107,25 @@ func resolvedPackages(out string) ([]string, error) {
 // package version, so a new Debian point release or security update builds
 // a new one. The resolution is apt's simulation, which runs no hooks (it
 // still lists usrmerge and perl); what the tar really holds is listed from
-// its dpkg status (installedPackages).
-func rootfsKey(name string, packages, resolved []string) (string, error) {
-	if !isCacheName(name) {
-		return "", fmt.Errorf("root filesystem name %q: want letters, digits, '.', '_' or '-'", name)
+// its dpkg status (installedPackages). The exclusions count only when
+// there are some, so a spec without any keeps the key it had before they
+// existed.
+func rootfsKey(spec rootfsSpec, resolved []string) (string, error) {
+	if !isCacheName(spec.Name) {
+		return "", fmt.Errorf("root filesystem name %q: want letters, digits, '.', '_' or '-'", spec.Name)
 	}
 	h := sha256.New()
-	for _, part := range [][]string{rootfsRecipe, {debianSuite}, debianSources, packages, resolved} {
+	parts := [][]string{rootfsRecipe, {debianSuite}, debianSources, spec.Packages, resolved}
+	if len(spec.Exclude) > 0 {
+		parts = append(parts, spec.Exclude)
+	}
+	for _, part := range parts {
 		for _, s := range part {
 			fmt.Fprintf(h, "%s\n", s)
 		}
 		fmt.Fprint(h, "--\n")
 	}
-	return name + "-" + hex.EncodeToString(h.Sum(nil))[:16], nil
+	return spec.Name + "-" + hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
 func isCacheName(s string) bool {

@@ -57,28 +57,29 @@ func TestResolvedPackages(t *testing.T) {
 func TestRootfsKey(t *testing.T) {
 	pkgs := []string{"systemd", "dbus"}
 	resolved := []string{"dbus=1.14.10-1~deb12u1", "systemd=252.39-1~deb12u1"}
-	base, err := rootfsKey("systemd", pkgs, resolved)
+	base, err := rootfsKey(rootfsSpec{Name: "systemd", Packages: pkgs}, resolved)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(base, "systemd-") || len(base) != len("systemd-")+16 {
 		t.Errorf("key %q, want systemd-<16 hex digits>", base)
 	}
-	again, _ := rootfsKey("systemd", slices.Clone(pkgs), slices.Clone(resolved))
+	again, _ := rootfsKey(rootfsSpec{Name: "systemd", Packages: slices.Clone(pkgs)}, slices.Clone(resolved))
 	if again != base {
 		t.Errorf("key not stable: %q then %q", base, again)
 	}
 	for _, tc := range []struct {
-		name           string
-		keyName        string
-		pkgs, resolved []string
+		name     string
+		spec     rootfsSpec
+		resolved []string
 	}{
-		{"security update", "systemd", pkgs, []string{"dbus=1.14.10-1~deb12u1", "systemd=252.39-1~deb12u2"}},
-		{"one more package", "systemd", append(slices.Clone(pkgs), "kmod"), resolved},
-		{"other name", "inpod", pkgs, resolved},
+		{"security update", rootfsSpec{Name: "systemd", Packages: pkgs}, []string{"dbus=1.14.10-1~deb12u1", "systemd=252.39-1~deb12u2"}},
+		{"one more package", rootfsSpec{Name: "systemd", Packages: append(slices.Clone(pkgs), "kmod")}, resolved},
+		{"other name", rootfsSpec{Name: "inpod", Packages: pkgs}, resolved},
+		{"a path excluded", rootfsSpec{Name: "systemd", Packages: pkgs, Exclude: []string{"/usr/bin/ctr"}}, resolved},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k, err := rootfsKey(tc.keyName, tc.pkgs, tc.resolved)
+			k, err := rootfsKey(tc.spec, tc.resolved)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +90,7 @@ func TestRootfsKey(t *testing.T) {
 	}
 	for _, bad := range []string{"", "a/b", "..", "a b"} {
 		t.Run("bad name "+bad, func(t *testing.T) {
-			if k, err := rootfsKey(bad, pkgs, resolved); err == nil {
+			if k, err := rootfsKey(rootfsSpec{Name: bad, Packages: pkgs}, resolved); err == nil {
 				t.Errorf("rootfsKey(%q) = %q, want an error", bad, k)
 			}
 		})
@@ -97,8 +98,11 @@ func TestRootfsKey(t *testing.T) {
 }
 
 func TestMmdebstrapArgs(t *testing.T) {
-	build := mmdebstrapArgs([]string{"systemd", "dbus"}, "/c/rootfs.tar", false)
-	sim := mmdebstrapArgs([]string{"systemd", "dbus"}, "/c/rootfs.tar", true)
+	spec := rootfsSpec{Name: "systemd", Packages: []string{"systemd", "dbus"}}
+	build := mmdebstrapArgs(spec, "/c/rootfs.tar", false)
+	sim := mmdebstrapArgs(spec, "/c/rootfs.tar", true)
+	spec.Exclude = []string{"/usr/bin/ctr"}
+	excluded := mmdebstrapArgs(spec, "/c/rootfs.tar", false)
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -107,6 +111,7 @@ func TestMmdebstrapArgs(t *testing.T) {
 	}{
 		{"build", build, []string{"--variant=minbase", "--include=systemd,dbus", "bookworm", "/c/rootfs.tar", debianSources[0]}, []string{"--simulate"}},
 		{"simulate", sim, []string{"--simulate", "--verbose", "--include=systemd,dbus"}, nil},
+		{"excluded", excluded, []string{"--dpkgopt=path-exclude=/usr/bin/ctr", "--include=systemd,dbus"}, []string{"--simulate"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, w := range tc.want {

@@ -16,8 +16,8 @@ import (
 // iproute2 brings up a cluster boot's network (guest-run.sh).
 var systemdPackages = []string{"systemd", "systemd-sysv", "dbus", "kmod", "iproute2"}
 
-// systemdRootfsName names the systemd variants' cached root filesystem.
-const systemdRootfsName = "systemd"
+// systemdRootfs is the systemd variants' root filesystem.
+var systemdRootfs = rootfsSpec{Name: "systemd", Packages: systemdPackages}
 
 // guestUnit is the unit that runs the guest scenarios and then powers the
 // VM off, whatever their outcome (qemu runs with -no-reboot): its script

@@ -144,7 +144,7 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 	start := time.Now()
 	cacheDir := defaultCacheDir()
 	var versions []string
-	systemd, systemdPod, withKubelet, withCluster := false, false, false, false
+	systemd, systemdPod, withKubelet, withCluster, engines := false, false, false, false, false
 	for _, v := range vs {
 		if !slices.Contains(versions, v.Containerd) {
 			versions = append(versions, v.Containerd)
@@ -153,24 +153,29 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 		systemdPod = systemdPod || slices.Contains(v.Scenarios, variant.InPodSystemd)
 		withKubelet = withKubelet || v.Kubelet
 		withCluster = withCluster || v.Cluster
+		engines = engines || v.NeedsEngines()
 	}
 
 	b := &builder{log: log, repo: repoRoot(t), cacheDir: cacheDir, workDir: workDir}
 	ctx := context.Background()
 	type rootfsResult struct {
-		path string
-		err  error
+		systemd, engines string
+		err              error
 	}
+	// The root filesystems one after the other, beside the Go builds.
 	rootfs := make(chan rootfsResult, 1)
-	if systemd || systemdPod {
-		go func() {
-			p, err := b.debianRootfs(ctx, systemdRootfsName, systemdPackages)
-			log.Info("systemd root filesystem ready", "took", time.Since(start).Round(time.Second), "err", err)
-			rootfs <- rootfsResult{p, err}
-		}()
-	} else {
-		rootfs <- rootfsResult{}
-	}
+	go func() {
+		var r rootfsResult
+		if systemd || systemdPod {
+			r.systemd, r.err = b.debianRootfs(ctx, systemdRootfs)
+			log.Info("systemd root filesystem ready", "took", time.Since(start).Round(time.Second), "err", r.err)
+		}
+		if engines && r.err == nil {
+			r.engines, r.err = b.debianRootfs(ctx, enginesRootfs)
+			log.Info("engines root filesystem ready", "took", time.Since(start).Round(time.Second), "err", r.err)
+		}
+		rootfs <- r
+	}()
 	arts, err := b.buildAll(ctx, versions, withKubelet, withCluster)
 	r := <-rootfs // never leave the goroutine behind, even on a failed build
 	if err != nil {
@@ -183,12 +188,17 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 		}
 	})
 	if r.err != nil {
-		t.Fatalf("building the systemd root filesystem: %v", r.err)
+		t.Fatalf("building the root filesystems: %v", r.err)
 	}
-	arts.SystemdRootfs = r.path
+	arts.SystemdRootfs = r.systemd
 	if systemdPod {
 		if arts.SystemdPodImage, err = b.systemdPodImage(arts.SystemdRootfs); err != nil {
 			t.Fatalf("building the systemd pod image: %v", err)
+		}
+	}
+	if engines {
+		if arts.EnginesImage, err = b.enginesImage(r.engines, arts.Busybox); err != nil {
+			t.Fatalf("building the engines image: %v", err)
 		}
 	}
 	// One initramfs per containerd version, init, kubelet and release
@@ -217,11 +227,13 @@ type bootKind struct {
 	// cluster: kubectl, the guest's kubeconfigs and the network modules
 	// (variant.Variant.Cluster).
 	cluster bool
+	// engines: the engines image (variant.Variant.NeedsEngines).
+	engines bool
 }
 
 // bootOf is the initramfs v boots.
 func bootOf(v variant.Variant) bootKind {
-	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.RunsKubelet(), release: v.NeedsReleaseImage(), cluster: v.Cluster}
+	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.RunsKubelet(), release: v.NeedsReleaseImage(), cluster: v.Cluster, engines: v.NeedsEngines()}
 }
 
 func (k bootKind) String() string {
@@ -237,6 +249,9 @@ func (k bootKind) String() string {
 	}
 	if k.cluster {
 		s += "-cluster"
+	}
+	if k.engines {
+		s += "-engines"
 	}
 	return s
 }
@@ -260,6 +275,12 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		// Twice the initramfs, a copy into the tmpfs and systemd's own
 		// start: about three times the busybox boot under TCG.
 		spec.BootTimeout = 6 * time.Minute
+	}
+	if v.NeedsEngines() {
+		// The engines image three times over (the initramfs, systemd's
+		// copy into the tmpfs, containerd's content and snapshot) and the
+		// engines' own containers.
+		spec.MemoryMiB = 5120
 	}
 	if v.RunsKubelet() {
 		// The guest gives the tests 20 minutes instead of 10.

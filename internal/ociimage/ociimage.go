@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -23,14 +24,16 @@ type File struct {
 	HostPath string // regular file content from the host, if Data is nil
 }
 
-// Image describes a single-layer image for linux/amd64.
+// Image describes a linux/amd64 image of one or two layers.
 type Image struct {
 	// Name is the full reference containerd records, e.g. cgd.local/busybox:1.
-	Name  string
+	Name string
+	// Files are rendered as a layer: the only one, or the one above
+	// LayerTar.
 	Files []File
 	// LayerTar, if set, is the host path of an uncompressed tar used as
-	// the layer as it is (a root filesystem mmdebstrap wrote), instead of
-	// Files; giving both is an error.
+	// the bottom layer as it is (a root filesystem mmdebstrap wrote);
+	// Files, if any, are a second layer above it.
 	LayerTar string
 	// Env is the image config's environment, after PATH.
 	Env []string
@@ -106,20 +109,29 @@ func layerTar(files []File) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// layer is the image's layer: LayerTar's content, or Files rendered.
-func (img Image) layer() ([]byte, error) {
-	if img.LayerTar == "" {
-		return layerTar(img.Files)
+// layers are the image's layers, bottom first: LayerTar's content, then
+// Files rendered (always when there is no LayerTar).
+func (img Image) layers() ([][]byte, error) {
+	var layers [][]byte
+	if img.LayerTar != "" {
+		b, err := os.ReadFile(img.LayerTar)
+		if err != nil {
+			return nil, fmt.Errorf("layer: %w", err)
+		}
+		layers = append(layers, b)
 	}
-	if len(img.Files) > 0 {
-		return nil, fmt.Errorf("layer: both LayerTar %s and %d Files given; give one", img.LayerTar, len(img.Files))
+	if img.LayerTar == "" || len(img.Files) > 0 {
+		b, err := layerTar(img.Files)
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, b)
 	}
-	b, err := os.ReadFile(img.LayerTar)
-	if err != nil {
-		return nil, fmt.Errorf("layer: %w", err)
-	}
-	return b, nil
+	return layers, nil
 }
+
+// blobPath is where the layout holds b.
+func blobPath(b []byte) string { return "blobs/sha256/" + strings.TrimPrefix(Digest(b), "sha256:") }
 
 // Digest is the sha256 digest of b, as a descriptor names it.
 func Digest(b []byte) string {
@@ -128,12 +140,22 @@ func Digest(b []byte) string {
 }
 
 // WriteLayout writes img as an OCI image-layout tar to w, in the form that
-// `ctr images import` accepts; the manifest carries the image name in the
-// io.containerd.image.name annotation so no --base-name is needed.
+// `ctr images import` and `podman load` accept; the manifest carries the
+// image name in the io.containerd.image.name annotation so no --base-name
+// is needed. The tar also has the manifest.json of `docker save`, naming
+// the same blobs, so that `docker load` of Docker before 25 (which reads
+// no OCI layout) takes it too.
 func WriteLayout(w io.Writer, img Image) error {
-	layer, err := img.layer()
+	layers, err := img.layers()
 	if err != nil {
 		return fmt.Errorf("image %s: %w", img.Name, err)
+	}
+	var diffIDs, layerPaths []string
+	var layerDescs []Descriptor
+	for _, l := range layers {
+		diffIDs = append(diffIDs, Digest(l))
+		layerPaths = append(layerPaths, blobPath(l))
+		layerDescs = append(layerDescs, Descriptor{MediaType: MediaLayer, Digest: Digest(l), Size: int64(len(l))})
 	}
 	run := map[string]any{
 		"Entrypoint": img.Entrypoint,
@@ -149,7 +171,7 @@ func WriteLayout(w io.Writer, img Image) error {
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
 		"config":       run,
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{Digest(layer)}},
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": diffIDs},
 	})
 	if err != nil {
 		return fmt.Errorf("image %s: config: %w", img.Name, err)
@@ -158,7 +180,7 @@ func WriteLayout(w io.Writer, img Image) error {
 		"schemaVersion": 2,
 		"mediaType":     MediaManifest,
 		"config":        Descriptor{MediaType: MediaConfig, Digest: Digest(config), Size: int64(len(config))},
-		"layers":        []Descriptor{{MediaType: MediaLayer, Digest: Digest(layer), Size: int64(len(layer))}},
+		"layers":        layerDescs,
 	})
 	if err != nil {
 		return fmt.Errorf("image %s: manifest: %w", img.Name, err)
@@ -178,6 +200,12 @@ func WriteLayout(w io.Writer, img Image) error {
 	if err != nil {
 		return fmt.Errorf("image %s: index: %w", img.Name, err)
 	}
+	dockerManifest, err := json.Marshal([]map[string]any{{
+		"Config": blobPath(config), "RepoTags": []string{img.Name}, "Layers": layerPaths,
+	}})
+	if err != nil {
+		return fmt.Errorf("image %s: manifest.json: %w", img.Name, err)
+	}
 
 	tw := tar.NewWriter(w)
 	add := func(name string, data []byte) error {
@@ -195,12 +223,13 @@ func WriteLayout(w io.Writer, img Image) error {
 		data []byte
 	}
 	var entries []entry
-	for _, b := range [][]byte{layer, config, manifest} {
-		entries = append(entries, entry{"blobs/sha256/" + Digest(b)[len("sha256:"):], b})
+	for _, b := range append(layers, config, manifest) {
+		entries = append(entries, entry{blobPath(b), b})
 	}
 	entries = append(entries,
 		entry{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
 		entry{"index.json", index},
+		entry{"manifest.json", dockerManifest},
 	)
 	for _, e := range entries {
 		if err := add(e.name, e.data); err != nil {

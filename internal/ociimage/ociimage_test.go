@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -98,6 +99,94 @@ func TestWriteOCILayout(t *testing.T) {
 	if got := strings.Join(names, " "); got != "bin/ bin/busybox bin/sh" {
 		t.Errorf("layer entries = %q", got)
 	}
+	// docker load (before Docker 25) reads manifest.json, not the layout.
+	var docker []struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	if err := json.Unmarshal(files["manifest.json"], &docker); err != nil || len(docker) != 1 {
+		t.Fatalf("manifest.json: %v %s", err, files["manifest.json"])
+	}
+	if d := docker[0]; d.Config != "blobs/sha256/"+strings.TrimPrefix(manifest.Config.Digest, "sha256:") ||
+		len(d.RepoTags) != 1 || d.RepoTags[0] != img.Name ||
+		len(d.Layers) != 1 || d.Layers[0] != "blobs/sha256/"+strings.TrimPrefix(manifest.Layers[0].Digest, "sha256:") {
+		t.Errorf("manifest.json %s does not name the config %s and the layer %s", files["manifest.json"], manifest.Config.Digest, manifest.Layers[0].Digest)
+	}
+}
+
+// layoutLayers reads a layout tar and returns the diff IDs of its config
+// and the entry names of each layer, bottom first, checking that the
+// manifest, the config and manifest.json agree.
+func layoutLayers(t *testing.T, layout []byte) [][]string {
+	t.Helper()
+	files := map[string][]byte{}
+	tr := tar.NewReader(bytes.NewReader(layout))
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[hdr.Name] = b
+	}
+	var index struct{ Manifests []Descriptor }
+	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
+		t.Fatalf("index.json: %v %s", err, files["index.json"])
+	}
+	var manifest struct {
+		Config Descriptor
+		Layers []Descriptor
+	}
+	if err := json.Unmarshal(files["blobs/sha256/"+strings.TrimPrefix(index.Manifests[0].Digest, "sha256:")], &manifest); err != nil {
+		t.Fatal(err)
+	}
+	var config struct {
+		RootFS struct {
+			DiffIDs []string `json:"diff_ids"`
+		} `json:"rootfs"`
+	}
+	if err := json.Unmarshal(files["blobs/sha256/"+strings.TrimPrefix(manifest.Config.Digest, "sha256:")], &config); err != nil {
+		t.Fatal(err)
+	}
+	var docker []struct{ Layers []string }
+	if err := json.Unmarshal(files["manifest.json"], &docker); err != nil || len(docker) != 1 {
+		t.Fatalf("manifest.json: %v %s", err, files["manifest.json"])
+	}
+	if len(config.RootFS.DiffIDs) != len(manifest.Layers) || len(docker[0].Layers) != len(manifest.Layers) {
+		t.Fatalf("%d diff IDs and %d manifest.json layers for %d layers", len(config.RootFS.DiffIDs), len(docker[0].Layers), len(manifest.Layers))
+	}
+	var layers [][]string
+	for i, l := range manifest.Layers {
+		path := "blobs/sha256/" + strings.TrimPrefix(l.Digest, "sha256:")
+		if config.RootFS.DiffIDs[i] != l.Digest || docker[0].Layers[i] != path {
+			t.Errorf("layer %d: manifest %s, config %s, manifest.json %s", i, l.Digest, config.RootFS.DiffIDs[i], docker[0].Layers[i])
+		}
+		b, ok := files[path]
+		if !ok || Digest(b) != l.Digest {
+			t.Fatalf("layer %d: blob %s missing or wrong", i, l.Digest)
+		}
+		var names []string
+		lr := tar.NewReader(bytes.NewReader(b))
+		for {
+			hdr, err := lr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, hdr.Name)
+		}
+		layers = append(layers, names)
+	}
+	return layers
 }
 
 func TestLayerTar(t *testing.T) {
@@ -117,13 +206,18 @@ func TestLayerTar(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		name    string
-		img     Image
-		wantErr string
+		name       string
+		img        Image
+		wantLayers string
+		wantErr    string
 	}{
-		{"as it is", Image{Name: "cgd.local/systemd:1", LayerTar: path, Env: []string{"container=containerd"}}, ""},
-		{"both", Image{Name: "x:1", LayerTar: path, Files: []File{{Name: "a", Data: []byte("a")}}}, "give one"},
-		{"missing", Image{Name: "x:1", LayerTar: path + ".missing"}, "rootfs.tar.missing"},
+		{"as it is", Image{Name: "cgd.local/systemd:1", LayerTar: path, Env: []string{"container=containerd"}}, "[./sbin/init]", ""},
+		{
+			"files above it",
+			Image{Name: "cgd.local/engines:1", LayerTar: path, Env: []string{"container=containerd"}, Files: []File{{Name: "usr/local/bin/x", Data: []byte("x")}}},
+			"[./sbin/init] [usr/local/bin/x]", "",
+		},
+		{"missing", Image{Name: "x:1", LayerTar: path + ".missing"}, "", "rootfs.tar.missing"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,6 +237,13 @@ func TestLayerTar(t *testing.T) {
 			}
 			if !bytes.Contains(out.Bytes(), []byte(`"container=containerd"`)) {
 				t.Error("the config lacks Env")
+			}
+			var got []string
+			for _, l := range layoutLayers(t, out.Bytes()) {
+				got = append(got, fmt.Sprint(l))
+			}
+			if strings.Join(got, " ") != tc.wantLayers {
+				t.Errorf("layers %q, want %q", got, tc.wantLayers)
 			}
 		})
 	}

@@ -191,6 +191,23 @@ const (
 	// must match what they saw under cgdelegate, or differ as
 	// docs/cpu-pinning.md says.
 	ClusterPinningOracle Scenario = "ClusterPinningOracle"
+
+	// The user stories of KEP-5474 (issue 21), each the manifest of its
+	// page in docs/stories/ applied with kubectl in a namespace the
+	// admission policy allows, under the kubelet on the systemd driver.
+
+	// ClusterDocker: dockerd (Debian's docker.io) in an unprivileged,
+	// user-namespaced writable pod; docker run --memory, --pids-limit and
+	// --cpus are enforced inside the pod's subtree and the pod survives.
+	ClusterDocker Scenario = "ClusterDocker"
+	// ClusterPodman: the same with Debian's podman and its cgroupfs
+	// manager.
+	ClusterPodman Scenario = "ClusterPodman"
+	// ClusterVMSplit: a KubeVirt-style pod with two exclusive CPUs from a
+	// pod-level budget splits into a management and a vCPU sub-cgroup on
+	// one CPU each (cgdelegate-init, the cpuset controller delegated); a
+	// CPU outside the pod's is refused.
+	ClusterVMSplit Scenario = "ClusterVMSplit"
 )
 
 // scenarios lists every Scenario constant.
@@ -209,7 +226,12 @@ var scenarios = []Scenario{
 	KubeletPinningOracle,
 	ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned, ClusterHelmUninstall,
 	ClusterEphemeralContainers, ClusterResizeBubble, ClusterPinningOracle,
+	ClusterDocker, ClusterPodman, ClusterVMSplit,
 }
+
+// NeedsEngines reports whether the scenario runs the engines image
+// (Docker and Podman from Debian's packages, integration/vm).
+func (s Scenario) NeedsEngines() bool { return s == ClusterDocker || s == ClusterPodman }
 
 // AllScenarios returns every scenario the guest implements.
 func AllScenarios() []Scenario { return slices.Clone(scenarios) }

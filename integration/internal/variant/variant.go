@@ -3,6 +3,7 @@ package variant
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -39,6 +40,10 @@ func (p Plugin) valid() bool {
 func (v Variant) NeedsReleaseImage() bool {
 	return v.Plugin == PluginDaemonSet || v.Plugin == PluginHelm
 }
+
+// NeedsEngines reports whether the boot needs the engines image in its
+// initramfs (about 300 MB): only a variant with a scenario that runs it.
+func (v Variant) NeedsEngines() bool { return slices.ContainsFunc(v.Scenarios, Scenario.NeedsEngines) }
 
 // RunsKubelet reports whether the boot carries a kubelet: the standalone
 // one (Kubelet) or the one a cluster registers (Cluster).

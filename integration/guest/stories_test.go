@@ -1,0 +1,507 @@
+//go:build integration_guest
+
+package guest
+
+// The user stories of KEP-5474 (issue 21) on the cluster node: Docker and
+// Podman as Debian ships them inside an unprivileged, user-namespaced
+// writable pod, and a KubeVirt-style split of a pod's exclusive CPUs.
+// Each applies the manifest its page in docs/stories/ shows (the copies in
+// testdata/stories/, which internal/doccheck keeps byte for byte equal to
+// the pages) with kubectl, in a namespace the admission policy allows.
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/inspect"
+	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
+)
+
+//go:embed testdata/stories/*.yaml
+var storyManifests embed.FS
+
+const (
+	// storiesNamespace holds the story pods: allowed by label, as
+	// docs/stories tells a user to allow theirs.
+	storiesNamespace = "stories"
+	// The engines image (integration/vm enginesImage), imported by the
+	// first scenario that runs it, and the busybox image it holds.
+	enginesImage     = "cgd.local/engines:1"
+	enginesImageTar  = "/cgd/pod-images/engines.tar"
+	innerImage       = "cgd.local/inner:1"
+	innerImageInPod  = "/images/inner.tar"
+	storyPodWithin   = 5 * time.Minute
+	engineReadyIn    = 3 * time.Minute
+	innerMemoryLimit = 64 << 20
+	innerPidsLimit   = 32
+)
+
+// storyPod applies testdata/stories/<file> in storiesNamespace (made and
+// labelled on first use), waits until container runs, and deletes the pod
+// when the test ends. It returns the pod and how long it took to run.
+func (e *guestEnv) storyPod(ctx context.Context, t *testing.T, file, container string) (*corev1.Pod, time.Duration) {
+	t.Helper()
+	e.requireHelmPlugin(t)
+	raw, err := storyManifests.ReadFile("testdata/stories/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := kubelet.DecodePod(raw)
+	if err != nil {
+		t.Fatalf("testdata/stories/%s: %v", file, err)
+	}
+	if _, err := applyObject(ctx, &corev1.Namespace{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: storiesNamespace, Labels: map[string]string{"cgdelegate.io/writable-cgroups": "allowed"}},
+	}); err != nil {
+		t.Fatalf("namespace %s: %v", storiesNamespace, err)
+	}
+	start := time.Now()
+	if _, err := kubectl(ctx, raw, "-n", storiesNamespace, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := kubectl(ctx, nil, "-n", storiesNamespace, "delete", "pod", p.Name, "--wait=true", "--timeout=90s"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	running := waitNamespacedPod(ctx, t, storiesNamespace, p.Name, container, storyPodWithin)
+	return running, time.Since(start)
+}
+
+// importEngines imports the engines image into containerd's k8s.io
+// namespace, once per boot, and returns how long that took (0 after the
+// first time).
+func (e *guestEnv) importEngines(ctx context.Context, t *testing.T) time.Duration {
+	t.Helper()
+	if e.enginesImported {
+		return 0
+	}
+	if _, err := os.Stat(enginesImageTar); err != nil {
+		t.Fatalf("engines image: %v (the host puts it in the initramfs of variants with an engines scenario)", err)
+	}
+	start := time.Now()
+	if _, err := e.ctr(ctx, "images", "import", enginesImageTar); err != nil {
+		t.Fatal(err)
+	}
+	// The tar is no longer needed: give its memory back to the VM.
+	if err := os.Remove(enginesImageTar); err != nil {
+		t.Logf("remove %s: %v", enginesImageTar, err)
+	}
+	e.enginesImported = true
+	return time.Since(start)
+}
+
+// podLog is the container's log as the kubelet wrote it.
+func (e *guestEnv) podLog(p *corev1.Pod, container string) string {
+	matches, _ := filepath.Glob(filepath.Join("/var/log/pods", p.Namespace+"_"+p.Name+"_"+string(p.UID), container, "*.log"))
+	var b strings.Builder
+	for _, m := range matches {
+		b.WriteString(fileTail(m, 60))
+	}
+	return b.String()
+}
+
+// engineSh runs script in the engine's container with a timeout long
+// enough for a container start under TCG; it fails the test on a non-zero
+// exit, with the engine's log.
+func (e *guestEnv) engineSh(ctx context.Context, t *testing.T, c *cri.Container, p *corev1.Pod, script string) string {
+	t.Helper()
+	r, err := c.Exec(ctx, 3*time.Minute, "sh", "-c", script)
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("%s in %s: %v %s\n--- %s log ---\n%s", script, c.Name, err, r, c.Name, e.podLog(p, c.Name))
+	}
+	return r.Stdout
+}
+
+// podSnapshot is what must not change in the pod while an engine runs.
+type podSnapshot map[string]string
+
+func snapshotPod(t *testing.T, podCg, containerCg string) podSnapshot {
+	t.Helper()
+	s := podSnapshot{}
+	for _, f := range []string{"memory.max", "pids.max", "cpu.max", "cgroup.max.descendants", "cgroup.max.depth"} {
+		s["pod/"+f] = readCgroupFile(t, podCg, f)
+	}
+	for _, f := range []string{"memory.max", "pids.max", "cpu.max"} {
+		s["container/"+f] = readCgroupFile(t, containerCg, f)
+	}
+	return s
+}
+
+// processesInSubtree checks, from the node, that every process in the
+// pod's user namespace (the engine, its daemons and its containers: none
+// makes a user namespace of its own here) lives in the container's cgroup
+// subtree, and returns the cgroups (relative to it) of the processes whose
+// command is one of names.
+func processesInSubtree(t *testing.T, pid int, containerCg, cgroupRoot string, names ...string) map[string][]string {
+	t.Helper()
+	userns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(cgroupRoot, containerCg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel = "/" + rel
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string][]string{}
+	n := 0
+	for _, en := range entries {
+		p, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", p)); err != nil || ns != userns {
+			continue
+		}
+		cgb, err1 := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p))
+		comm, err2 := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p))
+		if err1 != nil || err2 != nil {
+			continue // exited meanwhile
+		}
+		n++
+		cg, name := inspect.CgroupPath(string(cgb)), strings.TrimSpace(string(comm))
+		if cg != rel && !strings.HasPrefix(cg, rel+"/") {
+			t.Errorf("process %d (%s) of the pod's user namespace is in %s, outside the container's %s", p, name, cg, rel)
+			continue
+		}
+		for _, want := range names {
+			if name == want {
+				found[name] = append(found[name], strings.TrimPrefix(cg, rel))
+			}
+		}
+	}
+	t.Logf("%d processes in the pod's user namespace %s, all under %s; by name: %v", n, userns, rel, found)
+	return found
+}
+
+// clusterDocker: dockerd from Debian's docker.io in the manifest of
+// docs/stories/docker.md. It loads an image from a tarball, and its
+// containers' --memory, --pids-limit and --cpus are enforced in
+// sub-cgroups of the pod's writable cgroup: the memory hog is OOM-killed
+// and the pod lives on, the fork loop stops at the limit, cpu.max shows
+// the quota. docker info and docker stats report cgroup v2 and the limits;
+// every process of the pod stays in its subtree; the pod's own limits and
+// bounds are unchanged and cannot be raised from inside.
+func clusterDocker(t *testing.T, e *guestEnv) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	e.requireHelmPlugin(t)
+	imported := e.importEngines(ctx, t)
+	p, running := e.storyPod(ctx, t, "docker.yaml", "dockerd")
+	c := e.kubeletContainer(ctx, t, p, "dockerd")
+	podCg := e.kubeletPodCgroup(t, e.kubelet, p)
+	containerCg := e.clusterContainerCgroup(t, p, "dockerd")
+	before := snapshotPod(t, podCg, containerCg)
+	assertWritableMount(ctx, t, c)
+
+	// dockerd answers once it has set itself up.
+	readyStart := time.Now()
+	var info string
+	for {
+		r, err := c.Exec(ctx, time.Minute, "docker", "info", "--format", "{{.CgroupVersion}} {{.CgroupDriver}} {{.Driver}}")
+		if err == nil && r.ExitCode == 0 {
+			info = strings.TrimSpace(r.Stdout)
+			break
+		}
+		if time.Since(readyStart) > engineReadyIn {
+			t.Fatalf("dockerd did not answer within %s: %v %s\n--- dockerd log ---\n%s", engineReadyIn, err, r, e.podLog(p, "dockerd"))
+		}
+		time.Sleep(2 * time.Second)
+	}
+	ready := time.Since(readyStart)
+	t.Logf("docker info: %s", info)
+	if f := strings.Fields(info); len(f) != 3 || f[0] != "2" || f[1] != "cgroupfs" {
+		t.Errorf("docker info: cgroup version, driver, storage = %q, want 2 cgroupfs <driver>", info)
+	}
+	e.engineSh(ctx, t, c, p, "docker load -i "+innerImageInPod)
+
+	// --memory: a 100 MiB buffer in a 64 MiB container is OOM-killed.
+	out := e.engineSh(ctx, t, c, p, fmt.Sprintf(`docker run --name hog --memory %d --memory-swap %d --network none %s dd if=/dev/zero of=/dev/null bs=100M count=1; echo "RC=$?"
+docker inspect --format 'OOM={{.State.OOMKilled}}' hog; docker rm hog >/dev/null`, innerMemoryLimit, innerMemoryLimit, innerImage))
+	if m := inspect.Markers(out); m["RC"] != "137" || m["OOM"] != "true" {
+		t.Errorf("docker run --memory 64m of a 100 MiB buffer: exit %s, OOMKilled %s; want 137 and true\n%s", m["RC"], m["OOM"], out)
+	}
+
+	// --pids-limit and --cpus on a container that stays: a fork loop of
+	// 100 sleeps stops at 32 tasks.
+	id := strings.TrimSpace(e.engineSh(ctx, t, c, p, fmt.Sprintf(
+		`docker run -d --name limited --memory %d --pids-limit %d --cpus 0.5 --network none %s sh -c 'i=0; while [ $i -lt 100 ]; do sleep 600 & i=$((i+1)); done; echo forked; sleep 600'`,
+		innerMemoryLimit, innerPidsLimit, innerImage)))
+	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(id) {
+		t.Fatalf("docker run -d printed %q, want a container ID", id)
+	}
+	inner := filepath.Join(containerCg, "docker", id)
+	waitCgroupValue(t, inner, "pids.current", func(v string) bool { n, err := strconv.Atoi(v); return err == nil && n >= innerPidsLimit-2 }, time.Minute)
+	want := map[string]string{
+		"memory.max": strconv.Itoa(innerMemoryLimit), "pids.max": strconv.Itoa(innerPidsLimit), "cpu.max": "50000 100000",
+	}
+	for f, w := range want {
+		if got := readCgroupFile(t, inner, f); got != w {
+			t.Errorf("%s/%s = %q, want %q", inner, f, got, w)
+		}
+	}
+	if n, err := strconv.Atoi(readCgroupFile(t, inner, "pids.current")); err != nil || n > innerPidsLimit {
+		t.Errorf("pids.current %d (%v) after a fork loop of 100, want at most %d", n, err, innerPidsLimit)
+	}
+	if ev := inspect.KeyValues(readCgroupFile(t, inner, "pids.events"))["max"]; ev == "" || ev == "0" {
+		t.Errorf("pids.events max = %q, want forks refused at pids.max", ev)
+	}
+	stats := e.engineSh(ctx, t, c, p, `docker stats --no-stream --format 'MEM={{.MemUsage}}
+PIDS={{.PIDs}}' limited`)
+	sm := inspect.Markers(stats)
+	if !strings.HasSuffix(sm["MEM"], "/ 64MiB") {
+		t.Errorf("docker stats memory %q, want usage / 64MiB", sm["MEM"])
+	}
+	if n, err := strconv.Atoi(sm["PIDS"]); err != nil || n > innerPidsLimit || n < innerPidsLimit-2 {
+		t.Errorf("docker stats PIDs %q, want about %d", sm["PIDS"], innerPidsLimit)
+	}
+
+	// Where everything runs, and what did not change.
+	byName := processesInSubtree(t, e.containerPID(ctx, t, c), containerCg, e.paths.CgroupRoot, "dockerd", "containerd", "sleep")
+	if len(byName["dockerd"]) != 1 || len(byName["containerd"]) != 1 {
+		t.Errorf("dockerd %v and containerd %v in the pod, want one each", byName["dockerd"], byName["containerd"])
+	}
+	inDocker := 0
+	for _, cg := range byName["sleep"] {
+		if cg == "/docker/"+id {
+			inDocker++
+		}
+	}
+	if inDocker < innerPidsLimit-3 {
+		t.Errorf("%d sleeps in /docker/%s, want about %d (the fork loop)", inDocker, id, innerPidsLimit)
+	}
+	assertOwnLimitsRefused(ctx, t, c, before["container/memory.max"])
+	if after := snapshotPod(t, podCg, containerCg); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the pod's limits changed while dockerd ran:\nbefore %v\nafter  %v", before, after)
+	}
+	e.requirePodAlive(ctx, t, p, "dockerd")
+	e.engineSh(ctx, t, c, p, "docker rm -f limited >/dev/null")
+	clusterMetric(t, "ClusterDocker", "cluster_docker", map[string]float64{
+		"engines_import_seconds": seconds(imported), "pod_running_seconds": seconds(running), "dockerd_ready_seconds": seconds(ready),
+	})
+}
+
+// clusterPodman: podman from Debian in the manifest of
+// docs/stories/podman.md, run with exec as a user runs it in such a pod:
+// the same limits as clusterDocker, with podman's cgroupfs manager.
+func clusterPodman(t *testing.T, e *guestEnv) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	e.requireHelmPlugin(t)
+	imported := e.importEngines(ctx, t)
+	p, running := e.storyPod(ctx, t, "podman.yaml", "podman")
+	c := e.kubeletContainer(ctx, t, p, "podman")
+	podCg := e.kubeletPodCgroup(t, e.kubelet, p)
+	containerCg := e.clusterContainerCgroup(t, p, "podman")
+	before := snapshotPod(t, podCg, containerCg)
+	assertWritableMount(ctx, t, c)
+
+	const podman = "podman --cgroup-manager=cgroupfs --events-backend=file"
+	info := e.engineSh(ctx, t, c, p, podman+" info --format 'CG={{.Host.CgroupsVersion}}\nMGR={{.Host.CgroupManager}}\nDRIVER={{.Store.GraphDriverName}}'")
+	t.Logf("podman info: %s", info)
+	if m := inspect.Markers(info); m["CG"] != "v2" || m["MGR"] != "cgroupfs" {
+		t.Errorf("podman info: cgroups %q, manager %q; want v2 and cgroupfs", m["CG"], m["MGR"])
+	}
+	loadStart := time.Now()
+	e.engineSh(ctx, t, c, p, podman+" load -i "+innerImageInPod)
+	loaded := time.Since(loadStart)
+
+	out := e.engineSh(ctx, t, c, p, fmt.Sprintf(`%s run --name hog --memory %d --memory-swap %d --network none %s dd if=/dev/zero of=/dev/null bs=100M count=1; echo "RC=$?"
+%s inspect --format 'OOM={{.State.OOMKilled}}' hog; %s rm hog >/dev/null`, podman, innerMemoryLimit, innerMemoryLimit, innerImage, podman, podman))
+	if m := inspect.Markers(out); m["RC"] != "137" || m["OOM"] != "true" {
+		t.Errorf("podman run --memory 64m of a 100 MiB buffer: exit %s, OOMKilled %s; want 137 and true\n%s", m["RC"], m["OOM"], out)
+	}
+
+	id := strings.TrimSpace(e.engineSh(ctx, t, c, p, fmt.Sprintf(
+		`%s run -d --name limited --memory %d --pids-limit %d --cpus 0.5 --network none %s sh -c 'i=0; while [ $i -lt 100 ]; do sleep 600 & i=$((i+1)); done; echo forked; sleep 600'`,
+		podman, innerMemoryLimit, innerPidsLimit, innerImage)))
+	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(id) {
+		t.Fatalf("podman run -d printed %q, want a container ID", id)
+	}
+	cgOut := e.engineSh(ctx, t, c, p, podman+" inspect --format '{{.State.Pid}}' limited")
+	innerPID := strings.TrimSpace(cgOut)
+	innerCg := inspect.CgroupPath(e.engineSh(ctx, t, c, p, "cat /proc/"+innerPID+"/cgroup"))
+	if !strings.Contains(innerCg, id) {
+		t.Errorf("podman's container runs in %s, want a cgroup named after its ID %s", innerCg, id)
+	}
+	inner := filepath.Join(containerCg, innerCg)
+	waitCgroupValue(t, inner, "pids.current", func(v string) bool { n, err := strconv.Atoi(v); return err == nil && n >= innerPidsLimit-2 }, time.Minute)
+	want := map[string]string{
+		"memory.max": strconv.Itoa(innerMemoryLimit), "pids.max": strconv.Itoa(innerPidsLimit), "cpu.max": "50000 100000",
+	}
+	for f, w := range want {
+		if got := readCgroupFile(t, inner, f); got != w {
+			t.Errorf("%s/%s = %q, want %q", inner, f, got, w)
+		}
+	}
+	if ev := inspect.KeyValues(readCgroupFile(t, inner, "pids.events"))["max"]; ev == "" || ev == "0" {
+		t.Errorf("pids.events max = %q, want forks refused at pids.max", ev)
+	}
+	byName := processesInSubtree(t, e.containerPID(ctx, t, c), containerCg, e.paths.CgroupRoot, "conmon", "sleep")
+	if len(byName["conmon"]) == 0 {
+		t.Errorf("no conmon in the pod's subtree")
+	}
+	assertOwnLimitsRefused(ctx, t, c, before["container/memory.max"])
+	if after := snapshotPod(t, podCg, containerCg); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the pod's limits changed while podman ran:\nbefore %v\nafter  %v", before, after)
+	}
+	e.requirePodAlive(ctx, t, p, "podman")
+	e.engineSh(ctx, t, c, p, podman+" rm -f limited >/dev/null")
+	clusterMetric(t, "ClusterPodman", "cluster_podman", map[string]float64{
+		"engines_import_seconds": seconds(imported), "pod_running_seconds": seconds(running), "podman_load_seconds": seconds(loaded),
+	})
+}
+
+// clusterVMSplit: the manifest of docs/stories/vm-split.md, a pod-level
+// budget of two CPUs whose launcher container holds both exclusively.
+// cgdelegate-init runs a vCPU worker and a management worker in
+// sub-cgroups on one of those CPUs each; their threads are allowed only
+// their CPU. A CPU outside the pod's is refused by cgdelegate-init with
+// the pod's CPUs named, and even written by hand never becomes effective.
+func clusterVMSplit(t *testing.T, e *guestEnv) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	p, running := e.storyPod(ctx, t, "vm-split.yaml", "launcher")
+	c := e.kubeletContainer(ctx, t, p, "launcher")
+	containerCg := e.clusterContainerCgroup(t, p, "launcher")
+	assertWritableMount(ctx, t, c)
+
+	own, err := cpuset.Parse(readCgroupFile(t, containerCg, "cpuset.cpus.effective"))
+	if err != nil || own.Size() != 2 {
+		t.Fatalf("launcher cpuset.cpus.effective %s (%v), want two exclusive CPUs", own, err)
+	}
+	cpus := own.List()
+	vcpu, mgmt := cpus[0], cpus[1]
+	all, err := cpuset.Parse(readCgroupFile(t, e.paths.CgroupRoot, "cpuset.cpus.effective"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := all.Difference(own).List()
+	if len(outside) == 0 {
+		t.Fatalf("no CPU outside the pod's %s on a node of %s", own, all)
+	}
+	foreign := outside[0]
+
+	// Two workers, each in its own sub-cgroup on one CPU; a second thread
+	// of each (a background job of the worker's shell is a process, so
+	// the worker is busybox's sh with two children) inherits it.
+	shOK(ctx, t, c, fmt.Sprintf(`for g in vcpu:%d mgmt:%d; do
+  name=${g%%:*}; cpu=${g#*:}
+  nohup cgdelegate-init run --cgroup vm/$name --cpuset $cpu --memory 32Mi -- sh -c "sleep 600 & sleep 600 & echo \$\$ > /tmp/$name.pid; wait" >/tmp/$name.log 2>&1 &
+done
+i=0; while [ $i -lt 100 ] && ! { [ -s /tmp/vcpu.pid ] && [ -s /tmp/mgmt.pid ]; }; do sleep 0.2; i=$((i+1)); done
+cat /tmp/vcpu.pid /tmp/mgmt.pid`, vcpu, mgmt))
+	for name, cpu := range map[string]int{"vcpu": vcpu, "mgmt": mgmt} {
+		dir := filepath.Join(containerCg, "vm", name)
+		if got := readCgroupFile(t, dir, "cpuset.cpus.effective"); got != strconv.Itoa(cpu) {
+			t.Errorf("%s cpuset.cpus.effective = %q, want %d", dir, got, cpu)
+		}
+		out := shOK(ctx, t, c, fmt.Sprintf(`for p in $(cat /sys/fs/cgroup/vm/%s/cgroup.procs); do
+  for s in /proc/$p/task/*/status; do echo "T$(basename $(dirname $s))=$(awk '/^Cpus_allowed_list/{print $2}' $s)"; done
+done`, name))
+		tasks := inspect.Markers(out)
+		if len(tasks) < 3 {
+			t.Errorf("%s: %d threads in its cgroup, want the worker's shell and its two sleeps:\n%s", name, len(tasks), out)
+		}
+		for tid, allowed := range tasks {
+			if allowed != strconv.Itoa(cpu) {
+				t.Errorf("%s thread %s may run on %q, want only CPU %d", name, tid, allowed, cpu)
+			}
+		}
+	}
+
+	// A CPU outside the pod's: refused by the helper, naming the pod's CPUs.
+	r := sh(ctx, t, c, fmt.Sprintf("cgdelegate-init run --cgroup vm/rogue --cpuset %d -- true", foreign))
+	if r.ExitCode == 0 || !strings.Contains(r.Stderr, "cpuset") || !strings.Contains(r.Stderr, own.String()) {
+		t.Errorf("cgdelegate-init run --cpuset %d (outside the pod's %s): exit %d, stderr %q; want a refusal naming %s", foreign, own, r.ExitCode, r.Stderr, own)
+	}
+	if _, err := os.Stat(filepath.Join(containerCg, "vm", "rogue")); err == nil {
+		t.Errorf("the refused cgroup vm/rogue was left behind")
+	}
+	// By hand the kernel takes the write but never gives the CPU.
+	out := shOK(ctx, t, c, fmt.Sprintf(`mkdir /sys/fs/cgroup/vm/rogue && echo %d > /sys/fs/cgroup/vm/rogue/cpuset.cpus; echo "RC=$?"
+echo "EFF=$(cat /sys/fs/cgroup/vm/rogue/cpuset.cpus.effective)"; rmdir /sys/fs/cgroup/vm/rogue
+if echo %s > /sys/fs/cgroup/cpuset.cpus 2>/tmp/err; then echo OWN=written; else echo "OWN=$(cat /tmp/err)"; fi`, foreign, all.String()))
+	m := inspect.Markers(out)
+	eff, err := cpuset.Parse(m["EFF"])
+	if err != nil || eff.Contains(foreign) || !eff.IsSubsetOf(own) {
+		t.Errorf("a cgroup asking for CPU %d by hand got %q, want a subset of the pod's %s", foreign, m["EFF"], own)
+	}
+	if !strings.Contains(m["OWN"], "not permitted") {
+		t.Errorf("widening the launcher's own cpuset.cpus to %s: %q, want Operation not permitted (nsdelegate)", all, m["OWN"])
+	}
+	shOK(ctx, t, c, `kill $(cat /tmp/vcpu.pid) $(cat /tmp/mgmt.pid)`)
+	clusterMetric(t, "ClusterVMSplit", "cluster_vm_split", map[string]float64{"pod_running_seconds": seconds(running)})
+}
+
+// waitCgroupValue polls dir/file until ok accepts its value.
+func waitCgroupValue(t *testing.T, dir, file string, ok func(string) bool, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var v string
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		v = strings.TrimSpace(string(b))
+		if err == nil && ok(v) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s = %q (%v) after %s", dir, file, v, err, within)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// containerPID is the host PID of a container's first process, from the
+// runtime's verbose status.
+func (e *guestEnv) containerPID(ctx context.Context, t *testing.T, c *cri.Container) int {
+	t.Helper()
+	resp, err := e.cri.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.ID, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(resp.GetInfo()["info"]), &info); err != nil || info.Pid == 0 {
+		t.Fatalf("container %s: no pid in the runtime's verbose status (%v)", c.Name, err)
+	}
+	return info.Pid
+}
+
+// requirePodAlive fails the test when the pod is no longer Running or its
+// container restarted.
+func (e *guestEnv) requirePodAlive(ctx context.Context, t *testing.T, p *corev1.Pod, container string) {
+	t.Helper()
+	now := &corev1.Pod{}
+	if err := getJSON(ctx, now, "-n", p.Namespace, "pod", p.Name); err != nil {
+		t.Fatal(err)
+	}
+	cs := kubelet.ContainerStatus(now, container)
+	if now.Status.Phase != corev1.PodRunning || cs == nil || cs.RestartCount != 0 || cs.State.Running == nil {
+		t.Errorf("pod %s after the engine's containers: %s; want Running, container %s never restarted", p.Name, describePod(now), container)
+	}
+}
