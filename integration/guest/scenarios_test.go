@@ -60,6 +60,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.ClusterPinningOracle:            clusterPinningOracle,
 	variant.ClusterDocker:                   clusterDocker,
 	variant.ClusterPodman:                   clusterPodman,
+	variant.ClusterWorkers:                  clusterWorkers,
 	variant.ClusterVMSplit:                  clusterVMSplit,
 }
 

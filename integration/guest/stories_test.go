@@ -375,6 +375,48 @@ func clusterPodman(t *testing.T, e *guestEnv) {
 	})
 }
 
+// clusterWorkers: the manifest of docs/stories/workers.md. The head's
+// three workers run in workers/w1..w3 with the CPU, memory and pids
+// limits it gave each; the fourth, over its memory, is OOM-killed alone,
+// cgdelegate-init says so in the pod's log and exits 1, its cgroup is
+// removed, and the pod runs on.
+func clusterWorkers(t *testing.T, e *guestEnv) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	p, running := e.storyPod(ctx, t, "workers.yaml", "head")
+	c := e.kubeletContainer(ctx, t, p, "head")
+	containerCg := e.clusterContainerCgroup(t, p, "head")
+	assertWritableMount(ctx, t, c)
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(e.podLog(p, "head"), "hog exited") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hog worker never ended; log:\n%s", e.podLog(p, "head"))
+		}
+		time.Sleep(time.Second)
+	}
+	log := e.podLog(p, "head")
+	if !strings.Contains(log, "hog exited 1") || !strings.Contains(log, "OOM") || !strings.Contains(log, "workers/hog") {
+		t.Errorf("the head's log, want cgdelegate-init's OOM report for workers/hog and exit 1:\n%s", log)
+	}
+	if _, err := os.Stat(filepath.Join(containerCg, "workers", "hog")); err == nil {
+		t.Errorf("the hog's cgroup was left behind")
+	}
+	for i := 1; i <= 3; i++ {
+		dir := filepath.Join(containerCg, "workers", fmt.Sprintf("w%d", i))
+		want := map[string]string{"memory.max": strconv.Itoa(16 * i << 20), "pids.max": "16", "cpu.max": "25000 100000"}
+		for f, w := range want {
+			if got := readCgroupFile(t, dir, f); got != w {
+				t.Errorf("%s/%s = %q, want %q", dir, f, got, w)
+			}
+		}
+		if procs := strings.Fields(readCgroupFile(t, dir, "cgroup.procs")); len(procs) != 1 {
+			t.Errorf("%s holds processes %v, want its worker alone", dir, procs)
+		}
+	}
+	e.requirePodAlive(ctx, t, p, "head")
+	clusterMetric(t, "ClusterWorkers", "cluster_workers", map[string]float64{"pod_running_seconds": seconds(running)})
+}
+
 // clusterVMSplit: the manifest of docs/stories/vm-split.md, a pod-level
 // budget of two CPUs whose launcher container holds both exclusively.
 // cgdelegate-init runs a vCPU worker and a management worker in

@@ -1,5 +1,6 @@
-// Package doccheck holds no code, only a test: it checks the relative links
-// of the documentation, README.md and docs/*.md.
+// Package doccheck holds no code, only tests: they check the relative links
+// of the documentation, README.md, docs/*.md and docs/*/*.md, and that the
+// manifests the pages show are the ones the VM suite applies.
 //
 // Every relative link must point to a file or directory that exists, and
 // every #anchor, in the same file or as file.md#anchor, must match a heading
@@ -8,6 +9,11 @@
 // -1, -2, and so on. Links in fenced code blocks and in code spans are not
 // links. External links (http:, https:, mailto: and any other scheme) are not
 // checked: the test runs without a network.
+//
+// A page shows a tested manifest as a fenced block right after the line
+// <!-- manifest: PATH -->, PATH from the module's root; the block must equal
+// the file byte for byte, and every file of
+// integration/guest/testdata/stories/ must be shown on some page.
 //
 // Use it by running go test ./...; add a page to the check by putting it in
 // docs/. It does not check the prose, the wording of the quick-start commands

@@ -1,6 +1,7 @@
 package doccheck
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -242,18 +243,30 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// TestRepositoryLinks checks README.md and every docs/*.md of this module.
+// docPages are the documentation's pages: docs/*.md and docs/*/*.md.
+func docPages(root fs.FS) ([]string, error) {
+	var pages []string
+	for _, pattern := range []string{"docs/*.md", "docs/*/*.md"} {
+		m, err := fs.Glob(root, pattern)
+		if err != nil {
+			return nil, err
+		}
+		pages = append(pages, m...)
+	}
+	if len(pages) == 0 {
+		return nil, errors.New("no docs/*.md found: run from internal/doccheck in the module")
+	}
+	return pages, nil
+}
+
+// TestRepositoryLinks checks README.md and every page of docs/.
 func TestRepositoryLinks(t *testing.T) {
 	root := os.DirFS("../..")
-	files := []string{"README.md"}
-	docs, err := fs.Glob(root, "docs/*.md")
+	docs, err := docPages(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append(files, docs...)
-	if len(docs) == 0 {
-		t.Fatal("no docs/*.md found: run from internal/doccheck in the module")
-	}
+	files := append([]string{"README.md"}, docs...)
 	for _, p := range check(root, files) {
 		t.Error(p)
 	}

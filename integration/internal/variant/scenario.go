@@ -203,6 +203,10 @@ const (
 	// ClusterPodman: the same with Debian's podman and its cgroupfs
 	// manager.
 	ClusterPodman Scenario = "ClusterPodman"
+	// ClusterWorkers: a Ray-style head process starts workers in
+	// sub-cgroups with their own limits (cgdelegate-init run); the one
+	// over its memory is OOM-killed alone and reported.
+	ClusterWorkers Scenario = "ClusterWorkers"
 	// ClusterVMSplit: a KubeVirt-style pod with two exclusive CPUs from a
 	// pod-level budget splits into a management and a vCPU sub-cgroup on
 	// one CPU each (cgdelegate-init, the cpuset controller delegated); a
@@ -226,7 +230,7 @@ var scenarios = []Scenario{
 	KubeletPinningOracle,
 	ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned, ClusterHelmUninstall,
 	ClusterEphemeralContainers, ClusterResizeBubble, ClusterPinningOracle,
-	ClusterDocker, ClusterPodman, ClusterVMSplit,
+	ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit,
 }
 
 // NeedsEngines reports whether the scenario runs the engines image

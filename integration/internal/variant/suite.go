@@ -113,7 +113,7 @@ func Suite() []Variant {
 			Scenarios: []Scenario{
 				ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned,
 				ClusterEphemeralContainers, ClusterResizeBubble,
-				ClusterDocker, ClusterPodman, ClusterVMSplit, // issue 21: the user stories
+				ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit, // issue 21: the user stories
 				ClusterHelmUninstall, // cgdelegate is gone after it
 				ClusterPinningOracle, // last: the kubelet pins
 			},
