@@ -149,6 +149,14 @@ func requireErrContains(t *testing.T, what string, err error, words ...string) {
 // assertWritableMount checks an opted-in container's cgroup view.
 func assertWritableMount(ctx context.Context, t *testing.T, c *cri.Container) {
 	t.Helper()
+	assertWritableMountIn(ctx, t, c, "/")
+}
+
+// assertWritableMountIn is assertWritableMount for a container whose execs
+// land in the cgroup execIn of its namespace: "/init" once cgdelegate-init
+// moved its processes to that leaf (docs/in-pod.md, the exec rule).
+func assertWritableMountIn(ctx context.Context, t *testing.T, c *cri.Container, execIn string) {
+	t.Helper()
 	m, all := cgroupMount(ctx, t, c)
 	if m.FSType != "cgroup2" || m.ReadOnly() || !m.HasSuperOpt("nsdelegate") || m.Root != "/" {
 		t.Errorf("/sys/fs/cgroup = %s, want a rw cgroup2 mount of the namespace root with nsdelegate", m)
@@ -158,8 +166,8 @@ func assertWritableMount(ctx context.Context, t *testing.T, c *cri.Container) {
 			t.Errorf("cgroup2 mount %s exposes a cgroup outside the namespace", o)
 		}
 	}
-	if got := inspect.CgroupPath(shOK(ctx, t, c, "cat /proc/self/cgroup")); got != "/" {
-		t.Errorf("/proc/self/cgroup path = %q, want / (private cgroup namespace)", got)
+	if got := inspect.CgroupPath(shOK(ctx, t, c, "cat /proc/self/cgroup")); got != execIn {
+		t.Errorf("/proc/self/cgroup path = %q, want %s (private cgroup namespace)", got, execIn)
 	}
 }
 

@@ -6,14 +6,16 @@ package vm
 // (never a registry: the VM has none).
 
 // enginesRootfs is the engines image's Debian root filesystem: dockerd
-// with Debian's containerd and runc, podman with conmon and crun or runc.
+// with Debian's containerd and runc, podman with conmon, and crun, which
+// both run their containers with (docs/stories/docker.md says why not
+// Debian's runc 1.1.5).
 // What no scenario runs is never unpacked: containerd's ctr and its v1
 // shims (dockerd 20.10 runs io.containerd.runc.v2), libnetwork's test
 // tools, and the CNI plugins (the pods' engines run containers with
 // --network none).
 var enginesRootfs = rootfsSpec{
 	Name:     "engines",
-	Packages: []string{"docker.io", "podman"},
+	Packages: []string{"docker.io", "podman", "crun"},
 	Exclude: []string{
 		"/usr/bin/ctr", "/usr/bin/containerd-shim", "/usr/bin/containerd-shim-runc-v1",
 		"/usr/bin/dnet", "/usr/sbin/ovrouter",
