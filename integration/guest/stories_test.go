@@ -514,21 +514,26 @@ if echo %s > /sys/fs/cgroup/cpuset.cpus 2>/tmp/err; then echo OWN=written; else 
 }
 
 // kernelLog returns the kernel's log records (/dev/kmsg), message only.
+// It reads the raw descriptor: an os.File of a non-blocking descriptor
+// would wait in Go's poller for the next record instead of returning at
+// the end.
 func kernelLog(t *testing.T) []string {
 	t.Helper()
-	f, err := os.OpenFile("/dev/kmsg", os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	fd, err := syscall.Open("/dev/kmsg", syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("open /dev/kmsg: %v", err)
 	}
-	defer f.Close()
+	defer syscall.Close(fd)
 	var lines []string
 	buf := make([]byte, 8192)
 	for {
-		n, err := f.Read(buf)
-		if err != nil {
-			if errors.Is(err, syscall.EPIPE) {
-				continue // records overwritten while reading: go on
-			}
+		n, err := syscall.Read(fd, buf)
+		switch {
+		case errors.Is(err, syscall.EPIPE):
+			continue // records overwritten while reading: go on
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case err != nil || n <= 0:
 			return lines // EAGAIN: the end
 		}
 		_, msg, _ := strings.Cut(string(buf[:n]), ";")
