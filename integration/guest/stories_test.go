@@ -148,6 +148,16 @@ func snapshotPod(t *testing.T, podCg, containerCg string) podSnapshot {
 	return s
 }
 
+// assertProcUnmasked checks that procMount: Unmasked took effect: nothing
+// is mounted over /proc/sys or /proc/kcore (the runtime's read-only and
+// masked paths).
+func assertProcUnmasked(ctx context.Context, t *testing.T, c *cri.Container) {
+	t.Helper()
+	if out := strings.TrimSpace(shOK(ctx, t, c, `awk '$5 == "/proc/sys" || $5 == "/proc/kcore" {print $5}' /proc/self/mountinfo`)); out != "" {
+		t.Errorf("procMount: Unmasked is not in effect: %q still mounted over", out)
+	}
+}
+
 // processesInSubtree checks, from the node, that every process in the
 // pod's user namespace (the engine, its daemons and its containers: none
 // makes a user namespace of its own here) lives in the container's cgroup
@@ -218,6 +228,7 @@ func clusterDocker(t *testing.T, e *guestEnv) {
 	containerCg := e.clusterContainerCgroup(t, p, "dockerd")
 	before := snapshotPod(t, podCg, containerCg)
 	assertWritableMountIn(ctx, t, c, "/init")
+	assertProcUnmasked(ctx, t, c)
 
 	// dockerd answers once it has set itself up.
 	readyStart := time.Now()
@@ -329,6 +340,7 @@ func clusterPodman(t *testing.T, e *guestEnv) {
 	containerCg := e.clusterContainerCgroup(t, p, "podman")
 	before := snapshotPod(t, podCg, containerCg)
 	assertWritableMountIn(ctx, t, c, "/init")
+	assertProcUnmasked(ctx, t, c)
 
 	const podman = "podman --cgroup-manager=cgroupfs --events-backend=file"
 	info := e.engineSh(ctx, t, c, p, podman+" info --format 'CG={{.Host.CgroupsVersion}}\nMGR={{.Host.CgroupManager}}\nDRIVER={{.Store.GraphDriverName}}'")
@@ -466,7 +478,7 @@ func clusterVMSplit(t *testing.T, e *guestEnv) {
 	// the worker is busybox's sh with two children) inherits it.
 	shOK(ctx, t, c, fmt.Sprintf(`for g in vcpu:%d mgmt:%d; do
   name=${g%%:*}; cpu=${g#*:}
-  nohup cgdelegate-init run --cgroup vm/$name --cpuset $cpu --memory 32Mi -- sh -c "sleep 600 & sleep 600 & echo \$\$ > /tmp/$name.pid; wait" >/tmp/$name.log 2>&1 &
+  cgdelegate-init run --cgroup vm/$name --cpuset $cpu --memory 32Mi -- sh -c "sleep 600 & sleep 600 & echo \$\$ > /tmp/$name.pid; wait" </dev/null >/tmp/$name.log 2>&1 &
 done
 i=0; while [ $i -lt 100 ] && ! { [ -s /tmp/vcpu.pid ] && [ -s /tmp/mgmt.pid ]; }; do sleep 0.2; i=$((i+1)); done
 cat /tmp/vcpu.pid /tmp/mgmt.pid || { head -n 20 /tmp/vcpu.log /tmp/mgmt.log; exit 1; }`, vcpu, mgmt))
