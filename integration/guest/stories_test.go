@@ -161,9 +161,10 @@ func assertProcUnmasked(ctx context.Context, t *testing.T, c *cri.Container) {
 // processesInSubtree checks, from the node, that every process in the
 // pod's user namespace (the engine, its daemons and its containers: none
 // makes a user namespace of its own here) lives in the container's cgroup
-// subtree, and returns the cgroups (relative to it) of the processes whose
-// command is one of names.
-func processesInSubtree(t *testing.T, pid int, containerCg, cgroupRoot string, names ...string) map[string][]string {
+// subtree, but for the pod's sandbox (pause, in its own container cgroup
+// below podCg), and returns the cgroups (relative to the container's) of
+// the processes whose command is one of names.
+func processesInSubtree(t *testing.T, pid int, podCg, containerCg, cgroupRoot string, names ...string) map[string][]string {
 	t.Helper()
 	userns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", pid))
 	if err != nil {
@@ -174,6 +175,7 @@ func processesInSubtree(t *testing.T, pid int, containerCg, cgroupRoot string, n
 		t.Fatal(err)
 	}
 	rel = "/" + rel
+	podRel := "/" + strings.TrimPrefix(strings.TrimPrefix(podCg, cgroupRoot), "/")
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
@@ -195,6 +197,9 @@ func processesInSubtree(t *testing.T, pid int, containerCg, cgroupRoot string, n
 		}
 		n++
 		cg, name := inspect.CgroupPath(string(cgb)), strings.TrimSpace(string(comm))
+		if name == "pause" && filepath.Dir(cg) == podRel {
+			continue // the sandbox shares the pod's user namespace
+		}
 		if cg != rel && !strings.HasPrefix(cg, rel+"/") {
 			t.Errorf("process %d (%s) of the pod's user namespace is in %s, outside the container's %s", p, name, cg, rel)
 			continue
@@ -250,15 +255,20 @@ func clusterDocker(t *testing.T, e *guestEnv) {
 		t.Errorf("docker info: cgroup version, driver, storage = %q, want 2 cgroupfs <driver>", info)
 	}
 	e.engineSh(ctx, t, c, p, "docker load -i "+innerImageInPod)
-	// Debian's runc 1.1.5, dockerd's default runtime, beside crun (the
-	// manifest's): what it says is kept in the log for the docs.
-	if r, err := c.Exec(ctx, 2*time.Minute, "docker", "run", "--rm", "--runtime", "runc", "--network", "none", innerImage, "true"); err == nil {
-		kl := kernelLog(t)
-		t.Logf("docker run --runtime runc: exit %d, stderr %q; kernel log tail:\n%s", r.ExitCode, r.Stderr, strings.Join(kl[max(0, len(kl)-15):], "\n"))
+	// What this dockerd can not do here, logged for docs/stories/docker.md
+	// (not judged): a container with a network namespace of its own, and
+	// Debian's runc 1.1.5 (dockerd's default runtime) instead of crun.
+	for _, args := range [][]string{
+		{"--network", "none", innerImage, "true"},
+		{"--runtime", "runc", "--network", "host", innerImage, "true"},
+	} {
+		if r, err := c.Exec(ctx, 2*time.Minute, append([]string{"docker", "run", "--rm"}, args...)...); err == nil {
+			t.Logf("docker run --rm %s: exit %d, stderr %q", strings.Join(args, " "), r.ExitCode, r.Stderr)
+		}
 	}
 
 	// --memory: a 100 MiB buffer in a 64 MiB container is OOM-killed.
-	out := e.engineSh(ctx, t, c, p, fmt.Sprintf(`docker run --name hog --memory %d --memory-swap %d --network none %s dd if=/dev/zero of=/dev/null bs=100M count=1; echo "RC=$?"
+	out := e.engineSh(ctx, t, c, p, fmt.Sprintf(`docker run --name hog --memory %d --memory-swap %d --network host %s dd if=/dev/zero of=/dev/null bs=100M count=1; echo "RC=$?"
 docker inspect --format 'OOM={{.State.OOMKilled}}
 ID={{.Id}}' hog; docker rm hog >/dev/null`, innerMemoryLimit, innerMemoryLimit, innerImage))
 	m := inspect.Markers(out)
@@ -270,7 +280,7 @@ ID={{.Id}}' hog; docker rm hog >/dev/null`, innerMemoryLimit, innerMemoryLimit, 
 	// --pids-limit and --cpus on a container that stays: a fork loop of
 	// 100 sleeps stops at 32 tasks.
 	id := strings.TrimSpace(e.engineSh(ctx, t, c, p, fmt.Sprintf(
-		`docker run -d --name limited --memory %d --pids-limit %d --cpus 0.5 --network none %s sh -c '(i=0; while [ $i -lt 100 ]; do sleep 600 & i=$((i+1)); done) 2>/dev/null; exec sleep 600'`,
+		`docker run -d --name limited --memory %d --pids-limit %d --cpus 0.5 --network host %s sh -c '(i=0; while [ $i -lt 100 ]; do sleep 600 & i=$((i+1)); done) 2>/dev/null; exec sleep 600'`,
 		innerMemoryLimit, innerPidsLimit, innerImage)))
 	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(id) {
 		t.Fatalf("docker run -d printed %q, want a container ID", id)
@@ -302,7 +312,7 @@ PIDS={{.PIDs}}' limited`)
 	}
 
 	// Where everything runs, and what did not change.
-	byName := processesInSubtree(t, e.containerPID(ctx, t, c), containerCg, e.paths.CgroupRoot, "dockerd", "containerd", "sleep")
+	byName := processesInSubtree(t, e.containerPID(ctx, t, c), podCg, containerCg, e.paths.CgroupRoot, "dockerd", "containerd", "sleep")
 	if len(byName["dockerd"]) != 1 || len(byName["containerd"]) != 1 {
 		t.Errorf("dockerd %v and containerd %v in the pod, want one each", byName["dockerd"], byName["containerd"])
 	}
@@ -315,7 +325,7 @@ PIDS={{.PIDs}}' limited`)
 	if inDocker < innerPidsLimit-3 {
 		t.Errorf("%d sleeps in /docker/%s, want about %d (the fork loop)", inDocker, id, innerPidsLimit)
 	}
-	assertOwnLimitsRefused(ctx, t, c, before["container/memory.max"])
+	assertOwnLimitsRefused(ctx, t, c, before["container/memory.max"], true)
 	if after := snapshotPod(t, podCg, containerCg); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("the pod's limits changed while dockerd ran:\nbefore %v\nafter  %v", before, after)
 	}
@@ -386,11 +396,11 @@ func clusterPodman(t *testing.T, e *guestEnv) {
 	if ev := inspect.KeyValues(readCgroupFile(t, inner, "pids.events"))["max"]; ev == "" || ev == "0" {
 		t.Errorf("pids.events max = %q, want forks refused at pids.max", ev)
 	}
-	byName := processesInSubtree(t, e.containerPID(ctx, t, c), containerCg, e.paths.CgroupRoot, "conmon", "sleep")
+	byName := processesInSubtree(t, e.containerPID(ctx, t, c), podCg, containerCg, e.paths.CgroupRoot, "conmon", "sleep")
 	if len(byName["conmon"]) == 0 {
 		t.Errorf("no conmon in the pod's subtree")
 	}
-	assertOwnLimitsRefused(ctx, t, c, before["container/memory.max"])
+	assertOwnLimitsRefused(ctx, t, c, before["container/memory.max"], true)
 	if after := snapshotPod(t, podCg, containerCg); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("the pod's limits changed while podman ran:\nbefore %v\nafter  %v", before, after)
 	}
