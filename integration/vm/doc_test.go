@@ -37,7 +37,12 @@
 //     The busybox image also holds the in-pod tools (cgdelegate-init, the
 //     delegate package's test binary, runc); when a variant runs
 //     InPodSystemd, the initramfs also holds an image made from the systemd
-//     root filesystem, which that scenario imports.
+//     root filesystem, which that scenario imports; when a variant runs
+//     ClusterDocker or ClusterPodman, its initramfs holds the engines image
+//     (engines_harness_test.go: a second root filesystem, Debian's
+//     docker.io, podman and crun with paths no scenario runs excluded,
+//     with cgdelegate-init and a busybox image to load in a layer above
+//     it; about 330 MB), which the first of them imports.
 //   - the release image (internal/ociimage.Release, what `make image`
 //     writes), only in the initramfs of variants that run the DaemonSet's pod.
 //
