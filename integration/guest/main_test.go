@@ -96,8 +96,8 @@ type guestEnv struct {
 	// clusterObs are cgdelegate's views of the debug and resize steps,
 	// kept for ClusterPinningOracle.
 	clusterObs clusterObservations
-	// enginesImported: the engines image is in containerd (importEngines).
-	enginesImported bool
+	// engines is the engines image's import (startEnginesImport).
+	engines *enginesImport
 	// helm is cgdelegate installed with helm by the first scenario that
 	// needs it (requireHelmPlugin); its failure is pluginErr.
 	helm *helmInstall

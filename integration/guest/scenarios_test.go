@@ -77,6 +77,9 @@ func TestScenarios(t *testing.T) {
 	if env == nil {
 		t.Fatal("TestMain did not run: use the guest test binary only inside the VM")
 	}
+	if env.setupErr == nil && env.variant.NeedsEngines() {
+		env.startEnginesImport()
+	}
 	for _, id := range env.variant.Scenarios {
 		t.Run(string(id), func(t *testing.T) { env.run(t, id) })
 	}
