@@ -62,6 +62,13 @@ func TestTraceLags(t *testing.T) {
 			if len(tc.snaps) > 0 && tr.MeanRound() != 3*time.Millisecond {
 				t.Errorf("mean round %s, want 3ms", tr.MeanRound())
 			}
+			if len(tc.snaps) > 0 {
+				// From 2 ms before the first snapshot to the last one.
+				span := tc.snaps[len(tc.snaps)-1].At.Sub(tc.snaps[0].At) + 2*time.Millisecond
+				if want := span / time.Duration(tr.Rounds); tr.Period() != want {
+					t.Errorf("period %s, want %s", tr.Period(), want)
+				}
+			}
 			if d, ok := tr.DisjointAfter(bubble, tc.from); d != tc.disjoint || ok != tc.disjointOK {
 				t.Errorf("DisjointAfter = %s, %v; want %s, %v", d, ok, tc.disjoint, tc.disjointOK)
 			}

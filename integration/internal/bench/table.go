@@ -33,7 +33,8 @@ const (
 	// KeyWiden: RemovePodSandbox until every node-shared container has
 	// every CPU again.
 	KeyWiden = "widen_s"
-	// KeyPollMS: the mean polling round, the resolution of the lags.
+	// KeyPollMS: the mean time from one polling round to the next, the
+	// resolution of the lags.
 	KeyPollMS = "poll_round_ms"
 	// KeyCPUPerUpdateMS: the plugin's CPU time (utime+stime) from
 	// RunPodSandbox until the bubble was clear, per node-shared container

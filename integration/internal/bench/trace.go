@@ -25,12 +25,18 @@ type Trace struct {
 	// resolution of every time read from the trace is about Reading/Rounds.
 	Rounds  int
 	Reading time.Duration
+	// first is when the first round began, last when the last one ended.
+	first, last time.Time
 }
 
 // Add records one round that took took to read.
 func (tr *Trace) Add(s Snapshot, took time.Duration) {
+	if tr.Rounds == 0 {
+		tr.first = s.At.Add(-took)
+	}
 	tr.Rounds++
 	tr.Reading += took
+	tr.last = s.At
 	if n := len(tr.Snapshots); n > 0 && tr.Snapshots[n-1].Union.Equals(s.Union) && tr.Snapshots[n-1].Common.Equals(s.Common) {
 		return
 	}
@@ -43,6 +49,15 @@ func (tr *Trace) MeanRound() time.Duration {
 		return 0
 	}
 	return tr.Reading / time.Duration(tr.Rounds)
+}
+
+// Period is the mean time from the start of one round to the start of the
+// next, pauses included: the resolution of the lags read from the trace.
+func (tr *Trace) Period() time.Duration {
+	if tr.Rounds == 0 {
+		return 0
+	}
+	return tr.last.Sub(tr.first) / time.Duration(tr.Rounds)
 }
 
 // DisjointAfter is the lag from from until no container runs on any CPU of
