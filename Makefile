@@ -92,7 +92,7 @@ demo:
 # the exclusivity lag, the pinned pod start, the plugin's cost and its restart
 # with 0, 50 and 100 node-shared containers; CGD_BENCH_SIZES=0,10 picks the
 # sizes. It fails only when a measurement could not be made or a correctness
-# check failed (docs/performance.md). About 45 minutes under TCG.
+# check failed (docs/performance.md). About 15 minutes under TCG.
 bench-node:
 	@bash integration/vm/install-deps.sh >/dev/null
 	@$(GO) test -tags integration_vm -c -o $(BINDIR)/integration-vm.test ./integration/vm/
