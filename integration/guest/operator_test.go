@@ -231,7 +231,8 @@ func (e *guestEnv) scrapeIfServed(ctx context.Context, t *testing.T) map[string]
 // servesMetrics reports whether the variant's plugin config sets
 // metricsAddress.
 func servesMetrics(v variant.Variant) bool {
-	return v.Plugin == variant.PluginExternal && slices.Contains(v.Scenarios, variant.MetricsScraped)
+	return v.Plugin == variant.PluginExternal &&
+		(slices.Contains(v.Scenarios, variant.MetricsScraped) || slices.Contains(v.Scenarios, variant.BenchNode))
 }
 
 // scrape reads http://metricsAddress/metrics: every sample, by its name and

@@ -40,6 +40,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.InPodSystemd:                    inPodSystemd,
 	variant.PinningContainerScope:           pinningContainerScope,
 	variant.Demo:                            demo,
+	variant.BenchNode:                       benchNode,
 	variant.KubeletWritable:                 kubeletWritable,
 	variant.KubeletRefusedWithoutNSDelegate: kubeletRefusedWithoutNSDelegate,
 	variant.KubeletUserns:                   kubeletUserns,

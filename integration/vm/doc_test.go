@@ -80,6 +80,12 @@
 //	CGD_QEMU_ACCEL=kvm              qemu accelerator (default tcg,thread=multi;
 //	                                nested KVM hangs a stock kernel on our machines)
 //
+// Two tests boot a VM of their own and never run in the suite: TestDemo
+// (CGD_DEMO=1, make demo) and TestBenchNode (CGD_BENCH=1, make bench-node;
+// CGD_BENCH_SIZES=0,10 picks the numbers of node-shared containers, passed
+// to the guest as the cgdbench.sizes kernel parameter, which is not a cgd.*
+// one: integration/internal/bench).
+//
 // The guest side protocol: /init prints CGD-BOOT, each scenario prints
 // "CGD-SCENARIO <id>" when it starts and "CGD-RESULT {json}" when it ends,
 // the guest test binary's exit is "CGD-DONE {json}", and "CGD-FATAL ..."

@@ -24,7 +24,7 @@ func TestRoundTrip(t *testing.T) {
 		Name: "custom-Cluster", Containerd: "v9.9.9", Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true, Cluster: true,
 		Scenarios: []Scenario{ClusterNodeReady},
 	}
-	for _, v := range append(Suite(), DemoVariant(), custom, kubelet, cluster) {
+	for _, v := range append(Suite(), DemoVariant(), BenchVariant(), custom, kubelet, cluster) {
 		t.Run(v.Name, func(t *testing.T) {
 			enc, err := v.Encode()
 			if err != nil {

@@ -104,6 +104,12 @@ const (
 	PinningContainerScope Scenario = "PinningContainerScope"
 	// Demo is `make demo`: the story of what cgdelegate does to a pod.
 	Demo Scenario = "Demo"
+	// BenchNode is `make bench-node` (issue 23), never part of the suite:
+	// with 0, 50 and 100 node-shared containers running (or the sizes of
+	// the cgdbench.sizes kernel parameter), the lag until a pinned pod's
+	// CPUs are exclusive, the pinned pod's start, the plugin's own cost and
+	// a restart at the largest size (integration/internal/bench).
+	BenchNode Scenario = "BenchNode"
 
 	// The Kubelet scenarios (issue 8) run a standalone kubelet with static
 	// pods from the manifests in integration/guest/testdata/pods; see
@@ -225,7 +231,7 @@ var scenarios = []Scenario{
 	KubeletDaemonSetPod, KubeletPluginPodRestart,
 	InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd,
 	PinningContainerScope,
-	Demo,
+	Demo, BenchNode,
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 	KubeletPinningOracle,
 	ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned, ClusterHelmUninstall,

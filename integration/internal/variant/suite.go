@@ -146,3 +146,14 @@ func DemoVariant() Variant {
 		Scenarios: []Scenario{Demo},
 	}
 }
+
+// BenchVariant is the one VM `make bench-node` boots: the demo's machine
+// (containerd 2.4, nsdelegate, cgdelegate as an external plugin with CPU
+// pinning on four CPUs in two NUMA nodes) with only the BenchNode scenario.
+// It is not in Suite: its numbers are measured, never judged by CI.
+func BenchVariant() Variant {
+	v := DemoVariant()
+	v.Name = "bench-node"
+	v.Scenarios = []Scenario{BenchNode}
+	return v
+}

@@ -11,7 +11,7 @@ import (
 const maxVariantParams = 1024
 
 func TestSuite(t *testing.T) {
-	all := append(Suite(), DemoVariant())
+	all := append(Suite(), DemoVariant(), BenchVariant())
 	names := map[string]bool{}
 	expected := map[Scenario]bool{}
 	for _, v := range all {
@@ -115,7 +115,7 @@ func TestScenarioKnown(t *testing.T) {
 // written (FailClosed); no other variant carries the image.
 func TestDaemonSetVariants(t *testing.T) {
 	n := 0
-	for _, v := range append(Suite(), DemoVariant()) {
+	for _, v := range append(Suite(), DemoVariant(), BenchVariant()) {
 		ds := v.Plugin == PluginDaemonSet || v.Plugin == PluginHelm
 		if v.NeedsReleaseImage() != ds {
 			t.Errorf("%s: NeedsReleaseImage %v, plugin %s", v.Name, v.NeedsReleaseImage(), v.Plugin)
@@ -149,5 +149,19 @@ func TestSystemdSelector(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("the suite has no systemd variant")
+	}
+}
+
+// TestBenchVariant: `make bench-node` boots a pinning variant with only the
+// BenchNode scenario, and `make boots` never does.
+func TestBenchVariant(t *testing.T) {
+	v := BenchVariant()
+	if !v.Pinning || !v.NUMA || v.SMP != 4 || v.Plugin != PluginExternal || !slices.Equal(v.Scenarios, []Scenario{BenchNode}) {
+		t.Errorf("BenchVariant() = %+v, want the demo's pinning machine with only %s", v, BenchNode)
+	}
+	for _, s := range Suite() {
+		if s.Name == v.Name || slices.Contains(s.Scenarios, BenchNode) {
+			t.Errorf("the suite's %s boots the bench", s.Name)
+		}
 	}
 }

@@ -1,0 +1,206 @@
+package bench
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/cpuset"
+)
+
+func TestTraceLags(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	all, bubble := cpuset.New(0, 1, 2, 3), cpuset.New(2, 3)
+	rest := all.Difference(bubble)
+	for _, tc := range []struct {
+		name       string
+		snaps      []Snapshot
+		from       time.Time
+		disjoint   time.Duration
+		disjointOK bool
+		widened    time.Duration
+		widenedOK  bool
+	}{
+		{name: "empty trace", from: t0},
+		{
+			name:  "narrowed in two steps",
+			snaps: []Snapshot{{at(0), all, all}, {at(100), all, rest}, {at(250), rest, rest}},
+			from:  t0, disjoint: 250 * time.Millisecond, disjointOK: true,
+		},
+		{
+			name:  "disjoint before from: zero lag",
+			snaps: []Snapshot{{at(0), rest, rest}},
+			from:  at(40), disjointOK: true,
+		},
+		{
+			name:  "overlap again: only the last clearing counts",
+			snaps: []Snapshot{{at(0), rest, rest}, {at(10), all, rest}, {at(300), rest, rest}},
+			from:  t0, disjoint: 300 * time.Millisecond, disjointOK: true,
+		},
+		{
+			name:  "never cleared",
+			snaps: []Snapshot{{at(0), all, rest}, {at(10), all, all}},
+			from:  t0, widened: 10 * time.Millisecond, widenedOK: true,
+		},
+		{
+			name:  "widened after removal",
+			snaps: []Snapshot{{at(0), rest, rest}, {at(500), all, rest}, {at(900), all, all}},
+			from:  at(100), widened: 800 * time.Millisecond, widenedOK: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tr Trace
+			for _, s := range tc.snaps {
+				tr.Add(s, 2*time.Millisecond)
+				tr.Add(s, 4*time.Millisecond) // a repeat is counted, not kept
+			}
+			if len(tr.Snapshots) != len(tc.snaps) || tr.Rounds != 2*len(tc.snaps) {
+				t.Errorf("kept %d snapshots of %d rounds, want %d of %d", len(tr.Snapshots), tr.Rounds, len(tc.snaps), 2*len(tc.snaps))
+			}
+			if len(tc.snaps) > 0 && tr.MeanRound() != 3*time.Millisecond {
+				t.Errorf("mean round %s, want 3ms", tr.MeanRound())
+			}
+			if len(tc.snaps) > 0 {
+				// From 2 ms before the first snapshot to the last one.
+				span := tc.snaps[len(tc.snaps)-1].At.Sub(tc.snaps[0].At) + 2*time.Millisecond
+				if want := span / time.Duration(tr.Rounds); tr.Period() != want {
+					t.Errorf("period %s, want %s", tr.Period(), want)
+				}
+			}
+			if d, ok := tr.DisjointAfter(bubble, tc.from); d != tc.disjoint || ok != tc.disjointOK {
+				t.Errorf("DisjointAfter = %s, %v; want %s, %v", d, ok, tc.disjoint, tc.disjointOK)
+			}
+			if d, ok := tr.WidenedAfter(all, tc.from); d != tc.widened || ok != tc.widenedOK {
+				t.Errorf("WidenedAfter = %s, %v; want %s, %v", d, ok, tc.widened, tc.widenedOK)
+			}
+		})
+	}
+}
+
+func TestCPUTime(t *testing.T) {
+	for _, tc := range []struct {
+		name, stat string
+		want       time.Duration
+		wantErr    bool
+	}{
+		{
+			name: "plain",
+			stat: "4242 (cgdelegate) S 1 4242 4242 0 -1 4194560 2890 0 0 0 137 52 0 0 20 0 9 0 3541 1290752000 4127 18446744073709551615",
+			want: 1890 * time.Millisecond,
+		},
+		{
+			name: "command with spaces and parentheses",
+			stat: "7 (a) b (c)) R 1 7 7 0 -1 0 0 0 0 0 5 5 0 0 20 0 1 0 1 1 1",
+			want: 100 * time.Millisecond,
+		},
+		{name: "no command", stat: "7 a R 1", wantErr: true},
+		{name: "too short", stat: "7 (a) R 1 2 3", wantErr: true},
+		{name: "not a number", stat: "7 (a) R 1 7 7 0 -1 0 0 0 0 0 x 5 0", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := CPUTime(tc.stat)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Fatalf("CPUTime = %s, %v; want %s, error %v", got, err, tc.want, tc.wantErr)
+			}
+			if err != nil && !errors.Is(err, ErrFormat) {
+				t.Errorf("error %v is not ErrFormat", err)
+			}
+		})
+	}
+}
+
+func TestRSSBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name, status string
+		want         int64
+		wantErr      bool
+	}{
+		{name: "kB", status: "Name:\tcgdelegate\nVmPeak:\t 1 kB\nVmRSS:\t   20480 kB\nThreads:\t9\n", want: 20 << 20},
+		{name: "missing", status: "Name:\tkthreadd\n", wantErr: true},
+		{name: "bad unit", status: "VmRSS:\t12 MB\n", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := RSSBytes(strings.NewReader(tc.status))
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Fatalf("RSSBytes = %d, %v; want %d, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestSizes(t *testing.T) {
+	for _, tc := range []struct {
+		cmdline string
+		want    []int
+		wantErr bool
+	}{
+		{cmdline: "console=ttyS0 cgd.variant=bench", want: DefaultSizes},
+		{cmdline: "quiet cgdbench.sizes=0,10 cgd.smp=4", want: []int{0, 10}},
+		{cmdline: "cgdbench.sizes=5", want: []int{5}},
+		{cmdline: "cgdbench.sizes=10,0", wantErr: true},
+		{cmdline: "cgdbench.sizes=0,0", wantErr: true},
+		{cmdline: "cgdbench.sizes=0,x", wantErr: true},
+		{cmdline: "cgdbench.sizes=-1", wantErr: true},
+		{cmdline: "cgdbench.sizes=1000", wantErr: true},
+		{cmdline: "cgdbench.sizes=", wantErr: true},
+	} {
+		t.Run(tc.cmdline, func(t *testing.T) {
+			got, err := SizesFromCmdline(tc.cmdline)
+			if (err != nil) != tc.wantErr || FormatSizes(got) != FormatSizes(tc.want) {
+				t.Fatalf("SizesFromCmdline = %v, %v; want %v, error %v", got, err, tc.want, tc.wantErr)
+			}
+			if err != nil && !errors.Is(err, ErrSizes) {
+				t.Errorf("error %v is not ErrSizes", err)
+			}
+		})
+	}
+}
+
+func TestMedian(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		in   []time.Duration
+		want time.Duration
+	}{{nil, 0}, {ms(5), 5 * time.Millisecond}, {ms(9, 1, 5), 5 * time.Millisecond}, {ms(4, 1, 3, 2), 2 * time.Millisecond}} {
+		if got := Median(tc.in); got != tc.want {
+			t.Errorf("Median(%v) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	sizes := []map[string]float64{
+		{KeyN: 100, KeyPodLag: 2, KeyPodLagMax: 2.5, KeyCtrLag: 1, KeyCtrLagMax: 1.5, KeyStart: 3, KeyStartMax: 3.2, KeyRSSMiB: 21.5},
+		{KeyN: 0, KeyPodLag: 0, KeyPodLagMax: 0, KeyCtrLag: 0, KeyCtrLagMax: 0, KeyStart: 2, KeyStartMax: 2.1},
+	}
+	restart := map[string]float64{KeyN: 100, KeySyncS: 1.25, KeyAnswerS: 2, KeyUnchanged: 1}
+	var b strings.Builder
+	if err := WriteTable(&b, sizes, restart); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"| 0 | 0 s (0) | - |",
+		"| 100 | 2 s (2.5) | 20.0 ms | 1 s (1.5) | 3 s (3.2) | 1.50 |",
+		"21.5 MiB",
+		"Restart at N=100: connected and synchronized 1.25 s",
+		"cpusets unchanged: yes.",
+		"exclusivity lag at most 2.5 s from RunPodSandbox and 1.5 s from CreateContainer (goal at most 1s): missed",
+		"pinned pod start 1.50x of N=0 (goal at most 1.25x): missed.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if i, j := strings.Index(out, "| 0 |"), strings.Index(out, "| 100 |"); i < 0 || j < i {
+		t.Errorf("rows not in size order:\n%s", out)
+	}
+}
