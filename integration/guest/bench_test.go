@@ -405,17 +405,8 @@ func (f *benchFleet) restart(ctx context.Context, t *testing.T) {
 	}
 	before := cgroupState(t, dirs)
 
+	restart := e.killPlugin(ctx, t)
 	from := fileSize(e.paths.ContainerdLog)
-	if err := e.plugin.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	restart := e.restartPluginOnce(ctx, t)
-	if err := waitLog(ctx, e.paths.ContainerdLog, from, 30*time.Second, func(l string) bool {
-		return strings.Contains(l, "cgdelegate") && strings.Contains(l, "closed")
-	}, func() error { return nil }); err != nil {
-		t.Fatalf("containerd did not notice the killed plugin: %v", err)
-	}
-	from = fileSize(e.paths.ContainerdLog)
 	t0 := time.Now()
 	restart()
 	synced, err := logTime(e.paths.ContainerdLog, from, "connected and synchronized")

@@ -566,16 +566,7 @@ func pinningPluginRestartDuringChurn(t *testing.T, e *guestEnv) {
 	sh := runContainer(ctx, t, pod, burstable("shared"))
 	t.Logf("before the kill: %s; %s", viewOf(ctx, t, first), viewOf(ctx, t, sh))
 
-	from := fileSize(e.paths.ContainerdLog)
-	if err := e.plugin.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	restart := e.restartPluginOnce(ctx, t)
-	if err := waitLog(ctx, e.paths.ContainerdLog, from, 30*time.Second, func(l string) bool {
-		return strings.Contains(l, "cgdelegate") && strings.Contains(l, "closed")
-	}, func() error { return nil }); err != nil {
-		t.Fatalf("containerd did not notice the killed plugin: %v", err)
-	}
+	restart := e.killPlugin(ctx, t)
 
 	// Churn with the plugin down.
 	down := runContainer(ctx, t, pod, guaranteed("while-down"))
@@ -734,4 +725,21 @@ func pinningContainerScope(t *testing.T, e *guestEnv) {
 		return v.CPUs.Equals(all)
 	})
 	t.Logf("node pool after the pod was removed: %s", widened)
+}
+
+// killPlugin SIGKILLs the external plugin and waits until containerd
+// noticed it gone; it returns restartPluginOnce's restart.
+func (e *guestEnv) killPlugin(ctx context.Context, t *testing.T) func() {
+	t.Helper()
+	from := fileSize(e.paths.ContainerdLog)
+	if err := e.plugin.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	restart := e.restartPluginOnce(ctx, t)
+	if err := waitLog(ctx, e.paths.ContainerdLog, from, 30*time.Second, func(l string) bool {
+		return strings.Contains(l, "cgdelegate") && strings.Contains(l, "closed")
+	}, func() error { return nil }); err != nil {
+		t.Fatalf("containerd did not notice the killed plugin: %v", err)
+	}
+	return restart
 }

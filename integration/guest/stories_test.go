@@ -244,78 +244,75 @@ func processesInSubtree(t *testing.T, pid int, podCg, containerCg, cgroupRoot st
 	return found
 }
 
-// clusterDocker: dockerd from Debian's docker.io in the manifest of
-// docs/stories/docker.md. It loads an image from a tarball, and its
-// containers' --memory, --pids-limit and --cpus are enforced in
-// sub-cgroups of the pod's writable cgroup: the memory hog is OOM-killed
-// and the pod lives on, the fork loop stops at the limit, cpu.max shows
-// the quota. docker info and docker stats report cgroup v2 and the limits;
-// every process of the pod stays in its subtree; the pod's own limits and
-// bounds are unchanged and cannot be raised from inside.
-func clusterDocker(t *testing.T, e *guestEnv) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
+// enginePod is a story pod running a container engine (ClusterDocker,
+// ClusterPodman) and what the scenario keeps of it.
+type enginePod struct {
+	p                  *corev1.Pod
+	c                  *cri.Container
+	podCg, containerCg string
+	// cli runs the engine: "docker", or podman with its flags.
+	cli string
+	// network is the --network of the engine's containers.
+	network string
+	before  podSnapshot
+	// waited, imported, running: the engines image's wait and import, and
+	// the pod's start.
+	waited, imported, running time.Duration
+}
+
+// startEnginePod waits for the engines image, applies the manifest file
+// and checks the pod's cgroup view.
+func (e *guestEnv) startEnginePod(ctx context.Context, t *testing.T, file, container, cli, network string) *enginePod {
+	t.Helper()
 	e.requireHelmPlugin(t)
-	waited, imported := e.importEngines(ctx, t)
-	p, running := e.storyPod(ctx, t, "docker.yaml", "dockerd")
-	c := e.kubeletContainer(ctx, t, p, "dockerd")
-	podCg := e.kubeletPodCgroup(t, e.kubelet, p)
-	containerCg := e.clusterContainerCgroup(t, p, "dockerd")
-	before := snapshotPod(t, podCg, containerCg)
-	assertWritableMountIn(ctx, t, c, "/init")
-	assertProcUnmasked(ctx, t, c)
+	ep := &enginePod{cli: cli, network: network}
+	ep.waited, ep.imported = e.importEngines(ctx, t)
+	ep.p, ep.running = e.storyPod(ctx, t, file, container)
+	ep.c = e.kubeletContainer(ctx, t, ep.p, container)
+	ep.podCg = e.kubeletPodCgroup(t, e.kubelet, ep.p)
+	ep.containerCg = e.clusterContainerCgroup(t, ep.p, container)
+	ep.before = snapshotPod(t, ep.podCg, ep.containerCg)
+	assertWritableMountIn(ctx, t, ep.c, "/init")
+	assertProcUnmasked(ctx, t, ep.c)
+	return ep
+}
 
-	// dockerd answers once it has set itself up.
-	readyStart := time.Now()
-	var info string
-	for {
-		r, err := c.Exec(ctx, time.Minute, "docker", "info", "--format", "{{.CgroupVersion}} {{.CgroupDriver}} {{.Driver}}")
-		if err == nil && r.ExitCode == 0 {
-			info = strings.TrimSpace(r.Stdout)
-			break
-		}
-		if time.Since(readyStart) > engineReadyIn {
-			t.Fatalf("dockerd did not answer within %s: %v %s\n--- dockerd log ---\n%s", engineReadyIn, err, r, e.podLog(p, "dockerd"))
-		}
-		time.Sleep(2 * time.Second)
-	}
-	ready := time.Since(readyStart)
-	t.Logf("docker info: %s", info)
-	if f := strings.Fields(info); len(f) != 3 || f[0] != "2" || f[1] != "cgroupfs" {
-		t.Errorf("docker info: cgroup version, driver, storage = %q, want 2 cgroupfs <driver>", info)
-	}
-	e.engineSh(ctx, t, c, p, "docker load -i "+innerImageInPod)
-	// What this dockerd can not do here, logged for docs/stories/docker.md
-	// (not judged): a container with a network namespace of its own, and
-	// Debian's runc 1.1.5 (dockerd's default runtime) instead of crun.
-	for _, args := range [][]string{
-		{"--network", "none", innerImage, "true"},
-		{"--runtime", "runc", "--network", "host", innerImage, "true"},
-	} {
-		if r, err := c.Exec(ctx, 2*time.Minute, append([]string{"docker", "run", "--rm"}, args...)...); err == nil {
-			t.Logf("docker run --rm %s: exit %d, stderr %q", strings.Join(args, " "), r.ExitCode, r.Stderr)
-		}
-	}
+// sh is engineSh in the engine's container.
+func (ep *enginePod) sh(ctx context.Context, t *testing.T, e *guestEnv, script string) string {
+	t.Helper()
+	return e.engineSh(ctx, t, ep.c, ep.p, script)
+}
 
-	// --memory: a 100 MiB buffer in a 64 MiB container is OOM-killed.
-	out := e.engineSh(ctx, t, c, p, fmt.Sprintf(`docker run --name hog --memory %d --memory-swap %d --network host %s dd if=/dev/zero of=/dev/null bs=100M count=1; echo "RC=$?"
-docker inspect --format 'OOM={{.State.OOMKilled}}
-ID={{.Id}}' hog; docker rm hog >/dev/null`, innerMemoryLimit, innerMemoryLimit, innerImage))
-	m := inspect.Markers(out)
-	if m["RC"] != "137" || m["OOM"] != "true" {
-		t.Errorf("docker run --memory 64m of a 100 MiB buffer: exit %s, OOMKilled %s; want 137 and true\n%s", m["RC"], m["OOM"], out)
-	}
-	assertOOMKilledIn(t, e.paths.CgroupRoot, containerCg, "/docker/"+m["ID"], "dd")
+// runHog runs a container whose 100 MiB buffer exceeds its 64 MiB limit
+// and returns the markers it printed: RC, its exit status, ID, its ID, and
+// those of inspectFormat, more marker lines of the engine's inspect.
+func (ep *enginePod) runHog(ctx context.Context, t *testing.T, e *guestEnv, inspectFormat string) map[string]string {
+	t.Helper()
+	out := ep.sh(ctx, t, e, fmt.Sprintf(`%[1]s run --name hog --memory %[2]d --memory-swap %[2]d --network %[3]s %[4]s dd if=/dev/zero of=/dev/null bs=100M count=1; echo "RC=$?"
+%[1]s inspect --format '%[5]sID={{.Id}}' hog; %[1]s rm hog >/dev/null`, ep.cli, innerMemoryLimit, ep.network, innerImage, inspectFormat))
+	t.Logf("%s run of the hog:\n%s", ep.cli, out)
+	return inspect.Markers(out)
+}
 
-	// --pids-limit and --cpus on a container that stays: a fork loop of
-	// 100 sleeps stops at 32 tasks.
-	id := strings.TrimSpace(e.engineSh(ctx, t, c, p, fmt.Sprintf(
-		`docker run -d --name limited --memory %d --pids-limit %d --cpus 0.5 --network host %s sh -c '(i=0; while [ $i -lt 100 ]; do sleep 600 & i=$((i+1)); done) 2>/dev/null; exec sleep 600'`,
-		innerMemoryLimit, innerPidsLimit, innerImage)))
+// runLimited starts a container with --memory, --pids-limit and --cpus
+// whose fork loop of 100 sleeps stops at the pids limit, and returns its
+// ID.
+func (ep *enginePod) runLimited(ctx context.Context, t *testing.T, e *guestEnv) string {
+	t.Helper()
+	id := strings.TrimSpace(ep.sh(ctx, t, e, fmt.Sprintf(
+		`%s run -d --name limited --memory %d --pids-limit %d --cpus 0.5 --network %s %s sh -c '(i=0; while [ $i -lt 100 ]; do sleep 600 & i=$((i+1)); done) 2>/dev/null; exec sleep 600'`,
+		ep.cli, innerMemoryLimit, innerPidsLimit, ep.network, innerImage)))
 	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(id) {
-		t.Fatalf("docker run -d printed %q, want a container ID", id)
+		t.Fatalf("%s run -d printed %q, want a container ID", ep.cli, id)
 	}
-	inner := filepath.Join(containerCg, "docker", id)
+	return id
+}
+
+// assertLimited checks, from the node, the limits of runLimited's
+// container at inner (a host path): memory.max, pids.max and cpu.max as
+// asked, and forks refused at pids.max.
+func assertLimited(t *testing.T, inner string) {
+	t.Helper()
 	// The fork loop is done when a fork was refused at pids.max.
 	waitCgroupValue(t, inner, "pids.events", func(v string) bool { ev := inspect.KeyValues(v)["max"]; return ev != "" && ev != "0" }, 2*time.Minute)
 	want := map[string]string{
@@ -329,10 +326,89 @@ ID={{.Id}}' hog; docker rm hog >/dev/null`, innerMemoryLimit, innerMemoryLimit, 
 	if n, err := strconv.Atoi(readCgroupFile(t, inner, "pids.current")); err != nil || n > innerPidsLimit {
 		t.Errorf("pids.current %d (%v) after a fork loop of 100, want at most %d", n, err, innerPidsLimit)
 	}
-	if ev := inspect.KeyValues(readCgroupFile(t, inner, "pids.events"))["max"]; ev == "" || ev == "0" {
-		t.Errorf("pids.events max = %q, want forks refused at pids.max", ev)
+}
+
+// finish checks what must hold at the end: the pod's limits unchanged and
+// out of reach from inside, the pod still running; then it removes the
+// limited container.
+func (ep *enginePod) finish(ctx context.Context, t *testing.T, e *guestEnv) {
+	t.Helper()
+	assertOwnLimitsRefused(ctx, t, ep.c, ep.before["container/memory.max"], true)
+	if after := snapshotPod(t, ep.podCg, ep.containerCg); fmt.Sprint(after) != fmt.Sprint(ep.before) {
+		t.Errorf("the pod's limits changed while %s ran:\nbefore %v\nafter  %v", ep.cli, ep.before, after)
 	}
-	stats := e.engineSh(ctx, t, c, p, `docker stats --no-stream --format 'MEM={{.MemUsage}}
+	e.requirePodAlive(ctx, t, ep.p, ep.c.Name)
+	ep.sh(ctx, t, e, ep.cli+" rm -f limited >/dev/null")
+}
+
+// metrics are the times every engine scenario reports, with more.
+func (ep *enginePod) metrics(more map[string]float64) map[string]float64 {
+	m := map[string]float64{
+		"engines_import_seconds": seconds(ep.imported), "engines_import_waited_seconds": seconds(ep.waited),
+		"pod_running_seconds": seconds(ep.running),
+	}
+	for k, v := range more {
+		m[k] = v
+	}
+	return m
+}
+
+// clusterDocker: dockerd from Debian's docker.io in the manifest of
+// docs/stories/docker.md. It loads an image from a tarball, and its
+// containers' --memory, --pids-limit and --cpus are enforced in
+// sub-cgroups of the pod's writable cgroup: the memory hog is OOM-killed
+// and the pod lives on, the fork loop stops at the limit, cpu.max shows
+// the quota. docker info and docker stats report cgroup v2 and the limits;
+// every process of the pod stays in its subtree; the pod's own limits and
+// bounds are unchanged and cannot be raised from inside.
+func clusterDocker(t *testing.T, e *guestEnv) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	ep := e.startEnginePod(ctx, t, "docker.yaml", "dockerd", "docker", "host")
+
+	// dockerd answers once it has set itself up.
+	readyStart := time.Now()
+	var info string
+	for {
+		r, err := ep.c.Exec(ctx, time.Minute, "docker", "info", "--format", "{{.CgroupVersion}} {{.CgroupDriver}} {{.Driver}}")
+		if err == nil && r.ExitCode == 0 {
+			info = strings.TrimSpace(r.Stdout)
+			break
+		}
+		if time.Since(readyStart) > engineReadyIn {
+			t.Fatalf("dockerd did not answer within %s: %v %s\n--- dockerd log ---\n%s", engineReadyIn, err, r, e.podLog(ep.p, "dockerd"))
+		}
+		time.Sleep(2 * time.Second)
+	}
+	ready := time.Since(readyStart)
+	t.Logf("docker info: %s", info)
+	if f := strings.Fields(info); len(f) != 3 || f[0] != "2" || f[1] != "cgroupfs" {
+		t.Errorf("docker info: cgroup version, driver, storage = %q, want 2 cgroupfs <driver>", info)
+	}
+	ep.sh(ctx, t, e, "docker load -i "+innerImageInPod)
+	// What this dockerd can not do here, logged for docs/stories/docker.md
+	// (not judged): a container with a network namespace of its own, and
+	// Debian's runc 1.1.5 (dockerd's default runtime) instead of crun.
+	for _, args := range [][]string{
+		{"--network", "none", innerImage, "true"},
+		{"--runtime", "runc", "--network", "host", innerImage, "true"},
+	} {
+		if r, err := ep.c.Exec(ctx, 2*time.Minute, append([]string{"docker", "run", "--rm"}, args...)...); err == nil {
+			t.Logf("docker run --rm %s: exit %d, stderr %q", strings.Join(args, " "), r.ExitCode, r.Stderr)
+		}
+	}
+
+	// --memory: a 100 MiB buffer in a 64 MiB container is OOM-killed.
+	m := ep.runHog(ctx, t, e, "OOM={{.State.OOMKilled}}\n")
+	if m["RC"] != "137" || m["OOM"] != "true" {
+		t.Errorf("docker run --memory 64m of a 100 MiB buffer: exit %s, OOMKilled %s; want 137 and true", m["RC"], m["OOM"])
+	}
+	assertOOMKilledIn(t, e.paths.CgroupRoot, ep.containerCg, "/docker/"+m["ID"], "dd")
+
+	// --pids-limit and --cpus on a container that stays.
+	id := ep.runLimited(ctx, t, e)
+	assertLimited(t, filepath.Join(ep.containerCg, "docker", id))
+	stats := ep.sh(ctx, t, e, `docker stats --no-stream --format 'MEM={{.MemUsage}}
 PIDS={{.PIDs}}' limited`)
 	sm := inspect.Markers(stats)
 	if !strings.HasSuffix(sm["MEM"], "/ 64MiB") {
@@ -343,7 +419,7 @@ PIDS={{.PIDs}}' limited`)
 	}
 
 	// Where everything runs, and what did not change.
-	byName := processesInSubtree(t, e.containerPID(ctx, t, c), podCg, containerCg, e.paths.CgroupRoot, "dockerd", "containerd", "sleep")
+	byName := processesInSubtree(t, e.containerPID(ctx, t, ep.c), ep.podCg, ep.containerCg, e.paths.CgroupRoot, "dockerd", "containerd", "sleep")
 	if len(byName["dockerd"]) != 1 || len(byName["containerd"]) != 1 {
 		t.Errorf("dockerd %v and containerd %v in the pod, want one each", byName["dockerd"], byName["containerd"])
 	}
@@ -356,16 +432,8 @@ PIDS={{.PIDs}}' limited`)
 	if inDocker < innerPidsLimit-3 {
 		t.Errorf("%d sleeps in /docker/%s, want about %d (the fork loop)", inDocker, id, innerPidsLimit)
 	}
-	assertOwnLimitsRefused(ctx, t, c, before["container/memory.max"], true)
-	if after := snapshotPod(t, podCg, containerCg); fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Errorf("the pod's limits changed while dockerd ran:\nbefore %v\nafter  %v", before, after)
-	}
-	e.requirePodAlive(ctx, t, p, "dockerd")
-	e.engineSh(ctx, t, c, p, "docker rm -f limited >/dev/null")
-	clusterMetric(t, "ClusterDocker", "cluster_docker", map[string]float64{
-		"engines_import_seconds": seconds(imported), "engines_import_waited_seconds": seconds(waited),
-		"pod_running_seconds": seconds(running), "dockerd_ready_seconds": seconds(ready),
-	})
+	ep.finish(ctx, t, e)
+	clusterMetric(t, "ClusterDocker", "cluster_docker", ep.metrics(map[string]float64{"dockerd_ready_seconds": seconds(ready)}))
 }
 
 // clusterPodman: podman from Debian in the manifest of
@@ -374,75 +442,38 @@ PIDS={{.PIDs}}' limited`)
 func clusterPodman(t *testing.T, e *guestEnv) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	e.requireHelmPlugin(t)
-	waited, imported := e.importEngines(ctx, t)
-	p, running := e.storyPod(ctx, t, "podman.yaml", "podman")
-	c := e.kubeletContainer(ctx, t, p, "podman")
-	podCg := e.kubeletPodCgroup(t, e.kubelet, p)
-	containerCg := e.clusterContainerCgroup(t, p, "podman")
-	before := snapshotPod(t, podCg, containerCg)
-	assertWritableMountIn(ctx, t, c, "/init")
-	assertProcUnmasked(ctx, t, c)
-
 	const podman = "podman --cgroup-manager=cgroupfs --events-backend=file"
-	info := e.engineSh(ctx, t, c, p, podman+" info --format 'CG={{.Host.CgroupsVersion}}\nMGR={{.Host.CgroupManager}}\nDRIVER={{.Store.GraphDriverName}}'")
+	ep := e.startEnginePod(ctx, t, "podman.yaml", "podman", podman, "none")
+
+	info := ep.sh(ctx, t, e, podman+" info --format 'CG={{.Host.CgroupsVersion}}\nMGR={{.Host.CgroupManager}}\nDRIVER={{.Store.GraphDriverName}}'")
 	t.Logf("podman info: %s", info)
 	if m := inspect.Markers(info); m["CG"] != "v2" || m["MGR"] != "cgroupfs" {
 		t.Errorf("podman info: cgroups %q, manager %q; want v2 and cgroupfs", m["CG"], m["MGR"])
 	}
 	loadStart := time.Now()
-	e.engineSh(ctx, t, c, p, podman+" load -i "+innerImageInPod)
+	ep.sh(ctx, t, e, podman+" load -i "+innerImageInPod)
 	loaded := time.Since(loadStart)
 
-	out := e.engineSh(ctx, t, c, p, fmt.Sprintf(`%s run --name hog --memory %d --memory-swap %d --network none %s dd if=/dev/zero of=/dev/null bs=100M count=1; echo "RC=$?"
-%s inspect --format 'ID={{.Id}}' hog; %s rm hog >/dev/null`, podman, innerMemoryLimit, innerMemoryLimit, innerImage, podman, podman))
-	m := inspect.Markers(out)
+	m := ep.runHog(ctx, t, e, "")
 	if m["RC"] != "137" {
-		t.Errorf("podman run --memory 64m of a 100 MiB buffer: exit %s, want 137 (SIGKILL)\n%s", m["RC"], out)
+		t.Errorf("podman run --memory 64m of a 100 MiB buffer: exit %s, want 137 (SIGKILL)", m["RC"])
 	}
 	// podman 4.3 does not tell OOMKilled on cgroup v2; the kernel does.
-	assertOOMKilledIn(t, e.paths.CgroupRoot, containerCg, "libpod-"+m["ID"], "dd")
+	assertOOMKilledIn(t, e.paths.CgroupRoot, ep.containerCg, "libpod-"+m["ID"], "dd")
 
-	id := strings.TrimSpace(e.engineSh(ctx, t, c, p, fmt.Sprintf(
-		`%s run -d --name limited --memory %d --pids-limit %d --cpus 0.5 --network none %s sh -c '(i=0; while [ $i -lt 100 ]; do sleep 600 & i=$((i+1)); done) 2>/dev/null; exec sleep 600'`,
-		podman, innerMemoryLimit, innerPidsLimit, innerImage)))
-	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(id) {
-		t.Fatalf("podman run -d printed %q, want a container ID", id)
-	}
-	cgOut := e.engineSh(ctx, t, c, p, podman+" inspect --format '{{.State.Pid}}' limited")
-	innerPID := strings.TrimSpace(cgOut)
-	innerCg := inspect.CgroupPath(e.engineSh(ctx, t, c, p, "cat /proc/"+innerPID+"/cgroup"))
+	id := ep.runLimited(ctx, t, e)
+	innerPID := strings.TrimSpace(ep.sh(ctx, t, e, podman+" inspect --format '{{.State.Pid}}' limited"))
+	innerCg := inspect.CgroupPath(ep.sh(ctx, t, e, "cat /proc/"+innerPID+"/cgroup"))
 	if !strings.Contains(innerCg, id) {
 		t.Errorf("podman's container runs in %s, want a cgroup named after its ID %s", innerCg, id)
 	}
-	inner := filepath.Join(containerCg, innerCg)
-	// The fork loop is done when a fork was refused at pids.max.
-	waitCgroupValue(t, inner, "pids.events", func(v string) bool { ev := inspect.KeyValues(v)["max"]; return ev != "" && ev != "0" }, 2*time.Minute)
-	want := map[string]string{
-		"memory.max": strconv.Itoa(innerMemoryLimit), "pids.max": strconv.Itoa(innerPidsLimit), "cpu.max": "50000 100000",
-	}
-	for f, w := range want {
-		if got := readCgroupFile(t, inner, f); got != w {
-			t.Errorf("%s/%s = %q, want %q", inner, f, got, w)
-		}
-	}
-	if ev := inspect.KeyValues(readCgroupFile(t, inner, "pids.events"))["max"]; ev == "" || ev == "0" {
-		t.Errorf("pids.events max = %q, want forks refused at pids.max", ev)
-	}
-	byName := processesInSubtree(t, e.containerPID(ctx, t, c), podCg, containerCg, e.paths.CgroupRoot, "conmon", "sleep")
+	assertLimited(t, filepath.Join(ep.containerCg, innerCg))
+	byName := processesInSubtree(t, e.containerPID(ctx, t, ep.c), ep.podCg, ep.containerCg, e.paths.CgroupRoot, "conmon", "sleep")
 	if len(byName["conmon"]) == 0 {
 		t.Errorf("no conmon in the pod's subtree")
 	}
-	assertOwnLimitsRefused(ctx, t, c, before["container/memory.max"], true)
-	if after := snapshotPod(t, podCg, containerCg); fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Errorf("the pod's limits changed while podman ran:\nbefore %v\nafter  %v", before, after)
-	}
-	e.requirePodAlive(ctx, t, p, "podman")
-	e.engineSh(ctx, t, c, p, podman+" rm -f limited >/dev/null")
-	clusterMetric(t, "ClusterPodman", "cluster_podman", map[string]float64{
-		"engines_import_seconds": seconds(imported), "engines_import_waited_seconds": seconds(waited),
-		"pod_running_seconds": seconds(running), "podman_load_seconds": seconds(loaded),
-	})
+	ep.finish(ctx, t, e)
+	clusterMetric(t, "ClusterPodman", "cluster_podman", ep.metrics(map[string]float64{"podman_load_seconds": seconds(loaded)}))
 }
 
 // clusterWorkers: the manifest of docs/stories/workers.md. The head's

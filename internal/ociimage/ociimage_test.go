@@ -26,22 +26,7 @@ func TestWriteOCILayout(t *testing.T) {
 	if err := WriteLayout(&buf, img); err != nil {
 		t.Fatal(err)
 	}
-	files := map[string][]byte{}
-	tr := tar.NewReader(&buf)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[hdr.Name] = b
-	}
+	files := tarFiles(t, buf.Bytes())
 	blob := func(d string) []byte {
 		t.Helper()
 		b, ok := files["blobs/sha256/"+strings.TrimPrefix(d, "sha256:")]
@@ -115,27 +100,33 @@ func TestWriteOCILayout(t *testing.T) {
 	}
 }
 
+// tarFiles returns the regular files of a tar by name.
+func tarFiles(t *testing.T, b []byte) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[hdr.Name] = data
+	}
+}
+
 // layoutLayers reads a layout tar and returns the diff IDs of its config
 // and the entry names of each layer, bottom first, checking that the
 // manifest, the config and manifest.json agree.
 func layoutLayers(t *testing.T, layout []byte) [][]string {
 	t.Helper()
-	files := map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(layout))
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[hdr.Name] = b
-	}
+	files := tarFiles(t, layout)
 	var index struct{ Manifests []Descriptor }
 	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
 		t.Fatalf("index.json: %v %s", err, files["index.json"])
