@@ -264,7 +264,6 @@ type enginePod struct {
 // and checks the pod's cgroup view.
 func (e *guestEnv) startEnginePod(ctx context.Context, t *testing.T, file, container, cli, network string) *enginePod {
 	t.Helper()
-	e.requireHelmPlugin(t)
 	ep := &enginePod{cli: cli, network: network}
 	ep.waited, ep.imported = e.importEngines(ctx, t)
 	ep.p, ep.running = e.storyPod(ctx, t, file, container)
