@@ -15,6 +15,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/budget"
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/topology"
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 
@@ -260,7 +261,19 @@ func containerSpec(pod *api.PodSandbox, ctr *api.Container) (policy.ContainerSpe
 		Resources: res,
 		Lifecycle: lc,
 		PodQoS:    budget.PodQoSFromOOMScoreAdj(oomScoreAdj(ctr)),
+		Cgroup:    containerCgroup(ctr),
 	}, nil
+}
+
+// containerCgroup is the container's cgroup relative to the cgroup root,
+// or "" when the runtime's cgroups path does not resolve: its cpuset then
+// changes only by the runtime's update (Enforce skips it).
+func containerCgroup(ctr *api.Container) string {
+	rel, err := host.ContainerPath(ctr.GetLinux().GetCgroupsPath())
+	if err != nil {
+		return ""
+	}
+	return rel
 }
 
 func oomScoreAdj(ctr *api.Container) *int64 {

@@ -32,6 +32,16 @@ type backoff struct {
 	attempts int
 }
 
+// sendBatch is how many containers one UpdateContainers call carries.
+// The runtime holds its NRI lock for a whole call (containerd 2.x:
+// internal/nri, updateFromPlugin) and applies the updates one at a time
+// (a `runc update` each), so every other event of every pod (a
+// CreateContainer, a StartContainer) waits for the whole call. One
+// container a call makes that wait one update long; the cost is a ttrpc
+// round trip per container. The cpusets themselves are in force before
+// (the handlers write them to the cgroups at once: Enforce).
+const sendBatch = 1
+
 // defaultBackoff retries a container for about 21 s: waits of 100 ms,
 // 200 ms, … 3.2 s, then 5 s, ten sends in all.
 var defaultBackoff = backoff{min: 100 * time.Millisecond, max: 5 * time.Second, attempts: 10}
@@ -69,7 +79,8 @@ type retry struct {
 // It must not call the runtime from inside the event handler: the runtime
 // holds its NRI lock for the whole event (containerd does), so the call
 // would wait for the handler that waits for it. It sends from its own
-// goroutine instead, one batch at a time, in order.
+// goroutine instead, one call at a time, in order, sendBatch containers a
+// call, so that the other events wait for one update at most.
 //
 // It queues container ids, not cpusets: the cpuset is read from the policy
 // when the batch is sent, and after the send it is read again; a container
@@ -93,6 +104,9 @@ type Sender struct {
 	manager func() *Manager
 	backoff backoff
 	clock   clock
+	// batch is the most containers a call carries (sendBatch); 0: no
+	// limit.
+	batch int
 
 	mu    sync.Mutex
 	u     Updater
@@ -113,7 +127,7 @@ type Sender struct {
 // rec. Nothing is sent before SetUpdater attaches a runtime connection.
 func NewSender(log *slog.Logger, rec UpdateRecorder, manager func() *Manager) *Sender {
 	s := &Sender{
-		log: log, metrics: rec, manager: manager, backoff: defaultBackoff, clock: realClock{},
+		log: log, metrics: rec, manager: manager, backoff: defaultBackoff, clock: realClock{}, batch: sendBatch,
 		queue: map[string]retry{}, kick: make(chan struct{}, 1),
 	}
 	s.idle = sync.NewCond(&s.mu)
@@ -244,15 +258,23 @@ func (s *Sender) next() (u Updater, taken map[string]int, wait time.Duration, ok
 		return nil, nil, 0, false
 	}
 	now := s.clock.Now()
-	taken = map[string]int{}
+	var due []string
 	var first time.Time
 	for id, r := range s.queue {
 		if !r.due.After(now) {
-			taken[id] = r.failures
-			delete(s.queue, id)
+			due = append(due, id)
 		} else if first.IsZero() || r.due.Before(first) {
 			first = r.due
 		}
+	}
+	slices.Sort(due)
+	if s.batch > 0 && len(due) > s.batch {
+		due = due[:s.batch] // the rest go with the next calls, at once
+	}
+	taken = make(map[string]int, len(due))
+	for _, id := range due {
+		taken[id] = s.queue[id].failures
+		delete(s.queue, id)
 	}
 	return s.u, taken, first.Sub(now), true
 }

@@ -77,7 +77,7 @@ func newRetrySender(m *atomic.Pointer[Manager], rec UpdateRecorder) (*Sender, *f
 	buf := &syncBuffer{}
 	s := NewSender(slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), rec, m.Load)
 	clk := newFakeClock()
-	s.clock, s.backoff = clk, testBackoff
+	s.clock, s.backoff, s.batch = clk, testBackoff, 0
 	return s, clk, buf
 }
 

@@ -141,8 +141,12 @@ type nopUpdates struct{}
 
 func (nopUpdates) Updates(int, int) {}
 
+// newTestSender sends every container due in one call, so that the tests
+// see what is queued together; TestSenderBatchSize checks sendBatch.
 func newTestSender(m *Manager) *Sender {
-	return NewSender(slog.New(slog.DiscardHandler), nopUpdates{}, func() *Manager { return m })
+	s := NewSender(slog.New(slog.DiscardHandler), nopUpdates{}, func() *Manager { return m })
+	s.batch = 0
+	return s
 }
 
 // TestSenderBatch: what is queued before the runtime connection is
@@ -325,5 +329,55 @@ func TestSenderNoLeak(t *testing.T) {
 	}
 	if calls, _ := u.result(); len(calls) == 0 {
 		t.Fatal("nothing sent")
+	}
+}
+
+// TestSenderBatchSize: a Sender sends at most its batch of containers a
+// call, in id order, and what it queued together still all goes out; an
+// event between two calls gets the runtime between them (the fake
+// updater's calls never overlap, and a container queued during the first
+// call joins the rest in order).
+func TestSenderBatchSize(t *testing.T) {
+	tests := []struct {
+		name   string
+		batch  int
+		first  []string
+		during []string // enqueued while the first call is in flight
+		want   [][]string
+	}{
+		{name: "default", batch: sendBatch, first: []string{"c", "a", "b"}, want: [][]string{{"a"}, {"b"}, {"c"}}},
+		{name: "two", batch: 2, first: []string{"c", "a", "b"}, want: [][]string{{"a", "b"}, {"c"}}},
+		{name: "queued in flight joins in order", batch: 1, first: []string{"c", "b"}, during: []string{"a"}, want: [][]string{{"b"}, {"a"}, {"c"}}},
+		{name: "no limit", batch: 0, first: []string{"c", "a", "b"}, want: [][]string{{"a", "b", "c"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := senderManager(t)
+			s := NewSender(slog.New(slog.DiscardHandler), nopUpdates{}, func() *Manager { return m })
+			if s.batch != sendBatch {
+				t.Fatalf("NewSender batch = %d, want sendBatch %d", s.batch, sendBatch)
+			}
+			s.batch = tc.batch
+			started, release := make(chan struct{}), make(chan struct{})
+			u := &fakeUpdater{during: func(i int) {
+				if i == 0 {
+					close(started)
+					<-release
+				}
+			}}
+			s.Enqueue(queued(tc.first...))
+			s.SetUpdater(u)
+			<-started
+			s.Enqueue(queued(tc.during...))
+			close(release)
+			s.Wait()
+			calls, overlap := u.result()
+			if overlap {
+				t.Error("two UpdateContainers calls ran at once")
+			}
+			if !reflect.DeepEqual(calls, tc.want) {
+				t.Fatalf("calls = %v, want %v", calls, tc.want)
+			}
+		})
 	}
 }

@@ -1,6 +1,10 @@
 package cpumanager
 
 import (
+	"errors"
+	"fmt"
+	"os"
+
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
@@ -17,6 +21,44 @@ func Adjust(adj *api.ContainerAdjustment, a policy.Assignment) {
 		adj.SetLinuxCPUQuota(-1)
 	}
 	adj.AddAnnotation(policy.StampAnnotation, a.Stamp())
+}
+
+// CgroupWriter writes a cgroup's cpuset; *host.FS is one.
+type CgroupWriter interface {
+	SetCpuset(rel, cpus, mems string) error
+}
+
+// Enforce writes the cpusets and memory nodes of as straight to the
+// containers' cgroups, so that a carved bubble or slice is exclusive when
+// the event's handler returns. The runtime applies the same assignments
+// afterwards, as container updates (the adjustment's, or the Sender's),
+// and keeps its own record of them: it applies them one container at a
+// time (a `runc update` each), so on a node with a hundred containers in
+// the node shared pool it would take seconds, during which the "exclusive"
+// CPUs are still shared.
+//
+// A container without a known cgroup, with an empty cpuset (never
+// written: an empty cpuset.cpus means the parent's), or whose cgroup is
+// gone (it is being removed) is skipped. It returns how many it wrote and
+// the other failures, joined, each naming the container; those
+// containers change with the runtime's update only.
+func Enforce(w CgroupWriter, as []policy.Assignment) (int, error) {
+	written := 0
+	var errs []error
+	for _, a := range as {
+		if a.Cgroup == "" || a.CPUs.IsEmpty() || a.Mems.IsEmpty() {
+			continue
+		}
+		err := w.SetCpuset(a.Cgroup, a.CPUs.String(), a.Mems.String())
+		switch {
+		case err == nil:
+			written++
+		case errors.Is(err, os.ErrNotExist):
+		default:
+			errs = append(errs, fmt.Errorf("container %s: %w", a.ContainerID, err))
+		}
+	}
+	return written, errors.Join(errs...)
 }
 
 // Updates turns assignments into NRI container updates. A later assignment

@@ -130,6 +130,60 @@ func PodPath(cgroupParent string) (string, error) {
 	return path.Clean("/" + p), nil
 }
 
+// ContainerPath resolves a container's cgroups path, as the runtime reports
+// it in Container.Linux.CgroupsPath, to a path relative to the cgroup root.
+//
+//   - systemd driver, "slice:prefix:name" (runc's format):
+//     "kubepods-besteffort-pod<uid>.slice:cri-containerd:<id>" is
+//     "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod<uid>.slice/cri-containerd-<id>.scope";
+//     a name ending in ".slice" is that slice itself;
+//   - cgroupfs driver: "/kubepods/besteffort/pod<uid>/<id>" is used as is.
+func ContainerPath(cgroupsPath string) (string, error) {
+	p := strings.TrimSpace(cgroupsPath)
+	if !strings.Contains(p, ":") {
+		rel, err := PodPath(p)
+		if err != nil {
+			return "", fmt.Errorf("container cgroups path: %w", err)
+		}
+		return rel, nil
+	}
+	parts := strings.Split(p, ":")
+	if len(parts) != 3 || parts[2] == "" || strings.Contains(parts[2], "/") || parts[2] == ".." {
+		return "", fmt.Errorf("%w: cgroups path %q: want slice:prefix:name", ErrBadPath, cgroupsPath)
+	}
+	slice, prefix, name := parts[0], parts[1], parts[2]
+	if slice == "" {
+		slice = "system.slice" // runc's default parent
+	}
+	if strings.Contains(slice, "/") || !strings.HasSuffix(slice, ".slice") {
+		return "", fmt.Errorf("%w: cgroups path %q: slice %q is not a systemd slice", ErrBadPath, cgroupsPath, slice)
+	}
+	parent, err := PodPath(slice)
+	if err != nil {
+		return "", fmt.Errorf("cgroups path %q: %w", cgroupsPath, err)
+	}
+	unit := name
+	if !strings.HasSuffix(name, ".slice") {
+		unit = prefix + "-" + name + ".scope" // as runc names it, even with no prefix
+	}
+	return path.Join(parent, unit), nil
+}
+
+// Cpuset file names.
+const (
+	FileCpusetCPUs = "cpuset.cpus"
+	FileCpusetMems = "cpuset.mems"
+)
+
+// SetCpuset writes cpuset.mems, then cpuset.cpus, of the cgroup at rel.
+// The kernel applies them to the cgroup's tasks and descendants at once.
+func (f *FS) SetCpuset(rel, cpus, mems string) error {
+	if err := f.Write(rel, FileCpusetMems, mems); err != nil {
+		return err
+	}
+	return f.Write(rel, FileCpusetCPUs, cpus)
+}
+
 // Bounds are a cgroup's cgroup.max.descendants and cgroup.max.depth.
 // Unlimited (-1) stands for "max".
 type Bounds struct {

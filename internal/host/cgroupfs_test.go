@@ -259,3 +259,61 @@ func TestParseProcCgroup(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+func TestContainerPath(t *testing.T) {
+	tests := []struct {
+		path    string
+		want    string
+		wantErr error
+	}{
+		// containerd's CRI, systemd driver.
+		{"kubepods-besteffort-podu1.slice:cri-containerd:abc", "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podu1.slice/cri-containerd-abc.scope", nil},
+		{"kubepods-podu1.slice:cri-containerd:abc", "/kubepods.slice/kubepods-podu1.slice/cri-containerd-abc.scope", nil},
+		// CRI-O, systemd driver.
+		{"kubepods-burstable-podu1.slice:crio:abc", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu1.slice/crio-abc.scope", nil},
+		{"kubepods-podu1.slice::abc", "/kubepods.slice/kubepods-podu1.slice/-abc.scope", nil},
+		{"kubepods-podu1.slice:x:inner.slice", "/kubepods.slice/kubepods-podu1.slice/inner.slice", nil},
+		{":cri-containerd:abc", "/system.slice/cri-containerd-abc.scope", nil},
+		// cgroupfs driver.
+		{"/kubepods/besteffort/podu1/abc", "/kubepods/besteffort/podu1/abc", nil},
+		{"/kubepods/podu1/abc/", "/kubepods/podu1/abc", nil},
+		{"", "", ErrBadPath},
+		{"/kubepods/../../etc", "", ErrBadPath},
+		{"kubepods-podu1.slice:cri-containerd", "", ErrBadPath},
+		{"kubepods-podu1.slice:cri-containerd:", "", ErrBadPath},
+		{"kubepods-podu1.slice:cri-containerd:a/b", "", ErrBadPath},
+		{"kubepods-podu1.slice:cri-containerd:..", "", ErrBadPath},
+		{"/kubepods/x.slice:cri-containerd:abc", "", ErrBadPath},
+		{"kubepods:cri-containerd:abc", "", ErrBadPath},
+		{"kubepods--bad.slice:cri-containerd:abc", "", ErrBadPath},
+		{"a.slice:b:c:d", "", ErrBadPath},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			got, err := ContainerPath(tc.path)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("ContainerPath(%q) error = %v, want %v", tc.path, err, tc.wantErr)
+			}
+			if got != tc.want {
+				t.Fatalf("ContainerPath(%q) = %q, want %q", tc.path, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSetCpuset(t *testing.T) {
+	rel := "kubepods/besteffort/podu1/abc"
+	fs := fakeTree(t, rel, map[string]string{FileCpusetCPUs: "0-3\n", FileCpusetMems: "0-1\n"})
+	if err := fs.SetCpuset(rel, "0-1", "0"); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{FileCpusetCPUs: "0-1", FileCpusetMems: "0"} {
+		if got, err := fs.Read(rel, file); err != nil || got != want {
+			t.Errorf("%s = %q, %v; want %q", file, got, err, want)
+		}
+	}
+	err := fs.SetCpuset("kubepods/gone", "0", "0")
+	if err == nil || !strings.Contains(err.Error(), "cpuset.mems") {
+		t.Errorf("SetCpuset of a missing cgroup: %v, want an error naming cpuset.mems", err)
+	}
+}

@@ -31,8 +31,23 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 		p.eventLog(pod, nil).Error("pod refused", "error", err)
 		return err
 	}
+	p.enforce(pod, nil, upd)
 	p.send.Enqueue(upd)
 	return nil
+}
+
+// enforce writes the new cpusets of the containers whose pool changed to
+// their cgroups at once (cpumanager.Enforce): the runtime's updates,
+// applied one container at a time, follow.
+func (p *Plugin) enforce(pod *api.PodSandbox, ctr *api.Container, as []policy.Assignment) {
+	if len(as) == 0 {
+		return
+	}
+	n, err := cpumanager.Enforce(p.h.Load().fs, as)
+	if err != nil {
+		p.eventLog(pod, ctr).Warn("cannot write some cpusets to their cgroups; the runtime's container updates set them, later",
+			"written", n, "error", err)
+	}
 }
 
 // adjust turns the plan into the container's adjustment and, when pinning
@@ -54,6 +69,7 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 	}
 	cpumanager.Adjust(adj, a)
 	p.eventLog(pod, ctr).Info("cpus assigned", "pool", a.Pool, "cpus", a.CPUs.String(), "mems", a.Mems.String(), "updates", len(upd))
+	p.enforce(pod, ctr, upd)
 	return adj, cpumanager.Updates(upd), nil
 }
 
@@ -82,7 +98,9 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	if ctr == nil || !pn.Active() {
 		return nil, nil
 	}
-	return cpumanager.Updates(pn.RemoveContainer(ctr.GetId())), nil
+	upd := pn.RemoveContainer(ctr.GetId())
+	p.enforce(pod, ctr, upd)
+	return cpumanager.Updates(upd), nil
 }
 
 // RemoveContainer is StopContainer for a container removed without a stop;
@@ -92,7 +110,9 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if ctr == nil || !pn.Active() {
 		return nil
 	}
-	p.send.Enqueue(pn.RemoveContainer(ctr.GetId()))
+	upd := pn.RemoveContainer(ctr.GetId())
+	p.enforce(pod, ctr, upd)
+	p.send.Enqueue(upd)
 	return nil
 }
 
@@ -101,7 +121,9 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 // removal; the widened containers are updated with UpdateContainers.
 func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	if pn := p.pin.Load(); pod != nil && pn.Active() {
-		p.send.Enqueue(pn.RemovePod(pod.GetId()))
+		upd := pn.RemovePod(pod.GetId())
+		p.enforce(pod, nil, upd)
+		p.send.Enqueue(upd)
 	}
 	return nil
 }

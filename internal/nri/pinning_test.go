@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -104,9 +105,12 @@ func (u *blockingUpdater) UpdateContainers(us []*api.ContainerUpdate) ([]*api.Co
 
 // TestUpdatesFromEventsWithoutReturn: RunPodSandbox, StopPodSandbox and
 // RemovePodSandbox change the node shared pool but cannot return updates;
-// they are sent after the handler returns, never from inside it.
+// they are sent after the handler returns, never from inside it. The
+// container's cgroup has its new cpuset before the handler returns, while
+// the runtime has applied nothing yet.
 func TestUpdatesFromEventsWithoutReturn(t *testing.T) {
-	p, err := New(pinConfig(t), slog.New(slog.DiscardHandler))
+	cfg := pinConfig(t)
+	p, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +119,24 @@ func TestUpdatesFromEventsWithoutReturn(t *testing.T) {
 	p.SetUpdater(u)
 	ctx := context.Background()
 
+	cgroup := filepath.Join(cfg.CgroupRoot, "kubepods/besteffort/podp0/c0")
+	if err := os.MkdirAll(cgroup, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cgroupCPUs := func() int {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(cgroup, "cpuset.cpus"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, err := cpuset.Parse(strings.TrimSpace(string(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set.Size()
+	}
 	plain := &api.PodSandbox{Id: "p0", Name: "plain", Namespace: "default"}
-	ctr := &api.Container{Id: "c0", PodSandboxId: "p0", Name: "app", Linux: &api.LinuxContainer{}}
+	ctr := &api.Container{Id: "c0", PodSandboxId: "p0", Name: "app", Linux: &api.LinuxContainer{CgroupsPath: "/kubepods/besteffort/podp0/c0"}}
 	if err := p.RunPodSandbox(ctx, plain); err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +164,9 @@ func TestUpdatesFromEventsWithoutReturn(t *testing.T) {
 		runtimeLock.Lock() // the runtime is inside the event
 		if err := step.event(); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
+		}
+		if got := cgroupCPUs(); got != step.want {
+			t.Errorf("%s: c0's cgroup has %d cpus when the handler returned, want %d", step.name, got, step.want)
 		}
 		runtimeLock.Unlock()
 		p.WaitUpdates()

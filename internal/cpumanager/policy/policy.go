@@ -130,7 +130,7 @@ func (p *Policy) updates(podID string, podChanged, nodeChanged bool, skip string
 	for i, id := range ids {
 		c := p.st.ctrs[id]
 		a := Assignment{
-			ContainerID: id, PodID: c.spec.PodID, Pool: c.pool, CPUs: nodeCPUs, Mems: p.memNodes,
+			ContainerID: id, PodID: c.spec.PodID, Cgroup: c.spec.Cgroup, Pool: c.pool, CPUs: nodeCPUs, Mems: p.memNodes,
 			Bubble: p.st.pods[c.spec.PodID].bubble,
 		}
 		if c.pool == PoolPodShared {

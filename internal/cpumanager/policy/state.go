@@ -165,6 +165,7 @@ func (p *Policy) assign(s *state, v *view, c ctrState) Assignment {
 	a := Assignment{
 		ContainerID: c.spec.ID,
 		PodID:       c.spec.PodID,
+		Cgroup:      c.spec.Cgroup,
 		Pool:        c.pool,
 		Bubble:      s.pods[c.spec.PodID].bubble,
 	}

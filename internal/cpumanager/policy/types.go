@@ -111,6 +111,11 @@ type ContainerSpec struct {
 	// Burstable or BestEffort pod gets no bubble and no exclusive CPUs,
 	// whatever its pod-level resources read as.
 	PodQoS budget.QoSClass
+	// Cgroup is the container's cgroup, relative to the cgroup root; ""
+	// when unknown. The policy does not read it: it hands it back in the
+	// container's Assignments, so that the caller can write a new cpuset
+	// to the cgroup at once.
+	Cgroup string
 }
 
 // notGuaranteed says the container's oom_score_adj shows its pod is not
@@ -131,6 +136,8 @@ type Assignment struct {
 	Mems cpuset.CPUSet
 	// Bubble is the pod's bubble (empty without one), for the stamp.
 	Bubble cpuset.CPUSet
+	// Cgroup is ContainerSpec.Cgroup.
+	Cgroup string
 	// RestoreQuota, when > 0, is the CFS quota (for budget.DefaultPeriod)
 	// to put back: a repair moved the container out of an exclusive slice,
 	// and the runtime still runs it without a quota (-1).
