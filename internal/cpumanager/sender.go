@@ -107,6 +107,10 @@ type Sender struct {
 	// batch is the most containers a call carries (sendBatch); 0: no
 	// limit.
 	batch int
+	// cgroups is where Enforce writes cpusets (nil: nowhere); wmu orders
+	// the writes.
+	cgroups func() CgroupWriter
+	wmu     sync.Mutex
 
 	mu    sync.Mutex
 	u     Updater
@@ -123,11 +127,12 @@ type Sender struct {
 }
 
 // NewSender returns a Sender that sends the assignments of manager() (the
-// Manager in force when the updates go out) and counts what it sends in
-// rec. Nothing is sent before SetUpdater attaches a runtime connection.
-func NewSender(log *slog.Logger, rec UpdateRecorder, manager func() *Manager) *Sender {
+// Manager in force when the updates go out), counts what it sends in rec
+// and writes cpusets to the cgroups of cgroups() (Enforce; nil: it writes
+// none). Nothing is sent before SetUpdater attaches a runtime connection.
+func NewSender(log *slog.Logger, rec UpdateRecorder, manager func() *Manager, cgroups func() CgroupWriter) *Sender {
 	s := &Sender{
-		log: log, metrics: rec, manager: manager, backoff: defaultBackoff, clock: realClock{}, batch: sendBatch,
+		log: log, metrics: rec, manager: manager, backoff: defaultBackoff, clock: realClock{}, batch: sendBatch, cgroups: cgroups,
 		queue: map[string]retry{}, kick: make(chan struct{}, 1),
 	}
 	s.idle = sync.NewCond(&s.mu)
@@ -310,7 +315,51 @@ func (s *Sender) send(u Updater, taken map[string]int) {
 		s.log.Debug("container updates sent", "containers", len(batch))
 	}
 	s.metrics.Updates(len(batch)-len(again), len(again))
+	s.rewrite(batch, again)
 	s.settle(batch, taken, again)
+}
+
+// Enforce writes the current assignment of every container of as that the
+// Manager in force knows straight to its cgroup (the package's Enforce),
+// and returns how many it wrote. The writes of all callers are ordered,
+// and each reads the assignment when it writes: the last write a cgroup
+// gets is the assignment of the last change before it.
+func (s *Sender) Enforce(as []policy.Assignment) (int, error) {
+	if s.cgroups == nil || len(as) == 0 {
+		return 0, nil
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	w := s.cgroups()
+	if w == nil {
+		return 0, nil
+	}
+	pn := s.manager()
+	cur := make([]policy.Assignment, 0, len(as))
+	for _, a := range as {
+		if c, ok := pn.Assignment(a.ContainerID); ok {
+			cur = append(cur, c)
+		}
+	}
+	return Enforce(w, cur)
+}
+
+// rewrite writes again the cgroups of the containers the runtime just
+// updated with an assignment that changed while the call was in flight:
+// the runtime wrote the older cpuset over the newer one the event wrote
+// (Enforce). Without it such a container would keep the older cpuset until
+// its next update went out, behind every other container queued.
+func (s *Sender) rewrite(batch []policy.Assignment, failed map[string]bool) {
+	pn := s.manager()
+	var stale []policy.Assignment
+	for _, a := range batch {
+		if cur, ok := pn.Assignment(a.ContainerID); ok && !failed[a.ContainerID] && !sameCPUs(cur, a) {
+			stale = append(stale, cur)
+		}
+	}
+	if _, err := s.Enforce(stale); err != nil {
+		s.log.Warn("cannot write some cpusets to their cgroups again; the runtime's container updates set them, later", "error", err)
+	}
 }
 
 // settle queues, after a send, the failed containers for a retry and the

@@ -75,7 +75,7 @@ var testBackoff = backoff{min: 100 * time.Millisecond, max: time.Second, attempt
 // Wait).
 func newRetrySender(m *atomic.Pointer[Manager], rec UpdateRecorder) (*Sender, *fakeClock, *syncBuffer) {
 	buf := &syncBuffer{}
-	s := NewSender(slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), rec, m.Load)
+	s := NewSender(slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), rec, m.Load, nil)
 	clk := newFakeClock()
 	s.clock, s.backoff, s.batch = clk, testBackoff, 0
 	return s, clk, buf

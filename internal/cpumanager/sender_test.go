@@ -1,6 +1,7 @@
 package cpumanager
 
 import (
+	"context"
 	"log/slog"
 	"reflect"
 	"runtime"
@@ -16,8 +17,8 @@ import (
 )
 
 // senderManager is an active Manager on 8 CPUs, one NUMA node, with
-// node-shared containers a, b and c, each in a pod of its own without a
-// budget.
+// node-shared containers a, b and c (cgroups /k/a, /k/b, /k/c), each in a
+// pod of its own without a budget.
 func senderManager(t *testing.T) *Manager {
 	t.Helper()
 	topo, err := topology.FromSpec(topology.Spec{Packages: 1, NodesPerPackage: 1, CoresPerNode: 8, ThreadsPerCore: 1})
@@ -33,7 +34,7 @@ func senderManager(t *testing.T) *Manager {
 		if _, err := pol.AddPod(policy.PodSpec{ID: "pod-" + id, Name: "default/" + id}); err != nil {
 			t.Fatal(err)
 		}
-		spec := policy.ContainerSpec{ID: id, PodID: "pod-" + id, Name: id, Resources: budget.NewContainer(budget.Budget{})}
+		spec := policy.ContainerSpec{ID: id, PodID: "pod-" + id, Name: id, Resources: budget.NewContainer(budget.Budget{}), Cgroup: "/k/" + id}
 		if _, _, err := pol.AddContainer(spec); err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +145,7 @@ func (nopUpdates) Updates(int, int) {}
 // newTestSender sends every container due in one call, so that the tests
 // see what is queued together; TestSenderBatchSize checks sendBatch.
 func newTestSender(m *Manager) *Sender {
-	s := NewSender(slog.New(slog.DiscardHandler), nopUpdates{}, func() *Manager { return m })
+	s := NewSender(slog.New(slog.DiscardHandler), nopUpdates{}, func() *Manager { return m }, nil)
 	s.batch = 0
 	return s
 }
@@ -353,7 +354,7 @@ func TestSenderBatchSize(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := senderManager(t)
-			s := NewSender(slog.New(slog.DiscardHandler), nopUpdates{}, func() *Manager { return m })
+			s := NewSender(slog.New(slog.DiscardHandler), nopUpdates{}, func() *Manager { return m }, nil)
 			if s.batch != sendBatch {
 				t.Fatalf("NewSender batch = %d, want sendBatch %d", s.batch, sendBatch)
 			}
@@ -377,6 +378,62 @@ func TestSenderBatchSize(t *testing.T) {
 			}
 			if !reflect.DeepEqual(calls, tc.want) {
 				t.Fatalf("calls = %v, want %v", calls, tc.want)
+			}
+		})
+	}
+}
+
+// TestSenderRewritesStale: when a container's assignment changed while its
+// update was in flight, the runtime wrote the older cpuset to its cgroup
+// after the event wrote the newer one; the Sender writes the current one
+// again as soon as the call returns, whether or not the event queued the
+// container again (it then waits its turn for the runtime). An unchanged
+// container, or one whose update failed, is not written.
+func TestSenderRewritesStale(t *testing.T) {
+	tests := []struct {
+		name    string
+		change  bool
+		requeue bool
+		fail    bool
+		want    []string // containers written
+	}{
+		{name: "changed in flight", change: true, want: []string{"a", "b"}},
+		{name: "changed and queued again", change: true, requeue: true, want: []string{"a", "b"}},
+		{name: "unchanged", want: nil},
+		{name: "changed, update failed", change: true, fail: true, want: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := senderManager(t)
+			w := &fakeCgroups{}
+			s := NewSender(slog.New(slog.DiscardHandler), nopUpdates{}, func() *Manager { return m }, func() CgroupWriter { return w })
+			s.batch = 0
+			u := &fakeUpdater{during: func(i int) {
+				if i == 0 && tc.change {
+					shrinkNodePool(t, m)
+					if tc.requeue {
+						s.Enqueue(queued("a", "b"))
+					}
+				}
+			}, fail: func(i int, us []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+				if i == 0 && tc.fail {
+					return us, nil
+				}
+				return nil, nil
+			}}
+			s.SetUpdater(u)
+			s.Enqueue(queued("a", "b"))
+			s.Wait()
+			if err := s.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, id := range tc.want {
+				a, _ := m.Assignment(id)
+				want = append(want, "/k/"+id+" "+a.CPUs.String()+" "+a.Mems.String())
+			}
+			if !reflect.DeepEqual(w.written, want) {
+				t.Fatalf("cgroup writes %q, want %q", w.written, want)
 			}
 		})
 	}

@@ -43,7 +43,7 @@ func (p *Plugin) enforce(pod *api.PodSandbox, ctr *api.Container, as []policy.As
 	if len(as) == 0 {
 		return
 	}
-	n, err := cpumanager.Enforce(p.h.Load().fs, as)
+	n, err := p.send.Enforce(as)
 	if err != nil {
 		p.eventLog(pod, ctr).Warn("cannot write some cpusets to their cgroups; the runtime's container updates set them, later",
 			"written", n, "error", err)

@@ -95,7 +95,7 @@ func New(base config.Config, log *slog.Logger, opts ...Option) (*Plugin, error) 
 	p := &Plugin{log: log, base: base, opts: newOptions(opts)}
 	p.h.Store(p.newSetup(base, nil))
 	p.pin.Store(cpumanager.New(base, log))
-	p.send = cpumanager.NewSender(log, p.opts.metrics, p.pin.Load)
+	p.send = cpumanager.NewSender(log, p.opts.metrics, p.pin.Load, func() cpumanager.CgroupWriter { return p.h.Load().fs })
 	return p, nil
 }
 
