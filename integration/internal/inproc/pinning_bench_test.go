@@ -51,6 +51,16 @@ func reportLatency(b *testing.B, d []time.Duration) {
 	b.ReportMetric(float64(d[len(d)*99/100].Nanoseconds()), "add-p99-ns")
 }
 
+// processCPU is the CPU time of the whole process so far,
+// CLOCK_PROCESS_CPUTIME_ID.
+func processCPU(b *testing.B) time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ts.Nano())
+}
+
 // threadCPU is the CPU time of the calling OS thread (lock it first),
 // CLOCK_THREAD_CPUTIME_ID: exact, where getrusage counts in ticks.
 func threadCPU(b *testing.B) time.Duration {
