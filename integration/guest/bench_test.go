@@ -52,7 +52,9 @@ const (
 // overlaps the pod's bubble (from RunPodSandbox) and the exclusive CPU
 // (from CreateContainer), the pinned pod's start, the widening after its
 // removal and the plugin's CPU time, RSS, fds and goroutines; then it kills
-// the plugin at the largest size and times its restart. It fails when an
+// the plugin at the largest size and times its restart. First, on the
+// empty node, it times bursts of writable pods with and without
+// cgdelegate (benchBurst). It fails when an
 // overlap never clears, a pinned container is not pinned, or the restart
 // moves a cpuset; it never fails on a number.
 func benchNode(t *testing.T, e *guestEnv) {
@@ -73,6 +75,7 @@ func benchNode(t *testing.T, e *guestEnv) {
 	e.benchLogLevel(ctx, t)
 	logFrom := fileSize(e.paths.PluginLog)
 	t.Cleanup(func() { e.pluginLog(t, logFrom) })
+	e.benchBurst(ctx, t)
 	f := &benchFleet{e: e, all: unionOf(nodeCPUs(t))}
 	t.Logf("sizes %v, %d pinned pods each, %d node-shared containers a pod, CPUs %s", sizes, benchSamples, benchPerPod, f.all)
 	for _, n := range sizes {

@@ -71,12 +71,15 @@ func TestBenchNode(t *testing.T) {
 	}
 	var rows []map[string]float64
 	var restart map[string]float64
+	var bursts []map[string]float64
 	for _, m := range rep.Metrics[variant.BenchNode] {
 		switch m.Name {
 		case bench.MetricSize:
 			rows = append(rows, m.Values)
 		case bench.MetricRestart:
 			restart = m.Values
+		case bench.MetricBurst:
+			bursts = append(bursts, m.Values)
 		default:
 			t.Errorf("unexpected bench metric %s", m)
 		}
@@ -89,6 +92,10 @@ func TestBenchNode(t *testing.T) {
 		v.Name, v.SMP, v.Containerd, runcVersion, time.Now().Format("2006-01-02"), since(start))
 	say("")
 	if err := bench.WriteTable(os.Stdout, rows, restart); err != nil {
+		t.Error(err)
+	}
+	say("")
+	if err := bench.WriteBurst(os.Stdout, bursts); err != nil {
 		t.Error(err)
 	}
 }

@@ -1,0 +1,89 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// MetricBurst is one burst of the writable pod burst (issue 23, item 3):
+// BurstPods pods annotated for writable cgroups created at once through
+// the CRI, with cgdelegate running or stopped, in rounds that alternate
+// which goes first.
+const MetricBurst = "bench_burst"
+
+// The values of MetricBurst.
+const (
+	KeyBurstRound = "round"
+	// KeyBurstWith is 1 for a burst with cgdelegate, 0 without it.
+	KeyBurstWith = "with_cgdelegate"
+	KeyBurstPods = "pods"
+	// KeyBurstP50 and KeyBurstP99: from the burst's start until a pod's
+	// container runs (RunPodSandbox, CreateContainer and StartContainer
+	// returned), over the burst's pods.
+	KeyBurstP50, KeyBurstP99 = "p50_s", "p99_s"
+)
+
+// GoalBurstRatio is item 3's goal: the p50 with cgdelegate at most this
+// times the p50 without it.
+const GoalBurstRatio = 1.05
+
+// Percentile is the q-th percentile of ds (0 < q <= 1), the nearest rank:
+// the smallest value with at least q of them at or below it; zero for none.
+func Percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(ds))
+	i := int(float64(len(s))*q+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// WriteBurst writes the bursts as a Markdown table (one row per burst, in
+// the order run) and the ratio of the median p50 with cgdelegate to the
+// median p50 without it, against GoalBurstRatio.
+func WriteBurst(w io.Writer, bursts []map[string]float64) error {
+	p := &printer{w: w}
+	p.line("| round | cgdelegate | pods | to running p50 | p99 |")
+	p.line("|---|---|---|---|---|")
+	var with, without []time.Duration
+	for _, b := range bursts {
+		on := b[KeyBurstWith] == 1
+		state := "stopped"
+		if on {
+			state = "running"
+		}
+		p50 := time.Duration(b[KeyBurstP50] * float64(time.Second))
+		if on {
+			with = append(with, p50)
+		} else {
+			without = append(without, p50)
+		}
+		p.line("| %s | %s | %s | %s s | %s s |", num(b, KeyBurstRound), state, num(b, KeyBurstPods), num(b, KeyBurstP50), num(b, KeyBurstP99))
+	}
+	if len(with) > 0 && len(without) > 0 && Median(without) > 0 {
+		a, b := Median(with).Seconds(), Median(without).Seconds()
+		p.line("")
+		p.line("Writable pod burst: p50 with cgdelegate %.3f s, without %.3f s (medians of %d and %d bursts): %.2fx (goal at most %.2fx): %s.",
+			a, b, len(with), len(without), a/b, GoalBurstRatio, verdict(a/b <= GoalBurstRatio))
+	}
+	return p.err
+}
+
+// BurstOrder says whether round r runs its burst with cgdelegate first:
+// rounds alternate, so that neither side always meets the node fresher.
+func BurstOrder(r int) [2]bool {
+	if r%2 == 0 {
+		return [2]bool{true, false}
+	}
+	return [2]bool{false, true}
+}
+
+// BurstName names a burst for logs.
+func BurstName(round int, with bool) string {
+	if with {
+		return fmt.Sprintf("round %d with cgdelegate", round)
+	}
+	return fmt.Sprintf("round %d without cgdelegate", round)
+}
