@@ -42,6 +42,19 @@ type backoff struct {
 // (the handlers write them to the cgroups at once: Enforce).
 const sendBatch = 1
 
+// sendHold and sendMaxHold: the Sender sends nothing until no event has
+// queued an update for sendHold, and holds no container longer than
+// sendMaxHold. The cpusets are in force already (Enforce); what waits is
+// the runtime's record of them. A pod's own events come close together
+// (RunPodSandbox, then CreateContainer and StartContainer of each of its
+// containers), so a pinned pod starts before the fleet's updates begin to
+// take the runtime's NRI lock and the node's CPUs, and a busy node still
+// gets them every sendMaxHold.
+const (
+	sendHold    = time.Second
+	sendMaxHold = 5 * time.Second
+)
+
 // defaultBackoff retries a container for about 21 s: waits of 100 ms,
 // 200 ms, … 3.2 s, then 5 s, ten sends in all.
 var defaultBackoff = backoff{min: 100 * time.Millisecond, max: 5 * time.Second, attempts: 10}
@@ -66,11 +79,12 @@ type realClock struct{}
 func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// retry is a queued container: how many of its sends failed in a row, and
-// when it is due (the zero time: at once).
+// retry is a queued container: how many of its sends failed in a row,
+// when it is due (the zero time: at once) and since when it is queued.
 type retry struct {
 	failures int
 	due      time.Time
+	since    time.Time
 }
 
 // Sender delivers the updates of events that can not return them
@@ -80,7 +94,8 @@ type retry struct {
 // holds its NRI lock for the whole event (containerd does), so the call
 // would wait for the handler that waits for it. It sends from its own
 // goroutine instead, one call at a time, in order, sendBatch containers a
-// call, so that the other events wait for one update at most.
+// call, so that the other events wait for one update at most, and only
+// once no event has queued anything for sendHold (sendMaxHold at most).
 //
 // It queues container ids, not cpusets: the cpuset is read from the policy
 // when the batch is sent, and after the send it is read again; a container
@@ -91,7 +106,7 @@ type retry struct {
 // whole, and each container the runtime reported failed, is sent again
 // after a backoff (defaultBackoff), with its assignment at that time, for
 // as long as the Manager in force knows it. A container queued anew by an
-// event is sent at once, without waiting for its retry; one still failing
+// event goes with the others, without waiting for its retry; one still failing
 // after the last attempt is given up. Containers waiting for a retry never
 // hold back the others.
 //
@@ -107,6 +122,10 @@ type Sender struct {
 	// batch is the most containers a call carries (sendBatch); 0: no
 	// limit.
 	batch int
+	// hold and maxHold are sendHold and sendMaxHold; last is when an event
+	// last queued something.
+	hold, maxHold time.Duration
+	last          time.Time
 	// cgroups is where Enforce writes cpusets (nil: nowhere); wmu orders
 	// the writes.
 	cgroups func() CgroupWriter
@@ -133,10 +152,19 @@ type Sender struct {
 func NewSender(log *slog.Logger, rec UpdateRecorder, manager func() *Manager, cgroups func() CgroupWriter) *Sender {
 	s := &Sender{
 		log: log, metrics: rec, manager: manager, backoff: defaultBackoff, clock: realClock{}, batch: sendBatch, cgroups: cgroups,
+		hold: sendHold, maxHold: sendMaxHold,
 		queue: map[string]retry{}, kick: make(chan struct{}, 1),
 	}
 	s.idle = sync.NewCond(&s.mu)
 	return s
+}
+
+// SetHold replaces sendHold (0: send at once); call it before the first
+// Enqueue.
+func (s *Sender) SetHold(hold time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hold = hold
 }
 
 // SetUpdater attaches the runtime connection and sends anything queued.
@@ -147,9 +175,10 @@ func (s *Sender) SetUpdater(u Updater) {
 	s.kickLocked()
 }
 
-// Enqueue queues the containers of as for an update, at once: a container
-// waiting for a retry goes with the next batch. After Close it does
-// nothing.
+// Enqueue queues the containers of as for an update, once no event has
+// queued any for the hold (at most the longest hold after a container was
+// first queued): a container waiting for a retry goes with them. After
+// Close it does nothing.
 func (s *Sender) Enqueue(as []policy.Assignment) {
 	if len(as) == 0 {
 		return
@@ -159,8 +188,14 @@ func (s *Sender) Enqueue(as []policy.Assignment) {
 	if s.closed {
 		return
 	}
+	now := s.clock.Now()
+	s.last = now
 	for _, a := range as {
-		s.queue[a.ContainerID] = retry{}
+		since := now
+		if r, ok := s.queue[a.ContainerID]; ok && !r.since.IsZero() {
+			since = r.since
+		}
+		s.queue[a.ContainerID] = retry{since: since}
 	}
 	if s.u == nil {
 		s.log.Warn("container updates queued until the runtime connection is attached", "queued", len(s.queue))
@@ -266,10 +301,11 @@ func (s *Sender) next() (u Updater, taken map[string]int, wait time.Duration, ok
 	var due []string
 	var first time.Time
 	for id, r := range s.queue {
-		if !r.due.After(now) {
+		at := s.dueAt(r)
+		if !at.After(now) {
 			due = append(due, id)
-		} else if first.IsZero() || r.due.Before(first) {
-			first = r.due
+		} else if first.IsZero() || at.Before(first) {
+			first = at
 		}
 	}
 	slices.Sort(due)
@@ -282,6 +318,19 @@ func (s *Sender) next() (u Updater, taken map[string]int, wait time.Duration, ok
 		delete(s.queue, id)
 	}
 	return s.u, taken, first.Sub(now), true
+}
+
+// dueAt is when a queued container may go: its retry's time, and not
+// before the hold since the last event ended, or its longest hold did.
+func (s *Sender) dueAt(r retry) time.Time {
+	held := s.last.Add(s.hold)
+	if limit := r.since.Add(s.maxHold); limit.Before(held) {
+		held = limit
+	}
+	if held.After(r.due) {
+		return held
+	}
+	return r.due
 }
 
 // send sends the current assignments of the taken containers that the

@@ -77,7 +77,7 @@ func newRetrySender(m *atomic.Pointer[Manager], rec UpdateRecorder) (*Sender, *f
 	buf := &syncBuffer{}
 	s := NewSender(slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), rec, m.Load, nil)
 	clk := newFakeClock()
-	s.clock, s.backoff, s.batch = clk, testBackoff, 0
+	s.clock, s.backoff, s.batch, s.hold = clk, testBackoff, 0, 0
 	return s, clk, buf
 }
 
@@ -662,5 +662,56 @@ func TestSenderNoLeakClosed(t *testing.T) {
 			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestSenderHold: nothing is sent until no event has queued anything for
+// the hold, and no container waits longer than the longest hold after it
+// was first queued, however often events come; a retry keeps its own time.
+func TestSenderHold(t *testing.T) {
+	const hold, maxHold = time.Second, 5 * time.Second
+	t0 := time.Unix(1_000_000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	tests := []struct {
+		name string
+		last time.Time // the last event
+		r    retry
+		want time.Time
+	}{
+		{name: "one event", last: t0, r: retry{since: t0}, want: at(hold)},
+		{name: "a later event renews the hold", last: at(600 * time.Millisecond), r: retry{since: t0}, want: at(1600 * time.Millisecond)},
+		{name: "a steady stream waits the longest hold", last: at(4800 * time.Millisecond), r: retry{since: t0}, want: at(maxHold)},
+		{name: "a retry keeps its time", last: t0, r: retry{failures: 1, due: at(3 * time.Second)}, want: at(3 * time.Second)},
+		{name: "a retry due in the hold waits for it", last: t0, r: retry{failures: 1, due: at(100 * time.Millisecond), since: t0}, want: at(hold)},
+		// Queued with no time (a container whose assignment changed in
+		// flight): due long ago, so at once.
+		{name: "changed in flight: at once", last: t0, r: retry{}, want: time.Time{}.Add(maxHold)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Sender{hold: hold, maxHold: maxHold, last: tc.last}
+			if got := s.dueAt(tc.r); !got.Equal(tc.want) {
+				t.Fatalf("dueAt = %s, want %s", got, tc.want)
+			}
+		})
+	}
+
+	// Wired: an Enqueue makes the sender wait the hold, then send.
+	m := senderManager(t)
+	s, clk, _ := newRetrySender(managerPtr(m), &countUpdates{})
+	s.hold, s.maxHold = hold, maxHold
+	u := &fakeUpdater{}
+	s.SetUpdater(u)
+	s.Enqueue(queued("a"))
+	if d := nextWait(t, clk); d != hold {
+		t.Fatalf("the sender waits %s, want the hold %s", d, hold)
+	}
+	if calls, _ := u.result(); len(calls) != 0 {
+		t.Fatalf("sent during the hold: %v", calls)
+	}
+	clk.Advance(hold)
+	s.Wait()
+	if calls, _ := u.result(); !reflect.DeepEqual(calls, [][]string{{"a"}}) {
+		t.Fatalf("calls = %v after the hold, want [[a]]", calls)
 	}
 }

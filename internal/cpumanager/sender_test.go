@@ -143,10 +143,11 @@ type nopUpdates struct{}
 func (nopUpdates) Updates(int, int) {}
 
 // newTestSender sends every container due in one call, so that the tests
-// see what is queued together; TestSenderBatchSize checks sendBatch.
+// see what is queued together, and holds nothing; TestSenderBatchSize
+// checks sendBatch, TestSenderHold the hold.
 func newTestSender(m *Manager) *Sender {
 	s := NewSender(slog.New(slog.DiscardHandler), nopUpdates{}, func() *Manager { return m }, nil)
-	s.batch = 0
+	s.batch, s.hold, s.maxHold = 0, 0, 0
 	return s
 }
 
@@ -358,7 +359,7 @@ func TestSenderBatchSize(t *testing.T) {
 			if s.batch != sendBatch {
 				t.Fatalf("NewSender batch = %d, want sendBatch %d", s.batch, sendBatch)
 			}
-			s.batch = tc.batch
+			s.batch, s.hold = tc.batch, 0
 			started, release := make(chan struct{}), make(chan struct{})
 			u := &fakeUpdater{during: func(i int) {
 				if i == 0 {
@@ -407,7 +408,7 @@ func TestSenderRewritesStale(t *testing.T) {
 			m := senderManager(t)
 			w := &fakeCgroups{}
 			s := NewSender(slog.New(slog.DiscardHandler), nopUpdates{}, func() *Manager { return m }, func() CgroupWriter { return w })
-			s.batch = 0
+			s.batch, s.hold = 0, 0
 			u := &fakeUpdater{during: func(i int) {
 				if i == 0 && tc.change {
 					shrinkNodePool(t, m)

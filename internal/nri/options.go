@@ -1,6 +1,8 @@
 package nri
 
 import (
+	"time"
+
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/metrics"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
@@ -13,6 +15,8 @@ type options struct {
 	metrics   Metrics
 	outcomes  *metrics.Outcomes
 	admission []func(cfg config.Config, runtime string) writable.Check
+	// hold, when set, replaces the update sender's hold.
+	hold *time.Duration
 }
 
 func newOptions(opts []Option) options {
@@ -87,4 +91,11 @@ func (o *options) admissionFor(cfg config.Config, runtime string) []writable.Che
 		}
 	}
 	return checks
+}
+
+// WithUpdateHold makes the plugin send its unsolicited container updates
+// once no event has queued any for hold (0: at once), instead of the
+// default (cpumanager.Sender). Tests that step through events use it.
+func WithUpdateHold(hold time.Duration) Option {
+	return func(o *options) { o.hold = &hold }
 }

@@ -96,6 +96,9 @@ func New(base config.Config, log *slog.Logger, opts ...Option) (*Plugin, error) 
 	p.h.Store(p.newSetup(base, nil))
 	p.pin.Store(cpumanager.New(base, log))
 	p.send = cpumanager.NewSender(log, p.opts.metrics, p.pin.Load, func() cpumanager.CgroupWriter { return p.h.Load().fs })
+	if p.opts.hold != nil {
+		p.send.SetHold(*p.opts.hold)
+	}
 	return p, nil
 }
 

@@ -75,6 +75,9 @@ func setupPinningStub(t *testing.T, mutate func(*config.Config), stubOpts []stub
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
+	// The tests step through events and wait for the updates after
+	// each: the sender's hold would only slow them down.
+	opts = append([]nri.Option{nri.WithUpdateHold(0)}, opts...)
 	e := &pinEnv{t: t, host: host, cfg: cfg, rt: rt, node: newNode(), opts: opts, stubOpts: stubOpts}
 	e.connect()
 	return e
