@@ -45,7 +45,11 @@ func (p *Plugin) enforce(pod *api.PodSandbox, ctr *api.Container, as []policy.As
 	}
 	n, err := p.send.Enforce(as)
 	if err != nil {
-		p.eventLog(pod, ctr).Warn("cannot write some cpusets to their cgroups; the runtime's container updates set them, later",
+		log := p.log
+		if pod != nil {
+			log = p.eventLog(pod, ctr)
+		}
+		log.Warn("cannot write some cpusets to their cgroups; the runtime's container updates set them, later",
 			"written", n, "error", err)
 	}
 }
@@ -142,8 +146,12 @@ func (p *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) erro
 
 // Synchronize logs every container created without cgdelegate (an audit:
 // after a reconnect, what was missed is said), rebuilds the allocation state
-// from the runtime's pods and containers and returns the updates that repair
-// every container whose cpuset disagrees.
+// from the runtime's pods and containers and repairs every container whose
+// cpuset disagrees: its cgroup at once (Enforce), the runtime's record with
+// UpdateContainers afterwards. Returned in the answer, the repairs would
+// be applied one `runc update` each while the runtime holds its NRI lock,
+// and no pod on the node could start until the last one was: a plugin
+// killed while updates were held meets a whole fleet of them.
 func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	p.h.Load().decider.Audit(pods, ctrs, func(pod *api.PodSandbox, ctr *api.Container, err error) {
 		p.eventLog(pod, ctr).Error("container runs without cgdelegate", "error", err)
@@ -152,7 +160,10 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	if !pn.Active() {
 		return nil, nil
 	}
-	return cpumanager.Updates(pn.Synchronize(p.log, pods, ctrs).Updates), nil
+	repairs := pn.Synchronize(p.log, pods, ctrs).Updates
+	p.enforce(nil, nil, repairs)
+	p.send.Enqueue(repairs)
+	return nil, nil
 }
 
 // cpuRefusal is the CPU policy's refusal of a container with its cause: a

@@ -255,3 +255,52 @@ func TestCPURefusalCause(t *testing.T) {
 		}
 	}
 }
+
+// TestSynchronizeRepairsAsync: a container whose cpuset disagrees with its
+// assignment is repaired in its cgroup before Synchronize returns, and in
+// the runtime's record by UpdateContainers afterwards; Synchronize's
+// answer carries no update (the runtime would apply those under its NRI
+// lock, one at a time, before any pod could start).
+func TestSynchronizeRepairsAsync(t *testing.T) {
+	cfg := pinConfig(t)
+	p, err := New(cfg, slog.New(slog.DiscardHandler), WithUpdateHold(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &blockingUpdater{runtimeLock: &sync.Mutex{}}
+	p.SetUpdater(u)
+	cgroup := filepath.Join(cfg.CgroupRoot, "kubepods/besteffort/podp0/c0")
+	if err := os.MkdirAll(cgroup, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pod := &api.PodSandbox{Id: "p0", Name: "plain", Namespace: "default", Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/besteffort/podp0"}}
+	ctr := &api.Container{
+		Id: "c0", PodSandboxId: "p0", Name: "app", State: api.ContainerState_CONTAINER_RUNNING,
+		Linux: &api.LinuxContainer{
+			CgroupsPath: "/kubepods/besteffort/podp0/c0",
+			Resources:   &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: "0-1", Mems: "0"}},
+		},
+	}
+	upd, err := p.Synchronize(context.Background(), []*api.PodSandbox{pod}, []*api.Container{ctr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(upd) != 0 {
+		t.Errorf("Synchronize answered %d updates, want none", len(upd))
+	}
+	data, err := os.ReadFile(filepath.Join(cgroup, "cpuset.cpus"))
+	if err != nil {
+		t.Fatalf("the cgroup was not repaired before Synchronize returned: %v", err)
+	}
+	want, ok := p.pin.Load().Assignment("c0")
+	if !ok || strings.TrimSpace(string(data)) != want.CPUs.String() || want.CPUs.Size() <= 2 {
+		t.Fatalf("cgroup cpuset.cpus %q, want the node shared pool %s", data, want.CPUs)
+	}
+	p.WaitUpdates()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.batches) != 1 || len(u.batches[0]) != 1 || u.batches[0][0].GetContainerId() != "c0" ||
+		u.batches[0][0].GetLinux().GetResources().GetCpu().GetCpus() != want.CPUs.String() {
+		t.Fatalf("UpdateContainers calls %v, want one repairing c0 to %s", u.batches, want.CPUs)
+	}
+}
