@@ -356,16 +356,30 @@ func (s *Sender) send(u Updater, taken map[string]int) {
 		for _, a := range batch {
 			again[a.ContainerID] = true
 		}
-		s.log.Warn("cannot send container updates; they are retried", "containers", slices.Sorted(maps.Keys(again)), "error", err)
+		s.failureLog(taken, again)("cannot send container updates; they are retried", "containers", slices.Sorted(maps.Keys(again)), "error", err)
 	case len(failed) > 0:
 		again = failedIDs(failed, batch)
-		s.log.Warn("runtime failed some container updates; they are retried", "failed", slices.Sorted(maps.Keys(again)))
+		s.failureLog(taken, again)("runtime failed some container updates; they are retried", "failed", slices.Sorted(maps.Keys(again)))
 	default:
 		s.log.Debug("container updates sent", "containers", len(batch))
 	}
 	s.metrics.Updates(len(batch)-len(again), len(again))
 	s.rewrite(batch, again)
 	s.settle(batch, taken, again)
+}
+
+// failureLog is where a failed send is logged: a warning when a container
+// of it failed before, info when each failed for the first time. A
+// container that stops while its update is in flight fails once (the
+// runtime can not update a task that exited), and is dropped when its
+// StopContainer arrives: no warning for that.
+func (s *Sender) failureLog(taken map[string]int, failed map[string]bool) func(msg string, args ...any) {
+	for id := range failed {
+		if taken[id] > 0 {
+			return s.log.Warn
+		}
+	}
+	return s.log.Info
 }
 
 // Enforce writes the current assignment of every container of as that the

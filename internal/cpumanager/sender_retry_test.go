@@ -715,3 +715,27 @@ func TestSenderHold(t *testing.T) {
 		t.Fatalf("calls = %v after the hold, want [[a]]", calls)
 	}
 }
+
+// TestSenderFailureLevel: a container's first failed send is logged at
+// info, a later one as a warning.
+func TestSenderFailureLevel(t *testing.T) {
+	m := senderManager(t)
+	s, clk, buf := newRetrySender(managerPtr(m), &countUpdates{})
+	u := &fakeUpdater{fail: failContainer("b", 0, 1)}
+	s.SetUpdater(u)
+	s.Enqueue(queued("a", "b"))
+	drive(t, s, clk, nil)
+	var levels []string
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec struct{ Level, Msg string }
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(rec.Msg, "runtime failed some container updates") {
+			levels = append(levels, rec.Level)
+		}
+	}
+	if want := []string{"INFO", "WARN"}; !slices.Equal(levels, want) {
+		t.Fatalf("failed sends logged at %v, want %v:\n%s", levels, want, buf.String())
+	}
+}
