@@ -229,10 +229,12 @@ func (e *guestEnv) scrapeIfServed(ctx context.Context, t *testing.T) map[string]
 }
 
 // servesMetrics reports whether the variant's plugin config sets
-// metricsAddress.
+// metricsAddress: for the scenarios that scrape it (the scale ones and the
+// bench for the plugin's goroutines).
 func servesMetrics(v variant.Variant) bool {
-	return v.Plugin == variant.PluginExternal &&
-		(slices.Contains(v.Scenarios, variant.MetricsScraped) || slices.Contains(v.Scenarios, variant.BenchNode))
+	return v.Plugin == variant.PluginExternal && slices.ContainsFunc(v.Scenarios, func(s variant.Scenario) bool {
+		return s == variant.MetricsScraped || s == variant.BenchNode || s == variant.ScaleChurn || s == variant.ScaleRestart
+	})
 }
 
 // scrape reads http://metricsAddress/metrics: every sample, by its name and

@@ -302,9 +302,19 @@ func (e *guestEnv) runningViews(ctx context.Context, t *testing.T, pod *cri.Pod)
 	return out
 }
 
-// statusTable runs `cgdelegate status` with the plugin's config and
-// returns its allocation table.
-func (e *guestEnv) statusTable(ctx context.Context, t *testing.T) (policy.Status, string) {
+// publishedStatus is what `cgdelegate status` shows of the running
+// plugin's report: the process that published it, when, and its
+// allocation table.
+type publishedStatus struct {
+	pid   int
+	at    time.Time
+	table policy.Status
+	raw   string
+}
+
+// published runs `cgdelegate status` with the plugin's config and returns
+// what the plugin published; it fails the test unless pinning is active.
+func (e *guestEnv) published(ctx context.Context, t *testing.T) publishedStatus {
 	t.Helper()
 	out, err := exec.CommandContext(ctx, e.paths.PluginBinary, "status", "-config", e.paths.PluginYAML).Output()
 	var ee *exec.ExitError
@@ -312,7 +322,9 @@ func (e *guestEnv) statusTable(ctx context.Context, t *testing.T) (policy.Status
 		t.Fatalf("cgdelegate status: %v\n%s", err, out)
 	}
 	var r struct {
-		Pinning *struct {
+		PluginPID int       `json:"pluginPID"`
+		UpdatedAt time.Time `json:"updatedAt"`
+		Pinning   *struct {
 			Active      bool           `json:"active"`
 			Reason      string         `json:"reason"`
 			Allocations *policy.Status `json:"allocations"`
@@ -324,7 +336,7 @@ func (e *guestEnv) statusTable(ctx context.Context, t *testing.T) (policy.Status
 	if r.Pinning == nil || !r.Pinning.Active || r.Pinning.Allocations == nil {
 		t.Fatalf("cgdelegate status shows no active pinning:\n%s", out)
 	}
-	return *r.Pinning.Allocations, string(out)
+	return publishedStatus{pid: r.PluginPID, at: r.UpdatedAt, table: *r.Pinning.Allocations, raw: string(out)}
 }
 
 // waitStatusPod polls `cgdelegate status` until the pod's row has exactly
@@ -335,7 +347,8 @@ func (e *guestEnv) waitStatusPod(ctx context.Context, t *testing.T, pod *cri.Pod
 	t.Helper()
 	deadline := time.Now().Add(40 * time.Second)
 	for {
-		tab, raw := e.statusTable(ctx, t)
+		pub := e.published(ctx, t)
+		tab, raw := pub.table, pub.raw
 		var row *policy.PodStatus
 		for i := range tab.Pods {
 			if tab.Pods[i].ID == pod.ID {

@@ -39,6 +39,8 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.InPodNestedRunc:                 inPodNestedRunc,
 	variant.InPodSystemd:                    inPodSystemd,
 	variant.PinningContainerScope:           pinningContainerScope,
+	variant.ScaleChurn:                      scaleChurn,
+	variant.ScaleRestart:                    scaleRestart,
 	variant.Demo:                            demo,
 	variant.BenchNode:                       benchNode,
 	variant.KubeletWritable:                 kubeletWritable,

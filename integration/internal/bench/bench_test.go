@@ -192,7 +192,7 @@ func TestWriteTable(t *testing.T) {
 		"| 100 | 2 s (2.5) | 20.0 ms | 1 s (1.5) | 3 s (3.2) | 1.50 |",
 		"21.5 MiB",
 		"Restart at N=100: connected and synchronized 1.25 s",
-		"cpusets unchanged: yes.",
+		"cpusets, quotas and allocation table unchanged: yes.",
 		"exclusivity lag at most 2.5 s from RunPodSandbox and 1.5 s from CreateContainer (goal at most 1s): missed",
 		"pinned pod start 1.50x of N=0 (goal at most 1.25x): missed.",
 	} {

@@ -60,8 +60,33 @@ const (
 	// KeySyncCPUMS: the new process's CPU time until synchronized.
 	KeySyncCPUMS = "plugin_cpu_to_sync_ms"
 	// KeyUnchanged is 1 when every pinned and node-shared container's
-	// cpuset.cpus was the same after the restart.
+	// cpuset.cpus, cpuset.mems and cpu.max, and the plugin's allocation
+	// table, were the same after the restart.
 	KeyUnchanged = "cpusets_unchanged"
+)
+
+// The CGD-METRIC names of the suite's scale scenarios: ScaleChurn's
+// MetricChurn, with the plugin's footprint at the start, after the warm-up
+// wave and at the end (KeyRSSMiB, KeyFDs and KeyGoroutines with
+// SuffixStart, SuffixWarm and SuffixEnd); ScaleRestart's MetricScaleRestart,
+// with the values of MetricRestart and KeyPods.
+const (
+	MetricChurn        = "scale_churn"
+	MetricScaleRestart = "scale_restart"
+)
+
+// The values of MetricChurn.
+const (
+	KeyPods  = "pods"
+	KeyWaves = "waves"
+	// KeyChurnS: the waves' creations and removals, in seconds.
+	KeyChurnS = "churn_s"
+	// KeyRSSToleranceMiB: how far the RSS may end above the warm-up's.
+	KeyRSSToleranceMiB = "rss_tolerance_mib"
+
+	SuffixStart = "_start"
+	SuffixWarm  = "_warm"
+	SuffixEnd   = "_end"
 )
 
 // Goals of issue 23 at the largest size.
@@ -112,12 +137,12 @@ func WriteTable(w io.Writer, sizes []map[string]float64, restart map[string]floa
 			num(s, KeyRSSMiB), num(s, KeyFDs), num(s, KeyGoroutines), num(s, KeyPollMS))
 	}
 	if restart != nil {
-		unchanged := "no: a cpuset moved"
+		unchanged := "no"
 		if restart[KeyUnchanged] == 1 {
 			unchanged = "yes"
 		}
 		p.line("")
-		p.line("Restart at N=%s: connected and synchronized %s s after the new process started (%s ms of its CPU), a CreateContainer through it returned at %s s; plugin RSS %s MiB, %s fds, %s goroutines after it; cpusets unchanged: %s.",
+		p.line("Restart at N=%s: connected and synchronized %s s after the new process started (%s ms of its CPU), a CreateContainer through it returned at %s s; plugin RSS %s MiB, %s fds, %s goroutines after it; cpusets, quotas and allocation table unchanged: %s.",
 			num(restart, KeyN), num(restart, KeySyncS), num(restart, KeySyncCPUMS), num(restart, KeyAnswerS),
 			num(restart, KeyRSSMiB), num(restart, KeyFDs), num(restart, KeyGoroutines), unchanged)
 	}

@@ -102,6 +102,20 @@ const (
 	// PinningContainerScope: in container scope a Guaranteed container gets
 	// exclusive CPUs from the node pool, without a bubble.
 	PinningContainerScope Scenario = "PinningContainerScope"
+	// ScaleChurn (issue 23, item 4, at a smaller N): pods are created and
+	// removed through the CRI in waves (BestEffort, Burstable and pinned
+	// pods whose budgets carve bubbles and return them); after the churn
+	// the plugin's allocation table holds none of the churned pods, its
+	// goroutines are back to the start and its open fds and RSS within a
+	// stated tolerance of their values after the first (warm-up) wave.
+	ScaleChurn Scenario = "ScaleChurn"
+	// ScaleRestart (issue 23, item 5, at a smaller N): with a fleet of
+	// node-shared containers and pinned pods (exclusive and pod-shared
+	// containers) running, the plugin is SIGKILLed and started again; its
+	// allocation table and every container's cpuset.cpus, cpuset.mems and
+	// cpu.max are what they were, and the time until it synchronized is
+	// reported.
+	ScaleRestart Scenario = "ScaleRestart"
 	// Demo is `make demo`: the story of what cgdelegate does to a pod.
 	Demo Scenario = "Demo"
 	// BenchNode is `make bench-node` (issue 23), never part of the suite:
@@ -230,7 +244,7 @@ var scenarios = []Scenario{
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
 	KubeletDaemonSetPod, KubeletPluginPodRestart,
 	InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd,
-	PinningContainerScope,
+	PinningContainerScope, ScaleChurn, ScaleRestart,
 	Demo, BenchNode,
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 	KubeletPinningOracle,

@@ -80,13 +80,15 @@ func Suite() []Variant {
 		// with static pods on a cgroupfs host (issue 8; the systemd host
 		// is ctd24-Systemd-Kubelet), which share this boot as every boot
 		// costs about 20 s before its first scenario; last the start
-		// latency, which stops and starts cgdelegate.
+		// latency, which stops and starts cgdelegate. The scale checks of
+		// issue 23 (a churn of pods, a restart with a fleet running) run
+		// here too, before the kubelet starts.
 		{
 			Name: "ctd24-numa-smp4-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
 			Kubelet: true,
 			Scenarios: []Scenario{
 				Harness, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology,
-				PinningContainerScope, KubeletPodLevelPinning,
+				PinningContainerScope, ScaleChurn, ScaleRestart, KubeletPodLevelPinning,
 				KubeletWritable, KubeletUserns, KubeletStartLatency,
 			},
 		},

@@ -1,0 +1,106 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
+)
+
+func TestLeaks(t *testing.T) {
+	const mib = 1 << 20
+	start := Footprint{RSS: 16 * mib, FDs: 10, Goroutines: 18}
+	warm := Footprint{RSS: 20 * mib, FDs: 11, Goroutines: 19}
+	for _, tc := range []struct {
+		name string
+		end  Footprint
+		want []string // a word of each sentence, in order
+	}{
+		{name: "back to the warm-up", end: Footprint{RSS: 20 * mib, FDs: 11, Goroutines: 18}},
+		{name: "RSS within the tolerance, fds below", end: Footprint{RSS: 24 * mib, FDs: 10, Goroutines: 17}},
+		{name: "one goroutine more than the start", end: Footprint{RSS: 20 * mib, FDs: 11, Goroutines: 19}, want: []string{"goroutines"}},
+		{name: "one fd more than the warm-up", end: Footprint{RSS: 20 * mib, FDs: 12, Goroutines: 18}, want: []string{"fds"}},
+		{name: "RSS over the tolerance", end: Footprint{RSS: 24*mib + 1, FDs: 11, Goroutines: 18}, want: []string{"RSS 24.0 MiB"}},
+		{name: "everything", end: Footprint{RSS: 40 * mib, FDs: 30, Goroutines: 90}, want: []string{"90 goroutines", "30 open fds", "RSS 40.0 MiB"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Leaks(start, warm, tc.end, 4*mib)
+			if len(got) != len(tc.want) {
+				t.Fatalf("Leaks = %q, want %d sentences", got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("sentence %d %q does not say %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestStatusDiff(t *testing.T) {
+	table := func(edit func(*policy.Status)) policy.Status {
+		s := policy.Status{
+			Scope: "pod", UsableCPUs: "0-3", NodeSharedPool: "0", NodeSharedMems: "0-1",
+			Pods: []policy.PodStatus{
+				{ID: "p1", Name: "pinned", Budget: "2", Bubble: "2-3", SharedPool: "3", Mems: "1", Containers: []policy.ContainerStatus{
+					{ID: "c1", Name: "exclusive", Pool: policy.PoolExclusive, CPUs: "2", Mems: "1"},
+					{ID: "c2", Name: "shared", Pool: policy.PoolPodShared, CPUs: "3", Mems: "1"},
+				}},
+				{ID: "p2", Name: "fleet", Containers: []policy.ContainerStatus{{ID: "c3", Name: "c0", Pool: policy.PoolNodeShared, CPUs: "0", Mems: "0-1"}}},
+			},
+		}
+		if edit != nil {
+			edit(&s)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name  string
+		after policy.Status
+		want  []string // a word of each difference, in order
+	}{
+		{name: "equal", after: table(nil)},
+		{name: "node shared pool", after: table(func(s *policy.Status) { s.NodeSharedPool = "0-1" }), want: []string{"node:"}},
+		{name: "a container moved", after: table(func(s *policy.Status) { s.Pods[0].Containers[0].CPUs = "3" }), want: []string{"pod pinned (p1)"}},
+		{name: "a pool changed", after: table(func(s *policy.Status) { s.Pods[0].Containers[1].Pool = policy.PoolExclusive }), want: []string{"pod pinned"}},
+		{name: "a pod gone", after: table(func(s *policy.Status) { s.Pods = s.Pods[:1] }), want: []string{"fleet (p2) is gone"}},
+		{
+			name: "a pod new and a bubble lost",
+			after: table(func(s *policy.Status) {
+				s.Pods[0].Bubble = ""
+				s.Pods = append(s.Pods, policy.PodStatus{ID: "p3", Name: "late"})
+			}),
+			want: []string{"pod pinned (p1)", "late (p3) is new"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := StatusDiff(table(nil), tc.after)
+			if len(got) != len(tc.want) {
+				t.Fatalf("StatusDiff = %q, want %d differences", got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("difference %d %q does not say %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestWithoutContainers(t *testing.T) {
+	s := policy.Status{Pods: []policy.PodStatus{
+		{ID: "p1", Containers: []policy.ContainerStatus{{ID: "c1"}, {ID: "probe"}}},
+		{ID: "p2", Containers: []policy.ContainerStatus{{ID: "c2"}}},
+	}}
+	got := WithoutContainers(s, "probe")
+	want := policy.Status{Pods: []policy.PodStatus{
+		{ID: "p1", Containers: []policy.ContainerStatus{{ID: "c1"}}},
+		{ID: "p2", Containers: []policy.ContainerStatus{{ID: "c2"}}},
+	}}
+	if d := StatusDiff(want, got); len(d) > 0 {
+		t.Errorf("WithoutContainers: %q", d)
+	}
+	if len(s.Pods[0].Containers) != 2 {
+		t.Errorf("WithoutContainers changed its argument: %+v", s.Pods[0])
+	}
+}
