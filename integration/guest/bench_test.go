@@ -41,10 +41,6 @@ const (
 // overlap never clears, a pinned container is not pinned, or the restart
 // moves a cpuset; it never fails on a number.
 func benchNode(t *testing.T, e *guestEnv) {
-	e.requirePinning(t)
-	if e.variant.Plugin != variant.PluginExternal || e.plugin == nil {
-		t.Fatalf("variant %s: the bench restarts an external plugin, not %s", e.variant.Name, e.variant.Plugin)
-	}
 	cmdline, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
 		t.Fatal(err)
@@ -55,9 +51,7 @@ func benchNode(t *testing.T, e *guestEnv) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
 	defer cancel()
-	e.atInfoLevel(ctx, t)
-	logFrom := fileSize(e.paths.PluginLog)
-	t.Cleanup(func() { e.pluginLog(t, logFrom) })
+	e.measuredPlugin(ctx, t)
 	e.benchBurst(ctx, t)
 	f := &nodeFleet{e: e, all: unionOf(nodeCPUs(t))}
 	t.Logf("sizes %v, %d pinned pods each, %d node-shared containers a pod, CPUs %s", sizes, benchSamples, fleetPerPod, f.all)

@@ -63,13 +63,19 @@ func churnRSSTolerance(warm bench.Footprint) int64 {
 	return max(churnMinRSSTolerance, warm.RSS/4)
 }
 
-// requireExternalPlugin fails the scenario unless the suite runs the
-// plugin's process itself (it kills it, restarts it, reads its /proc).
-func (e *guestEnv) requireExternalPlugin(t *testing.T) {
+// measuredPlugin prepares a scenario that measures the plugin's process
+// (it reads its /proc, kills it, restarts it): it fails unless the plugin
+// pins CPUs and runs as the suite's own external process, restarts it at
+// log level info (atInfoLevel) and checks its log at the end (pluginLog).
+func (e *guestEnv) measuredPlugin(ctx context.Context, t *testing.T) {
 	t.Helper()
+	e.requirePinning(t)
 	if e.variant.Plugin != variant.PluginExternal || e.plugin == nil {
-		t.Fatalf("variant %s: the scenario needs the external plugin's process, not %s", e.variant.Name, e.variant.Plugin)
+		t.Fatalf("variant %s: the scenario measures the external plugin's process, not %s", e.variant.Name, e.variant.Plugin)
 	}
+	e.atInfoLevel(ctx, t)
+	logFrom := fileSize(e.paths.PluginLog)
+	t.Cleanup(func() { e.pluginLog(t, logFrom) })
 }
 
 // scaleChurn is ScaleChurn: churnWaves waves of churnPerWave pods are
@@ -83,12 +89,8 @@ func (e *guestEnv) requireExternalPlugin(t *testing.T) {
 // most their number after the warm-up and its RSS within
 // churnRSSTolerance of it.
 func scaleChurn(t *testing.T, e *guestEnv) {
-	e.requirePinning(t)
-	e.requireExternalPlugin(t)
 	ctx := scenarioCtx(t)
-	e.atInfoLevel(ctx, t)
-	logFrom := fileSize(e.paths.PluginLog)
-	t.Cleanup(func() { e.pluginLog(t, logFrom) })
+	e.measuredPlugin(ctx, t)
 	pid := e.plugin.Pid()
 	c := &churn{e: e, live: map[string]*cri.Pod{}, churned: map[string]bool{}}
 	t.Cleanup(c.removeLive(t))
@@ -305,12 +307,8 @@ func (c *churn) noChurnedPod(t *testing.T, when string, table policy.Status) {
 // the same after the restart, and the table before the kill must show the
 // bubbles, the slice and the fleet it is to keep.
 func scaleRestart(t *testing.T, e *guestEnv) {
-	e.requirePinning(t)
-	e.requireExternalPlugin(t)
 	ctx := scenarioCtx(t)
-	e.atInfoLevel(ctx, t)
-	logFrom := fileSize(e.paths.PluginLog)
-	t.Cleanup(func() { e.pluginLog(t, logFrom) })
+	e.measuredPlugin(ctx, t)
 	// The pinned pods first: the fleet starts beside their bubbles, and no
 	// update batch of a carving has to reach it.
 	two := e.runPod(ctx, t, cri.PodSpec{Name: "pinned2", Resources: podResources(2)})

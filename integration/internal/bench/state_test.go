@@ -24,15 +24,7 @@ func TestLeaks(t *testing.T) {
 		{name: "everything", end: Footprint{RSS: 40 * mib, FDs: 30, Goroutines: 90}, want: []string{"90 goroutines", "30 open fds", "RSS 40.0 MiB"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Leaks(start, warm, tc.end, 4*mib)
-			if len(got) != len(tc.want) {
-				t.Fatalf("Leaks = %q, want %d sentences", got, len(tc.want))
-			}
-			for i, w := range tc.want {
-				if !strings.Contains(got[i], w) {
-					t.Errorf("sentence %d %q does not say %q", i, got[i], w)
-				}
-			}
+			wantSaying(t, "Leaks", Leaks(start, warm, tc.end, 4*mib), tc.want)
 		})
 	}
 }
@@ -74,15 +66,7 @@ func TestStatusDiff(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := StatusDiff(table(nil), tc.after)
-			if len(got) != len(tc.want) {
-				t.Fatalf("StatusDiff = %q, want %d differences", got, len(tc.want))
-			}
-			for i, w := range tc.want {
-				if !strings.Contains(got[i], w) {
-					t.Errorf("difference %d %q does not say %q", i, got[i], w)
-				}
-			}
+			wantSaying(t, "StatusDiff", StatusDiff(table(nil), tc.after), tc.want)
 		})
 	}
 }
@@ -102,5 +86,19 @@ func TestWithoutContainers(t *testing.T) {
 	}
 	if len(s.Pods[0].Containers) != 2 {
 		t.Errorf("WithoutContainers changed its argument: %+v", s.Pods[0])
+	}
+}
+
+// wantSaying checks that got has one sentence per word of want, in order,
+// each containing its word.
+func wantSaying(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s = %q, want %d sentences", what, got, len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(got[i], w) {
+			t.Errorf("%s: sentence %d %q does not say %q", what, i, got[i], w)
+		}
 	}
 }
