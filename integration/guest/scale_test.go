@@ -32,10 +32,11 @@ import (
 // shares their fleet, their restart and their footprint.
 const (
 	// churnWaves waves of churnPerWave pods each are created and removed;
-	// the first is the warm-up. Under TCG on a 2-core machine a wave takes
-	// about TODO s: 200 pods in about TODO.
-	churnWaves   = 10
-	churnPerWave = 20
+	// the first is the warm-up. Under TCG on a 2-core machine a pod costs
+	// about 1.5 s of a wave (20-pod waves took 28 to 61 s to start and
+	// remove): 80 pods keep the scenario within about 3 minutes.
+	churnWaves   = 8
+	churnPerWave = 10
 	// churnMinRSSTolerance is the least the plugin's RSS may stay above its
 	// value after the warm-up wave (churnRSSTolerance).
 	churnMinRSSTolerance = 4 << 20
@@ -55,10 +56,10 @@ const (
 // collects (GOGC=100) and gives freed pages back to the kernel only
 // gradually, so two readings of the same idle process can differ by about
 // one heap, and nothing outside the process can force a collection. A leak
-// must pass that to show: with 20 pods a wave, one of about 30 KiB per
-// churned pod (5 MiB over the 180 after the warm-up). Smaller leaks of the
-// pinning state show in the allocation table, which must be the same as
-// after the warm-up, and leaked goroutines and fds are counted exactly.
+// must pass that to show: at about 20 MiB, one of about 70 KiB per churned
+// pod (5 MiB over the 70 after the warm-up). Smaller leaks of the pinning
+// state show in the allocation table, which must be the same as after the
+// warm-up, and leaked goroutines and fds are counted exactly.
 func churnRSSTolerance(warm bench.Footprint) int64 {
 	return max(churnMinRSSTolerance, warm.RSS/4)
 }
