@@ -83,7 +83,7 @@ func (e *guestEnv) measuredPlugin(ctx context.Context, t *testing.T) {
 // started at once and removed at once through the CRI, as a kubelet
 // syncing a busy node would, with cgdelegate pinning at log level info.
 // Every wave has two pinned pods whose budgets carve bubbles from the node
-// shared pool and return them (churnWave) and node-shared BestEffort and
+// shared pool and return them (churn.specs) and node-shared BestEffort and
 // Burstable pods. After the churn: the allocation table holds none of the
 // churned pods and is the one after the warm-up wave, the plugin's
 // goroutines are back to their number before the churn, its open fds at
@@ -97,18 +97,17 @@ func scaleChurn(t *testing.T, e *guestEnv) {
 	t.Cleanup(c.removeLive(t))
 
 	start := e.footprint(ctx, t)
-	t0 := time.Now()
+	var took time.Duration // the waves', without the waits between them
 	var warm bench.Footprint
 	var warmTable publishedStatus
 	for w := range churnWaves {
-		c.wave(ctx, t, w)
+		took += c.wave(ctx, t, w)
 		if w == 0 {
 			warmTable = e.statusAfter(ctx, t, time.Now(), pid)
 			warm = e.footprint(ctx, t)
 			c.noChurnedPod(t, "after the warm-up wave", warmTable.table)
 		}
 	}
-	took := time.Since(t0)
 	end := e.statusAfter(ctx, t, time.Now(), pid)
 	c.noChurnedPod(t, "after the churn", end.table)
 	for _, d := range bench.StatusDiff(warmTable.table, end.table) {
@@ -182,8 +181,8 @@ func (c *churn) specs(t *testing.T, w int) []churnSpec {
 }
 
 // wave starts the pods of wave w at once, checks the pinned ones and
-// removes them all at once.
-func (c *churn) wave(ctx context.Context, t *testing.T, w int) {
+// removes them all at once; it returns how long that took.
+func (c *churn) wave(ctx context.Context, t *testing.T, w int) time.Duration {
 	t.Helper()
 	specs := c.specs(t, w)
 	t0 := time.Now()
@@ -214,6 +213,7 @@ func (c *churn) wave(ctx context.Context, t *testing.T, w int) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("wave %d: %v", w, err)
 	}
+	return time.Since(t0)
 }
 
 // start runs one pod of a wave and its containers, one after the other.
