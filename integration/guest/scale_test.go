@@ -80,11 +80,11 @@ func (e *guestEnv) measuredPlugin(ctx context.Context, t *testing.T) {
 }
 
 // scaleChurn is ScaleChurn: churnWaves waves of churnPerWave pods are
-// started at once and removed at once through the CRI, as a kubelet
-// syncing a busy node would, with cgdelegate pinning at log level info.
-// Every wave has two pinned pods whose budgets carve bubbles from the node
-// shared pool and return them (churn.specs) and node-shared BestEffort and
-// Burstable pods. After the churn: the allocation table holds none of the
+// started and removed through the CRI, many at once, as a kubelet syncing a
+// busy node would, with cgdelegate pinning at log level info. Every wave
+// has node-shared BestEffort and Burstable pods and two pinned pods whose
+// budgets carve bubbles out of the node shared pool while those run, and
+// return them (churn.specs, churn.wave). After the churn: the allocation table holds none of the
 // churned pods and is the one after the warm-up wave, the plugin's
 // goroutines are back to their number before the churn, its open fds at
 // most their number after the warm-up and its RSS within
@@ -102,6 +102,9 @@ func scaleChurn(t *testing.T, e *guestEnv) {
 	var warmTable publishedStatus
 	for w := range churnWaves {
 		took += c.wave(ctx, t, w)
+		if w > 0 {
+			t.Logf("plugin after wave %d: %s", w, e.footprint(ctx, t))
+		}
 		if w == 0 {
 			warmTable = e.statusAfter(ctx, t, time.Now(), pid)
 			warm = e.footprint(ctx, t)
@@ -180,40 +183,58 @@ func (c *churn) specs(t *testing.T, w int) []churnSpec {
 	return out
 }
 
-// wave starts the pods of wave w at once, checks the pinned ones and
-// removes them all at once; it returns how long that took.
+// wave runs wave w and returns how long it took: its node-shared pods
+// start at once, then its two pinned pods at once, which carve their
+// bubbles out of a node with those containers running (the plugin narrows
+// them); the pinned pods are checked and removed at once (it widens the
+// node-shared ones again), then the node-shared pods. So every wave, the
+// warm-up first, takes the same paths through the plugin.
 func (c *churn) wave(ctx context.Context, t *testing.T, w int) time.Duration {
 	t.Helper()
 	specs := c.specs(t, w)
 	t0 := time.Now()
+	shared := c.startAll(ctx, specs[2:])
+	pinned := c.startAll(ctx, specs[:2])
+	up := time.Since(t0)
+	var errs []error
+	for _, p := range slices.Concat(pinned, shared) {
+		errs = append(errs, p.err)
+	}
+	if errors.Join(errs...) == nil {
+		c.checkPinned(t, w, pinned[0], pinned[1])
+	}
+	t1 := time.Now()
+	errs = append(errs, c.removeAll(pinned)...)
+	errs = append(errs, c.removeAll(shared)...)
+	t.Logf("wave %d: %d pods up in %s, removed in %s", w, len(specs), up.Round(100*time.Millisecond), time.Since(t1).Round(100*time.Millisecond))
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("wave %d: %v", w, err)
+	}
+	return time.Since(t0)
+}
+
+// startAll starts the pods of specs at once.
+func (c *churn) startAll(ctx context.Context, specs []churnSpec) []churnPod {
 	pods := make([]churnPod, len(specs))
 	var wg sync.WaitGroup
 	for i, s := range specs {
 		wg.Go(func() { pods[i] = c.start(ctx, s) })
 	}
 	wg.Wait()
-	up := time.Since(t0)
-	var errs []error
-	for _, p := range pods {
-		errs = append(errs, p.err)
-	}
-	if err := errors.Join(errs...); err == nil {
-		c.checkPinned(t, w, pods[0], pods[1])
-	}
-	t1 := time.Now()
-	removed := make([]error, len(pods))
+	return pods
+}
+
+// removeAll removes the started pods of pods at once.
+func (c *churn) removeAll(pods []churnPod) []error {
+	errs := make([]error, len(pods))
+	var wg sync.WaitGroup
 	for i, p := range pods {
 		if p.pod != nil {
-			wg.Go(func() { removed[i] = c.remove(p.pod) })
+			wg.Go(func() { errs[i] = c.remove(p.pod) })
 		}
 	}
 	wg.Wait()
-	errs = append(errs, removed...)
-	t.Logf("wave %d: %d pods up in %s, removed in %s", w, len(pods), up.Round(100*time.Millisecond), time.Since(t1).Round(100*time.Millisecond))
-	if err := errors.Join(errs...); err != nil {
-		t.Fatalf("wave %d: %v", w, err)
-	}
-	return time.Since(t0)
+	return errs
 }
 
 // start runs one pod of a wave and its containers, one after the other.
