@@ -52,6 +52,16 @@ func Leaks(start, warm, end Footprint, rssTolerance int64) []string {
 	return out
 }
 
+// WithLowestRSS returns last with the lowest RSS of last and readings,
+// the plugin's footprints just before it: a leak raises every reading,
+// garbage that no collection has freed yet only some.
+func WithLowestRSS(last Footprint, readings ...Footprint) Footprint {
+	for _, r := range readings {
+		last.RSS = min(last.RSS, r.RSS)
+	}
+	return last
+}
+
 // StatusDiff lists how two allocation tables of `cgdelegate status`
 // differ: the node's pools, each pod missing from one of them, and each pod
 // whose row (budget, bubble, pools, containers with their pools and sets)

@@ -102,3 +102,23 @@ func wantSaying(t *testing.T, what string, got, want []string) {
 		}
 	}
 }
+
+func TestWithLowestRSS(t *testing.T) {
+	last := Footprint{RSS: 30, FDs: 12, Goroutines: 18}
+	for _, tc := range []struct {
+		name     string
+		readings []Footprint
+		want     int64
+	}{
+		{name: "no readings", want: 30},
+		{name: "a spike before", readings: []Footprint{{RSS: 40}, {RSS: 22}}, want: 22},
+		{name: "all higher", readings: []Footprint{{RSS: 31}, {RSS: 35}}, want: 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := WithLowestRSS(last, tc.readings...)
+			if got.RSS != tc.want || got.FDs != last.FDs || got.Goroutines != last.Goroutines {
+				t.Errorf("WithLowestRSS = %+v, want RSS %d and the rest of %+v", got, tc.want, last)
+			}
+		})
+	}
+}
