@@ -51,7 +51,7 @@ func benchNode(t *testing.T, e *guestEnv) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), benchTimeout)
 	defer cancel()
-	e.measuredPlugin(ctx, t)
+	e.measuredPlugin(ctx, t, nil)
 	e.benchBurst(ctx, t)
 	f := &nodeFleet{e: e, all: unionOf(nodeCPUs(t))}
 	t.Logf("sizes %v, %d pinned pods each, %d node-shared containers a pod, CPUs %s", sizes, benchSamples, fleetPerPod, f.all)

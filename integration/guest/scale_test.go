@@ -72,8 +72,10 @@ func churnRSSTolerance(warm bench.Footprint) int64 {
 // measuredPlugin prepares a scenario that measures the plugin's process
 // (it reads its /proc, kills it, restarts it): it fails unless the plugin
 // pins CPUs and runs as the suite's own external process, restarts it at
-// log level info (atInfoLevel) and checks its log at the end (pluginLog).
-func (e *guestEnv) measuredPlugin(ctx context.Context, t *testing.T) {
+// log level info (atInfoLevel) and checks its log at the end, where
+// expected (nil: none) accepts the failed updates it causes on purpose
+// (pluginLogExcept).
+func (e *guestEnv) measuredPlugin(ctx context.Context, t *testing.T, expected func(line string) bool) {
 	t.Helper()
 	e.requirePinning(t)
 	if e.variant.Plugin != variant.PluginExternal || e.plugin == nil {
@@ -81,7 +83,7 @@ func (e *guestEnv) measuredPlugin(ctx context.Context, t *testing.T) {
 	}
 	e.atInfoLevel(ctx, t)
 	logFrom := fileSize(e.paths.PluginLog)
-	t.Cleanup(func() { e.pluginLog(t, logFrom) })
+	t.Cleanup(func() { e.pluginLogExcept(t, logFrom, expected) })
 }
 
 // scaleChurn is ScaleChurn: churnWaves waves of churnPerWave pods are
@@ -96,9 +98,9 @@ func (e *guestEnv) measuredPlugin(ctx context.Context, t *testing.T) {
 // churnRSSTolerance of it.
 func scaleChurn(t *testing.T, e *guestEnv) {
 	ctx := scenarioCtx(t)
-	e.measuredPlugin(ctx, t)
+	c := &churn{e: e, live: map[string]*cri.Pod{}, churned: map[string]bool{}, removing: map[string]time.Time{}}
+	e.measuredPlugin(ctx, t, c.updateOfRemoved)
 	pid := e.plugin.Pid()
-	c := &churn{e: e, live: map[string]*cri.Pod{}, churned: map[string]bool{}}
 	t.Cleanup(c.removeLive(t))
 
 	start := e.footprint(ctx, t)
@@ -153,6 +155,8 @@ type churn struct {
 	live       map[string]*cri.Pod // by pod ID
 	churned    map[string]bool     // pod IDs
 	containers int
+	// removing is when the churn began to remove each container's pod.
+	removing map[string]time.Time
 }
 
 // churnSpec is one pod of a wave and its containers.
@@ -212,6 +216,7 @@ func (c *churn) wave(ctx context.Context, t *testing.T, w int) time.Duration {
 		c.checkPinned(t, w, pinned[0], pinned[1])
 	}
 	t1 := time.Now()
+	c.markRemoving(slices.Concat(pinned, shared))
 	errs = append(errs, c.removeAll(pinned)...)
 	errs = append(errs, c.removeAll(shared)...)
 	t.Logf("wave %d: %d pods up in %s, removed in %s", w, len(specs), up.Round(100*time.Millisecond), time.Since(t1).Round(100*time.Millisecond))
@@ -230,6 +235,41 @@ func (c *churn) startAll(ctx context.Context, specs []churnSpec) []churnPod {
 	}
 	wg.Wait()
 	return pods
+}
+
+// markRemoving notes that the pods' containers are being removed from now.
+func (c *churn) markRemoving(pods []churnPod) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range pods {
+		for _, ct := range p.ctrs {
+			c.removing[ct.ID] = now
+		}
+	}
+}
+
+// updateOfRemoved reports whether a plugin log line about failed container
+// updates names only containers whose pods the churn had begun to remove
+// before the line was logged. A wave removes its pinned pods, whose
+// bubbles widen the node shared pool, while it removes the node-shared
+// containers that widening updates: the runtime can not update a
+// container it is removing, and the plugin drops it once it is gone. A
+// failed update of any other container fails the scenario.
+func (c *churn) updateOfRemoved(line string) bool {
+	at, ids, ok := bench.FailedUpdate(line)
+	if !ok {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		from, known := c.removing[id]
+		if !known || at.Before(from) {
+			return false
+		}
+	}
+	return true
 }
 
 // removeAll removes the started pods of pods at once.
@@ -338,7 +378,7 @@ func (c *churn) noChurnedPod(t *testing.T, when string, table policy.Status) {
 // bubbles, the slice and the fleet it is to keep.
 func scaleRestart(t *testing.T, e *guestEnv) {
 	ctx := scenarioCtx(t)
-	e.measuredPlugin(ctx, t)
+	e.measuredPlugin(ctx, t, nil)
 	// The pinned pods first: the fleet starts beside their bubbles, and no
 	// update batch of a carving has to reach it.
 	two := e.runPod(ctx, t, cri.PodSpec{Name: "pinned2", Resources: podResources(2)})

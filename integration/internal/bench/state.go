@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 )
@@ -116,4 +119,29 @@ func jsonText(v any) string {
 		return fmt.Sprintf("%+v", v)
 	}
 	return string(b)
+}
+
+// failedUpdate matches the plugin's log line (slog text) about container
+// updates that failed: its time and the container IDs it names, in
+// containers=[...] (the call failed) or failed=[...] (the runtime failed
+// some).
+var (
+	logTimeField   = regexp.MustCompile(`(?:^|\s)time=(\S+)`)
+	failedIDsField = regexp.MustCompile(`(?:containers|failed)=\[([^\]]*)\]`)
+)
+
+// FailedUpdate reads a plugin log line about failed container updates:
+// when it was logged and the containers it names. ok is false for a line
+// without both.
+func FailedUpdate(line string) (at time.Time, ids []string, ok bool) {
+	tm, m := logTimeField.FindStringSubmatch(line), failedIDsField.FindStringSubmatch(line)
+	if tm == nil || m == nil {
+		return time.Time{}, nil, false
+	}
+	at, err := time.Parse(time.RFC3339Nano, tm[1])
+	if err != nil {
+		return time.Time{}, nil, false
+	}
+	ids = strings.Fields(m[1])
+	return at, ids, len(ids) > 0
 }

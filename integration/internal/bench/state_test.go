@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 )
@@ -118,6 +120,36 @@ func TestWithLowestRSS(t *testing.T) {
 			got := WithLowestRSS(last, tc.readings...)
 			if got.RSS != tc.want || got.FDs != last.FDs || got.Goroutines != last.Goroutines {
 				t.Errorf("WithLowestRSS = %+v, want RSS %d and the rest of %+v", got, tc.want, last)
+			}
+		})
+	}
+}
+
+func TestFailedUpdate(t *testing.T) {
+	at := time.Date(2026, 11, 25, 23, 19, 18, 622000000, time.UTC)
+	for _, tc := range []struct {
+		name string
+		line string
+		ids  []string
+	}{
+		{
+			name: "the call failed",
+			line: `time=2026-11-25T23:19:18.622Z level=WARN msg="cannot send container updates; they are retried" containers=[71f3 a2b4] error="rpc error: code = Unknown desc = NRI update of some containers failed"`,
+			ids:  []string{"71f3", "a2b4"},
+		},
+		{
+			name: "the runtime failed some",
+			line: `time=2026-11-25T23:19:18.622Z level=WARN msg="runtime failed some container updates; they are retried" failed=[c9]`,
+			ids:  []string{"c9"},
+		},
+		{name: "no containers", line: `time=2026-11-25T23:19:18.622Z level=WARN msg="cannot send container updates; they are retried" containers=[]`},
+		{name: "no time", line: `level=WARN msg="cannot send container updates; they are retried" containers=[c9]`},
+		{name: "a bad time", line: `time=yesterday level=WARN containers=[c9]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ids, ok := FailedUpdate(tc.line)
+			if ok != (tc.ids != nil) || !slices.Equal(ids, tc.ids) || (ok && !got.Equal(at)) {
+				t.Errorf("FailedUpdate = %s, %q, %v; want %s, %q", got, ids, ok, at, tc.ids)
 			}
 		})
 	}
