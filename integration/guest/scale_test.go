@@ -249,9 +249,9 @@ func (c *churn) markRemoving(pods []churnPod) {
 	}
 }
 
-// updateOfRemoved reports whether a plugin log line about failed container
-// updates names only containers whose pods the churn had begun to remove
-// before the line was logged. A wave removes its pinned pods, whose
+// updateOfRemoved reports whether a plugin warning about container updates
+// that failed again names only containers whose pods the churn had begun
+// to remove before the line was logged. A wave removes its pinned pods, whose
 // bubbles widen the node shared pool, while it removes the node-shared
 // containers that widening updates: the runtime can not update a
 // container it is removing, and the plugin drops it once it is gone. A
