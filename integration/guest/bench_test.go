@@ -52,9 +52,11 @@ const (
 // overlaps the pod's bubble (from RunPodSandbox) and the exclusive CPU
 // (from CreateContainer), the pinned pod's start, the widening after its
 // removal and the plugin's CPU time, RSS, fds and goroutines; then it kills
-// the plugin at the largest size and times its restart. It fails when an
-// overlap never clears, a pinned container is not pinned, or the restart
-// moves a cpuset; it never fails on a number.
+// the plugin at the largest size and times its restart. Last comes the
+// kubelet anchor (benchKubelet): the same sizes and pinned pods with the
+// kubelet's static CPU manager pinning instead. It fails when an overlap
+// never clears, a pinned container is not pinned, or the restart moves a
+// cpuset; it never fails on a number.
 func benchNode(t *testing.T, e *guestEnv) {
 	e.requirePinning(t)
 	if e.variant.Plugin != variant.PluginExternal || e.plugin == nil {
@@ -73,7 +75,7 @@ func benchNode(t *testing.T, e *guestEnv) {
 	e.benchLogLevel(ctx, t)
 	logFrom := fileSize(e.paths.PluginLog)
 	t.Cleanup(func() { e.pluginLog(t, logFrom) })
-	f := &benchFleet{e: e, all: unionOf(nodeCPUs(t))}
+	f := &benchFleet{e: e, all: unionOf(nodeCPUs(t)), by: bench.ByCgdelegate}
 	t.Logf("sizes %v, %d pinned pods each, %d node-shared containers a pod, CPUs %s", sizes, benchSamples, benchPerPod, f.all)
 	for _, n := range sizes {
 		values := map[string]float64{bench.KeyN: float64(n), bench.KeySamples: benchSamples}
@@ -82,11 +84,12 @@ func benchNode(t *testing.T, e *guestEnv) {
 			values[bench.KeyCPUPerCreateMS] = ms((e.pluginCPU(t) - cpu0) / time.Duration(added))
 			t.Logf("N=%d: %d containers added in %s", n, added, time.Since(start).Round(time.Second))
 		}
-		f.measure(ctx, t, values)
+		f.measure(t, values, func(i int) benchSample { return f.sample(ctx, t, i) })
 		e.pluginFootprint(ctx, t, values)
 		clusterMetric(t, string(variant.BenchNode), bench.MetricSize, values)
 	}
 	f.restart(ctx, t)
+	e.benchKubelet(ctx, t, sizes, f.all)
 }
 
 // benchLogLevel runs the plugin at its default log level (info) for the
@@ -111,8 +114,12 @@ func (e *guestEnv) benchLogLevel(ctx context.Context, t *testing.T) {
 // benchFleet is the node-shared containers: their pods and the host cgroup
 // directory of every container.
 type benchFleet struct {
-	e      *guestEnv
-	all    cpuset.CPUSet
+	e   *guestEnv
+	all cpuset.CPUSet
+	// by pins the pinned pods: bench.ByCgdelegate or bench.ByKubelet.
+	by string
+	// pods and inLast are the CRI's pods (cgdelegate's fleet); the
+	// kubelet's fleet is static pods (benchAnchor).
 	pods   []*cri.Pod
 	inLast int // containers in the last pod
 	dirs   []string
@@ -260,27 +267,27 @@ func (p *fleetPoller) stop() (bench.Trace, error) {
 	return p.tr, p.err
 }
 
-// measure starts and removes benchSamples pinned pods and puts the p50 and
-// max of their lags and starts into values.
-func (f *benchFleet) measure(ctx context.Context, t *testing.T, values map[string]float64) {
+// measure starts and removes benchSamples pinned pods with sample and puts
+// the p50 and max of their lags and starts into values.
+func (f *benchFleet) measure(t *testing.T, values map[string]float64, sample func(i int) benchSample) {
 	t.Helper()
 	var podLags, ctrLags, starts, widens []time.Duration
 	var cpu, period time.Duration
 	for i := range benchSamples {
-		s := f.sample(ctx, t, i)
+		s := sample(i)
 		podLags, ctrLags = append(podLags, s.podLag), append(ctrLags, s.ctrLag)
 		starts, widens = append(starts, s.start), append(widens, s.widen)
 		cpu += s.cpu
 		period += s.trace.Period()
-		t.Logf("N=%d sample %d: bubble %s exclusive %s; lag %s from RunPodSandbox, %s from CreateContainer; start %s; widened %s after removal; plugin CPU %s; %d rounds, each %s of reading every %s",
-			len(f.dirs), i, s.bubble, s.exclusive, s.podLag, s.ctrLag, s.start, s.widen, s.cpu, s.trace.Rounds, s.trace.MeanRound(), s.trace.Period())
+		t.Logf("%s, N=%d sample %d: bubble %s exclusive %s; lag %s from the pod's start, %s from the exclusive container's; start %s; widened %s after removal; plugin CPU %s; %d rounds, each %s of reading every %s",
+			f.by, len(f.dirs), i, s.bubble, s.exclusive, s.podLag, s.ctrLag, s.start, s.widen, s.cpu, s.trace.Rounds, s.trace.MeanRound(), s.trace.Period())
 	}
 	values[bench.KeyPodLag], values[bench.KeyPodLagMax] = bench.Seconds(bench.Median(podLags)), bench.Seconds(slices.Max(podLags))
 	values[bench.KeyCtrLag], values[bench.KeyCtrLagMax] = bench.Seconds(bench.Median(ctrLags)), bench.Seconds(slices.Max(ctrLags))
 	values[bench.KeyStart], values[bench.KeyStartMax] = bench.Seconds(bench.Median(starts)), bench.Seconds(slices.Max(starts))
 	values[bench.KeyWiden] = bench.Seconds(bench.Median(widens))
 	values[bench.KeyPollMS] = ms(period / benchSamples)
-	if n := len(f.dirs); n > 0 {
+	if n := len(f.dirs); n > 0 && f.by == bench.ByCgdelegate {
 		values[bench.KeyCPUPerUpdateMS] = ms(cpu / time.Duration(benchSamples*n))
 	}
 }
@@ -331,51 +338,87 @@ func (f *benchFleet) sample(ctx context.Context, t *testing.T, i int) benchSampl
 		_, _ = p.stop()
 		t.Fatalf("N=%d: shared container of the pinned pod: %v", len(f.dirs), err)
 	}
-	x, shared := f.cgroupCPUs(t, pod, ex), f.cgroupCPUs(t, pod, sh)
-	s.exclusive, s.bubble = x, x.Union(shared)
-	if x.Size() != 1 || shared.Size() != 1 || !x.Intersection(shared).IsEmpty() {
+	if err := s.pinned(f.cgroupCPUs(t, pod, ex), f.cgroupCPUs(t, pod, sh)); err != nil {
 		_, _ = p.stop()
-		t.Fatalf("N=%d: pinned pod: exclusive %s, shared %s; want one CPU each, disjoint", len(f.dirs), x, shared)
+		t.Fatalf("N=%d: %v", len(f.dirs), err)
 	}
-	tr, err := p.waitFor(ctx, "the fleet off the pinned pod's bubble "+s.bubble.String(), func(sn bench.Snapshot) bool {
-		return sn.Union.Intersection(s.bubble).IsEmpty()
-	})
+	err = f.clear(ctx, p, &s, t0, tc)
 	s.cpu = e.pluginCPU(t) - cpu0
 	if err != nil {
 		t.Fatalf("N=%d: %v", len(f.dirs), err)
 	}
-	s.trace = tr
-	var ok1, ok2 bool
-	s.podLag, ok1 = tr.DisjointAfter(s.bubble, t0)
-	s.ctrLag, ok2 = tr.DisjointAfter(x, tc)
-	if !ok1 || !ok2 {
-		t.Fatalf("N=%d: the trace does not end clear of %s", len(f.dirs), s.bubble)
-	}
-
-	if p, err = f.poll(); err != nil {
-		t.Fatal(err)
-	}
-	tr0 := time.Now()
 	removed = true
-	if err := pod.Remove(); err != nil {
-		_, _ = p.stop()
-		t.Fatal(err)
-	}
-	tr, err = p.waitFor(ctx, "the fleet widened to "+f.all.String(), func(sn bench.Snapshot) bool { return f.all.IsSubsetOf(sn.Common) })
-	if err != nil {
+	if s.widen, err = f.widen(ctx, pod.Remove); err != nil {
 		t.Fatalf("N=%d: %v", len(f.dirs), err)
 	}
-	s.widen, _ = tr.WidenedAfter(f.all, tr0)
 	return s
+}
+
+// pinned records the pinned pod's CPUs: its exclusive container's, and
+// with its shared container's, the bubble. Each must be one CPU, the two
+// disjoint.
+func (s *benchSample) pinned(exclusive, shared cpuset.CPUSet) error {
+	s.exclusive, s.bubble = exclusive, exclusive.Union(shared)
+	if exclusive.Size() != 1 || shared.Size() != 1 || !exclusive.Intersection(shared).IsEmpty() {
+		return fmt.Errorf("pinned pod: exclusive %s, shared %s; want one CPU each, disjoint", exclusive, shared)
+	}
+	return nil
+}
+
+// clear waits until no fleet container overlaps the sample's bubble, stops
+// p, and reads the lags from its trace: from podFrom (the pinned pod's
+// start) and from ctrFrom (its exclusive container's creation).
+func (f *benchFleet) clear(ctx context.Context, p *fleetPoller, s *benchSample, podFrom, ctrFrom time.Time) error {
+	tr, err := p.waitFor(ctx, "the fleet off the pinned pod's bubble "+s.bubble.String(), func(sn bench.Snapshot) bool {
+		return sn.Union.Intersection(s.bubble).IsEmpty()
+	})
+	if err != nil {
+		return err
+	}
+	s.trace = tr
+	var ok1, ok2 bool
+	s.podLag, ok1 = tr.DisjointAfter(s.bubble, podFrom)
+	s.ctrLag, ok2 = tr.DisjointAfter(s.exclusive, ctrFrom)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("the trace does not end clear of %s", s.bubble)
+	}
+	return nil
+}
+
+// widen removes the pinned pod with remove while it polls the fleet, and
+// returns the time from the removal until every fleet container may run
+// on every CPU again.
+func (f *benchFleet) widen(ctx context.Context, remove func() error) (time.Duration, error) {
+	p, err := f.poll()
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	if err := remove(); err != nil {
+		_, _ = p.stop()
+		return 0, err
+	}
+	tr, err := p.waitFor(ctx, "the fleet widened to "+f.all.String(), func(sn bench.Snapshot) bool { return f.all.IsSubsetOf(sn.Common) })
+	if err != nil {
+		return 0, err
+	}
+	d, _ := tr.WidenedAfter(f.all, t0)
+	return d, nil
 }
 
 // cgroupCPUs is cpuset.cpus of a container's cgroup, read on the node.
 func (f *benchFleet) cgroupCPUs(t *testing.T, pod *cri.Pod, c *cri.Container) cpuset.CPUSet {
 	t.Helper()
-	raw := readCgroupFile(t, f.e.containerCgroup(t, pod, c), "cpuset.cpus")
+	return cgroupCPUsOf(t, f.e.containerCgroup(t, pod, c))
+}
+
+// cgroupCPUsOf is cpuset.cpus of the cgroup directory dir.
+func cgroupCPUsOf(t *testing.T, dir string) cpuset.CPUSet {
+	t.Helper()
+	raw := readCgroupFile(t, dir, "cpuset.cpus")
 	set, err := cpuset.Parse(raw)
 	if err != nil {
-		t.Fatalf("%s: cpuset.cpus %q: %v", c.Name, raw, err)
+		t.Fatalf("%s: cpuset.cpus %q: %v", dir, raw, err)
 	}
 	return set
 }
@@ -458,6 +501,12 @@ var containerdTime = regexp.MustCompile(`time="([^"]+)"`)
 // logTime is the time containerd logged the first line after byte offset
 // from that names cgdelegate and contains what.
 func logTime(path string, from int64, what string) (time.Time, error) {
+	return containerdLogTime(path, from, "cgdelegate", what)
+}
+
+// containerdLogTime is the time containerd logged the first line after
+// byte offset from that contains every one of words.
+func containerdLogTime(path string, from int64, words ...string) (time.Time, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("containerd log: %w", err)
@@ -469,7 +518,7 @@ func logTime(path string, from int64, what string) (time.Time, error) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		l := sc.Text()
-		if !strings.Contains(l, "cgdelegate") || !strings.Contains(l, what) {
+		if !containsAll(l, words) {
 			continue
 		}
 		m := containerdTime.FindStringSubmatch(l)
@@ -482,7 +531,16 @@ func logTime(path string, from int64, what string) (time.Time, error) {
 		}
 		return at, nil
 	}
-	return time.Time{}, fmt.Errorf("no line with %q in the containerd log: %w", what, sc.Err())
+	return time.Time{}, fmt.Errorf("no line with %q in the containerd log: %w", words, sc.Err())
+}
+
+func containsAll(s string, words []string) bool {
+	for _, w := range words {
+		if !strings.Contains(s, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // pluginCPU is the external plugin's utime+stime so far.
