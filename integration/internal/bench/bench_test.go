@@ -215,7 +215,7 @@ func TestWriteTable(t *testing.T) {
 				"| 100 | kubelet | 9 s (11) | - | 8 s (10.5) | 12 s (13) | 3.00 | 7 s | - | - | - | - | - | 17 ms |",
 				"| 0 | kubelet | 0 s (0) | - | 0 s (0) | 4 s (5) | 1.00 |",
 				"pinned pod start 1.50x of N=0 (goal at most 1.25x): missed.",
-				"The kubelet anchor at N=100: exclusivity lag at most 11 s from the sandbox's creation and 10.5 s from the exclusive container's (p50 9 s and 8 s); pinned pod start 3.00x of its N=0.",
+				"The kubelet anchor at N=100: exclusivity lag at most 11 s from RunPodSandbox and 10.5 s from CreateContainer, as containerd logged them (p50 9 s and 8 s); pinned pod start 3.00x of its N=0.",
 			},
 			// By size, cgdelegate before the kubelet at each.
 			order: []string{"| 0 | cgdelegate |", "| 0 | kubelet |", "| 100 | cgdelegate |", "| 100 | kubelet |"},

@@ -22,8 +22,9 @@ const (
 // The values of MetricSize and MetricKubeletSize. Lags and latencies are
 // p50 over the samples (the pinned pods started at that size), with the
 // largest as ...Max. The kubelet's have no plugin values, and its times
-// start at what containerd recorded (the sandbox's and the container's
-// CreatedAt, the container's StartedAt), not at the CRI calls.
+// are what containerd logged and recorded (the kubelet makes the calls):
+// its RunPodSandbox and CreateContainer log lines, the container's CRI
+// StartedAt.
 const (
 	KeyN       = "n"
 	KeySamples = "samples"
@@ -153,7 +154,7 @@ func WriteTable(w io.Writer, sizes, kubelet []map[string]float64, restart map[st
 	}
 	if last := largest(kubelet); last != nil {
 		p.line("")
-		p.line("The kubelet anchor at N=%s: exclusivity lag at most %s s from the sandbox's creation and %s s from the exclusive container's (p50 %s s and %s s); pinned pod start %s of its N=0.",
+		p.line("The kubelet anchor at N=%s: exclusivity lag at most %s s from RunPodSandbox and %s s from CreateContainer, as containerd logged them (p50 %s s and %s s); pinned pod start %s of its N=0.",
 			num(last, KeyN), num(last, KeyPodLagMax), num(last, KeyCtrLagMax), num(last, KeyPodLag), num(last, KeyCtrLag),
 			ratioText(last[KeyStart], base[ByKubelet]))
 	}
