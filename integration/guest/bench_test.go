@@ -40,6 +40,10 @@ const (
 	benchPause = 5 * time.Millisecond
 	// benchClear bounds the wait for an overlap to clear or a pool to widen.
 	benchClear = 3 * time.Minute
+	// benchFleetMilliCPU is the CPU request of a Burstable fleet container:
+	// small, so that the kubelet anchor admits 50 of them beside a pinned
+	// pod of 2 CPUs on the 3 CPUs it allocates (CPU 0 is reserved).
+	benchFleetMilliCPU = 10
 )
 
 // benchNode is `make bench-node` (issue 23): it grows a fleet of node-shared
@@ -126,7 +130,7 @@ type benchFleet struct {
 }
 
 // grow adds node-shared containers until there are n and returns how many
-// it added. Even pods are BestEffort, odd ones Burstable (a 100m request
+// it added. Even pods are BestEffort, odd ones Burstable (a 10m request
 // and a memory limit).
 func (f *benchFleet) grow(ctx context.Context, t *testing.T, n int) int {
 	t.Helper()
@@ -145,7 +149,7 @@ func (f *benchFleet) grow(ctx context.Context, t *testing.T, n int) int {
 		pod := f.pods[i-1]
 		spec := sleeper(fmt.Sprintf("c%d", len(f.dirs)), 0)
 		if (i-1)%2 == 1 {
-			spec.Resources = &runtimeapi.LinuxContainerResources{CpuShares: 102, MemoryLimitInBytes: 32 * mib}
+			spec.Resources = &runtimeapi.LinuxContainerResources{CpuShares: benchFleetMilliCPU * 1024 / 1000, MemoryLimitInBytes: 32 * mib}
 		}
 		c := runContainer(ctx, t, pod, spec)
 		f.dirs = append(f.dirs, f.e.containerCgroup(t, pod, c))

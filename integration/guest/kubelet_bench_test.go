@@ -120,9 +120,7 @@ func (a *benchAnchor) grow(ctx context.Context, t *testing.T, n int) int {
 	ctx, cancel := context.WithTimeout(ctx, benchFleetWait)
 	defer cancel()
 	for _, sp := range written {
-		p, err := a.k.client.WaitPod(ctx, staticNamespace, sp.Full, time.Second, func(p *corev1.Pod) (bool, error) {
-			return p != nil && admitted(p), nil
-		})
+		p, err := a.k.client.WaitPod(ctx, staticNamespace, sp.Full, time.Second, runningOrRefused)
 		if err != nil {
 			t.Fatalf("kubelet fleet: %v", err)
 		}
@@ -139,8 +137,21 @@ func (a *benchAnchor) grow(ctx context.Context, t *testing.T, n int) int {
 	return added
 }
 
+// runningOrRefused is a kubelet.Client.WaitPod condition: every container
+// of the pod runs; an error when the kubelet refused the pod or a
+// container.
+func runningOrRefused(p *corev1.Pod) (bool, error) {
+	if p == nil {
+		return false, nil
+	}
+	if reason, refused := refusal(p); refused {
+		return false, fmt.Errorf("the kubelet refused %s: %s", p.Name, reason)
+	}
+	return admitted(p), nil
+}
+
 // benchFleetPod is the manifest of fleet pod i with containers busybox
-// sleeps: BestEffort when i is even, else Burstable (a 100m request and a
+// sleeps: BestEffort when i is even, else Burstable (a 10m request and a
 // 32 MiB limit a container, as benchFleet.grow's CRI containers).
 func benchFleetPod(i, containers int) *corev1.Pod {
 	p := benchPod(fmt.Sprintf("bench-fleet-%d", i))
@@ -148,7 +159,7 @@ func benchFleetPod(i, containers int) *corev1.Pod {
 		ctr := benchContainer(fmt.Sprintf("c%d", c))
 		if i%2 == 1 {
 			ctr.Resources = corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+				Requests: corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(benchFleetMilliCPU, resource.DecimalSI)},
 				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi")},
 			}
 		}
@@ -222,9 +233,7 @@ func (a *benchAnchor) sample(ctx context.Context, t *testing.T, i int) benchSamp
 		}
 	})
 	wctx, cancel := context.WithTimeout(ctx, benchClear)
-	kp, err := k.client.WaitPod(wctx, staticNamespace, sp.Full, 500*time.Millisecond, func(p *corev1.Pod) (bool, error) {
-		return p != nil && admitted(p), nil
-	})
+	kp, err := k.client.WaitPod(wctx, staticNamespace, sp.Full, 500*time.Millisecond, runningOrRefused)
 	cancel()
 	if err != nil {
 		_, _ = p.stop()
