@@ -37,9 +37,11 @@ const (
 // removal and the plugin's CPU time, RSS, fds and goroutines; then it kills
 // the plugin at the largest size and times its restart. First, on the
 // empty node, it times bursts of writable pods with and without
-// cgdelegate (benchBurst). It fails when an
-// overlap never clears, a pinned container is not pinned, or the restart
-// moves a cpuset; it never fails on a number.
+// cgdelegate (benchBurst); last comes the kubelet anchor (benchKubelet):
+// the same sizes and pinned pods with the kubelet's static CPU manager
+// pinning instead. It fails when an overlap never clears, a pinned
+// container is not pinned, or the restart moves a cpuset; it never fails
+// on a number.
 func benchNode(t *testing.T, e *guestEnv) {
 	cmdline, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
@@ -53,7 +55,7 @@ func benchNode(t *testing.T, e *guestEnv) {
 	defer cancel()
 	e.measuredPlugin(ctx, t, nil)
 	e.benchBurst(ctx, t)
-	f := &nodeFleet{e: e, all: unionOf(nodeCPUs(t))}
+	f := &nodeFleet{e: e, all: unionOf(nodeCPUs(t)), by: bench.ByCgdelegate}
 	t.Logf("sizes %v, %d pinned pods each, %d node-shared containers a pod, CPUs %s", sizes, benchSamples, fleetPerPod, f.all)
 	for _, n := range sizes {
 		values := map[string]float64{bench.KeyN: float64(n), bench.KeySamples: benchSamples}
@@ -62,34 +64,35 @@ func benchNode(t *testing.T, e *guestEnv) {
 			values[bench.KeyCPUPerCreateMS] = ms((e.pluginCPU(t) - cpu0) / time.Duration(added))
 			t.Logf("N=%d: %d containers added in %s", n, added, time.Since(start).Round(time.Second))
 		}
-		f.measure(ctx, t, values)
+		f.measure(t, values, func(i int) benchSample { return f.sample(ctx, t, i) })
 		e.footprint(ctx, t).Put(values, "")
 		clusterMetric(t, string(variant.BenchNode), bench.MetricSize, values)
 	}
 	f.restart(ctx, t)
+	e.benchKubelet(ctx, t, sizes, f.all)
 }
 
-// measure starts and removes benchSamples pinned pods and puts the p50 and
-// max of their lags and starts into values.
-func (f *nodeFleet) measure(ctx context.Context, t *testing.T, values map[string]float64) {
+// measure starts and removes benchSamples pinned pods with sample and puts
+// the p50 and max of their lags and starts into values.
+func (f *nodeFleet) measure(t *testing.T, values map[string]float64, sample func(i int) benchSample) {
 	t.Helper()
 	var podLags, ctrLags, starts, widens []time.Duration
 	var cpu, period time.Duration
 	for i := range benchSamples {
-		s := f.sample(ctx, t, i)
+		s := sample(i)
 		podLags, ctrLags = append(podLags, s.podLag), append(ctrLags, s.ctrLag)
 		starts, widens = append(starts, s.start), append(widens, s.widen)
 		cpu += s.cpu
 		period += s.trace.Period()
-		t.Logf("N=%d sample %d: bubble %s exclusive %s; lag %s from RunPodSandbox, %s from CreateContainer; start %s; widened %s after removal; plugin CPU %s; %d rounds, each %s of reading every %s",
-			len(f.dirs), i, s.bubble, s.exclusive, s.podLag, s.ctrLag, s.start, s.widen, s.cpu, s.trace.Rounds, s.trace.MeanRound(), s.trace.Period())
+		t.Logf("%s, N=%d sample %d: bubble %s exclusive %s; lag %s from the pod's start, %s from the exclusive container's; start %s; widened %s after removal; plugin CPU %s; %d rounds, each %s of reading every %s",
+			f.by, len(f.dirs), i, s.bubble, s.exclusive, s.podLag, s.ctrLag, s.start, s.widen, s.cpu, s.trace.Rounds, s.trace.MeanRound(), s.trace.Period())
 	}
 	values[bench.KeyPodLag], values[bench.KeyPodLagMax] = bench.Seconds(bench.Median(podLags)), bench.Seconds(slices.Max(podLags))
 	values[bench.KeyCtrLag], values[bench.KeyCtrLagMax] = bench.Seconds(bench.Median(ctrLags)), bench.Seconds(slices.Max(ctrLags))
 	values[bench.KeyStart], values[bench.KeyStartMax] = bench.Seconds(bench.Median(starts)), bench.Seconds(slices.Max(starts))
 	values[bench.KeyWiden] = bench.Seconds(bench.Median(widens))
 	values[bench.KeyPollMS] = ms(period / benchSamples)
-	if n := len(f.dirs); n > 0 {
+	if n := len(f.dirs); n > 0 && f.by == bench.ByCgdelegate {
 		values[bench.KeyCPUPerUpdateMS] = ms(cpu / time.Duration(benchSamples*n))
 	}
 }
@@ -140,42 +143,72 @@ func (f *nodeFleet) sample(ctx context.Context, t *testing.T, i int) benchSample
 		_, _ = p.stop()
 		t.Fatalf("N=%d: shared container of the pinned pod: %v", len(f.dirs), err)
 	}
-	x, shared := e.cgroupCPUs(t, pod, ex), e.cgroupCPUs(t, pod, sh)
-	s.exclusive, s.bubble = x, x.Union(shared)
-	if x.Size() != 1 || shared.Size() != 1 || !x.Intersection(shared).IsEmpty() {
+	if err := s.pinned(e.cgroupCPUs(t, pod, ex), e.cgroupCPUs(t, pod, sh)); err != nil {
 		_, _ = p.stop()
-		t.Fatalf("N=%d: pinned pod: exclusive %s, shared %s; want one CPU each, disjoint", len(f.dirs), x, shared)
+		t.Fatalf("N=%d: %v", len(f.dirs), err)
 	}
-	tr, err := p.waitFor(ctx, "the fleet off the pinned pod's bubble "+s.bubble.String(), func(sn bench.Snapshot) bool {
-		return sn.Union.Intersection(s.bubble).IsEmpty()
-	})
+	err = f.clear(ctx, p, &s, t0, tc)
 	s.cpu = e.pluginCPU(t) - cpu0
 	if err != nil {
 		t.Fatalf("N=%d: %v", len(f.dirs), err)
 	}
-	s.trace = tr
-	var ok1, ok2 bool
-	s.podLag, ok1 = tr.DisjointAfter(s.bubble, t0)
-	s.ctrLag, ok2 = tr.DisjointAfter(x, tc)
-	if !ok1 || !ok2 {
-		t.Fatalf("N=%d: the trace does not end clear of %s", len(f.dirs), s.bubble)
-	}
-
-	if p, err = f.poll(); err != nil {
-		t.Fatal(err)
-	}
-	tr0 := time.Now()
 	removed = true
-	if err := pod.Remove(); err != nil {
-		_, _ = p.stop()
-		t.Fatal(err)
-	}
-	tr, err = p.waitFor(ctx, "the fleet widened to "+f.all.String(), func(sn bench.Snapshot) bool { return f.all.IsSubsetOf(sn.Common) })
-	if err != nil {
+	if s.widen, err = f.widen(ctx, pod.Remove); err != nil {
 		t.Fatalf("N=%d: %v", len(f.dirs), err)
 	}
-	s.widen, _ = tr.WidenedAfter(f.all, tr0)
 	return s
+}
+
+// pinned records the pinned pod's CPUs: its exclusive container's, and
+// with its shared container's, the bubble. Each must be one CPU, the two
+// disjoint.
+func (s *benchSample) pinned(exclusive, shared cpuset.CPUSet) error {
+	s.exclusive, s.bubble = exclusive, exclusive.Union(shared)
+	if exclusive.Size() != 1 || shared.Size() != 1 || !exclusive.Intersection(shared).IsEmpty() {
+		return fmt.Errorf("pinned pod: exclusive %s, shared %s; want one CPU each, disjoint", exclusive, shared)
+	}
+	return nil
+}
+
+// clear waits until no fleet container overlaps the sample's bubble, stops
+// p, and reads the lags from its trace: from podFrom (the pinned pod's
+// start) and from ctrFrom (its exclusive container's creation).
+func (f *nodeFleet) clear(ctx context.Context, p *fleetPoller, s *benchSample, podFrom, ctrFrom time.Time) error {
+	tr, err := p.waitFor(ctx, "the fleet off the pinned pod's bubble "+s.bubble.String(), func(sn bench.Snapshot) bool {
+		return sn.Union.Intersection(s.bubble).IsEmpty()
+	})
+	if err != nil {
+		return err
+	}
+	s.trace = tr
+	var ok1, ok2 bool
+	s.podLag, ok1 = tr.DisjointAfter(s.bubble, podFrom)
+	s.ctrLag, ok2 = tr.DisjointAfter(s.exclusive, ctrFrom)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("the trace does not end clear of %s", s.bubble)
+	}
+	return nil
+}
+
+// widen removes the pinned pod with remove while it polls the fleet, and
+// returns the time from the removal until every fleet container may run
+// on every CPU again.
+func (f *nodeFleet) widen(ctx context.Context, remove func() error) (time.Duration, error) {
+	p, err := f.poll()
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	if err := remove(); err != nil {
+		_, _ = p.stop()
+		return 0, err
+	}
+	tr, err := p.waitFor(ctx, "the fleet widened to "+f.all.String(), func(sn bench.Snapshot) bool { return f.all.IsSubsetOf(sn.Common) })
+	if err != nil {
+		return 0, err
+	}
+	d, _ := tr.WidenedAfter(f.all, t0)
+	return d, nil
 }
 
 // restart kills the plugin at the largest size, with a pinned pod (a 2-CPU

@@ -314,16 +314,11 @@ func readFileOr(t *testing.T, path string) string {
 	return string(b)
 }
 
-// containerCgroup is the node path of a container's cgroup: the one
-// directory below the pod cgroup whose name holds the container ID
-// (<id> with the cgroupfs driver, cri-containerd-<id>.scope with systemd's).
+// containerCgroup is the node path of a container's cgroup below its pod
+// cgroup (containerCgroupIn).
 func (e *guestEnv) containerCgroup(t *testing.T, pod *cri.Pod, c *cri.Container) string {
 	t.Helper()
-	matches, _ := filepath.Glob(filepath.Join(e.podCgroup(pod), "*"+c.ID+"*"))
-	if len(matches) != 1 {
-		t.Fatalf("cgroup of container %s under %s: found %v", c.ID, e.podCgroup(pod), matches)
-	}
-	return matches[0]
+	return containerCgroupIn(t, e.podCgroup(pod), c.ID)
 }
 
 // cgdelegateStatus runs `cgdelegate status` with args and parses its report.

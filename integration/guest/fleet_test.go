@@ -32,13 +32,23 @@ const (
 	pollPause = 5 * time.Millisecond
 	// pollClear bounds the wait for an overlap to clear or a pool to widen.
 	pollClear = 3 * time.Minute
+	// fleetMilliCPU is the CPU request of a Burstable fleet container:
+	// small, so that the kubelet anchor of the bench admits 50 of them
+	// beside a pinned pod of 2 CPUs on the 3 CPUs it allocates (CPU 0 is
+	// reserved).
+	fleetMilliCPU = 10
 )
 
 // nodeFleet is the node-shared containers: their pods and the host cgroup
 // directory of every container.
 type nodeFleet struct {
-	e      *guestEnv
-	all    cpuset.CPUSet
+	e   *guestEnv
+	all cpuset.CPUSet
+	// by pins the pinned pods of the bench: bench.ByCgdelegate or
+	// bench.ByKubelet.
+	by string
+	// pods and inLast are the CRI's pods (cgdelegate's fleet); the
+	// kubelet's fleet is static pods (benchAnchor).
 	pods   []*cri.Pod
 	inLast int // containers in the last pod
 	dirs   []string
@@ -57,11 +67,12 @@ func nodeSharedPod(systemd bool, name string, i int) cri.PodSpec {
 }
 
 // nodeSharedContainer is a container of the i-th node-shared pod: a
-// sleeper, with a 100m request and a 32 MiB limit in a Burstable pod.
+// sleeper, with a request of fleetMilliCPU and a 32 MiB limit in a
+// Burstable pod.
 func nodeSharedContainer(name string, i int) cri.ContainerSpec {
 	spec := sleeper(name, 0)
 	if i%2 == 1 {
-		spec.Resources = &runtimeapi.LinuxContainerResources{CpuShares: 102, MemoryLimitInBytes: 32 * mib}
+		spec.Resources = &runtimeapi.LinuxContainerResources{CpuShares: fleetMilliCPU * 1024 / 1000, MemoryLimitInBytes: 32 * mib}
 	}
 	return spec
 }
@@ -201,10 +212,16 @@ func (p *fleetPoller) stop() (bench.Trace, error) {
 // cgroupCPUs is cpuset.cpus of a container's cgroup, read on the node.
 func (e *guestEnv) cgroupCPUs(t *testing.T, pod *cri.Pod, c *cri.Container) cpuset.CPUSet {
 	t.Helper()
-	raw := readCgroupFile(t, e.containerCgroup(t, pod, c), "cpuset.cpus")
+	return cgroupCPUsOf(t, e.containerCgroup(t, pod, c))
+}
+
+// cgroupCPUsOf is cpuset.cpus of the cgroup directory dir.
+func cgroupCPUsOf(t *testing.T, dir string) cpuset.CPUSet {
+	t.Helper()
+	raw := readCgroupFile(t, dir, "cpuset.cpus")
 	set, err := cpuset.Parse(raw)
 	if err != nil {
-		t.Fatalf("%s: cpuset.cpus %q: %v", c.Name, raw, err)
+		t.Fatalf("%s: cpuset.cpus %q: %v", dir, raw, err)
 	}
 	return set
 }

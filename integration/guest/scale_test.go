@@ -633,6 +633,12 @@ var containerdTime = regexp.MustCompile(`time="([^"]+)"`)
 // logTime is the time containerd logged the first line after byte offset
 // from that names cgdelegate and contains what.
 func logTime(path string, from int64, what string) (time.Time, error) {
+	return containerdLogTime(path, from, "cgdelegate", what)
+}
+
+// containerdLogTime is the time containerd logged the first line after
+// byte offset from that contains every one of words.
+func containerdLogTime(path string, from int64, words ...string) (time.Time, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("containerd log: %w", err)
@@ -644,7 +650,7 @@ func logTime(path string, from int64, what string) (time.Time, error) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		l := sc.Text()
-		if !strings.Contains(l, "cgdelegate") || !strings.Contains(l, what) {
+		if !containsAll(l, words) {
 			continue
 		}
 		m := containerdTime.FindStringSubmatch(l)
@@ -657,7 +663,16 @@ func logTime(path string, from int64, what string) (time.Time, error) {
 		}
 		return at, nil
 	}
-	return time.Time{}, fmt.Errorf("no line with %q in the containerd log: %w", what, sc.Err())
+	return time.Time{}, fmt.Errorf("no line with %q in the containerd log: %w", words, sc.Err())
+}
+
+func containsAll(s string, words []string) bool {
+	for _, w := range words {
+		if !strings.Contains(s, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // pluginCPU is the external plugin's utime+stime so far.

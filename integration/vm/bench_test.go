@@ -24,7 +24,9 @@ const benchMemoryMiB = 6144
 // TestBenchNode is `make bench-node` (issue 23): it builds (or reuses) the
 // VM artifacts, boots variant.BenchVariant once with the sizes of
 // CGD_BENCH_SIZES (default 0,50,100) on the kernel command line, and prints
-// the guest's BenchNode measurements as a table. It fails when the build,
+// the guest's BenchNode measurements as a table: cgdelegate's rows and the
+// kubelet anchor's (the kubelet's static CPU manager pinning instead, in
+// the same boot). It fails when the build,
 // the boot or the scenario fails (an overlap that never clears, a restart
 // that moves a cpuset), never on a number. It runs only with CGD_BENCH=1,
 // so that `make boots` never boots it.
@@ -69,13 +71,15 @@ func TestBenchNode(t *testing.T) {
 	case res.Result != "pass":
 		t.Errorf("%s %s in the guest (%.1fs):\n%s", variant.BenchNode, res.Result, res.Seconds, strings.Join(rep.Output[variant.BenchNode], "\n"))
 	}
-	var rows []map[string]float64
+	var rows, kubelet []map[string]float64
 	var restart map[string]float64
 	var bursts []map[string]float64
 	for _, m := range rep.Metrics[variant.BenchNode] {
 		switch m.Name {
 		case bench.MetricSize:
 			rows = append(rows, m.Values)
+		case bench.MetricKubeletSize:
+			kubelet = append(kubelet, m.Values)
 		case bench.MetricRestart:
 			restart = m.Values
 		case bench.MetricBurst:
@@ -87,11 +91,14 @@ func TestBenchNode(t *testing.T) {
 	if len(rows) != len(sizes) || restart == nil {
 		t.Errorf("the guest measured %d sizes of %d and %s the restart", len(rows), len(sizes), map[bool]string{true: "not", false: "did"}[restart == nil])
 	}
+	if len(kubelet) != len(sizes) {
+		t.Errorf("the guest measured the kubelet anchor at %d sizes of %d", len(kubelet), len(sizes))
+	}
 	say("")
 	say("cgdelegate bench-node: %s, %d CPUs on two NUMA nodes, containerd %s + runc %s under qemu TCG; %s, in %s.",
 		v.Name, v.SMP, v.Containerd, runcVersion, time.Now().Format("2006-01-02"), since(start))
 	say("")
-	if err := bench.WriteTable(os.Stdout, rows, restart); err != nil {
+	if err := bench.WriteTable(os.Stdout, rows, kubelet, restart); err != nil {
 		t.Error(err)
 	}
 	say("")

@@ -181,26 +181,79 @@ func TestWriteTable(t *testing.T) {
 		{KeyN: 100, KeyPodLag: 2, KeyPodLagMax: 2.5, KeyCtrLag: 1, KeyCtrLagMax: 1.5, KeyStart: 3, KeyStartMax: 3.2, KeyRSSMiB: 21.5},
 		{KeyN: 0, KeyPodLag: 0, KeyPodLagMax: 0, KeyCtrLag: 0, KeyCtrLagMax: 0, KeyStart: 2, KeyStartMax: 2.1},
 	}
+	kubelet := []map[string]float64{
+		{KeyN: 100, KeyPodLag: 9, KeyPodLagMax: 11, KeyCtrLag: 8, KeyCtrLagMax: 10.5, KeyStart: 12, KeyStartMax: 13, KeyWiden: 7, KeyPollMS: 17},
+		{KeyN: 0, KeyPodLag: 0, KeyPodLagMax: 0, KeyCtrLag: 0, KeyCtrLagMax: 0, KeyStart: 4, KeyStartMax: 5},
+	}
 	restart := map[string]float64{KeyN: 100, KeySyncS: 1.25, KeyAnswerS: 2, KeyUnchanged: 1}
-	var b strings.Builder
-	if err := WriteTable(&b, sizes, restart); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
-	for _, want := range []string{
-		"| 0 | 0 s (0) | - |",
-		"| 100 | 2 s (2.5) | 20.0 ms | 1 s (1.5) | 3 s (3.2) | 1.50 |",
-		"21.5 MiB",
-		"Restart at N=100: connected and synchronized 1.25 s",
-		"cpusets, quotas and allocation table unchanged: yes.",
-		"exclusivity lag at most 2.5 s from RunPodSandbox and 1.5 s from CreateContainer (goal at most 1s): missed",
-		"pinned pod start 1.50x of N=0 (goal at most 1.25x): missed.",
+	for _, tc := range []struct {
+		name    string
+		kubelet []map[string]float64
+		want    []string
+		order   []string
+		absent  []string
+	}{
+		{
+			name: "cgdelegate only",
+			want: []string{
+				"| 0 | cgdelegate | 0 s (0) | - |",
+				"| 100 | cgdelegate | 2 s (2.5) | 20.0 ms | 1 s (1.5) | 3 s (3.2) | 1.50 |",
+				"21.5 MiB",
+				"Restart at N=100: connected and synchronized 1.25 s",
+				"cpusets, quotas and allocation table unchanged: yes.",
+				"exclusivity lag at most 2.5 s from RunPodSandbox and 1.5 s from CreateContainer (goal at most 1s): missed",
+				"pinned pod start 1.50x of N=0 (goal at most 1.25x): missed.",
+			},
+			order:  []string{"| 0 | cgdelegate |", "| 100 | cgdelegate |"},
+			absent: []string{"| kubelet |", "kubelet anchor"},
+		},
+		{
+			name:    "with the kubelet anchor",
+			kubelet: kubelet,
+			want: []string{
+				// The kubelet's ratio is to its own N=0; no plugin values.
+				"| 100 | kubelet | 9 s (11) | - | 8 s (10.5) | 12 s (13) | 3.00 | 7 s | - | - | - | - | - | 17 ms |",
+				"| 0 | kubelet | 0 s (0) | - | 0 s (0) | 4 s (5) | 1.00 |",
+				"pinned pod start 1.50x of N=0 (goal at most 1.25x): missed.",
+				"The kubelet anchor at N=100: exclusivity lag at most 11 s from RunPodSandbox and 10.5 s from CreateContainer, as containerd logged them (p50 9 s and 8 s); pinned pod start 3.00x of its N=0.",
+			},
+			// By size, cgdelegate before the kubelet at each.
+			order: []string{"| 0 | cgdelegate |", "| 0 | kubelet |", "| 100 | cgdelegate |", "| 100 | kubelet |"},
+		},
+		{
+			name:    "the kubelet at fewer sizes, without N=0",
+			kubelet: kubelet[:1],
+			want: []string{
+				"| 100 | kubelet | 9 s (11) | - | 8 s (10.5) | 12 s (13) | - |",
+				"pinned pod start (no N=0) of its N=0.",
+			},
+			absent: []string{"| 0 | kubelet |"},
+		},
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("table lacks %q:\n%s", want, out)
-		}
-	}
-	if i, j := strings.Index(out, "| 0 |"), strings.Index(out, "| 100 |"); i < 0 || j < i {
-		t.Errorf("rows not in size order:\n%s", out)
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := WriteTable(&b, sizes, tc.kubelet, restart); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			for _, want := range tc.want {
+				if !strings.Contains(out, want) {
+					t.Errorf("table lacks %q:\n%s", want, out)
+				}
+			}
+			for _, a := range tc.absent {
+				if strings.Contains(out, a) {
+					t.Errorf("table has %q:\n%s", a, out)
+				}
+			}
+			at := -1
+			for _, o := range tc.order {
+				i := strings.Index(out, o)
+				if i <= at {
+					t.Errorf("%q not after the rows before it:\n%s", o, out)
+				}
+				at = i
+			}
+		})
 	}
 }

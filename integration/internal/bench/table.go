@@ -10,19 +10,27 @@ import (
 )
 
 // The CGD-METRIC names of the BenchNode scenario: one MetricSize per size,
-// then one MetricRestart at the largest.
+// then one MetricRestart at the largest, then one MetricKubeletSize per
+// size the kubelet anchor measured (the same node with the kubelet's static
+// CPU manager and PodLevelResourceManagers pinning instead of cgdelegate).
 const (
-	MetricSize    = "bench_size"
-	MetricRestart = "bench_restart"
+	MetricSize        = "bench_size"
+	MetricRestart     = "bench_restart"
+	MetricKubeletSize = "bench_kubelet_size"
 )
 
-// The values of MetricSize. Lags and latencies are p50 over the samples
-// (the pinned pods started at that size), with the largest as ...Max.
+// The values of MetricSize and MetricKubeletSize. Lags and latencies are
+// p50 over the samples (the pinned pods started at that size), with the
+// largest as ...Max. The kubelet's have no plugin values, and its times
+// are what containerd logged and recorded (the kubelet makes the calls):
+// its RunPodSandbox and CreateContainer log lines, the container's CRI
+// StartedAt.
 const (
 	KeyN       = "n"
 	KeySamples = "samples"
 	// KeyPodLag: RunPodSandbox of the pinned pod until no node-shared
-	// container's cpuset.cpus.effective overlaps its bubble.
+	// container's cpuset.cpus.effective overlaps its bubble (the kubelet:
+	// the pod's CPUs).
 	KeyPodLag, KeyPodLagMax = "pod_lag_s", "pod_lag_max_s"
 	// KeyCtrLag: CreateContainer of the exclusive container until no other
 	// container overlaps its CPUs.
@@ -30,8 +38,8 @@ const (
 	// KeyStart: RunPodSandbox until the exclusive container runs
 	// (StartContainer returned).
 	KeyStart, KeyStartMax = "start_s", "start_max_s"
-	// KeyWiden: RemovePodSandbox until every node-shared container has
-	// every CPU again.
+	// KeyWiden: RemovePodSandbox (the kubelet: the manifest's removal)
+	// until every node-shared container has every CPU again.
 	KeyWiden = "widen_s"
 	// KeyPollMS: the mean time from one polling round to the next, the
 	// resolution of the lags.
@@ -107,34 +115,50 @@ func Median(ds []time.Duration) time.Duration {
 	return s[(len(s)-1)/2]
 }
 
-// WriteTable writes the measurements as a Markdown table (one row per
-// size, in size order), the restart and the goals.
-func WriteTable(w io.Writer, sizes []map[string]float64, restart map[string]float64) error {
-	sizes = slices.Clone(sizes)
-	slices.SortFunc(sizes, func(a, b map[string]float64) int { return int(a[KeyN] - b[KeyN]) })
-	var base float64
-	for _, s := range sizes {
-		if s[KeyN] == 0 {
-			base = s[KeyStart]
-		}
+// Who pinned the pinned pods of a row of the table.
+const (
+	ByCgdelegate = "cgdelegate"
+	ByKubelet    = "kubelet"
+)
+
+// WriteTable writes the measurements as a Markdown table, one row per size
+// and who pinned (cgdelegate's sizes, then the kubelet anchor's kubelet
+// rows, in size order), then the restart and the goals. The kubelet's
+// start ratio is to its own N=0; the plugin's columns are "-" in its rows.
+func WriteTable(w io.Writer, sizes, kubelet []map[string]float64, restart map[string]float64) error {
+	type row struct {
+		by   string
+		vals map[string]float64
 	}
-	p := &printer{w: w}
-	p.line("| N | exclusivity lag, pod p50 (max) | per updated container | lag from CreateContainer p50 (max) | pinned pod start p50 (max) | start / N=0 | widen after removal | plugin CPU per create | plugin CPU per update | plugin RSS | fds | goroutines | poll round |")
-	p.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	var rows []row
 	for _, s := range sizes {
-		n := s[KeyN]
-		perUpdate, ratio := "-", "-"
-		if n > 0 {
+		rows = append(rows, row{ByCgdelegate, s})
+	}
+	for _, s := range kubelet {
+		rows = append(rows, row{ByKubelet, s})
+	}
+	slices.SortStableFunc(rows, func(a, b row) int { return int(a.vals[KeyN] - b.vals[KeyN]) })
+	base := map[string]float64{ByCgdelegate: startAtZero(sizes), ByKubelet: startAtZero(kubelet)}
+	p := &printer{w: w}
+	p.line("| N | pinned by | exclusivity lag, pod p50 (max) | per updated container | lag from CreateContainer p50 (max) | pinned pod start p50 (max) | start / N=0 | widen after removal | plugin CPU per create | plugin CPU per update | plugin RSS | fds | goroutines | poll round |")
+	p.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		s, n := r.vals, r.vals[KeyN]
+		perUpdate, ratio, rss := "-", "-", "-"
+		if n > 0 && r.by == ByCgdelegate {
 			perUpdate = fmt.Sprintf("%.1f ms", s[KeyPodLag]*1000/n)
 		}
-		if base > 0 {
-			ratio = fmt.Sprintf("%.2f", s[KeyStart]/base)
+		if base[r.by] > 0 {
+			ratio = fmt.Sprintf("%.2f", s[KeyStart]/base[r.by])
 		}
-		p.line("| %s | %s s (%s) | %s | %s s (%s) | %s s (%s) | %s | %s s | %s | %s | %s MiB | %s | %s | %s ms |",
-			num(s, KeyN), num(s, KeyPodLag), num(s, KeyPodLagMax), perUpdate,
+		if _, ok := s[KeyRSSMiB]; ok {
+			rss = num(s, KeyRSSMiB) + " MiB"
+		}
+		p.line("| %s | %s | %s s (%s) | %s | %s s (%s) | %s s (%s) | %s | %s s | %s | %s | %s | %s | %s | %s ms |",
+			num(s, KeyN), r.by, num(s, KeyPodLag), num(s, KeyPodLagMax), perUpdate,
 			num(s, KeyCtrLag), num(s, KeyCtrLagMax), num(s, KeyStart), num(s, KeyStartMax), ratio,
 			num(s, KeyWiden), ms(s, KeyCPUPerCreateMS), ms(s, KeyCPUPerUpdateMS),
-			num(s, KeyRSSMiB), num(s, KeyFDs), num(s, KeyGoroutines), num(s, KeyPollMS))
+			rss, num(s, KeyFDs), num(s, KeyGoroutines), num(s, KeyPollMS))
 	}
 	if restart != nil {
 		unchanged := "no"
@@ -146,14 +170,42 @@ func WriteTable(w io.Writer, sizes []map[string]float64, restart map[string]floa
 			num(restart, KeyN), num(restart, KeySyncS), num(restart, KeySyncCPUMS), num(restart, KeyAnswerS),
 			num(restart, KeyRSSMiB), num(restart, KeyFDs), num(restart, KeyGoroutines), unchanged)
 	}
-	if len(sizes) > 0 {
-		last := sizes[len(sizes)-1]
+	if last := largest(sizes); last != nil {
+		b := base[ByCgdelegate]
 		p.line("")
 		p.line("Goals at N=%s: exclusivity lag at most %s s from RunPodSandbox and %s s from CreateContainer (goal at most %s): %s; pinned pod start %s of N=0 (goal at most %.2fx): %s.",
 			num(last, KeyN), num(last, KeyPodLagMax), num(last, KeyCtrLagMax), GoalLag, verdict(last[KeyPodLagMax] <= GoalLag.Seconds() && last[KeyCtrLagMax] <= GoalLag.Seconds()),
-			ratioText(last[KeyStart], base), GoalStartRatio, ratioVerdict(last[KeyStart], base))
+			ratioText(last[KeyStart], b), GoalStartRatio, ratioVerdict(last[KeyStart], b))
+	}
+	if last := largest(kubelet); last != nil {
+		p.line("")
+		p.line("The kubelet anchor at N=%s: exclusivity lag at most %s s from RunPodSandbox and %s s from CreateContainer, as containerd logged them (p50 %s s and %s s); pinned pod start %s of its N=0.",
+			num(last, KeyN), num(last, KeyPodLagMax), num(last, KeyCtrLagMax), num(last, KeyPodLag), num(last, KeyCtrLag),
+			ratioText(last[KeyStart], base[ByKubelet]))
 	}
 	return p.err
+}
+
+// startAtZero is the pinned pod start at N=0 of rows; zero when N=0 was
+// not measured.
+func startAtZero(rows []map[string]float64) float64 {
+	for _, s := range rows {
+		if s[KeyN] == 0 {
+			return s[KeyStart]
+		}
+	}
+	return 0
+}
+
+// largest is the row of the largest N; nil for none.
+func largest(rows []map[string]float64) map[string]float64 {
+	var out map[string]float64
+	for _, s := range rows {
+		if out == nil || s[KeyN] > out[KeyN] {
+			out = s
+		}
+	}
+	return out
 }
 
 type printer struct {

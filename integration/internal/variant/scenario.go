@@ -122,7 +122,10 @@ const (
 	// with 0, 50 and 100 node-shared containers running (or the sizes of
 	// the cgdbench.sizes kernel parameter), the lag until a pinned pod's
 	// CPUs are exclusive, the pinned pod's start, the plugin's own cost and
-	// a restart at the largest size (integration/internal/bench).
+	// a restart at the largest size (integration/internal/bench); then the
+	// same lags and starts with the kubelet's static CPU manager pinning
+	// static pods (the anchor). It needs the variant's kubelet, but it is
+	// no Kubelet scenario: the kubelet starts only after cgdelegate's part.
 	BenchNode Scenario = "BenchNode"
 
 	// The Kubelet scenarios (issue 8) run a standalone kubelet with static
