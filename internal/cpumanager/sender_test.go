@@ -202,6 +202,33 @@ func TestSenderBatch(t *testing.T) {
 	}
 }
 
+// sendBlockingFirst queues first, holds the first UpdateContainers call
+// until each of during is queued, and returns the calls once all are
+// sent; two calls at once fail the test.
+func sendBlockingFirst(t *testing.T, s *Sender, first []string, during ...[]string) [][]string {
+	t.Helper()
+	started, release := make(chan struct{}), make(chan struct{})
+	u := &fakeUpdater{during: func(i int) {
+		if i == 0 {
+			close(started)
+			<-release
+		}
+	}}
+	s.SetUpdater(u)
+	s.Enqueue(queued(first...))
+	<-started
+	for _, ids := range during {
+		s.Enqueue(queued(ids...))
+	}
+	close(release)
+	s.Wait()
+	calls, overlap := u.result()
+	if overlap {
+		t.Error("two UpdateContainers calls ran at once")
+	}
+	return calls
+}
+
 // TestSenderOrder: what is queued while a batch is being sent goes in a
 // later call, never in one that overlaps it.
 func TestSenderOrder(t *testing.T) {
@@ -217,28 +244,7 @@ func TestSenderOrder(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m := senderManager(t)
-			s := newTestSender(m)
-			started, release := make(chan struct{}), make(chan struct{})
-			u := &fakeUpdater{during: func(i int) {
-				if i == 0 {
-					close(started)
-					<-release
-				}
-			}}
-			s.SetUpdater(u)
-			s.Enqueue(queued(tc.first...))
-			<-started
-			for _, ids := range tc.during {
-				s.Enqueue(queued(ids...))
-			}
-			close(release)
-			s.Wait()
-			calls, overlap := u.result()
-			if overlap {
-				t.Error("two UpdateContainers calls ran at once")
-			}
-			if !reflect.DeepEqual(calls, tc.want) {
+			if calls := sendBlockingFirst(t, newTestSender(senderManager(t)), tc.first, tc.during...); !reflect.DeepEqual(calls, tc.want) {
 				t.Fatalf("calls = %v, want %v", calls, tc.want)
 			}
 		})
@@ -360,24 +366,7 @@ func TestSenderBatchSize(t *testing.T) {
 				t.Fatalf("NewSender batch = %d, want sendBatch %d", s.batch, sendBatch)
 			}
 			s.batch, s.hold = tc.batch, 0
-			started, release := make(chan struct{}), make(chan struct{})
-			u := &fakeUpdater{during: func(i int) {
-				if i == 0 {
-					close(started)
-					<-release
-				}
-			}}
-			s.Enqueue(queued(tc.first...))
-			s.SetUpdater(u)
-			<-started
-			s.Enqueue(queued(tc.during...))
-			close(release)
-			s.Wait()
-			calls, overlap := u.result()
-			if overlap {
-				t.Error("two UpdateContainers calls ran at once")
-			}
-			if !reflect.DeepEqual(calls, tc.want) {
+			if calls := sendBlockingFirst(t, s, tc.first, tc.during); !reflect.DeepEqual(calls, tc.want) {
 				t.Fatalf("calls = %v, want %v", calls, tc.want)
 			}
 		})
