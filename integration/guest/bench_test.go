@@ -76,22 +76,25 @@ func benchNode(t *testing.T, e *guestEnv) {
 // the p50 and max of their lags and starts into values.
 func (f *nodeFleet) measure(t *testing.T, values map[string]float64, sample func(i int) benchSample) {
 	t.Helper()
-	var podLags, ctrLags, starts, widens []time.Duration
+	var podLags, ctrLags, starts, widens, runPods []time.Duration
 	var cpu, period time.Duration
 	for i := range benchSamples {
 		s := sample(i)
-		podLags, ctrLags = append(podLags, s.podLag), append(ctrLags, s.ctrLag)
+		podLags, ctrLags, runPods = append(podLags, s.podLag), append(ctrLags, s.ctrLag), append(runPods, s.runPod)
 		starts, widens = append(starts, s.start), append(widens, s.widen)
 		cpu += s.cpu
 		period += s.trace.Period()
-		t.Logf("%s, N=%d sample %d: bubble %s exclusive %s; lag %s from the pod's start, %s from the exclusive container's; start %s; widened %s after removal; plugin CPU %s; %d rounds, each %s of reading every %s",
-			f.by, len(f.dirs), i, s.bubble, s.exclusive, s.podLag, s.ctrLag, s.start, s.widen, s.cpu, s.trace.Rounds, s.trace.MeanRound(), s.trace.Period())
+		t.Logf("%s, N=%d sample %d: bubble %s exclusive %s; lag %s from the pod's start (its RunPodSandbox took %s), %s from the exclusive container's; start %s; widened %s after removal; plugin CPU %s; %d rounds, each %s of reading every %s",
+			f.by, len(f.dirs), i, s.bubble, s.exclusive, s.podLag, s.runPod, s.ctrLag, s.start, s.widen, s.cpu, s.trace.Rounds, s.trace.MeanRound(), s.trace.Period())
 	}
 	values[bench.KeyPodLag], values[bench.KeyPodLagMax] = bench.Seconds(bench.Median(podLags)), bench.Seconds(slices.Max(podLags))
 	values[bench.KeyCtrLag], values[bench.KeyCtrLagMax] = bench.Seconds(bench.Median(ctrLags)), bench.Seconds(slices.Max(ctrLags))
 	values[bench.KeyStart], values[bench.KeyStartMax] = bench.Seconds(bench.Median(starts)), bench.Seconds(slices.Max(starts))
 	values[bench.KeyWiden] = bench.Seconds(bench.Median(widens))
 	values[bench.KeyPollMS] = ms(period / benchSamples)
+	if f.by == bench.ByCgdelegate {
+		values[bench.KeyRunPodS] = bench.Seconds(bench.Median(runPods))
+	}
 	if n := len(f.dirs); n > 0 && f.by == bench.ByCgdelegate {
 		values[bench.KeyCPUPerUpdateMS] = ms(cpu / time.Duration(benchSamples*n))
 	}
@@ -101,6 +104,7 @@ func (f *nodeFleet) measure(t *testing.T, values map[string]float64, sample func
 type benchSample struct {
 	bubble, exclusive            cpuset.CPUSet
 	podLag, ctrLag, start, widen time.Duration
+	runPod                       time.Duration // the RunPodSandbox call (cgdelegate's samples only)
 	cpu                          time.Duration // the plugin's, until the bubble was clear
 	trace                        bench.Trace
 }
@@ -132,6 +136,7 @@ func (f *nodeFleet) sample(ctx context.Context, t *testing.T, i int) benchSample
 		}
 	})
 	tc := time.Now()
+	s.runPod = tc.Sub(t0)
 	ex, err := pod.RunContainer(ctx, guaranteed("exclusive"))
 	s.start = time.Since(t0)
 	if err != nil {

@@ -41,6 +41,11 @@ const (
 	// KeyWiden: RemovePodSandbox (the kubelet: the manifest's removal)
 	// until every node-shared container has every CPU again.
 	KeyWiden = "widen_s"
+	// KeyRunPodS: how long the pinned pod's RunPodSandbox call took (p50):
+	// the runtime sends the NRI event, where the bubble is carved, near
+	// its end, so a pod lag about as long is the runtime's, not the
+	// plugin's. Not in the table; the CGD-METRIC line has it.
+	KeyRunPodS = "run_pod_s"
 	// KeyPollMS: the mean time from one polling round to the next, the
 	// resolution of the lags.
 	KeyPollMS = "poll_round_ms"
