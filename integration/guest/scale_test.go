@@ -86,6 +86,16 @@ func (e *guestEnv) measuredPlugin(ctx context.Context, t *testing.T, expected fu
 	t.Cleanup(func() { e.pluginLogExcept(t, logFrom, expected) })
 }
 
+// scaleCtx bounds a scale scenario: twice the five minutes of the others.
+// ScaleChurn takes about 3 minutes with the machine to itself and 5 with a
+// second TCG guest beside it (when a developer runs a bench), which the
+// five minutes cut short at its last wave.
+func scaleCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // scaleChurn is ScaleChurn: churnWaves waves of churnPerWave pods are
 // started and removed through the CRI, many at once, as a kubelet syncing a
 // busy node would, with cgdelegate pinning at log level info. Every wave
@@ -97,7 +107,7 @@ func (e *guestEnv) measuredPlugin(ctx context.Context, t *testing.T, expected fu
 // most their number after the warm-up and its RSS within
 // churnRSSTolerance of it.
 func scaleChurn(t *testing.T, e *guestEnv) {
-	ctx := scenarioCtx(t)
+	ctx := scaleCtx(t)
 	c := &churn{e: e, live: map[string]*cri.Pod{}, churned: map[string]bool{}, removing: map[string]time.Time{}}
 	e.measuredPlugin(ctx, t, c.updateOfRemoved)
 	pid := e.plugin.Pid()
@@ -377,7 +387,7 @@ func (c *churn) noChurnedPod(t *testing.T, when string, table policy.Status) {
 // the same after the restart, and the table before the kill must show the
 // bubbles, the slice and the fleet it is to keep.
 func scaleRestart(t *testing.T, e *guestEnv) {
-	ctx := scenarioCtx(t)
+	ctx := scaleCtx(t)
 	e.measuredPlugin(ctx, t, nil)
 	// The pinned pods first: the fleet starts beside their bubbles, and no
 	// update batch of a carving has to reach it.
