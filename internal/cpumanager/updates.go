@@ -45,11 +45,12 @@ type CgroupWriter interface {
 func Enforce(w CgroupWriter, as []policy.Assignment) (int, error) {
 	written := 0
 	var errs []error
+	var str setStrings
 	for _, a := range as {
 		if a.Cgroup == "" || a.CPUs.IsEmpty() || a.Mems.IsEmpty() {
 			continue
 		}
-		err := w.SetCpuset(a.Cgroup, a.CPUs.String(), a.Mems.String())
+		err := w.SetCpuset(a.Cgroup, str.of(a.CPUs), str.of(a.Mems))
 		switch {
 		case err == nil:
 			written++

@@ -31,9 +31,15 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 		p.eventLog(pod, nil).Error("pod refused", "error", err)
 		return err
 	}
-	p.enforce(pod, nil, upd)
-	p.send.Enqueue(upd)
+	p.push(pod, nil, upd)
 	return nil
+}
+
+// push writes the new cpusets of an event that can not return updates to
+// the cgroups at once (enforce) and queues them for the runtime (Sender).
+func (p *Plugin) push(pod *api.PodSandbox, ctr *api.Container, as []policy.Assignment) {
+	p.enforce(pod, ctr, as)
+	p.send.Enqueue(as)
 }
 
 // enforce writes the new cpusets of the containers whose pool changed to
@@ -114,9 +120,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if ctr == nil || !pn.Active() {
 		return nil
 	}
-	upd := pn.RemoveContainer(ctr.GetId())
-	p.enforce(pod, ctr, upd)
-	p.send.Enqueue(upd)
+	p.push(pod, ctr, pn.RemoveContainer(ctr.GetId()))
 	return nil
 }
 
@@ -125,9 +129,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 // removal; the widened containers are updated with UpdateContainers.
 func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	if pn := p.pin.Load(); pod != nil && pn.Active() {
-		upd := pn.RemovePod(pod.GetId())
-		p.enforce(pod, nil, upd)
-		p.send.Enqueue(upd)
+		p.push(pod, nil, pn.RemovePod(pod.GetId()))
 	}
 	return nil
 }
@@ -160,9 +162,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	if !pn.Active() {
 		return nil, nil
 	}
-	repairs := pn.Synchronize(p.log, pods, ctrs).Updates
-	p.enforce(nil, nil, repairs)
-	p.send.Enqueue(repairs)
+	p.push(nil, nil, pn.Synchronize(p.log, pods, ctrs).Updates)
 	return nil, nil
 }
 
