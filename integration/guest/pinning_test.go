@@ -616,16 +616,23 @@ func pinningPluginRestartDuringChurn(t *testing.T, e *guestEnv) {
 	t.Logf("while down: %s; %s", viewOf(ctx, t, down), viewOf(ctx, t, shDown))
 
 	restart()
-	// The Synchronize repairs are applied by containerd before it logs the
-	// plugin as synchronized, which startPlugin waited for.
+	// The repairs' cpusets are written to the cgroups before Synchronize
+	// answers (startPlugin waited for containerd to log it); the quota of
+	// "while-down" is switched off by the runtime's update, which follows
+	// within the sender's hold (at most 5 s).
 	views := e.runningViews(ctx, t, pod)
 	for _, v := range views {
 		t.Logf("after the restart: %s", v)
 	}
 	assertExclusiveDisjoint(t, views)
-	vd := byName(views...)["while-down"]
-	if !vd.exclusive() || vd.CPUs.Size() != 1 {
+	if vd := byName(views...)["while-down"]; vd.CPUs.Size() != 1 {
 		t.Errorf("the Guaranteed container created while cgdelegate was down has no slice after the restart: %s", vd)
+	}
+	start := time.Now()
+	vd := waitView(ctx, t, down, "the quota of the container created while cgdelegate was down", cpuView.exclusive)
+	t.Logf("quota off %.1fs after Synchronize: %s", time.Since(start).Seconds(), vd)
+	if vd.CPUs.Size() != 1 {
+		t.Errorf("the Guaranteed container created while cgdelegate was down lost its slice: %s", vd)
 	}
 
 	after := runContainer(ctx, t, pod, guaranteed("after"))
