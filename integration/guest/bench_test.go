@@ -34,7 +34,9 @@ const (
 // (integration/internal/bench names them), the lag until no fleet container
 // overlaps the pod's bubble (from RunPodSandbox) and the exclusive CPU
 // (from CreateContainer), the pinned pod's start, the widening after its
-// removal and the plugin's CPU time, RSS, fds and goroutines; then it kills
+// removal and the plugin's CPU time, RSS, fds and goroutines; then, with
+// cgdelegate stopped, the start of the same pods (unpinned: the runtime's
+// own cost of a start at that size); after the sizes it kills
 // the plugin at the largest size and times its restart. First, on the
 // empty node, it times bursts of writable pods with and without
 // cgdelegate (benchBurst); last comes the kubelet anchor (benchKubelet):
@@ -67,6 +69,7 @@ func benchNode(t *testing.T, e *guestEnv) {
 		f.measure(t, values, func(i int) benchSample { return f.sample(ctx, t, i) })
 		e.footprint(ctx, t).Put(values, "")
 		clusterMetric(t, string(variant.BenchNode), bench.MetricSize, values)
+		f.unpinned(ctx, t)
 	}
 	f.restart(ctx, t)
 	e.benchKubelet(ctx, t, sizes, f.all)
@@ -121,47 +124,96 @@ func (f *nodeFleet) sample(ctx context.Context, t *testing.T, i int) benchSample
 	}
 	cpu0 := e.pluginCPU(t)
 	t0 := time.Now()
-	spec := cri.PodSpec{Name: podName(t, fmt.Sprintf("pinned-%d-%d", len(f.dirs), i)), Resources: podResources(2), SystemdCgroup: e.variant.Systemd}
-	pod, err := e.cri.RunPod(ctx, spec)
+	pp, err := f.startPinned(ctx, t, fmt.Sprintf("pinned-%d-%d", len(f.dirs), i))
 	if err != nil {
 		_, _ = p.stop()
-		t.Fatalf("N=%d: pinned pod: %v", len(f.dirs), err)
+		t.Fatalf("N=%d: %v", len(f.dirs), err)
 	}
-	removed := false
+	s.runPod, s.start = pp.runPod, pp.start
+	if err := s.pinned(e.cgroupCPUs(t, pp.pod, pp.ex), e.cgroupCPUs(t, pp.pod, pp.sh)); err != nil {
+		_, _ = p.stop()
+		t.Fatalf("N=%d: %v", len(f.dirs), err)
+	}
+	err = f.clear(ctx, p, &s, t0, t0.Add(pp.runPod))
+	s.cpu = e.pluginCPU(t) - cpu0
+	if err != nil {
+		t.Fatalf("N=%d: %v", len(f.dirs), err)
+	}
+	pp.removed = true
+	if s.widen, err = f.widen(ctx, pp.pod.Remove); err != nil {
+		t.Fatalf("N=%d: %v", len(f.dirs), err)
+	}
+	return s
+}
+
+// pinnedPod is a started pinned pod: its containers, how long its
+// RunPodSandbox took, and its start (RunPodSandbox until the exclusive
+// container ran). Unless removed is set, cleanup removes it.
+type pinnedPod struct {
+	pod           *cri.Pod
+	ex, sh        *cri.Container
+	runPod, start time.Duration
+	removed       bool
+}
+
+// startPinned starts the pinned pod of a sample, as a kubelet would
+// (RunPodSandbox, then its containers): a 2-CPU budget, a Guaranteed
+// 1-CPU container, then a Burstable one.
+func (f *nodeFleet) startPinned(ctx context.Context, t *testing.T, name string) (*pinnedPod, error) {
+	t.Helper()
+	t0 := time.Now()
+	spec := cri.PodSpec{Name: podName(t, name), Resources: podResources(2), SystemdCgroup: f.e.variant.Systemd}
+	pod, err := f.e.cri.RunPod(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("pinned pod: %w", err)
+	}
+	pp := &pinnedPod{pod: pod, runPod: time.Since(t0)}
 	t.Cleanup(func() {
-		if !removed {
+		if !pp.removed {
 			if err := pod.Remove(); err != nil {
 				t.Logf("cleanup: %v", err)
 			}
 		}
 	})
-	tc := time.Now()
-	s.runPod = tc.Sub(t0)
-	ex, err := pod.RunContainer(ctx, guaranteed("exclusive"))
-	s.start = time.Since(t0)
-	if err != nil {
-		_, _ = p.stop()
-		t.Fatalf("N=%d: exclusive container: %v", len(f.dirs), err)
+	if pp.ex, err = pod.RunContainer(ctx, guaranteed("exclusive")); err != nil {
+		return nil, fmt.Errorf("exclusive container: %w", err)
 	}
-	sh, err := pod.RunContainer(ctx, burstable("shared"))
-	if err != nil {
-		_, _ = p.stop()
-		t.Fatalf("N=%d: shared container of the pinned pod: %v", len(f.dirs), err)
+	pp.start = time.Since(t0)
+	if pp.sh, err = pod.RunContainer(ctx, burstable("shared")); err != nil {
+		return nil, fmt.Errorf("shared container of the pinned pod: %w", err)
 	}
-	if err := s.pinned(e.cgroupCPUs(t, pod, ex), e.cgroupCPUs(t, pod, sh)); err != nil {
-		_, _ = p.stop()
-		t.Fatalf("N=%d: %v", len(f.dirs), err)
+	return pp, nil
+}
+
+// unpinned stops cgdelegate, starts and removes benchSamples pods of the
+// pinned pods' shape (nothing pins them), and starts cgdelegate again: the
+// runtime's own start at this size, the baseline the start ratio is read
+// against (bench.MetricUnpinnedSize).
+func (f *nodeFleet) unpinned(ctx context.Context, t *testing.T) {
+	t.Helper()
+	e, n := f.e, len(f.dirs)
+	e.stopPluginFor(ctx, t, fmt.Sprintf("the runtime alone at N=%d", n))
+	var starts, runPods []time.Duration
+	for i := range benchSamples {
+		pp, err := f.startPinned(ctx, t, fmt.Sprintf("unpinned-%d-%d", n, i))
+		if err != nil {
+			t.Fatalf("N=%d, cgdelegate stopped: %v", n, err)
+		}
+		pp.removed = true
+		if err := pp.pod.Remove(); err != nil {
+			t.Fatalf("N=%d, cgdelegate stopped: %v", n, err)
+		}
+		t.Logf("nobody, N=%d sample %d: start %s (its RunPodSandbox took %s)", n, i, pp.start, pp.runPod)
+		starts, runPods = append(starts, pp.start), append(runPods, pp.runPod)
 	}
-	err = f.clear(ctx, p, &s, t0, tc)
-	s.cpu = e.pluginCPU(t) - cpu0
-	if err != nil {
-		t.Fatalf("N=%d: %v", len(f.dirs), err)
+	if err := e.startPlugin(ctx, fileSize(e.paths.ContainerdLog)); err != nil {
+		t.Fatalf("start cgdelegate after the runtime alone at N=%d: %v", n, err)
 	}
-	removed = true
-	if s.widen, err = f.widen(ctx, pod.Remove); err != nil {
-		t.Fatalf("N=%d: %v", len(f.dirs), err)
-	}
-	return s
+	clusterMetric(t, string(variant.BenchNode), bench.MetricUnpinnedSize, map[string]float64{
+		bench.KeyN: float64(n), bench.KeySamples: benchSamples,
+		bench.KeyStart: bench.Seconds(bench.Median(starts)), bench.KeyStartMax: bench.Seconds(slices.Max(starts)),
+		bench.KeyRunPodS: bench.Seconds(bench.Median(runPods)),
+	})
 }
 
 // pinned records the pinned pod's CPUs: its exclusive container's, and

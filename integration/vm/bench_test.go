@@ -71,34 +71,38 @@ func TestBenchNode(t *testing.T) {
 	case res.Result != "pass":
 		t.Errorf("%s %s in the guest (%.1fs):\n%s", variant.BenchNode, res.Result, res.Seconds, strings.Join(rep.Output[variant.BenchNode], "\n"))
 	}
-	var rows, kubelet []map[string]float64
-	var restart map[string]float64
+	var tab bench.Table
 	var bursts []map[string]float64
 	for _, m := range rep.Metrics[variant.BenchNode] {
 		switch m.Name {
 		case bench.MetricSize:
-			rows = append(rows, m.Values)
+			tab.Sizes = append(tab.Sizes, m.Values)
+		case bench.MetricUnpinnedSize:
+			tab.Unpinned = append(tab.Unpinned, m.Values)
 		case bench.MetricKubeletSize:
-			kubelet = append(kubelet, m.Values)
+			tab.Kubelet = append(tab.Kubelet, m.Values)
 		case bench.MetricRestart:
-			restart = m.Values
+			tab.Restart = m.Values
 		case bench.MetricBurst:
 			bursts = append(bursts, m.Values)
 		default:
 			t.Errorf("unexpected bench metric %s", m)
 		}
 	}
-	if len(rows) != len(sizes) || restart == nil {
-		t.Errorf("the guest measured %d sizes of %d and %s the restart", len(rows), len(sizes), map[bool]string{true: "not", false: "did"}[restart == nil])
+	if len(tab.Sizes) != len(sizes) || tab.Restart == nil {
+		t.Errorf("the guest measured %d sizes of %d and %s the restart", len(tab.Sizes), len(sizes), map[bool]string{true: "not", false: "did"}[tab.Restart == nil])
 	}
-	if len(kubelet) != len(sizes) {
-		t.Errorf("the guest measured the kubelet anchor at %d sizes of %d", len(kubelet), len(sizes))
+	if len(tab.Unpinned) != len(sizes) {
+		t.Errorf("the guest measured the runtime alone at %d sizes of %d", len(tab.Unpinned), len(sizes))
+	}
+	if len(tab.Kubelet) != len(sizes) {
+		t.Errorf("the guest measured the kubelet anchor at %d sizes of %d", len(tab.Kubelet), len(sizes))
 	}
 	say("")
 	say("cgdelegate bench-node: %s, %d CPUs on two NUMA nodes, containerd %s + runc %s under qemu TCG; %s, in %s.",
 		v.Name, v.SMP, v.Containerd, runcVersion, time.Now().Format("2006-01-02"), since(start))
 	say("")
-	if err := bench.WriteTable(os.Stdout, rows, kubelet, restart); err != nil {
+	if err := bench.WriteTable(os.Stdout, tab); err != nil {
 		t.Error(err)
 	}
 	say("")

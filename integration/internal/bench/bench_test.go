@@ -185,13 +185,18 @@ func TestWriteTable(t *testing.T) {
 		{KeyN: 100, KeyPodLag: 9, KeyPodLagMax: 11, KeyCtrLag: 8, KeyCtrLagMax: 10.5, KeyStart: 12, KeyStartMax: 13, KeyWiden: 7, KeyPollMS: 17},
 		{KeyN: 0, KeyPodLag: 0, KeyPodLagMax: 0, KeyCtrLag: 0, KeyCtrLagMax: 0, KeyStart: 4, KeyStartMax: 5},
 	}
+	unpinned := []map[string]float64{
+		{KeyN: 0, KeyStart: 1.6, KeyStartMax: 1.7, KeyRunPodS: 0.5},
+		{KeyN: 100, KeyStart: 2.4, KeyStartMax: 2.9, KeyRunPodS: 1},
+	}
 	restart := map[string]float64{KeyN: 100, KeySyncS: 1.25, KeyAnswerS: 2, KeyUnchanged: 1}
 	for _, tc := range []struct {
-		name    string
-		kubelet []map[string]float64
-		want    []string
-		order   []string
-		absent  []string
+		name     string
+		unpinned []map[string]float64
+		kubelet  []map[string]float64
+		want     []string
+		order    []string
+		absent   []string
 	}{
 		{
 			name: "cgdelegate only",
@@ -205,7 +210,18 @@ func TestWriteTable(t *testing.T) {
 				"pinned pod start 1.50x of N=0 (goal at most 1.25x): missed.",
 			},
 			order:  []string{"| 0 | cgdelegate |", "| 100 | cgdelegate |"},
-			absent: []string{"| kubelet |", "kubelet anchor"},
+			absent: []string{"| kubelet |", "kubelet anchor", "| nobody |", "runtime alone"},
+		},
+		{
+			name:     "with the runtime alone",
+			unpinned: unpinned,
+			want: []string{
+				// Only the start and its ratio to its own N=0.
+				"| 100 | nobody | - | - | - | 2.4 s (2.9) | 1.50 | - | - | - | - | - | - | - |",
+				"| 0 | nobody | - | - | - | 1.6 s (1.7) | 1.00 |",
+				"The runtime alone (cgdelegate stopped) at N=100: pinned pod start 2.4 s p50, 1.50x of its N=0; cgdelegate's start is 1.25x of it at the same size.",
+			},
+			order: []string{"| 0 | cgdelegate |", "| 0 | nobody |", "| 100 | cgdelegate |", "| 100 | nobody |"},
 		},
 		{
 			name:    "with the kubelet anchor",
@@ -232,7 +248,7 @@ func TestWriteTable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b strings.Builder
-			if err := WriteTable(&b, sizes, tc.kubelet, restart); err != nil {
+			if err := WriteTable(&b, Table{Sizes: sizes, Unpinned: tc.unpinned, Kubelet: tc.kubelet, Restart: restart}); err != nil {
 				t.Fatal(err)
 			}
 			out := b.String()

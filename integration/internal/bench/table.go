@@ -9,17 +9,21 @@ import (
 	"time"
 )
 
-// The CGD-METRIC names of the BenchNode scenario: one MetricSize per size,
-// then one MetricRestart at the largest, then one MetricKubeletSize per
-// size the kubelet anchor measured (the same node with the kubelet's static
-// CPU manager and PodLevelResourceManagers pinning instead of cgdelegate).
+// The CGD-METRIC names of the BenchNode scenario: one MetricSize and one
+// MetricUnpinnedSize per size (the same pods started with cgdelegate
+// stopped: the runtime's own start at that size), then one MetricRestart at
+// the largest, then one MetricKubeletSize per size the kubelet anchor
+// measured (the same node with the kubelet's static CPU manager and
+// PodLevelResourceManagers pinning instead of cgdelegate).
 const (
-	MetricSize        = "bench_size"
-	MetricRestart     = "bench_restart"
-	MetricKubeletSize = "bench_kubelet_size"
+	MetricSize         = "bench_size"
+	MetricUnpinnedSize = "bench_unpinned_size"
+	MetricRestart      = "bench_restart"
+	MetricKubeletSize  = "bench_kubelet_size"
 )
 
-// The values of MetricSize and MetricKubeletSize. Lags and latencies are
+// The values of MetricSize and MetricKubeletSize (MetricUnpinnedSize has
+// KeyN, KeySamples, KeyStart, KeyStartMax and KeyRunPodS only). Lags and latencies are
 // p50 over the samples (the pinned pods started at that size), with the
 // largest as ...Max. The kubelet's have no plugin values, and its times
 // are what containerd logged and recorded (the kubelet makes the calls):
@@ -120,30 +124,43 @@ func Median(ds []time.Duration) time.Duration {
 	return s[(len(s)-1)/2]
 }
 
-// Who pinned the pinned pods of a row of the table.
+// Who pinned the pinned pods of a row of the table: nobody is the runtime
+// alone (cgdelegate stopped, no kubelet).
 const (
 	ByCgdelegate = "cgdelegate"
+	ByNobody     = "nobody"
 	ByKubelet    = "kubelet"
 )
 
+// Table is what the BenchNode scenario measured, by metric: Sizes
+// (MetricSize), Unpinned (MetricUnpinnedSize), Kubelet (MetricKubeletSize)
+// and Restart (MetricRestart); any may be missing.
+type Table struct {
+	Sizes, Unpinned, Kubelet []map[string]float64
+	Restart                  map[string]float64
+}
+
 // WriteTable writes the measurements as a Markdown table, one row per size
-// and who pinned (cgdelegate's sizes, then the kubelet anchor's kubelet
-// rows, in size order), then the restart and the goals. The kubelet's
-// start ratio is to its own N=0; the plugin's columns are "-" in its rows.
-func WriteTable(w io.Writer, sizes, kubelet []map[string]float64, restart map[string]float64) error {
+// and who pinned (at each size cgdelegate, nobody, then the kubelet
+// anchor), then the restart and the goals. Each start ratio is to the
+// N=0 of its own rows; the columns a row did not measure are "-".
+func WriteTable(w io.Writer, tab Table) error {
 	type row struct {
 		by   string
 		vals map[string]float64
 	}
 	var rows []row
-	for _, s := range sizes {
-		rows = append(rows, row{ByCgdelegate, s})
-	}
-	for _, s := range kubelet {
-		rows = append(rows, row{ByKubelet, s})
+	for _, x := range []struct {
+		by   string
+		rows []map[string]float64
+	}{{ByCgdelegate, tab.Sizes}, {ByNobody, tab.Unpinned}, {ByKubelet, tab.Kubelet}} {
+		for _, s := range x.rows {
+			rows = append(rows, row{x.by, s})
+		}
 	}
 	slices.SortStableFunc(rows, func(a, b row) int { return int(a.vals[KeyN] - b.vals[KeyN]) })
-	base := map[string]float64{ByCgdelegate: startAtZero(sizes), ByKubelet: startAtZero(kubelet)}
+	sizes, restart := tab.Sizes, tab.Restart
+	base := map[string]float64{ByCgdelegate: startAtZero(sizes), ByNobody: startAtZero(tab.Unpinned), ByKubelet: startAtZero(tab.Kubelet)}
 	p := &printer{w: w}
 	p.line("| N | pinned by | exclusivity lag, pod p50 (max) | per updated container | lag from CreateContainer p50 (max) | pinned pod start p50 (max) | start / N=0 | widen after removal | plugin CPU per create | plugin CPU per update | plugin RSS | fds | goroutines | poll round |")
 	p.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -159,11 +176,11 @@ func WriteTable(w io.Writer, sizes, kubelet []map[string]float64, restart map[st
 		if _, ok := s[KeyRSSMiB]; ok {
 			rss = num(s, KeyRSSMiB) + " MiB"
 		}
-		p.line("| %s | %s | %s s (%s) | %s | %s s (%s) | %s s (%s) | %s | %s s | %s | %s | %s | %s | %s | %s ms |",
-			num(s, KeyN), r.by, num(s, KeyPodLag), num(s, KeyPodLagMax), perUpdate,
-			num(s, KeyCtrLag), num(s, KeyCtrLagMax), num(s, KeyStart), num(s, KeyStartMax), ratio,
-			num(s, KeyWiden), ms(s, KeyCPUPerCreateMS), ms(s, KeyCPUPerUpdateMS),
-			rss, num(s, KeyFDs), num(s, KeyGoroutines), num(s, KeyPollMS))
+		p.line("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |",
+			num(s, KeyN), r.by, secs(s, KeyPodLag, KeyPodLagMax), perUpdate,
+			secs(s, KeyCtrLag, KeyCtrLagMax), secs(s, KeyStart, KeyStartMax), ratio,
+			secs(s, KeyWiden, ""), ms(s, KeyCPUPerCreateMS), ms(s, KeyCPUPerUpdateMS),
+			rss, num(s, KeyFDs), num(s, KeyGoroutines), ms(s, KeyPollMS))
 	}
 	if restart != nil {
 		unchanged := "no"
@@ -181,8 +198,13 @@ func WriteTable(w io.Writer, sizes, kubelet []map[string]float64, restart map[st
 		p.line("Goals at N=%s: exclusivity lag at most %s s from RunPodSandbox and %s s from CreateContainer (goal at most %s): %s; pinned pod start %s of N=0 (goal at most %.2fx): %s.",
 			num(last, KeyN), num(last, KeyPodLagMax), num(last, KeyCtrLagMax), GoalLag, verdict(last[KeyPodLagMax] <= GoalLag.Seconds() && last[KeyCtrLagMax] <= GoalLag.Seconds()),
 			ratioText(last[KeyStart], b), GoalStartRatio, ratioVerdict(last[KeyStart], b))
+		if same := atSize(tab.Unpinned, last[KeyN]); same != nil && same[KeyStart] > 0 {
+			p.line("")
+			p.line("The runtime alone (cgdelegate stopped) at N=%s: pinned pod start %s s p50, %s of its N=0; cgdelegate's start is %s of it at the same size.",
+				num(same, KeyN), num(same, KeyStart), ratioText(same[KeyStart], base[ByNobody]), ratioText(last[KeyStart], same[KeyStart]))
+		}
 	}
-	if last := largest(kubelet); last != nil {
+	if last := largest(tab.Kubelet); last != nil {
 		p.line("")
 		p.line("The kubelet anchor at N=%s: exclusivity lag at most %s s from RunPodSandbox and %s s from CreateContainer, as containerd logged them (p50 %s s and %s s); pinned pod start %s of its N=0.",
 			num(last, KeyN), num(last, KeyPodLagMax), num(last, KeyCtrLagMax), num(last, KeyPodLag), num(last, KeyCtrLag),
@@ -200,6 +222,16 @@ func startAtZero(rows []map[string]float64) float64 {
 		}
 	}
 	return 0
+}
+
+// atSize is the row of size n; nil for none.
+func atSize(rows []map[string]float64, n float64) map[string]float64 {
+	for _, s := range rows {
+		if s[KeyN] == n {
+			return s
+		}
+	}
+	return nil
 }
 
 // largest is the row of the largest N; nil for none.
@@ -231,6 +263,18 @@ func num(m map[string]float64, key string) string {
 		return "-"
 	}
 	return strconv.FormatFloat(math.Round(v*1000)/1000, 'f', -1, 64)
+}
+
+// secs formats a time in seconds with its max in parentheses (none when
+// maxKey is ""); "-" when it is missing.
+func secs(m map[string]float64, key, maxKey string) string {
+	if _, ok := m[key]; !ok {
+		return "-"
+	}
+	if maxKey == "" {
+		return num(m, key) + " s"
+	}
+	return fmt.Sprintf("%s s (%s)", num(m, key), num(m, maxKey))
 }
 
 func ms(m map[string]float64, key string) string {
