@@ -100,7 +100,7 @@ bench-node:
 	@$(GO) test -run '^$$' -bench 'BenchmarkCreateContainer/^(noop|cgdelegate-default|cgdelegate-writable)$$' -count 5 -cpu 1 ./integration/internal/inproc/ | grep '^Benchmark'
 	@bash integration/vm/install-deps.sh >/dev/null
 	@$(GO) test -tags integration_vm -c -o $(BINDIR)/integration-vm.test ./integration/vm/
-	@CGD_BENCH=1 ./$(BINDIR)/integration-vm.test -test.run '^TestBenchNode$$' -test.count=1 -test.timeout 100m
+	@CGD_BENCH=1 ./$(BINDIR)/integration-vm.test -test.run '^TestBenchNode$$' -test.count=1 -test.timeout 120m
 
 # The quick demo: the real plugin over a real NRI socket, in process, on an
 # embedded fake host (no VM).

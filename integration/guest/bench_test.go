@@ -17,10 +17,10 @@ import (
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
-// The bench's knobs. The guest's test binary runs for at most 70 minutes
+// The bench's knobs. The guest's test binary runs for at most 90 minutes
 // in this boot (init.sh); the scenario stops before it.
 const (
-	benchTimeout = 65 * time.Minute
+	benchTimeout = 85 * time.Minute
 	// benchSamples pinned pods are started (and removed) at every size.
 	benchSamples = 3
 )

@@ -57,8 +57,8 @@ func TestBenchNode(t *testing.T) {
 		Kernel: arts.Kernel, Initramfs: initrds[bootOf(v)], Cmdline: cl,
 		SMP: v.SMP, NUMA: v.NUMA, MemoryMiB: benchMemoryMiB, Accel: os.Getenv("CGD_QEMU_ACCEL"),
 		BootTimeout: 3 * time.Minute,
-		// The guest's test binary stops after 70 minutes (init.sh).
-		Timeout: 75 * time.Minute,
+		// The guest's test binary stops after 90 minutes (init.sh).
+		Timeout: 95 * time.Minute,
 	}
 	say("bench-node: built in %s; booting %s (%d CPUs, two NUMA nodes, %d MiB, containerd %s) for N = %s...",
 		since(start), v.Name, v.SMP, benchMemoryMiB, v.Containerd, bench.FormatSizes(sizes))

@@ -93,9 +93,9 @@ if grep -q 'KubeletPinningOracle' /proc/cmdline; then
 	timeout=45m
 fi
 # make bench-node grows a fleet of 100 containers and times pinned pods
-# beside it (integration/guest/bench_test.go stops after 65 minutes).
+# beside it (integration/guest/bench_test.go stops after 85 minutes).
 if grep -q 'cgd.scenarios=BenchNode' /proc/cmdline; then
-	timeout=70m
+	timeout=90m
 fi
 /cgd/guest.test -test.v -test.timeout=$timeout
 rc=$?
