@@ -90,11 +90,11 @@ demo:
 # The node bench (issue 23; not part of CI, make integration or make boots):
 # boots one VM (integration/vm TestBenchNode, variant.BenchVariant) and prints
 # the exclusivity lag, the pinned pod start, the plugin's cost and its restart
-# with 0, 50 and 100 node-shared containers, after the in-process NRI round
-# trip (item 6: CPU per CreateContainer, no-op plugin against cgdelegate);
-# CGD_BENCH_SIZES=0,10 picks the
-# sizes. It fails only when a measurement could not be made or a correctness
-# check failed (docs/performance.md). About 15 minutes under TCG.
+# with 0, 50, 100 and 250 node-shared containers (the kubelet anchor up to
+# 100), after the in-process NRI round trip (item 6: CPU per
+# CreateContainer, no-op plugin against cgdelegate); CGD_BENCH_SIZES=0,10
+# picks the sizes. It fails only when a measurement could not be made or a
+# correctness check failed (docs/performance.md). About an hour under TCG.
 bench-node:
 	@echo "bench-node: the NRI round trip of CreateContainer in process (integration/internal/inproc), before the VM:"
 	@$(GO) test -run '^$$' -bench 'BenchmarkCreateContainer/^(noop|cgdelegate-default|cgdelegate-writable)$$' -count 5 -cpu 1 ./integration/internal/inproc/ | grep '^Benchmark'

@@ -143,6 +143,7 @@ func TestSizes(t *testing.T) {
 		{cmdline: "cgdbench.sizes=0,0", wantErr: true},
 		{cmdline: "cgdbench.sizes=0,x", wantErr: true},
 		{cmdline: "cgdbench.sizes=-1", wantErr: true},
+		{cmdline: "cgdbench.sizes=0,50,100,250", want: []int{0, 50, 100, 250}},
 		{cmdline: "cgdbench.sizes=1000", wantErr: true},
 		{cmdline: "cgdbench.sizes=", wantErr: true},
 	} {
@@ -173,6 +174,24 @@ func TestMedian(t *testing.T) {
 		if got := Median(tc.in); got != tc.want {
 			t.Errorf("Median(%v) = %s, want %s", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestWriteTableGoalSize: the goals are judged at GoalSize when a larger
+// size was measured too.
+func TestWriteTableGoalSize(t *testing.T) {
+	sizes := []map[string]float64{
+		{KeyN: 0, KeyPodLagMax: 0, KeyCtrLagMax: 0, KeyStart: 2},
+		{KeyN: GoalSize, KeyPodLagMax: 0.5, KeyCtrLagMax: 0.25, KeyStart: 2.4},
+		{KeyN: 250, KeyPodLagMax: 3, KeyCtrLagMax: 2, KeyStart: 5},
+	}
+	var b strings.Builder
+	if err := WriteTable(&b, Table{Sizes: sizes}); err != nil {
+		t.Fatal(err)
+	}
+	want := "Goals at N=100: exclusivity lag at most 0.5 s from RunPodSandbox and 0.25 s from CreateContainer (goal at most 1s): met; pinned pod start 1.20x of N=0 (goal at most 1.25x): met."
+	if out := b.String(); !strings.Contains(out, want) || !strings.Contains(out, "| 250 | cgdelegate |") {
+		t.Errorf("table lacks %q or the row of 250:\n%s", want, out)
 	}
 }
 

@@ -119,7 +119,7 @@ const (
 	// Demo is `make demo`: the story of what cgdelegate does to a pod.
 	Demo Scenario = "Demo"
 	// BenchNode is `make bench-node` (issue 23), never part of the suite:
-	// with 0, 50 and 100 node-shared containers running (or the sizes of
+	// with 0, 50, 100 and 250 node-shared containers running (or the sizes of
 	// the cgdbench.sizes kernel parameter), the lag until a pinned pod's
 	// CPUs are exclusive, the pinned pod's start, the plugin's own cost and
 	// a restart at the largest size (integration/internal/bench); then the
