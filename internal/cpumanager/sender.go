@@ -134,6 +134,14 @@ type Sender struct {
 	mu    sync.Mutex
 	u     Updater
 	queue map[string]retry
+	// known is, per container, what the runtime holds of its CPU
+	// settings as far as the Sender knows it (its creation adjustment, its
+	// last update the runtime applied); a queued container whose update
+	// would change none of it is not sent. epoch counts the Forget calls:
+	// an update answered by an event while a call was in flight makes the
+	// call's updates unknown, not known.
+	known map[string]cpuRecord
+	epoch uint64
 	// running is set while the goroutine runs; exited is closed when it
 	// ends.
 	running bool
@@ -153,7 +161,7 @@ func NewSender(log *slog.Logger, rec UpdateRecorder, manager func() *Manager, cg
 	s := &Sender{
 		log: log, metrics: rec, manager: manager, backoff: defaultBackoff, clock: realClock{}, batch: sendBatch, cgroups: cgroups,
 		hold: sendHold, maxHold: sendMaxHold,
-		queue: map[string]retry{}, kick: make(chan struct{}, 1),
+		queue: map[string]retry{}, known: map[string]cpuRecord{}, kick: make(chan struct{}, 1),
 	}
 	s.idle = sync.NewCond(&s.mu)
 	return s
@@ -334,21 +342,32 @@ func (s *Sender) dueAt(r retry) time.Time {
 }
 
 // send sends the current assignments of the taken containers that the
-// Manager in force still knows, in one call, and queues what must go
-// again (settle).
+// Manager in force still knows and whose update would change what the
+// runtime holds (known), in one call, and queues what must go again
+// (settle).
 func (s *Sender) send(u Updater, taken map[string]int) {
 	ids := slices.Sorted(maps.Keys(taken))
 	pn := s.manager()
 	batch := make([]policy.Assignment, 0, len(ids))
+	s.mu.Lock()
+	epoch := s.epoch
 	for _, id := range ids {
-		if a, ok := pn.Assignment(id); ok {
+		a, ok := pn.Assignment(id)
+		switch {
+		case !ok:
+			delete(s.known, id) // gone: nothing to remember
+		case s.known[id].holds(updateCPU(a)):
+			s.log.Debug("container update not sent: the runtime holds it", "container", id)
+		default:
 			batch = append(batch, a)
 		}
 	}
+	s.mu.Unlock()
 	if len(batch) == 0 {
 		return
 	}
-	failed, err := u.UpdateContainers(Updates(batch))
+	us := Updates(batch)
+	failed, err := u.UpdateContainers(us)
 	var again map[string]bool
 	switch {
 	case err != nil:
@@ -364,8 +383,91 @@ func (s *Sender) send(u Updater, taken map[string]int) {
 		s.log.Debug("container updates sent", "containers", len(batch))
 	}
 	s.metrics.Updates(len(batch)-len(again), len(again))
+	s.remember(us, again, epoch)
 	s.rewrite(batch, again)
 	s.settle(batch, taken, again)
+}
+
+// remember records the updates of a call the runtime applied (all of us
+// but failed) as known, unless an event answered updates while the call
+// was in flight (the epoch moved): then which came last is unknown, and so
+// are the call's containers.
+func (s *Sender) remember(us []*api.ContainerUpdate, failed map[string]bool, epoch uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range us {
+		id := u.GetContainerId()
+		if failed[id] || s.epoch != epoch {
+			delete(s.known, id)
+			continue
+		}
+		s.known[id] = s.known[id].after(u.GetLinux().GetResources().GetCpu())
+	}
+}
+
+// Created records a new container's creation adjustment (Adjust) as what
+// the runtime holds of it. Call it before the handler answers. (A new
+// container is in no call in flight: the epoch stays.)
+func (s *Sender) Created(a policy.Assignment) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.known[a.ContainerID] = cpuRecord{}.after(adjustCPU(a))
+}
+
+// Forget makes what the runtime holds of the containers unknown, so that
+// their next queued update is sent: call it for every container an event
+// answers updates for (the runtime applies them outside the Sender), for a
+// resized or removed container, and with no ids and all set after
+// Synchronize (the runtime may have changed anything meanwhile).
+func (s *Sender) Forget(all bool, ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.epoch++
+	if all {
+		clear(s.known)
+		return
+	}
+	for _, id := range ids {
+		delete(s.known, id)
+	}
+}
+
+// cpuRecord is what the runtime holds of a container's CPU settings, as
+// the Sender knows them: its cpuset and memory nodes ("" unknown) and, if
+// known, its quota and period.
+type cpuRecord struct {
+	cpus, mems string
+	quota      *int64
+	period     *uint64
+}
+
+// holds says whether applying c would change nothing of r: the same
+// cpuset and memory nodes, and the quota and period c sets (if any)
+// known to be r's.
+func (r cpuRecord) holds(c *api.LinuxCPU) bool {
+	switch {
+	case r.cpus == "" || r.mems == "" || c.GetCpus() != r.cpus || c.GetMems() != r.mems:
+		return false
+	case c.GetQuota() != nil && (r.quota == nil || *r.quota != c.GetQuota().GetValue()):
+		return false
+	case c.GetPeriod() != nil && (r.period == nil || *r.period != c.GetPeriod().GetValue()):
+		return false
+	}
+	return true
+}
+
+// after is r once the runtime applied c: what c sets replaces r's.
+func (r cpuRecord) after(c *api.LinuxCPU) cpuRecord {
+	r.cpus, r.mems = c.GetCpus(), c.GetMems()
+	if q := c.GetQuota(); q != nil {
+		v := q.GetValue()
+		r.quota = &v
+	}
+	if p := c.GetPeriod(); p != nil {
+		v := p.GetValue()
+		r.period = &v
+	}
+	return r
 }
 
 // failureLog is where a failed send is logged: a warning when a container

@@ -239,7 +239,8 @@ func TestSenderOrder(t *testing.T) {
 		want   [][]string
 	}{
 		{name: "later batch after", first: []string{"a"}, during: [][]string{{"c"}, {"b"}}, want: [][]string{{"a"}, {"b", "c"}}},
-		{name: "container in flight queued again", first: []string{"a", "b"}, during: [][]string{{"a"}}, want: [][]string{{"a", "b"}, {"a"}}},
+		// Unchanged, it is not sent again: the runtime holds it.
+		{name: "container in flight queued again", first: []string{"a", "b"}, during: [][]string{{"a"}}, want: [][]string{{"a", "b"}}},
 		{name: "nothing during", first: []string{"c"}, want: [][]string{{"c"}}},
 	}
 	for _, tc := range tests {
@@ -424,6 +425,143 @@ func TestSenderRewritesStale(t *testing.T) {
 			}
 			if !reflect.DeepEqual(w.written, want) {
 				t.Fatalf("cgroup writes %q, want %q", w.written, want)
+			}
+		})
+	}
+}
+
+// TestSenderSkipsHeld: a queued container whose update would change
+// nothing the runtime holds (its creation adjustment, or its last update
+// the runtime applied) is not sent; one the Sender knows nothing of, one
+// forgotten, and one whose last update went out while an event answered
+// updates are.
+func TestSenderSkipsHeld(t *testing.T) {
+	all := []string{"a", "b", "c"}
+	tests := []struct {
+		name string
+		// run drives the sender; every call's ids are compared with want.
+		run  func(t *testing.T, m *Manager, s *Sender, u *fakeUpdater)
+		want [][]string
+	}{
+		{
+			name: "created, unchanged",
+			run: func(t *testing.T, m *Manager, s *Sender, _ *fakeUpdater) {
+				created(t, m, s, "a", "b")
+				s.Enqueue(queued(all...))
+			},
+			want: [][]string{{"c"}},
+		},
+		{
+			name: "narrowed and widened before the send",
+			run: func(t *testing.T, m *Manager, s *Sender, _ *fakeUpdater) {
+				created(t, m, s, all...)
+				shrinkNodePool(t, m)
+				m.RemovePod("bubble")
+				s.Enqueue(queued(all...))
+			},
+		},
+		{
+			name: "narrowed, sent, widened",
+			run: func(t *testing.T, m *Manager, s *Sender, _ *fakeUpdater) {
+				created(t, m, s, all...)
+				shrinkNodePool(t, m)
+				s.Enqueue(queued(all...))
+				s.Wait()
+				m.RemovePod("bubble")
+				s.Enqueue(queued(all...))
+				s.Wait()
+				s.Enqueue(queued(all...)) // held now
+			},
+			want: [][]string{all, all},
+		},
+		{
+			name: "forgotten",
+			run: func(t *testing.T, m *Manager, s *Sender, _ *fakeUpdater) {
+				created(t, m, s, all...)
+				s.Forget(false, "b")
+				s.Enqueue(queued(all...))
+				s.Wait()
+				s.Forget(true)
+				s.Enqueue(queued("c"))
+			},
+			want: [][]string{{"b"}, {"c"}},
+		},
+		{
+			name: "an event answered updates during the call",
+			run: func(t *testing.T, m *Manager, s *Sender, u *fakeUpdater) {
+				u.during = func(i int) {
+					if i == 0 {
+						s.Forget(false, "x")
+					}
+				}
+				s.Enqueue(queued("a"))
+				s.Wait()
+				s.Enqueue(queued("a", "b"))
+				s.Wait()
+				s.Enqueue(queued("a", "b"))
+			},
+			want: [][]string{{"a"}, {"a", "b"}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := senderManager(t)
+			s := newTestSender(m)
+			u := &fakeUpdater{}
+			s.SetUpdater(u)
+			tc.run(t, m, s, u)
+			s.Wait()
+			if calls, _ := u.result(); !reflect.DeepEqual(calls, tc.want) {
+				t.Fatalf("calls = %v, want %v", calls, tc.want)
+			}
+			for _, id := range all {
+				a, _ := m.Assignment(id)
+				if got, ok := u.cpus[id]; ok && got != a.CPUs.String() {
+					t.Errorf("%s: last sent %q, current assignment %q", id, got, a.CPUs)
+				}
+			}
+		})
+	}
+}
+
+// created records the containers' current assignments as their creation
+// adjustments.
+func created(t *testing.T, m *Manager, s *Sender, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		a, ok := m.Assignment(id)
+		if !ok {
+			t.Fatalf("no assignment for %s", id)
+		}
+		s.Created(a)
+	}
+}
+
+// TestCPURecordHolds: an update is held when it changes neither the
+// cpuset, the memory nodes, nor a quota or period it sets.
+func TestCPURecordHolds(t *testing.T) {
+	base := cpuRecord{}.after(&api.LinuxCPU{Cpus: "0-3", Mems: "0"})
+	off := base.after(&api.LinuxCPU{Cpus: "2", Mems: "0", Quota: api.Int64(-1)})
+	tests := []struct {
+		name string
+		r    cpuRecord
+		c    *api.LinuxCPU
+		want bool
+	}{
+		{name: "unknown", r: cpuRecord{}, c: &api.LinuxCPU{Cpus: "0-3", Mems: "0"}},
+		{name: "same", r: base, c: &api.LinuxCPU{Cpus: "0-3", Mems: "0"}, want: true},
+		{name: "other cpus", r: base, c: &api.LinuxCPU{Cpus: "0-2", Mems: "0"}},
+		{name: "other mems", r: base, c: &api.LinuxCPU{Cpus: "0-3", Mems: "0-1"}},
+		{name: "quota unknown", r: base, c: &api.LinuxCPU{Cpus: "0-3", Mems: "0", Quota: api.Int64(-1)}},
+		{name: "quota off held", r: off, c: &api.LinuxCPU{Cpus: "2", Mems: "0", Quota: api.Int64(-1)}, want: true},
+		{name: "quota kept by a later update", r: off.after(&api.LinuxCPU{Cpus: "3", Mems: "0"}), c: &api.LinuxCPU{Cpus: "3", Mems: "0", Quota: api.Int64(-1)}, want: true},
+		{name: "quota back, period unknown", r: off, c: &api.LinuxCPU{Cpus: "2", Mems: "0", Quota: api.Int64(-1), Period: api.UInt64(100000)}},
+		{name: "quota restored", r: off, c: &api.LinuxCPU{Cpus: "2", Mems: "0", Quota: api.Int64(50000), Period: api.UInt64(100000)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.r.holds(tc.c); got != tc.want {
+				t.Errorf("%+v holds %v = %v, want %v", tc.r, tc.c, got, tc.want)
 			}
 		})
 	}

@@ -72,13 +72,7 @@ func Updates(as []policy.Assignment) []*api.ContainerUpdate {
 	idx := make(map[string]int, len(as))
 	var str setStrings
 	for _, a := range as {
-		cpu := &api.LinuxCPU{Cpus: str.of(a.CPUs), Mems: str.of(a.Mems)}
-		switch {
-		case a.QuotaDisabled():
-			cpu.Quota = api.Int64(-1)
-		case a.RestoreQuota > 0:
-			cpu.Quota, cpu.Period = api.Int64(a.RestoreQuota), api.UInt64(budget.DefaultPeriod)
-		}
+		cpu := updateCPUWith(&str, a)
 		u := &api.ContainerUpdate{
 			ContainerId: a.ContainerID,
 			Linux:       &api.LinuxContainerUpdate{Resources: &api.LinuxResources{Cpu: cpu}},
@@ -91,6 +85,32 @@ func Updates(as []policy.Assignment) []*api.ContainerUpdate {
 		out = append(out, u)
 	}
 	return out
+}
+
+// updateCPU is the CPU part of a's container update.
+func updateCPU(a policy.Assignment) *api.LinuxCPU {
+	var str setStrings
+	return updateCPUWith(&str, a)
+}
+
+func updateCPUWith(str *setStrings, a policy.Assignment) *api.LinuxCPU {
+	cpu := &api.LinuxCPU{Cpus: str.of(a.CPUs), Mems: str.of(a.Mems)}
+	switch {
+	case a.QuotaDisabled():
+		cpu.Quota = api.Int64(-1)
+	case a.RestoreQuota > 0:
+		cpu.Quota, cpu.Period = api.Int64(a.RestoreQuota), api.UInt64(budget.DefaultPeriod)
+	}
+	return cpu
+}
+
+// adjustCPU is the CPU part of a's creation adjustment (Adjust).
+func adjustCPU(a policy.Assignment) *api.LinuxCPU {
+	cpu := &api.LinuxCPU{Cpus: a.CPUs.String(), Mems: a.Mems.String()}
+	if a.QuotaDisabled() {
+		cpu.Quota = api.Int64(-1)
+	}
+	return cpu
 }
 
 // setStrings memoizes cpuset.String: the containers of one pool share their

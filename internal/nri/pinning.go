@@ -80,6 +80,8 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 	cpumanager.Adjust(adj, a)
 	p.eventLog(pod, ctr).Info("cpus assigned", "pool", a.Pool, "cpus", a.CPUs.String(), "mems", a.Mems.String(), "updates", len(upd))
 	p.enforce(pod, ctr, upd)
+	p.send.Created(a)
+	p.send.Forget(false, containerIDs(upd)...)
 	return adj, cpumanager.Updates(upd), nil
 }
 
@@ -87,6 +89,8 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 // otherwise kept to its cpuset, memory nodes and quota (cpumanager.Manager.ResizeContainer).
 func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	if pn := p.pin.Load(); pod != nil && ctr != nil && pn.Active() {
+		// The resize changes the runtime's record of the container.
+		p.send.Forget(false, ctr.GetId())
 		return pn.ResizeContainer(p.log, pod, ctr, res)
 	}
 	return nil, nil
@@ -110,7 +114,17 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	}
 	upd := pn.RemoveContainer(ctr.GetId())
 	p.enforce(pod, ctr, upd)
+	p.send.Forget(false, append(containerIDs(upd), ctr.GetId())...)
 	return cpumanager.Updates(upd), nil
+}
+
+// containerIDs are the containers of as.
+func containerIDs(as []policy.Assignment) []string {
+	ids := make([]string, 0, len(as))
+	for _, a := range as {
+		ids = append(ids, a.ContainerID)
+	}
+	return ids
 }
 
 // RemoveContainer is StopContainer for a container removed without a stop;
@@ -120,6 +134,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if ctr == nil || !pn.Active() {
 		return nil
 	}
+	p.send.Forget(false, ctr.GetId())
 	p.push(pod, ctr, pn.RemoveContainer(ctr.GetId()))
 	return nil
 }
@@ -162,6 +177,9 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	if !pn.Active() {
 		return nil, nil
 	}
+	// What the runtime holds of each container is known again only
+	// from the updates sent from now on.
+	p.send.Forget(true)
 	p.push(nil, nil, pn.Synchronize(p.log, pods, ctrs).Updates)
 	return nil, nil
 }

@@ -304,3 +304,57 @@ func TestSynchronizeRepairsAsync(t *testing.T) {
 		t.Fatalf("UpdateContainers calls %v, want one repairing c0 to %s", u.batches, want.CPUs)
 	}
 }
+
+// TestUpdatesHeldByTheRuntime: a node-shared container narrowed by a new
+// pod's bubble and widened again before its update went out gets no
+// update (the runtime still holds its creation cpuset); one narrowed for
+// good gets one.
+func TestUpdatesHeldByTheRuntime(t *testing.T) {
+	cfg := pinConfig(t)
+	p, err := New(cfg, slog.New(slog.DiscardHandler), WithUpdateHold(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	plain := &api.PodSandbox{Id: "p0", Name: "plain", Namespace: "default"}
+	ctr := &api.Container{Id: "c0", PodSandboxId: "p0", Name: "app", Linux: &api.LinuxContainer{CgroupsPath: "/kubepods/besteffort/podp0/c0"}}
+	if err := p.RunPodSandbox(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.CreateContainer(ctx, plain, ctr); err != nil {
+		t.Fatal(err)
+	}
+	budget := &api.PodSandbox{Id: "p1", Name: "budget", Namespace: "default", Linux: &api.LinuxPodSandbox{
+		PodResources: &api.LinuxResources{
+			Cpu:    &api.LinuxCPU{Quota: api.Int64(400000), Period: api.UInt64(100000), Shares: api.UInt64(4096)},
+			Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)},
+		},
+	}}
+	// Narrowed and widened while no runtime connection sends anything.
+	if err := p.RunPodSandbox(ctx, budget); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.StopPodSandbox(ctx, budget); err != nil {
+		t.Fatal(err)
+	}
+	u := &blockingUpdater{runtimeLock: &sync.Mutex{}}
+	p.SetUpdater(u)
+	p.WaitUpdates()
+	u.mu.Lock()
+	if len(u.batches) != 0 {
+		t.Errorf("UpdateContainers calls %v, want none: c0 is back on its creation cpuset", u.batches)
+	}
+	u.mu.Unlock()
+
+	budget.Id = "p2"
+	if err := p.RunPodSandbox(ctx, budget); err != nil {
+		t.Fatal(err)
+	}
+	p.WaitUpdates()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	want, _ := p.pin.Load().Assignment("c0")
+	if len(u.batches) != 1 || u.batches[0][0].GetContainerId() != "c0" || u.batches[0][0].GetLinux().GetResources().GetCpu().GetCpus() != want.CPUs.String() {
+		t.Fatalf("UpdateContainers calls %v, want one narrowing c0 to %s", u.batches, want.CPUs)
+	}
+}
