@@ -135,20 +135,7 @@ func TestUpdatesFromEventsWithoutReturn(t *testing.T) {
 		}
 		return set.Size()
 	}
-	plain := &api.PodSandbox{Id: "p0", Name: "plain", Namespace: "default"}
-	ctr := &api.Container{Id: "c0", PodSandboxId: "p0", Name: "app", Linux: &api.LinuxContainer{CgroupsPath: "/kubepods/besteffort/podp0/c0"}}
-	if err := p.RunPodSandbox(ctx, plain); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := p.CreateContainer(ctx, plain, ctr); err != nil {
-		t.Fatal(err)
-	}
-	budget := &api.PodSandbox{Id: "p1", Name: "budget", Namespace: "default", Linux: &api.LinuxPodSandbox{
-		PodResources: &api.LinuxResources{
-			Cpu:    &api.LinuxCPU{Quota: api.Int64(400000), Period: api.UInt64(100000), Shares: api.UInt64(4096)},
-			Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)},
-		},
-	}}
+	budget := nodeSharedAndBudget(ctx, t, p)
 
 	for _, step := range []struct {
 		name  string
@@ -316,20 +303,7 @@ func TestUpdatesHeldByTheRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	plain := &api.PodSandbox{Id: "p0", Name: "plain", Namespace: "default"}
-	ctr := &api.Container{Id: "c0", PodSandboxId: "p0", Name: "app", Linux: &api.LinuxContainer{CgroupsPath: "/kubepods/besteffort/podp0/c0"}}
-	if err := p.RunPodSandbox(ctx, plain); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := p.CreateContainer(ctx, plain, ctr); err != nil {
-		t.Fatal(err)
-	}
-	budget := &api.PodSandbox{Id: "p1", Name: "budget", Namespace: "default", Linux: &api.LinuxPodSandbox{
-		PodResources: &api.LinuxResources{
-			Cpu:    &api.LinuxCPU{Quota: api.Int64(400000), Period: api.UInt64(100000), Shares: api.UInt64(4096)},
-			Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)},
-		},
-	}}
+	budget := nodeSharedAndBudget(ctx, t, p)
 	// Narrowed and widened while no runtime connection sends anything.
 	if err := p.RunPodSandbox(ctx, budget); err != nil {
 		t.Fatal(err)
@@ -357,4 +331,25 @@ func TestUpdatesHeldByTheRuntime(t *testing.T) {
 	if len(u.batches) != 1 || u.batches[0][0].GetContainerId() != "c0" || u.batches[0][0].GetLinux().GetResources().GetCpu().GetCpus() != want.CPUs.String() {
 		t.Fatalf("UpdateContainers calls %v, want one narrowing c0 to %s", u.batches, want.CPUs)
 	}
+}
+
+// nodeSharedAndBudget runs pod p0 with node-shared container c0 (cgroup
+// /kubepods/besteffort/podp0/c0) through p, and returns pod p1, with a
+// 4-CPU budget, not yet run.
+func nodeSharedAndBudget(ctx context.Context, t *testing.T, p *Plugin) *api.PodSandbox {
+	t.Helper()
+	plain := &api.PodSandbox{Id: "p0", Name: "plain", Namespace: "default"}
+	ctr := &api.Container{Id: "c0", PodSandboxId: "p0", Name: "app", Linux: &api.LinuxContainer{CgroupsPath: "/kubepods/besteffort/podp0/c0"}}
+	if err := p.RunPodSandbox(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.CreateContainer(ctx, plain, ctr); err != nil {
+		t.Fatal(err)
+	}
+	return &api.PodSandbox{Id: "p1", Name: "budget", Namespace: "default", Linux: &api.LinuxPodSandbox{
+		PodResources: &api.LinuxResources{
+			Cpu:    &api.LinuxCPU{Quota: api.Int64(400000), Period: api.UInt64(100000), Shares: api.UInt64(4096)},
+			Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)},
+		},
+	}}
 }
