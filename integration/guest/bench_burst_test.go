@@ -5,6 +5,7 @@ package guest
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -27,7 +28,46 @@ const (
 	// burstRemovers pods are removed at once after a burst: fifty
 	// StopPodSandbox calls at once overrun their 60 s under emulation.
 	burstRemovers = 5
+	// hookExecs is how many times the hook's start is timed.
+	hookExecs = 20
 )
+
+// hookExecCost times the start of the createRuntime hook binary
+// (`cgdelegate-hook -version`: the Go runtime's start and the flag parse,
+// no check) against /bin/true's, hookExecs times each, one after the
+// other, and reports the mean wall and CPU time (the child's utime+stime)
+// of each as bench.MetricHookExec: what every writable container's start
+// pays for the hook at least.
+func (e *guestEnv) hookExecCost(t *testing.T) {
+	t.Helper()
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		t.Fatalf("true: %v", err)
+	}
+	values := map[string]float64{bench.KeyHookExecs: hookExecs}
+	for _, x := range []struct {
+		argv      []string
+		wall, cpu string
+	}{
+		{[]string{e.paths.HookBinary, "-version"}, bench.KeyHookWallMS, bench.KeyHookCPUMS},
+		{[]string{truePath}, bench.KeyTrueWallMS, bench.KeyTrueCPUMS},
+	} {
+		var wall, cpu time.Duration
+		for range hookExecs {
+			cmd := exec.Command(x.argv[0], x.argv[1:]...)
+			start := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%v: %v: %s", x.argv, err, out)
+			}
+			wall += time.Since(start)
+			cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		}
+		values[x.wall], values[x.cpu] = ms(wall/hookExecs), ms(cpu/hookExecs)
+	}
+	t.Logf("the hook's start: %.1f ms wall, %.1f ms CPU; /bin/true's: %.1f ms, %.1f ms (means of %d)",
+		values[bench.KeyHookWallMS], values[bench.KeyHookCPUMS], values[bench.KeyTrueWallMS], values[bench.KeyTrueCPUMS], hookExecs)
+	clusterMetric(t, string(variant.BenchNode), bench.MetricHookExec, values)
+}
 
 // benchBurst creates burstPods pods annotated for writable cgroups at once
 // through the CRI (each: RunPodSandbox, then a busybox sleep container
@@ -40,6 +80,7 @@ const (
 // writable cgroup mount with cgdelegate, a read-only one without.
 func (e *guestEnv) benchBurst(ctx context.Context, t *testing.T) {
 	t.Helper()
+	e.hookExecCost(t)
 	warm := e.burst(ctx, t, "burst-warmup", true)
 	t.Logf("warm-up burst with cgdelegate, not counted: %d pods, to running p50 %s", len(warm), bench.Percentile(warm, 0.5).Round(time.Millisecond))
 	for r := range burstRounds {

@@ -73,6 +73,7 @@ func TestBenchNode(t *testing.T) {
 	}
 	var tab bench.Table
 	var bursts []map[string]float64
+	var hook map[string]float64
 	for _, m := range rep.Metrics[variant.BenchNode] {
 		switch m.Name {
 		case bench.MetricSize:
@@ -85,6 +86,8 @@ func TestBenchNode(t *testing.T) {
 			tab.Restart = m.Values
 		case bench.MetricBurst:
 			bursts = append(bursts, m.Values)
+		case bench.MetricHookExec:
+			hook = m.Values
 		default:
 			t.Errorf("unexpected bench metric %s", m)
 		}
@@ -112,7 +115,7 @@ func TestBenchNode(t *testing.T) {
 		t.Error(err)
 	}
 	say("")
-	if err := bench.WriteBurst(os.Stdout, bursts); err != nil {
+	if err := bench.WriteBurst(os.Stdout, bursts, hook); err != nil {
 		t.Error(err)
 	}
 }

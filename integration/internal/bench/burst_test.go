@@ -49,9 +49,11 @@ func TestWriteBurst(t *testing.T) {
 		}
 		return map[string]float64{KeyBurstRound: float64(round), KeyBurstWith: w, KeyBurstPods: 50, KeyBurstP50: p50, KeyBurstP99: p99}
 	}
+	hook := map[string]float64{KeyHookExecs: 20, KeyHookWallMS: 310.5, KeyHookCPUMS: 250, KeyTrueWallMS: 12, KeyTrueCPUMS: 10}
 	tests := []struct {
 		name   string
 		bursts []map[string]float64
+		hook   map[string]float64
 		want   []string
 		not    []string
 	}{
@@ -64,6 +66,13 @@ func TestWriteBurst(t *testing.T) {
 			name:   "missed",
 			bursts: []map[string]float64{burst(0, true, 12, 14), burst(0, false, 10, 13)},
 			want:   []string{"1.20x (goal at most 1.05x): missed."},
+			not:    []string{"hook"},
+		},
+		{
+			name:   "with the hook's start",
+			bursts: []map[string]float64{burst(0, true, 12, 14), burst(0, false, 10, 13)},
+			hook:   hook,
+			want:   []string{"(`cgdelegate-hook -version`, 20 execs): 310.5 ms wall, 250 ms CPU each, against /bin/true's 12 ms and 10 ms: each writable container's start pays at least 240.0 ms more CPU for the hook (12.0 s for a burst of 50 pods)."},
 		},
 		{
 			name:   "one side only: no verdict",
@@ -75,7 +84,7 @@ func TestWriteBurst(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var b strings.Builder
-			if err := WriteBurst(&b, tc.bursts); err != nil {
+			if err := WriteBurst(&b, tc.bursts, tc.hook); err != nil {
 				t.Fatal(err)
 			}
 			for _, w := range tc.want {
