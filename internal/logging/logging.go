@@ -7,10 +7,6 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-
-	"github.com/containerd/nri/pkg/api"
-
-	nrilog "github.com/containerd/nri/pkg/log"
 )
 
 // ParseLevel reads a level name: debug, info, warn or error (slog's names,
@@ -69,28 +65,31 @@ func ErrorLine(w io.Writer, prog string, err error) {
 	fmt.Fprintln(w, prog+": "+msg)
 }
 
-// NRI returns l as the NRI library's Logger, for stub.WithLogger.
-func NRI(l *slog.Logger) nrilog.Logger { return nriLogger{l.Handler()} }
+// NRI returns l as the NRI library's Logger (github.com/containerd/nri/pkg/log),
+// for stub.WithLogger. The package names none of NRI's types: the hook
+// binary imports it, and the NRI API would double its size and its start.
+func NRI(l *slog.Logger) NRILogger { return NRILogger{l.Handler()} }
 
-type nriLogger struct{ h slog.Handler }
+// NRILogger has the methods of the NRI library's Logger.
+type NRILogger struct{ h slog.Handler }
 
-func (n nriLogger) Debugf(ctx context.Context, format string, args ...any) {
+func (n NRILogger) Debugf(ctx context.Context, format string, args ...any) {
 	n.logf(ctx, slog.LevelDebug, format, args)
 }
 
-func (n nriLogger) Infof(ctx context.Context, format string, args ...any) {
+func (n NRILogger) Infof(ctx context.Context, format string, args ...any) {
 	n.logf(ctx, slog.LevelInfo, format, args)
 }
 
-func (n nriLogger) Warnf(ctx context.Context, format string, args ...any) {
+func (n NRILogger) Warnf(ctx context.Context, format string, args ...any) {
 	n.logf(ctx, slog.LevelWarn, format, args)
 }
 
-func (n nriLogger) Errorf(ctx context.Context, format string, args ...any) {
+func (n NRILogger) Errorf(ctx context.Context, format string, args ...any) {
 	n.logf(ctx, slog.LevelError, format, args)
 }
 
-func (n nriLogger) logf(ctx context.Context, level slog.Level, format string, args []any) {
+func (n NRILogger) logf(ctx context.Context, level slog.Level, format string, args []any) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -100,11 +99,27 @@ func (n nriLogger) logf(ctx context.Context, level slog.Level, format string, ar
 	_ = n.h.Handle(ctx, slog.NewRecord(time.Now(), level, fmt.Sprintf(format, args...), 0))
 }
 
+// Pod and Container are what Event reads of an NRI pod sandbox and
+// container: *api.PodSandbox and *api.Container have these getters, and
+// they answer "" on a nil pointer.
+type (
+	Pod interface {
+		GetNamespace() string
+		GetName() string
+	}
+	Container interface{ GetName() string }
+)
+
 // Event is a logger for one NRI event, with the pod and container (either
-// may be nil) as attributes; log itself is never changed.
-func Event(log *slog.Logger, pod *api.PodSandbox, ctr *api.Container) *slog.Logger {
-	l := log.With("pod", pod.GetNamespace()+"/"+pod.GetName())
-	if ctr != nil {
+// may be nil) as attributes; log itself is never changed. A container
+// without a name (a nil one) adds no attribute.
+func Event(log *slog.Logger, pod Pod, ctr Container) *slog.Logger {
+	var ns, name string
+	if pod != nil {
+		ns, name = pod.GetNamespace(), pod.GetName()
+	}
+	l := log.With("pod", ns+"/"+name)
+	if ctr != nil && ctr.GetName() != "" {
 		l = l.With("container", ctr.GetName())
 	}
 	return l
