@@ -111,7 +111,8 @@ func (c *Checker) Run(ctx context.Context) error {
 	c.gen.Add(1)
 	c.watching.Add(1)
 	defer c.watching.Add(-1)
-	return w.loop(ctx, c.MaxAge, func() { c.gen.Add(1) })
+	// No gap: the verdict must follow every change before the next Check.
+	return w.loop(ctx, c.MaxAge, 0, func() { c.gen.Add(1) })
 }
 
 // Close releases the mount table file.

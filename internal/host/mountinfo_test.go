@@ -180,7 +180,7 @@ func TestWatchCallsPeriodically(t *testing.T) {
 	calls := make(chan struct{}, 10)
 	done := make(chan error, 1)
 	go func() {
-		done <- WatchMountinfo(ctx, path, 20*time.Millisecond, func() { calls <- struct{}{} })
+		done <- WatchMountinfo(ctx, path, 20*time.Millisecond, 0, func() { calls <- struct{}{} })
 	}()
 	for range 2 {
 		select {
@@ -206,7 +206,7 @@ func TestWatchSeesPlainFileChange(t *testing.T) {
 	calls := make(chan struct{}, 10)
 	done := make(chan error, 1)
 	go func() {
-		done <- WatchMountinfo(ctx, path, time.Hour, func() { calls <- struct{}{} })
+		done <- WatchMountinfo(ctx, path, time.Hour, 0, func() { calls <- struct{}{} })
 	}()
 	// Watch may open the table after any one write: keep rewriting it.
 	tables := []string{mountsV2Plain, mountsV2Nsdelegate}
@@ -230,12 +230,70 @@ func TestWatchSeesPlainFileChange(t *testing.T) {
 	}
 }
 
+// TestWatchGap: a change right after a call is reported when the gap
+// since that call ends, not sooner, and not lost; with no gap it is
+// reported within the watcher's step (250 ms).
+func TestWatchGap(t *testing.T) {
+	for _, gap := range []time.Duration{0, 600 * time.Millisecond} {
+		t.Run(gap.String(), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "mountinfo")
+			if err := os.WriteFile(path, []byte(mountsV2Nsdelegate), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			calls := make(chan time.Time, 10)
+			done := make(chan error, 1)
+			go func() {
+				done <- WatchMountinfo(ctx, path, time.Hour, gap, func() { calls <- time.Now() })
+			}()
+			// Rewrite until a call reports a change (the watcher may open
+			// the table after any one write), then once more at once.
+			tables := []string{mountsV2Plain, mountsV2Nsdelegate}
+			var first time.Time
+			for i := 0; first.IsZero(); i++ {
+				if i > 50 {
+					t.Fatal("Watch did not report the rewritten table")
+				}
+				if err := os.WriteFile(path, []byte(tables[i%2]), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case first = <-calls:
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			if err := os.WriteFile(path, []byte(mountsV2Plain+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case second := <-calls:
+				d := second.Sub(first)
+				if gap > 0 && d < gap-50*time.Millisecond {
+					t.Errorf("second call %s after the first, want at least the gap %s", d, gap)
+				}
+				if gap == 0 && d > time.Second {
+					t.Errorf("second call %s after the first, want it within the step", d)
+				}
+			case <-time.After(gap + 3*time.Second):
+				t.Fatal("the change after the first call was never reported")
+			}
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("Watch returned %v, want context.Canceled", err)
+			}
+		})
+	}
+}
+
 func TestWatchErrors(t *testing.T) {
-	if err := WatchMountinfo(context.Background(), "/nonexistent/mountinfo", time.Second, func() {}); !errors.Is(err, os.ErrNotExist) {
+	if err := WatchMountinfo(context.Background(), "/nonexistent/mountinfo", time.Second, 0, func() {}); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing table: %v", err)
 	}
-	if err := WatchMountinfo(context.Background(), "/proc/self/mountinfo", 0, func() {}); err == nil {
+	if err := WatchMountinfo(context.Background(), "/proc/self/mountinfo", 0, 0, func() {}); err == nil {
 		t.Fatal("zero interval: want an error")
+	}
+	if err := WatchMountinfo(context.Background(), "/proc/self/mountinfo", time.Second, -time.Second, func() {}); err == nil {
+		t.Fatal("negative gap: want an error")
 	}
 }
 

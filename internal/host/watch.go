@@ -150,36 +150,47 @@ func (w *tableWatcher) readAll(buf *bytes.Buffer) error {
 
 // WatchMountinfo calls fn whenever the mount table at mountinfoPath changes, as
 // procfs reports through poll(2) (or, for a plain file, as its inode, size
-// or modification time show), and in any case at least every interval. It
+// or modification time show), but not sooner than gap after its last call:
+// the changes meanwhile make one call when the gap ends (every container a
+// runtime starts or removes mounts and unmounts on the host, and fn may
+// read the whole table). It calls fn at least every interval anyway. It
 // returns ctx.Err() when ctx is done, or an error if the table can not be
 // opened or polled.
-func WatchMountinfo(ctx context.Context, mountinfoPath string, interval time.Duration, fn func()) error {
-	if interval <= 0 {
-		return fmt.Errorf("watch %q: interval %v must be positive", mountinfoPath, interval)
+func WatchMountinfo(ctx context.Context, mountinfoPath string, interval, gap time.Duration, fn func()) error {
+	if interval <= 0 || gap < 0 {
+		return fmt.Errorf("watch %q: interval %v must be positive and gap %v not negative", mountinfoPath, interval, gap)
 	}
 	w, err := openTable(mountinfoPath)
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
 	defer w.Close()
-	return w.loop(ctx, interval, fn)
+	return w.loop(ctx, interval, gap, fn)
 }
 
 // loop is Watch on an open table.
-func (w *tableWatcher) loop(ctx context.Context, interval time.Duration, fn func()) error {
+func (w *tableWatcher) loop(ctx context.Context, interval, gap time.Duration, fn func()) error {
 	// Wake up at least this often to notice ctx.
 	step := min(interval, 250*time.Millisecond)
 	last := time.Now()
+	pending := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		changed, err := w.changed(ctx.Done(), step)
+		wait := step
+		if pending {
+			// Wake when the gap ends, or at the next change.
+			wait = max(min(step, gap-time.Since(last)), time.Millisecond)
+		}
+		changed, err := w.changed(ctx.Done(), wait)
 		if err != nil {
 			return fmt.Errorf("watch: %w", err)
 		}
-		if ctx.Err() == nil && (changed || time.Since(last) >= interval) {
-			last = time.Now()
+		pending = pending || changed
+		since := time.Since(last)
+		if ctx.Err() == nil && ((pending && since >= gap) || since >= interval) {
+			last, pending = time.Now(), false
 			fn()
 		}
 	}

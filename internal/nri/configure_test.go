@@ -15,7 +15,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
 )
 
-func testConfig(t *testing.T) config.Config {
+func testConfig(t testing.TB) config.Config {
 	t.Helper()
 	return fakehost.New(t).Config()
 }

@@ -23,7 +23,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/refusal"
 )
 
-func pinConfig(t *testing.T) config.Config {
+func pinConfig(t testing.TB) config.Config {
 	t.Helper()
 	c := testConfig(t)
 	c.CPUPinning = true

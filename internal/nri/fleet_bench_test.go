@@ -1,0 +1,49 @@
+package nri
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+)
+
+// BenchmarkCreateContainerFleet is item 4 of issue 23 in process: the
+// plugin's cost of one node-shared container's CreateContainer and
+// RemoveContainer beside n others (no runtime: the updates go nowhere), on
+// the dual-socket topology. Compare the sizes within one run.
+func BenchmarkCreateContainerFleet(b *testing.B) {
+	for _, n := range []int{0, 100, 250} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			p, err := New(pinConfig(b), slog.New(slog.DiscardHandler), WithUpdateHold(0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			pod := &api.PodSandbox{Id: "fleet", Name: "fleet", Namespace: "default"}
+			if err := p.RunPodSandbox(ctx, pod); err != nil {
+				b.Fatal(err)
+			}
+			ctr := func(i int) *api.Container {
+				id := fmt.Sprintf("c%d", i)
+				return &api.Container{Id: id, PodSandboxId: "fleet", Name: id, Linux: &api.LinuxContainer{CgroupsPath: "/kubepods/besteffort/podfleet/" + id}}
+			}
+			for i := range n {
+				if _, _, err := p.CreateContainer(ctx, pod, ctr(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			last := ctr(n)
+			b.ResetTimer()
+			for range b.N {
+				if _, _, err := p.CreateContainer(ctx, pod, last); err != nil {
+					b.Fatal(err)
+				}
+				if err := p.RemoveContainer(ctx, pod, last); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
