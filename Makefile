@@ -94,7 +94,8 @@ demo:
 # 100), after the in-process NRI round trip (item 6: CPU per
 # CreateContainer, no-op plugin against cgdelegate); CGD_BENCH_SIZES=0,10
 # picks the sizes. It fails only when a measurement could not be made or a
-# correctness check failed (docs/performance.md). About an hour under TCG.
+# correctness check failed (docs/performance.md). About half an hour under
+# TCG on a quiet 2-core machine.
 bench-node:
 	@echo "bench-node: the NRI round trip of CreateContainer in process (integration/internal/inproc), before the VM:"
 	@$(GO) test -run '^$$' -bench 'BenchmarkCreateContainer/^(noop|cgdelegate-default|cgdelegate-writable)$$' -count 5 -cpu 1 ./integration/internal/inproc/ | grep '^Benchmark'
