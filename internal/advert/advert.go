@@ -177,12 +177,10 @@ func (a *Advertiser) files(cfg config.Config) (*featureFile, *status.Publisher) 
 }
 
 // RefreshGap is the least time between two refreshes that mount table
-// changes cause. Each refresh reads the whole table, and a node with a
-// hundred containers has thousands of mounts and changes them with every
-// container started or removed, so a refresh on each change costs O(N)
-// per container (the bench measured the plugin's CPU per container
-// created growing with the node: 32 ms at 50, 84 ms at 250, under
-// emulation, before this gap). A change after a quiet
+// changes cause. Each refresh reads the whole table and builds the status,
+// and a node with a hundred containers has thousands of mounts and changes
+// them with every container started or removed: without a gap that is
+// work of the node's size for every container. A change after a quiet
 // second is seen at once; the verdict the handlers and the hook's checks
 // use (host.Checker) follows every change, with no gap.
 const RefreshGap = time.Second

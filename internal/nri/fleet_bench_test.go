@@ -11,8 +11,9 @@ import (
 
 // BenchmarkCreateContainerFleet is item 4 of issue 23 in process: the
 // plugin's cost of one node-shared container's CreateContainer and
-// RemoveContainer beside n others (no runtime: the updates go nowhere), on
-// the dual-socket topology. Compare the sizes within one run.
+// RemoveContainer beside n others in pods of five, as the VM bench's fleet
+// (no runtime: the updates go nowhere), on the dual-socket topology.
+// Compare the sizes within one run.
 func BenchmarkCreateContainerFleet(b *testing.B) {
 	for _, n := range []int{0, 100, 250} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
@@ -21,17 +22,22 @@ func BenchmarkCreateContainerFleet(b *testing.B) {
 				b.Fatal(err)
 			}
 			ctx := context.Background()
-			pod := &api.PodSandbox{Id: "fleet", Name: "fleet", Namespace: "default"}
-			if err := p.RunPodSandbox(ctx, pod); err != nil {
-				b.Fatal(err)
-			}
+			var pod *api.PodSandbox
 			ctr := func(i int) *api.Container {
 				id := fmt.Sprintf("c%d", i)
-				return &api.Container{Id: id, PodSandboxId: "fleet", Name: id, Linux: &api.LinuxContainer{CgroupsPath: "/kubepods/besteffort/podfleet/" + id}}
+				return &api.Container{Id: id, PodSandboxId: pod.Id, Name: id, Linux: &api.LinuxContainer{CgroupsPath: "/kubepods/besteffort/pod" + pod.Id + "/" + id}}
 			}
-			for i := range n {
-				if _, _, err := p.CreateContainer(ctx, pod, ctr(i)); err != nil {
-					b.Fatal(err)
+			for i := range n + 1 {
+				if i%5 == 0 {
+					pod = &api.PodSandbox{Id: fmt.Sprintf("p%d", i/5), Name: fmt.Sprintf("fleet-%d", i/5), Namespace: "default"}
+					if err := p.RunPodSandbox(ctx, pod); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if i < n {
+					if _, _, err := p.CreateContainer(ctx, pod, ctr(i)); err != nil {
+						b.Fatal(err)
+					}
 				}
 			}
 			last := ctr(n)
