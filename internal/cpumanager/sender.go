@@ -349,24 +349,26 @@ func (s *Sender) send(u Updater, taken map[string]int) {
 	ids := slices.Sorted(maps.Keys(taken))
 	pn := s.manager()
 	batch := make([]policy.Assignment, 0, len(ids))
+	us := make([]*api.ContainerUpdate, 0, len(ids))
+	var str setStrings
 	s.mu.Lock()
 	epoch := s.epoch
 	for _, id := range ids {
 		a, ok := pn.Assignment(id)
-		switch {
-		case !ok:
+		if !ok {
 			delete(s.known, id) // gone: nothing to remember
-		case s.known[id].holds(updateCPU(a)):
-			s.log.Debug("container update not sent: the runtime holds it", "container", id)
-		default:
-			batch = append(batch, a)
+			continue
 		}
+		if up := update(&str, a); !s.known[id].holds(up.GetLinux().GetResources().GetCpu()) {
+			batch, us = append(batch, a), append(us, up)
+			continue
+		}
+		s.log.Debug("container update not sent: the runtime holds it", "container", id)
 	}
 	s.mu.Unlock()
 	if len(batch) == 0 {
 		return
 	}
-	us := Updates(batch)
 	failed, err := u.UpdateContainers(us)
 	var again map[string]bool
 	switch {
@@ -405,31 +407,39 @@ func (s *Sender) remember(us []*api.ContainerUpdate, failed map[string]bool, epo
 	}
 }
 
-// Created records a new container's creation adjustment (Adjust) as what
-// the runtime holds of it. Call it before the handler answers. (A new
-// container is in no call in flight: the epoch stays.)
-func (s *Sender) Created(a policy.Assignment) {
+// Created records a new container's creation adjustment (the CPU
+// settings Adjust returned) as what the runtime holds of it. Call it before
+// the handler answers. (A new container is in no call in flight: the epoch
+// stays.)
+func (s *Sender) Created(id string, cpu *api.LinuxCPU) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.known[a.ContainerID] = cpuRecord{}.after(adjustCPU(a))
+	s.known[id] = cpuRecord{}.after(cpu)
 }
 
 // Forget makes what the runtime holds of the containers unknown, so that
 // their next queued update is sent: call it for every container an event
-// answers updates for (the runtime applies them outside the Sender), for a
-// resized or removed container, and with no ids and all set after
-// Synchronize (the runtime may have changed anything meanwhile).
-func (s *Sender) Forget(all bool, ids ...string) {
+// answers updates for (the runtime applies them outside the Sender), and
+// for a resized or removed container. No ids: nothing changes.
+func (s *Sender) Forget(ids ...string) {
+	if len(ids) == 0 {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.epoch++
-	if all {
-		clear(s.known)
-		return
-	}
 	for _, id := range ids {
 		delete(s.known, id)
 	}
+}
+
+// ForgetAll is Forget for every container: after Synchronize, the runtime
+// may have changed anything meanwhile.
+func (s *Sender) ForgetAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.epoch++
+	clear(s.known)
 }
 
 // cpuRecord is what the runtime holds of a container's CPU settings, as

@@ -478,10 +478,10 @@ func TestSenderSkipsHeld(t *testing.T) {
 			name: "forgotten",
 			run: func(t *testing.T, m *Manager, s *Sender, _ *fakeUpdater) {
 				created(t, m, s, all...)
-				s.Forget(false, "b")
+				s.Forget("b")
 				s.Enqueue(queued(all...))
 				s.Wait()
-				s.Forget(true)
+				s.ForgetAll()
 				s.Enqueue(queued("c"))
 			},
 			want: [][]string{{"b"}, {"c"}},
@@ -491,7 +491,7 @@ func TestSenderSkipsHeld(t *testing.T) {
 			run: func(t *testing.T, m *Manager, s *Sender, u *fakeUpdater) {
 				u.during = func(i int) {
 					if i == 0 {
-						s.Forget(false, "x")
+						s.Forget("x")
 					}
 				}
 				s.Enqueue(queued("a"))
@@ -533,7 +533,7 @@ func created(t *testing.T, m *Manager, s *Sender, ids ...string) {
 		if !ok {
 			t.Fatalf("no assignment for %s", id)
 		}
-		s.Created(a)
+		s.Created(id, Adjust(&api.ContainerAdjustment{}, a))
 	}
 }
 

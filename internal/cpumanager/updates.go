@@ -13,14 +13,18 @@ import (
 )
 
 // Adjust records a container's assignment in its creation adjustment:
-// cpuset, memory nodes, quota and the stamp that survives restarts.
-func Adjust(adj *api.ContainerAdjustment, a policy.Assignment) {
-	adj.SetLinuxCPUSetCPUs(a.CPUs.String())
-	adj.SetLinuxCPUSetMems(a.Mems.String())
+// cpuset, memory nodes, quota and the stamp that survives restarts. It
+// returns the CPU settings it set (for Sender.Created).
+func Adjust(adj *api.ContainerAdjustment, a policy.Assignment) *api.LinuxCPU {
+	cpu := &api.LinuxCPU{Cpus: a.CPUs.String(), Mems: a.Mems.String()}
+	adj.SetLinuxCPUSetCPUs(cpu.Cpus)
+	adj.SetLinuxCPUSetMems(cpu.Mems)
 	if a.QuotaDisabled() {
+		cpu.Quota = api.Int64(-1)
 		adj.SetLinuxCPUQuota(-1)
 	}
 	adj.AddAnnotation(policy.StampAnnotation, a.Stamp())
+	return cpu
 }
 
 // CgroupWriter writes a cgroup's cpuset; *host.FS is one.
@@ -72,11 +76,7 @@ func Updates(as []policy.Assignment) []*api.ContainerUpdate {
 	idx := make(map[string]int, len(as))
 	var str setStrings
 	for _, a := range as {
-		cpu := updateCPUWith(&str, a)
-		u := &api.ContainerUpdate{
-			ContainerId: a.ContainerID,
-			Linux:       &api.LinuxContainerUpdate{Resources: &api.LinuxResources{Cpu: cpu}},
-		}
+		u := update(&str, a)
 		if i, ok := idx[a.ContainerID]; ok {
 			out[i] = u
 			continue
@@ -87,13 +87,9 @@ func Updates(as []policy.Assignment) []*api.ContainerUpdate {
 	return out
 }
 
-// updateCPU is the CPU part of a's container update.
-func updateCPU(a policy.Assignment) *api.LinuxCPU {
-	var str setStrings
-	return updateCPUWith(&str, a)
-}
-
-func updateCPUWith(str *setStrings, a policy.Assignment) *api.LinuxCPU {
+// update is a's container update: cpuset, memory nodes and the quota
+// change, if any.
+func update(str *setStrings, a policy.Assignment) *api.ContainerUpdate {
 	cpu := &api.LinuxCPU{Cpus: str.of(a.CPUs), Mems: str.of(a.Mems)}
 	switch {
 	case a.QuotaDisabled():
@@ -101,16 +97,10 @@ func updateCPUWith(str *setStrings, a policy.Assignment) *api.LinuxCPU {
 	case a.RestoreQuota > 0:
 		cpu.Quota, cpu.Period = api.Int64(a.RestoreQuota), api.UInt64(budget.DefaultPeriod)
 	}
-	return cpu
-}
-
-// adjustCPU is the CPU part of a's creation adjustment (Adjust).
-func adjustCPU(a policy.Assignment) *api.LinuxCPU {
-	cpu := &api.LinuxCPU{Cpus: a.CPUs.String(), Mems: a.Mems.String()}
-	if a.QuotaDisabled() {
-		cpu.Quota = api.Int64(-1)
+	return &api.ContainerUpdate{
+		ContainerId: a.ContainerID,
+		Linux:       &api.LinuxContainerUpdate{Resources: &api.LinuxResources{Cpu: cpu}},
 	}
-	return cpu
 }
 
 // setStrings memoizes cpuset.String: the containers of one pool share their

@@ -77,11 +77,11 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 	if adj == nil {
 		adj = &api.ContainerAdjustment{}
 	}
-	cpumanager.Adjust(adj, a)
-	p.eventLog(pod, ctr).Info("cpus assigned", "pool", a.Pool, "cpus", a.CPUs.String(), "mems", a.Mems.String(), "updates", len(upd))
+	cpu := cpumanager.Adjust(adj, a)
+	p.eventLog(pod, ctr).Info("cpus assigned", "pool", a.Pool, "cpus", cpu.Cpus, "mems", cpu.Mems, "updates", len(upd))
 	p.enforce(pod, ctr, upd)
-	p.send.Created(a)
-	p.send.Forget(false, containerIDs(upd)...)
+	p.send.Created(a.ContainerID, cpu)
+	p.send.Forget(containerIDs(upd)...)
 	return adj, cpumanager.Updates(upd), nil
 }
 
@@ -90,7 +90,7 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	if pn := p.pin.Load(); pod != nil && ctr != nil && pn.Active() {
 		// The resize changes the runtime's record of the container.
-		p.send.Forget(false, ctr.GetId())
+		p.send.Forget(ctr.GetId())
 		return pn.ResizeContainer(p.log, pod, ctr, res)
 	}
 	return nil, nil
@@ -114,7 +114,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	}
 	upd := pn.RemoveContainer(ctr.GetId())
 	p.enforce(pod, ctr, upd)
-	p.send.Forget(false, append(containerIDs(upd), ctr.GetId())...)
+	p.send.Forget(append(containerIDs(upd), ctr.GetId())...)
 	return cpumanager.Updates(upd), nil
 }
 
@@ -134,7 +134,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if ctr == nil || !pn.Active() {
 		return nil
 	}
-	p.send.Forget(false, ctr.GetId())
+	p.send.Forget(ctr.GetId())
 	p.push(pod, ctr, pn.RemoveContainer(ctr.GetId()))
 	return nil
 }
@@ -179,7 +179,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	}
 	// What the runtime holds of each container is known again only
 	// from the updates sent from now on.
-	p.send.Forget(true)
+	p.send.ForgetAll()
 	p.push(nil, nil, pn.Synchronize(p.log, pods, ctrs).Updates)
 	return nil, nil
 }
