@@ -360,8 +360,8 @@ func (e *guestEnv) published(ctx context.Context, t *testing.T) publishedStatus 
 
 // waitStatusPod polls `cgdelegate status` until the pod's row has exactly
 // the wanted containers (by name, with their pools and cpus) and returns
-// the row. The plugin publishes its status on mount table changes and at
-// least every 10 s, so the table may lag an event by that much.
+// the row. The plugin publishes its allocation table at least every 10 s,
+// so the table may lag an event by that much.
 func (e *guestEnv) waitStatusPod(ctx context.Context, t *testing.T, pod *cri.Pod, want map[string]cpuView) policy.PodStatus {
 	t.Helper()
 	deadline := time.Now().Add(40 * time.Second)

@@ -15,6 +15,7 @@
 package advert
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,11 @@ type Advertiser struct {
 	pub       *status.Publisher
 	pubPath   string
 	withdrawn bool
+	// readiness is the last published report without its allocation
+	// table and time (readinessKey), and tableAt when the last report with
+	// the table was published: a mount table change is compared with them.
+	readiness []byte
+	tableAt   time.Time
 	// label keeps the Node label; nil when there is none.
 	label *NodeLabeler
 }
@@ -93,23 +99,45 @@ func (a *Advertiser) NodeLabel() *LabelResult {
 
 // Report builds the readiness report now.
 func (a *Advertiser) Report() status.Report {
+	r := a.readinessReport()
+	r.Pinning = a.src.Pinning()
+	return r
+}
+
+// readinessReport is Report without the allocation table, which is the
+// part that grows with the node.
+func (a *Advertiser) readinessReport() status.Report {
 	cfg := a.src.Config()
 	st, err := a.src.HostStatus()
 	r := status.Evaluate(cfg, st, err)
 	r.Runtime = a.src.Runtime()
-	r.Pinning = a.src.Pinning()
 	r.NodeLabel = a.NodeLabel()
 	r.PluginPID = os.Getpid()
 	r.UpdatedAt = time.Now().UTC()
 	return r
 }
 
+// readinessKey is what a mount table change is compared with: the report
+// without its time and allocation table.
+func readinessKey(r status.Report) []byte {
+	r.UpdatedAt, r.Pinning = time.Time{}, nil
+	return r.Marshal()
+}
+
 // Refresh re-runs the host checks, updates the feature file, asks for the
 // node label to follow (sent in the background by Watch) and publishes the
-// status file. The paths follow the config in force. It never waits for the
-// API. After Withdraw it does nothing.
-func (a *Advertiser) Refresh() {
-	r := a.Report()
+// status file with the allocation table. The paths follow the config in
+// force. It never waits for the API. After Withdraw it does nothing.
+func (a *Advertiser) Refresh() { a.refresh(0) }
+
+// refresh is Refresh, except that the allocation table (of the node's
+// size to build and write) is published only when the last one is at
+// least tableEvery old or the readiness changed. The feature file and the
+// label follow the host checks every time.
+func (a *Advertiser) refresh(tableEvery time.Duration) {
+	now := time.Now()
+	r := a.readinessReport()
+	key := readinessKey(r)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.withdrawn {
@@ -124,9 +152,16 @@ func (a *Advertiser) Refresh() {
 	if a.label != nil {
 		a.label.Set(r.Supported)
 	}
+	if bytes.Equal(key, a.readiness) && time.Since(a.tableAt) < tableEvery {
+		return
+	}
+	r.Pinning = a.src.Pinning()
 	if _, err := pub.Publish(r); err != nil {
 		a.log.Error("cannot publish status", "path", r.Config.StatusFilePath(), "error", err)
+		a.readiness = nil
+		return
 	}
+	a.readiness, a.tableAt = key, now
 }
 
 // Withdraw removes the feature file and the node label, so that a node
@@ -177,20 +212,24 @@ func (a *Advertiser) files(cfg config.Config) (*featureFile, *status.Publisher) 
 }
 
 // RefreshGap is the least time between two refreshes that mount table
-// changes cause. Each refresh reads the whole table and builds the status,
-// and a node with a hundred containers has thousands of mounts and changes
-// them with every container started or removed: without a gap that is
-// work of the node's size for every container. A change after a quiet
-// second is seen at once; the verdict the handlers and the hook's checks
-// use (host.Checker) follows every change, with no gap.
+// changes cause. Each refresh reads the whole table, and a node with a
+// hundred containers has hundreds of mounts and changes them with every
+// container started or removed: without a gap that is work of the node's
+// size for every container. A change after a quiet second is seen at once;
+// the verdict the handlers and the hook's checks use (host.Checker)
+// follows every change, with no gap.
 const RefreshGap = time.Second
 
 // Watch refreshes on mount table changes (RefreshGap apart at the least)
 // and at least every interval, and sends the node label's changes, until
-// ctx is done.
+// ctx is done. A change refreshes the feature file and the label, and the
+// status file when the readiness changed; the status file's allocation
+// table, which grows with the node while the mount table changes with
+// every container, is rebuilt only when half an interval old (so that the
+// refresh every interval always includes it).
 func (a *Advertiser) Watch(ctx context.Context, interval time.Duration) error {
 	if a.label != nil {
 		go func() { _ = a.label.Run(ctx) }()
 	}
-	return host.WatchMountinfo(ctx, a.src.Config().MountinfoPath, interval, RefreshGap, a.Refresh)
+	return host.WatchMountinfo(ctx, a.src.Config().MountinfoPath, interval, RefreshGap, func() { a.refresh(interval / 2) })
 }

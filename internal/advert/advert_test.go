@@ -23,6 +23,8 @@ type source struct {
 	err     error
 	runtime *status.Runtime
 	pinning *status.Pinning
+	// tables counts the calls of Pinning: the allocation tables built.
+	tables int
 }
 
 func (s *source) Config() config.Config {
@@ -37,11 +39,16 @@ func (s *source) HostStatus() (host.Status, error) {
 	return s.st, s.err
 }
 func (s *source) Runtime() *status.Runtime { return s.runtime }
-func (s *source) Pinning() *status.Pinning { return s.pinning }
+func (s *source) Pinning() *status.Pinning {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tables++
+	return s.pinning
+}
 
 var safe = host.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}
 
-func newSource(t *testing.T) *source {
+func newSource(t testing.TB) *source {
 	dir := t.TempDir()
 	cfg := config.Default()
 	cfg.FeatureFile = filepath.Join(dir, "features.d", "cgdelegate")
@@ -98,6 +105,62 @@ func TestRefresh(t *testing.T) {
 	if got := readFile(t, src.cfg.FeatureFile); got != FeatureContent(true) {
 		t.Fatalf("moved feature file %q", got)
 	}
+}
+
+// TestMountChangeRefresh: a refresh after a mount table change (refresh
+// with a table age) builds and publishes the allocation table only when
+// the readiness changed or the last table is that old; the feature file
+// follows the host every time.
+func TestMountChangeRefresh(t *testing.T) {
+	src := newSource(t)
+	src.pinning = &status.Pinning{Active: true, Reason: "first"}
+	a := New(src, nil)
+	set := func(f func()) {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		f()
+	}
+	check := func(step string, tables int, supported bool, reason string) {
+		t.Helper()
+		src.mu.Lock()
+		got := src.tables
+		src.mu.Unlock()
+		if got != tables {
+			t.Errorf("%s: %d allocation tables built, want %d", step, got, tables)
+		}
+		if got := readFile(t, src.cfg.FeatureFile); got != FeatureContent(supported) {
+			t.Errorf("%s: feature file %q, want supported=%v", step, got, supported)
+		}
+		pub, err := status.ReadPublished(src.cfg.StatusFile)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if pub.Supported != supported || pub.Pinning == nil || pub.Pinning.Reason != reason {
+			t.Errorf("%s: published supported=%v pinning %+v, want supported=%v and the table of %q", step, pub.Supported, pub.Pinning, supported, reason)
+		}
+	}
+	a.refresh(time.Hour)
+	check("the first refresh", 1, true, "first")
+
+	set(func() { src.pinning = &status.Pinning{Active: true, Reason: "second"} })
+	a.refresh(time.Hour)
+	check("a change with the same readiness", 1, true, "first")
+
+	set(func() { src.st.NsDelegate = false })
+	a.refresh(time.Hour)
+	check("a change that loses nsdelegate", 2, false, "second")
+
+	set(func() { src.pinning = &status.Pinning{Active: true, Reason: "third"} })
+	a.refresh(time.Hour)
+	check("unsupported, the same readiness", 2, false, "second")
+
+	time.Sleep(2 * time.Millisecond)
+	a.refresh(time.Millisecond)
+	check("a table older than the age", 3, false, "third")
+
+	set(func() { src.pinning = &status.Pinning{Active: true, Reason: "fourth"} })
+	a.Refresh()
+	check("Refresh", 4, false, "fourth")
 }
 
 func TestReportHostError(t *testing.T) {

@@ -238,8 +238,7 @@ func Live(live Report, pub Report, pubErr error) Report {
 
 // Publisher writes reports to one file, skipping a report that says the
 // same as the last one written (UpdatedAt aside) unless that one is older
-// than Refresh. The plugin refreshes on every mount-table change, and a busy
-// node mounts a rootfs for every container start.
+// than Refresh, so that an unchanged report costs no write.
 type Publisher struct {
 	path    string
 	refresh time.Duration
