@@ -14,6 +14,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/integration/internal/bench"
 	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
+	"github.com/cgdelegate/cgdelegate/internal/metrics"
 )
 
 // The writable pod burst (issue 23, item 3).
@@ -74,38 +75,60 @@ func (e *guestEnv) hookExecCost(t *testing.T) {
 // created and started), with cgdelegate running and with it stopped
 // (containerd then runs them without any NRI plugin), burstRounds rounds of
 // both, interleaved, on a node with no other pod, after an uncounted
-// warm-up burst. It reports each burst's
-// p50 and p99 from its start until a pod's container runs, as a
-// bench.MetricBurst line, and checks one container of each burst: a
-// writable cgroup mount with cgdelegate, a read-only one without.
+// warm-up burst. A round that starts cgdelegate again before its burst
+// with it first runs one more burst, right after the restart, reported on
+// its own (the ratio compares a running plugin with none). It reports
+// each burst (burstResult) as a bench.MetricBurst line, and checks one
+// container of each burst: a writable cgroup mount with cgdelegate, a
+// read-only one without.
 func (e *guestEnv) benchBurst(ctx context.Context, t *testing.T) {
 	t.Helper()
 	e.hookExecCost(t)
 	warm := e.burst(ctx, t, "burst-warmup", true)
-	t.Logf("warm-up burst with cgdelegate, not counted: %d pods, to running p50 %s", len(warm), bench.Percentile(warm, 0.5).Round(time.Millisecond))
+	t.Logf("warm-up burst with cgdelegate, not counted: %d pods, to running p50 %s", len(warm.toRunning), bench.Percentile(warm.toRunning, 0.5).Round(time.Millisecond))
+	restarted := false
 	for r := range burstRounds {
 		for _, with := range bench.BurstOrder(r) {
 			if !with {
 				e.stopPluginFor(ctx, t, bench.BurstName(r, with))
 			}
-			ds := e.burst(ctx, t, fmt.Sprintf("burst%d-%t", r, with), with)
+			if with && restarted {
+				// The first burst of the new process: its own number.
+				e.reportBurst(t, r, with, true, e.burst(ctx, t, fmt.Sprintf("burst%d-restarted", r), with))
+				restarted = false
+			}
+			res := e.burst(ctx, t, fmt.Sprintf("burst%d-%t", r, with), with)
 			if !with {
 				if err := e.startPlugin(ctx, fileSize(e.paths.ContainerdLog)); err != nil {
 					t.Fatalf("start cgdelegate after %s: %v", bench.BurstName(r, with), err)
 				}
+				restarted = true
 			}
-			p50, p99 := bench.Percentile(ds, 0.5), bench.Percentile(ds, 0.99)
-			t.Logf("%s: %d pods, to running p50 %s, p99 %s", bench.BurstName(r, with), len(ds), p50.Round(time.Millisecond), p99.Round(time.Millisecond))
-			w := 0.0
-			if with {
-				w = 1
-			}
-			clusterMetric(t, string(variant.BenchNode), bench.MetricBurst, map[string]float64{
-				bench.KeyBurstRound: float64(r), bench.KeyBurstWith: w, bench.KeyBurstPods: float64(len(ds)),
-				bench.KeyBurstP50: bench.Seconds(p50), bench.KeyBurstP99: bench.Seconds(p99),
-			})
+			e.reportBurst(t, r, with, false, res)
 		}
 	}
+}
+
+// reportBurst logs a burst and writes its bench.MetricBurst line.
+func (e *guestEnv) reportBurst(t *testing.T, r int, with, afterRestart bool, res burstResult) {
+	t.Helper()
+	name := bench.BurstName(r, with)
+	values := map[string]float64{bench.KeyBurstRound: float64(r), bench.KeyBurstPods: float64(len(res.toRunning))}
+	if with {
+		values[bench.KeyBurstWith] = 1
+		values[bench.KeyBurstPluginCPUMS], values[bench.KeyBurstHandlersMS] = ms(res.pluginCPU), ms(res.handlers)
+	}
+	if afterRestart {
+		name += ", right after its restart (not counted)"
+		values[bench.KeyBurstAfterRestart] = 1
+	}
+	p50 := func(ds []time.Duration) time.Duration { return bench.Percentile(ds, 0.5) }
+	values[bench.KeyBurstP50], values[bench.KeyBurstP99] = bench.Seconds(p50(res.toRunning)), bench.Seconds(bench.Percentile(res.toRunning, 0.99))
+	values[bench.KeyBurstRunPodP50], values[bench.KeyBurstCreateP50], values[bench.KeyBurstStartP50] = bench.Seconds(p50(res.runPod)), bench.Seconds(p50(res.create)), bench.Seconds(p50(res.start))
+	t.Logf("%s: %d pods, to running p50 %.3f s, p99 %.3f s; calls p50: RunPodSandbox %.3f s, CreateContainer %.3f s, StartContainer %.3f s; plugin CPU %s, its handlers %s",
+		name, len(res.toRunning), values[bench.KeyBurstP50], values[bench.KeyBurstP99],
+		values[bench.KeyBurstRunPodP50], values[bench.KeyBurstCreateP50], values[bench.KeyBurstStartP50], res.pluginCPU, res.handlers.Round(time.Millisecond))
+	clusterMetric(t, string(variant.BenchNode), bench.MetricBurst, values)
 }
 
 // stopPluginFor stops cgdelegate (SIGTERM) and waits until containerd
@@ -123,29 +146,50 @@ func (e *guestEnv) stopPluginFor(ctx context.Context, t *testing.T, what string)
 	}
 }
 
-// burst starts burstPods writable pods at once and returns, for each, the
-// time from the burst's start until its container ran; then it checks one
-// container's cgroup mount and removes every pod.
-func (e *guestEnv) burst(ctx context.Context, t *testing.T, name string, with bool) []time.Duration {
+// burstResult is what a burst measured: for each pod, the time from the
+// burst's start until its container ran and the duration of each of its
+// three calls; with cgdelegate, the plugin's CPU time and the time of its
+// NRI handlers from the burst's start until the last pod ran.
+type burstResult struct {
+	toRunning, runPod, create, start []time.Duration
+	pluginCPU, handlers              time.Duration
+}
+
+// burst starts burstPods writable pods at once and measures them
+// (burstResult); then it checks one container's cgroup mount and removes
+// every pod.
+func (e *guestEnv) burst(ctx context.Context, t *testing.T, name string, with bool) burstResult {
 	t.Helper()
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
-		ds   []time.Duration
+		res  burstResult
 		pods []*cri.Pod
 		ctrs []*cri.Container
 		errs []error
 	)
+	var handlers0 float64
+	var cpu0 time.Duration
+	if with {
+		handlers0, cpu0 = handlerSeconds(e.scrape(ctx, t)), e.pluginCPU(t)
+	}
 	start := time.Now()
 	for i := range burstPods {
 		wg.Go(func() {
 			spec := cri.PodSpec{Name: podName(t, fmt.Sprintf("%s-%d", name, i)), Annotations: writable(), SystemdCgroup: e.variant.Systemd}
+			t0 := time.Now()
 			pod, err := e.cri.RunPod(ctx, spec)
+			t1 := time.Now()
 			var c *cri.Container
+			var t2 time.Time
 			if err == nil {
-				c, err = pod.RunContainer(ctx, sleeper("app", 0))
+				c, err = pod.CreateContainer(ctx, sleeper("app", 0))
+				t2 = time.Now()
 			}
-			d := time.Since(start)
+			if err == nil {
+				err = c.Start(ctx)
+			}
+			t3 := time.Now()
 			mu.Lock()
 			defer mu.Unlock()
 			if pod != nil {
@@ -155,10 +199,16 @@ func (e *guestEnv) burst(ctx context.Context, t *testing.T, name string, with bo
 				errs = append(errs, fmt.Errorf("pod %d: %w", i, err))
 				return
 			}
-			ds, ctrs = append(ds, d), append(ctrs, c)
+			res.toRunning = append(res.toRunning, t3.Sub(start))
+			res.runPod, res.create, res.start = append(res.runPod, t1.Sub(t0)), append(res.create, t2.Sub(t1)), append(res.start, t3.Sub(t2))
+			ctrs = append(ctrs, c)
 		})
 	}
 	wg.Wait()
+	if with {
+		res.pluginCPU = e.pluginCPU(t) - cpu0
+		res.handlers = time.Duration((handlerSeconds(e.scrape(ctx, t)) - handlers0) * float64(time.Second))
+	}
 	defer removePods(t, pods)
 	if len(errs) > 0 {
 		t.Fatalf("%s: %d of %d pods failed: %v", name, len(errs), burstPods, errs)
@@ -167,7 +217,19 @@ func (e *guestEnv) burst(ctx context.Context, t *testing.T, name string, with bo
 	if m.ReadOnly() == with {
 		t.Fatalf("%s: /sys/fs/cgroup = %s, want it writable exactly when cgdelegate runs (%t)", name, m, with)
 	}
-	return ds
+	return res
+}
+
+// handlerSeconds is the time the plugin's NRI handlers took so far, summed
+// over its events (cgdelegate_nri_event_duration_seconds_sum of a scrape).
+func handlerSeconds(samples map[string]float64) float64 {
+	var sum float64
+	for k, v := range samples {
+		if strings.HasPrefix(k, metrics.EventDuration+"_sum{") {
+			sum += v
+		}
+	}
+	return sum
 }
 
 // removePods removes pods, burstRemovers at a time, and waits for all.

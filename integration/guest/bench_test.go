@@ -15,6 +15,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/integration/internal/bench"
 	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
+	"github.com/cgdelegate/cgdelegate/internal/metrics"
 )
 
 // The bench's knobs. The guest's test binary runs for at most 90 minutes
@@ -79,16 +80,17 @@ func benchNode(t *testing.T, e *guestEnv) {
 // the p50 and max of their lags and starts into values.
 func (f *nodeFleet) measure(t *testing.T, values map[string]float64, sample func(i int) benchSample) {
 	t.Helper()
-	var podLags, ctrLags, starts, widens, runPods []time.Duration
+	var podLags, ctrLags, starts, widens, runPods, handlers []time.Duration
 	var cpu, period time.Duration
 	for i := range benchSamples {
 		s := sample(i)
 		podLags, ctrLags, runPods = append(podLags, s.podLag), append(ctrLags, s.ctrLag), append(runPods, s.runPod)
+		handlers = append(handlers, s.handler)
 		starts, widens = append(starts, s.start), append(widens, s.widen)
 		cpu += s.cpu
 		period += s.trace.Period()
-		t.Logf("%s, N=%d sample %d: bubble %s exclusive %s; lag %s from the pod's start (its RunPodSandbox took %s), %s from the exclusive container's; start %s; widened %s after removal; plugin CPU %s; %d rounds, each %s of reading every %s",
-			f.by, len(f.dirs), i, s.bubble, s.exclusive, s.podLag, s.runPod, s.ctrLag, s.start, s.widen, s.cpu, s.trace.Rounds, s.trace.MeanRound(), s.trace.Period())
+		t.Logf("%s, N=%d sample %d: bubble %s exclusive %s; lag %s from the pod's start (its RunPodSandbox took %s, cgdelegate's answer to it %s), %s from the exclusive container's; start %s; widened %s after removal; plugin CPU %s; %d rounds, each %s of reading every %s",
+			f.by, len(f.dirs), i, s.bubble, s.exclusive, s.podLag, s.runPod, s.handler, s.ctrLag, s.start, s.widen, s.cpu, s.trace.Rounds, s.trace.MeanRound(), s.trace.Period())
 	}
 	values[bench.KeyPodLag], values[bench.KeyPodLagMax] = bench.Seconds(bench.Median(podLags)), bench.Seconds(slices.Max(podLags))
 	values[bench.KeyCtrLag], values[bench.KeyCtrLagMax] = bench.Seconds(bench.Median(ctrLags)), bench.Seconds(slices.Max(ctrLags))
@@ -97,6 +99,7 @@ func (f *nodeFleet) measure(t *testing.T, values map[string]float64, sample func
 	values[bench.KeyPollMS] = ms(period / benchSamples)
 	if f.by == bench.ByCgdelegate {
 		values[bench.KeyRunPodS] = bench.Seconds(bench.Median(runPods))
+		values[bench.KeyRunPodHandlerMS] = ms(bench.Median(handlers))
 	}
 	if n := len(f.dirs); n > 0 && f.by == bench.ByCgdelegate {
 		values[bench.KeyCPUPerUpdateMS] = ms(cpu / time.Duration(benchSamples*n))
@@ -108,6 +111,7 @@ type benchSample struct {
 	bubble, exclusive            cpuset.CPUSet
 	podLag, ctrLag, start, widen time.Duration
 	runPod                       time.Duration // the RunPodSandbox call (cgdelegate's samples only)
+	handler                      time.Duration // cgdelegate's answer to its NRI RunPodSandbox
 	cpu                          time.Duration // the plugin's, until the bubble was clear
 	trace                        bench.Trace
 }
@@ -122,6 +126,7 @@ func (f *nodeFleet) sample(ctx context.Context, t *testing.T, i int) benchSample
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := e.scrape(ctx, t)
 	cpu0 := e.pluginCPU(t)
 	t0 := time.Now()
 	pp, err := f.startPinned(ctx, t, fmt.Sprintf("pinned-%d-%d", len(f.dirs), i))
@@ -137,6 +142,9 @@ func (f *nodeFleet) sample(ctx context.Context, t *testing.T, i int) benchSample
 	err = f.clear(ctx, p, &s, t0, t0.Add(pp.runPod))
 	s.cpu = e.pluginCPU(t) - cpu0
 	if err != nil {
+		t.Fatalf("N=%d: %v", len(f.dirs), err)
+	}
+	if s.handler, err = eventTime(before, e.scrape(ctx, t), "RunPodSandbox", 1); err != nil {
 		t.Fatalf("N=%d: %v", len(f.dirs), err)
 	}
 	pp.removed = true
@@ -285,4 +293,16 @@ func (f *nodeFleet) restart(ctx context.Context, t *testing.T) {
 	f.e.footprint(ctx, t).Put(values, "")
 	t.Logf("restart at N=%d: synchronized %.3fs, answered %.3fs after the new process started", len(f.dirs), values[bench.KeySyncS], values[bench.KeyAnswerS])
 	clusterMetric(t, string(variant.BenchNode), bench.MetricRestart, values)
+}
+
+// eventTime is the mean time the plugin took to answer event between two
+// scrapes of its /metrics (cgdelegate_nri_event_duration_seconds), which
+// must have seen exactly n of them.
+func eventTime(before, after map[string]float64, event string, n int) (time.Duration, error) {
+	key := func(part string) string { return fmt.Sprintf("%s_%s{event=%q}", metrics.EventDuration, part, event) }
+	count := after[key("count")] - before[key("count")]
+	if int(count) != n {
+		return 0, fmt.Errorf("the plugin's /metrics counted %v %s events between two scrapes, want %d", count, event, n)
+	}
+	return time.Duration((after[key("sum")] - before[key("sum")]) / count * float64(time.Second)), nil
 }

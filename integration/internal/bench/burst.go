@@ -23,6 +23,19 @@ const (
 	// container runs (RunPodSandbox, CreateContainer and StartContainer
 	// returned), over the burst's pods.
 	KeyBurstP50, KeyBurstP99 = "p50_s", "p99_s"
+	// KeyBurstRunPodP50, KeyBurstCreateP50 and KeyBurstStartP50: the p50
+	// of each call's own duration over the burst's pods (RunPodSandbox,
+	// CreateContainer, StartContainer, where the createRuntime hook runs).
+	KeyBurstRunPodP50, KeyBurstCreateP50, KeyBurstStartP50 = "run_pod_p50_s", "create_p50_s", "start_p50_s"
+	// KeyBurstPluginCPUMS: the plugin's CPU time (utime+stime) from the
+	// burst's start until its last pod ran; KeyBurstHandlersMS: the time
+	// its NRI handlers took over the same span, summed
+	// (cgdelegate_nri_event_duration_seconds). Bursts with cgdelegate only.
+	KeyBurstPluginCPUMS, KeyBurstHandlersMS = "plugin_cpu_ms", "handlers_ms"
+	// KeyBurstAfterRestart is 1 for the burst right after cgdelegate
+	// restarted: reported, but not in the ratio, which compares a running
+	// plugin with none (a fresh process's first burst is its own number).
+	KeyBurstAfterRestart = "after_restart"
 )
 
 // MetricHookExec is the start of the createRuntime hook binary, timed in
@@ -54,32 +67,42 @@ func Percentile(ds []time.Duration, q float64) time.Duration {
 
 // WriteBurst writes the bursts as a Markdown table (one row per burst, in
 // the order run) and the ratio of the median p50 with cgdelegate to the
-// median p50 without it, against GoalBurstRatio; then the hook's start
-// (MetricHookExec) when hook is not nil.
+// median p50 without it, against GoalBurstRatio, leaving out the bursts
+// right after a restart, which get a sentence of their own; then the
+// hook's start (MetricHookExec) when hook is not nil.
 func WriteBurst(w io.Writer, bursts []map[string]float64, hook map[string]float64) error {
 	p := &printer{w: w}
-	p.line("| round | cgdelegate | pods | to running p50 | p99 |")
-	p.line("|---|---|---|---|---|")
-	var with, without []time.Duration
+	p.line("| round | cgdelegate | pods | to running p50 | p99 | RunPodSandbox p50 | CreateContainer p50 | StartContainer p50 | plugin CPU | plugin handlers |")
+	p.line("|---|---|---|---|---|---|---|---|---|---|")
+	var with, without, restarted []time.Duration
 	for _, b := range bursts {
-		on := b[KeyBurstWith] == 1
-		state := "stopped"
-		if on {
-			state = "running"
-		}
+		on, fresh := b[KeyBurstWith] == 1, b[KeyBurstAfterRestart] == 1
 		p50 := time.Duration(b[KeyBurstP50] * float64(time.Second))
-		if on {
+		state := "stopped"
+		switch {
+		case on && fresh:
+			state = "just restarted (not in the ratio)"
+			restarted = append(restarted, p50)
+		case on:
+			state = "running"
 			with = append(with, p50)
-		} else {
+		default:
 			without = append(without, p50)
 		}
-		p.line("| %s | %s | %s | %s s | %s s |", num(b, KeyBurstRound), state, num(b, KeyBurstPods), num(b, KeyBurstP50), num(b, KeyBurstP99))
+		p.line("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", num(b, KeyBurstRound), state, num(b, KeyBurstPods),
+			secs(b, KeyBurstP50, ""), secs(b, KeyBurstP99, ""), secs(b, KeyBurstRunPodP50, ""), secs(b, KeyBurstCreateP50, ""), secs(b, KeyBurstStartP50, ""),
+			ms(b, KeyBurstPluginCPUMS), ms(b, KeyBurstHandlersMS))
 	}
 	if len(with) > 0 && len(without) > 0 && Median(without) > 0 {
 		a, b := Median(with).Seconds(), Median(without).Seconds()
 		p.line("")
 		p.line("Writable pod burst: p50 with cgdelegate %.3f s, without %.3f s (medians of %d and %d bursts): %.2fx (goal at most %.2fx): %s.",
 			a, b, len(with), len(without), a/b, GoalBurstRatio, verdict(a/b <= GoalBurstRatio))
+		if len(restarted) > 0 {
+			p.line("")
+			p.line("Right after cgdelegate restarted (the first burst of the new process): p50 %.3f s, %.2fx of the median without.",
+				Median(restarted).Seconds(), Median(restarted).Seconds()/b)
+		}
 	}
 	if hook != nil {
 		extra := hook[KeyHookCPUMS] - hook[KeyTrueCPUMS]

@@ -49,6 +49,12 @@ func TestWriteBurst(t *testing.T) {
 		}
 		return map[string]float64{KeyBurstRound: float64(round), KeyBurstWith: w, KeyBurstPods: 50, KeyBurstP50: p50, KeyBurstP99: p99}
 	}
+	restarted := func(b map[string]float64) map[string]float64 {
+		b[KeyBurstAfterRestart] = 1
+		b[KeyBurstRunPodP50], b[KeyBurstCreateP50], b[KeyBurstStartP50] = 2, 3, 4
+		b[KeyBurstPluginCPUMS], b[KeyBurstHandlersMS] = 500, 40
+		return b
+	}
 	hook := map[string]float64{KeyHookExecs: 20, KeyHookWallMS: 310.5, KeyHookCPUMS: 250, KeyTrueWallMS: 12, KeyTrueCPUMS: 10}
 	tests := []struct {
 		name   string
@@ -79,6 +85,24 @@ func TestWriteBurst(t *testing.T) {
 			bursts: []map[string]float64{burst(0, true, 12, 14)},
 			want:   []string{"| 0 | running |"},
 			not:    []string{"goal"},
+		},
+		{
+			name: "the burst right after a restart is shown, not in the ratio",
+			bursts: []map[string]float64{
+				burst(0, true, 10.2, 14), burst(0, false, 10, 13), burst(1, false, 11, 15),
+				restarted(burst(1, true, 13.2, 16)), burst(1, true, 10.9, 15.5),
+			},
+			want: []string{
+				"| 1 | just restarted (not in the ratio) | 50 | 13.2 s | 16 s | 2 s | 3 s | 4 s | 500 ms | 40 ms |",
+				"(medians of 2 and 2 bursts): 1.02x (goal at most 1.05x): met.",
+				"Right after cgdelegate restarted (the first burst of the new process): p50 13.200 s, 1.32x of the median without.",
+			},
+		},
+		{
+			name:   "no phases measured",
+			bursts: []map[string]float64{burst(0, false, 10, 13)},
+			want:   []string{"| 0 | stopped | 50 | 10 s | 13 s | - | - | - | - | - |"},
+			not:    []string{"restarted"},
 		},
 	}
 	for _, tc := range tests {
