@@ -60,7 +60,7 @@ func (e *startError) Unwrap() error { return e.err }
 // every config the plugin takes refreshes the advertisement, and the
 // recorder reads the node's state from both at scrape time.
 func build(cfg config.Config, f flags, log *slog.Logger) (*daemon, error) {
-	rec, metricsSrv, err := listenMetrics(cfg.MetricsAddress)
+	rec, metricsSrv, err := listenMetrics(cfg.MetricsAddress, cfg.Profiling)
 	if err != nil {
 		return nil, &startError{"cannot serve metrics", err}
 	}

@@ -12,12 +12,12 @@ import (
 // nil when addr is "" (metrics off). Binding here makes a busy or bad
 // address a start-up error. The node's gauges are added once the parts
 // they read exist (Recorder.ObserveNode).
-func listenMetrics(addr string) (*metrics.Recorder, *metrics.Server, error) {
+func listenMetrics(addr string, profiling bool) (*metrics.Recorder, *metrics.Server, error) {
 	if addr == "" {
 		return nil, nil, nil
 	}
 	rec := metrics.New(metrics.Options{})
-	srv, err := metrics.Listen(addr, rec.Handler())
+	srv, err := metrics.Listen(addr, rec.Handler(), profiling)
 	if err != nil {
 		return nil, nil, err
 	}

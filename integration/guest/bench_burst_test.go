@@ -24,8 +24,9 @@ const (
 	// burstRounds rounds each run one burst with cgdelegate and one
 	// without it, in the order bench.BurstOrder gives, after one burst
 	// with cgdelegate that is not counted (the node's first pods meet
-	// cold caches).
-	burstRounds = 2
+	// cold caches). Under emulation two bursts of the same kind differ by
+	// up to a fifth: the ratio is of medians over four bursts each.
+	burstRounds = 4
 	// burstRemovers pods are removed at once after a burst: fifty
 	// StopPodSandbox calls at once overrun their 60 s under emulation.
 	burstRemovers = 5

@@ -3,10 +3,14 @@
 package guest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +26,11 @@ import (
 // in this boot (init.sh); the scenario stops before it.
 const (
 	benchTimeout = 85 * time.Minute
+	// benchProfile is how long the plugin's CPU is profiled while the
+	// fleet grows to the largest size (150 containers take about 150 s);
+	// benchProfileTop functions are logged.
+	benchProfile    = 90 * time.Second
+	benchProfileTop = 25
 	// benchSamples pinned pods are started (and removed) at every size.
 	benchSamples = 3
 )
@@ -60,12 +69,19 @@ func benchNode(t *testing.T, e *guestEnv) {
 	e.benchBurst(ctx, t)
 	f := &nodeFleet{e: e, all: unionOf(nodeCPUs(t)), by: bench.ByCgdelegate}
 	t.Logf("sizes %v, %d pinned pods each, %d node-shared containers a pod, CPUs %s", sizes, benchSamples, fleetPerPod, f.all)
-	for _, n := range sizes {
+	for i, n := range sizes {
 		values := map[string]float64{bench.KeyN: float64(n), bench.KeySamples: benchSamples}
+		var prof <-chan profileResult
+		if i == len(sizes)-1 && n > len(f.dirs) {
+			prof = e.cpuProfile(ctx, benchProfile)
+		}
 		start, cpu0 := time.Now(), e.pluginCPU(t)
 		if added := f.grow(ctx, t, n); added > 0 {
 			values[bench.KeyCPUPerCreateMS] = ms((e.pluginCPU(t) - cpu0) / time.Duration(added))
 			t.Logf("N=%d: %d containers added in %s", n, added, time.Since(start).Round(time.Second))
+		}
+		if prof != nil {
+			logProfile(t, fmt.Sprintf("while the fleet grew to N=%d", n), <-prof)
 		}
 		f.measure(t, values, func(i int) benchSample { return f.sample(ctx, t, i) })
 		e.footprint(ctx, t).Put(values, "")
@@ -74,6 +90,66 @@ func benchNode(t *testing.T, e *guestEnv) {
 	}
 	f.restart(ctx, t)
 	e.benchKubelet(ctx, t, sizes, f.all)
+}
+
+// profileResult is a CPU profile of the plugin, or why there is none.
+type profileResult struct {
+	data []byte
+	err  error
+}
+
+// cpuProfile takes a CPU profile of the plugin over d in the background
+// (its /debug/pprof/profile, served with profiling: true).
+func (e *guestEnv) cpuProfile(ctx context.Context, d time.Duration) <-chan profileResult {
+	out := make(chan profileResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, d+time.Minute)
+		defer cancel()
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", metricsAddress, int(d.Seconds()))
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			out <- profileResult{err: err}
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			out <- profileResult{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("GET %s: %s: %s", url, resp.Status, data)
+		}
+		out <- profileResult{data: data, err: err}
+	}()
+	return out
+}
+
+// logProfile logs the functions the plugin spent the most CPU in. It fails
+// the test when there is no profile: the bench variant serves one.
+func logProfile(t *testing.T, during string, r profileResult) {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("CPU profile of the plugin %s: %v", during, r.err)
+	}
+	total, flat, cum, err := bench.TopFunctions(bytes.NewReader(r.data), benchProfileTop)
+	if err != nil {
+		t.Fatalf("CPU profile of the plugin %s: %v", during, err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "CPU profile of the plugin %s: %s of CPU sampled", during, total)
+	for _, x := range []struct {
+		title  string
+		shares []bench.FuncShare
+	}{{"flat (on top of the stack)", flat}, {"cumulative (anywhere on the stack)", cum}} {
+		fmt.Fprintf(&b, "\n  %s:", x.title)
+		for _, s := range x.shares {
+			fmt.Fprintf(&b, "\n    %6.1f%% flat %8s cum %8s  %s", 100*s.Flat.Seconds()/max(total.Seconds(), 1e-9),
+				s.Flat.Round(time.Millisecond), s.Cum.Round(time.Millisecond), s.Name)
+		}
+	}
+	t.Log(b.String())
 }
 
 // measure starts and removes benchSamples pinned pods with sample and puts

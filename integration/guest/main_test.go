@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -281,6 +282,10 @@ func pluginConfigYAML(v variant.Variant) string {
 	}
 	if servesMetrics(v) {
 		s += "metricsAddress: " + metricsAddress + "\n"
+	}
+	if slices.Contains(v.Scenarios, variant.BenchNode) {
+		// The bench profiles the plugin's CPU (logProfile).
+		s += "profiling: true\n"
 	}
 	return s
 }

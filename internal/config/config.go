@@ -170,6 +170,12 @@ type Config struct {
 	// metrics at /metrics, e.g. "127.0.0.1:9767"; empty (the default)
 	// serves none. It is read from the config file at start-up.
 	MetricsAddress string `json:"metricsAddress,omitempty"`
+	// Profiling serves Go's runtime profiles (net/http/pprof) at
+	// /debug/pprof/ on MetricsAddress, which it needs: CPU, heap,
+	// goroutines, for finding what the plugin spends its time on. Off by
+	// default: anyone who reaches the address can take a profile. It is
+	// read at start-up.
+	Profiling bool `json:"profiling,omitempty"`
 
 	// NodeLabel keeps the advertisement as the label
 	// cgdelegate.io/supports-cgroup-options on the plugin's own Node object
@@ -336,6 +342,9 @@ func (c Config) Validate() error {
 	errs = append(errs, patterns("optIn.runtimeHandlers", c.OptIn.RuntimeHandlers, true)...)
 	if err := validAddress(c.MetricsAddress); err != nil {
 		errs = append(errs, fmt.Errorf("metricsAddress: %q %w", c.MetricsAddress, err))
+	}
+	if c.Profiling && c.MetricsAddress == "" {
+		errs = append(errs, errors.New("profiling: true needs metricsAddress, where the profiles are served"))
 	}
 	return errors.Join(errs...)
 }

@@ -76,6 +76,8 @@ func TestParse(t *testing.T) {
 		{name: "metrics on every address", in: "metricsAddress: \":9767\"\n", check: func(c Config) bool { return c.MetricsAddress == ":9767" }},
 		{name: "metrics ipv6", in: "metricsAddress: \"[::1]:9767\"\n", check: func(c Config) bool { return c.MetricsAddress == "[::1]:9767" }},
 		{name: "metrics explicitly off", in: "metricsAddress: \"\"\n", check: func(c Config) bool { return c.MetricsAddress == "" }},
+		{name: "profiling", in: "metricsAddress: 127.0.0.1:9767\nprofiling: true\n", check: func(c Config) bool { return c.Profiling }},
+		{name: "profiling off by default", in: "metricsAddress: 127.0.0.1:9767\n", check: func(c Config) bool { return !c.Profiling }},
 
 		{name: "unknown field", in: "guardmode: warn\n", wantErr: []string{"guardmode: unknown key"}},
 		{name: "key set twice", in: "guard: warn\nguard: off\n", wantErr: []string{"guard: set twice (lines 1 and 2)"}},
@@ -127,6 +129,8 @@ func TestParse(t *testing.T) {
 		{name: "metrics named port", in: "metricsAddress: localhost:http\n", wantErr: []string{`metricsAddress: "localhost:http" has port "http", not a number`}},
 		{name: "metrics port too large", in: "metricsAddress: \":70000\"\n", wantErr: []string{`metricsAddress: ":70000" has port "70000"`}},
 		{name: "metrics port number", in: "metricsAddress: 9767\n", wantErr: []string{`metricsAddress: "9767" is not host:port`}},
+		{name: "profiling without metrics", in: "profiling: true\n", wantErr: []string{"profiling: true needs metricsAddress"}},
+		{name: "profiling not a boolean", in: "metricsAddress: 127.0.0.1:9767\nprofiling: yes\n", wantErr: []string{"profiling"}},
 		{name: "relative feature file", in: "featureFile: features\n", wantErr: []string{`featureFile: "features"`}},
 		{name: "relative CRI-O config", in: "crioConfig: crio.conf\ncrioConfigDir: \"\"\n", wantErr: []string{
 			`crioConfig: "crio.conf" is not an absolute path`, `crioConfigDir: "" is not an absolute path`,
@@ -171,7 +175,7 @@ func TestEveryKeyDecodes(t *testing.T) {
 		CgroupRoot: "/a", MountinfoPath: "/b", ProcRoot: "/c", SysfsRoot: "/d", HookPath: "/e",
 		HookTimeout: 3, Guard: GuardWarn, MaxDescendants: 4, MaxDepth: 5, FeatureFile: Disabled, StatusFile: "/f",
 		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", StrictCPUReservation: true, ReservedMemory: "0:memory=1Gi",
-		KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true, MetricsAddress: "127.0.0.1:9767", ContainerdConfig: "/h",
+		KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true, MetricsAddress: "127.0.0.1:9767", Profiling: true, ContainerdConfig: "/h",
 		CRIOConfig: "/i", CRIOConfigDir: "/j", NodeLabel: NodeLabelOff, ServiceAccountDir: "/k",
 		OptIn: OptIn{Namespaces: []string{"team-*"}, RuntimeHandlers: []string{"runc"}, RequireUserNamespace: true},
 	}

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -279,7 +280,7 @@ func TestRuntimeCollectors(t *testing.T) {
 func TestServer(t *testing.T) {
 	r := New(Options{})
 	r.Container("writable", nil)
-	s, err := Listen("127.0.0.1:0", r.Handler())
+	s, err := Listen("127.0.0.1:0", r.Handler(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,15 +308,39 @@ func TestServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	if _, err := Listen(ln.Addr().String(), r.Handler()); err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
+	if _, err := Listen(ln.Addr().String(), r.Handler(), false); err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
 		t.Fatalf("Listen on a busy address = %v, want an error naming it", err)
+	}
+}
+
+// TestServerProfiling: /debug/pprof/ is served exactly with profiling.
+func TestServerProfiling(t *testing.T) {
+	for _, profiling := range []bool{false, true} {
+		t.Run(fmt.Sprintf("profiling=%t", profiling), func(t *testing.T) {
+			s, err := Listen("127.0.0.1:0", New(Options{}).Handler(), profiling)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _ = s.Serve() }()
+			defer func() { _ = s.Shutdown(context.Background()) }()
+			for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/heap?debug=1"} {
+				resp, err := http.Get("http://" + s.Addr().String() + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if want := map[bool]int{true: http.StatusOK, false: http.StatusNotFound}[profiling]; resp.StatusCode != want {
+					t.Errorf("GET %s: %s, want %d", path, resp.Status, want)
+				}
+			}
+		})
 	}
 }
 
 // scrape returns the registry in the text format.
 func scrape(t *testing.T, r *Recorder) string {
 	t.Helper()
-	s, err := Listen("127.0.0.1:0", r.Handler())
+	s, err := Listen("127.0.0.1:0", r.Handler(), false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 )
 
@@ -15,15 +16,25 @@ type Server struct {
 	srv *http.Server
 }
 
-// Listen binds addr (host:port) for h at /metrics. It fails when the
-// address can not be bound, naming it; call Serve to start answering.
-func Listen(addr string, h http.Handler) (*Server, error) {
+// Listen binds addr (host:port) for h at /metrics and, with profiling,
+// Go's runtime profiles at /debug/pprof/ (net/http/pprof's handlers, on
+// this server only). It fails when the address can not be bound, naming
+// it; call Serve to start answering.
+func Listen(addr string, h http.Handler, profiling bool) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen on %q: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", h)
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	// No write timeout: a CPU profile answers after its seconds.
 	return &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
 }
 
