@@ -156,17 +156,17 @@ func logProfile(t *testing.T, during string, r profileResult) {
 // the p50 and max of their lags and starts into values.
 func (f *nodeFleet) measure(t *testing.T, values map[string]float64, sample func(i int) benchSample) {
 	t.Helper()
-	var podLags, ctrLags, starts, widens, runPods, handlers []time.Duration
+	var podLags, ctrLags, starts, widens, runPods, handlers, drains []time.Duration
 	var cpu, period time.Duration
 	for i := range benchSamples {
 		s := sample(i)
 		podLags, ctrLags, runPods = append(podLags, s.podLag), append(ctrLags, s.ctrLag), append(runPods, s.runPod)
-		handlers = append(handlers, s.handler)
+		handlers, drains = append(handlers, s.handler), append(drains, s.drain)
 		starts, widens = append(starts, s.start), append(widens, s.widen)
 		cpu += s.cpu
 		period += s.trace.Period()
-		t.Logf("%s, N=%d sample %d: bubble %s exclusive %s; lag %s from the pod's start (its RunPodSandbox took %s, cgdelegate's answer to it %s), %s from the exclusive container's; start %s; widened %s after removal; plugin CPU %s; %d rounds, each %s of reading every %s",
-			f.by, len(f.dirs), i, s.bubble, s.exclusive, s.podLag, s.runPod, s.handler, s.ctrLag, s.start, s.widen, s.cpu, s.trace.Rounds, s.trace.MeanRound(), s.trace.Period())
+		t.Logf("%s, N=%d sample %d: bubble %s exclusive %s; updates of the sample before drained in %s; lag %s from the pod's start (its RunPodSandbox took %s, cgdelegate's answer to it %s), %s from the exclusive container's; start %s; widened %s after removal; plugin CPU %s; %d rounds, each %s of reading every %s",
+			f.by, len(f.dirs), i, s.bubble, s.exclusive, s.drain, s.podLag, s.runPod, s.handler, s.ctrLag, s.start, s.widen, s.cpu, s.trace.Rounds, s.trace.MeanRound(), s.trace.Period())
 	}
 	values[bench.KeyPodLag], values[bench.KeyPodLagMax] = bench.Seconds(bench.Median(podLags)), bench.Seconds(slices.Max(podLags))
 	values[bench.KeyCtrLag], values[bench.KeyCtrLagMax] = bench.Seconds(bench.Median(ctrLags)), bench.Seconds(slices.Max(ctrLags))
@@ -176,6 +176,7 @@ func (f *nodeFleet) measure(t *testing.T, values map[string]float64, sample func
 	if f.by == bench.ByCgdelegate {
 		values[bench.KeyRunPodS] = bench.Seconds(bench.Median(runPods))
 		values[bench.KeyRunPodHandlerMS] = ms(bench.Median(handlers))
+		values[bench.KeyDrainS] = bench.Seconds(bench.Median(drains))
 	}
 	if n := len(f.dirs); n > 0 && f.by == bench.ByCgdelegate {
 		values[bench.KeyCPUPerUpdateMS] = ms(cpu / time.Duration(benchSamples*n))
@@ -188,6 +189,7 @@ type benchSample struct {
 	podLag, ctrLag, start, widen time.Duration
 	runPod                       time.Duration // the RunPodSandbox call (cgdelegate's samples only)
 	handler                      time.Duration // cgdelegate's answer to its NRI RunPodSandbox
+	drain                        time.Duration // the runtime updates of the sample before, still going when it began
 	cpu                          time.Duration // the plugin's, until the bubble was clear
 	trace                        bench.Trace
 }
@@ -198,6 +200,7 @@ func (f *nodeFleet) sample(ctx context.Context, t *testing.T, i int) benchSample
 	t.Helper()
 	e := f.e
 	var s benchSample
+	s.drain = e.updatesSettled(ctx, t)
 	p, err := f.poll()
 	if err != nil {
 		t.Fatal(err)
@@ -369,6 +372,34 @@ func (f *nodeFleet) restart(ctx context.Context, t *testing.T) {
 	f.e.footprint(ctx, t).Put(values, "")
 	t.Logf("restart at N=%d: synchronized %.3fs, answered %.3fs after the new process started", len(f.dirs), values[bench.KeySyncS], values[bench.KeyAnswerS])
 	clusterMetric(t, string(variant.BenchNode), bench.MetricRestart, values)
+}
+
+// updatesSettled waits until the plugin has sent no container update
+// (cgdelegate_container_updates_total, sent or failed) for settleQuiet, so
+// that a sample does not start while the runtime still applies the updates
+// of the one before (a pinned pod's removal widens every fleet container:
+// a `runc update` each, under the runtime's NRI lock, which the new pod's
+// events wait for). It returns how long the updates went on after the
+// call; it fails the test when they do not settle within settleMax.
+func (e *guestEnv) updatesSettled(ctx context.Context, t *testing.T) time.Duration {
+	t.Helper()
+	const settleQuiet, settleMax = 3 * time.Second, 3 * time.Minute
+	sent := func() float64 {
+		m := e.scrape(ctx, t)
+		return m[metrics.ContainerUpdatesTotal+`{result="`+metrics.UpdateSent+`"}`] + m[metrics.ContainerUpdatesTotal+`{result="`+metrics.UpdateFailed+`"}`]
+	}
+	start := time.Now()
+	last, lastChange := sent(), start
+	for time.Since(lastChange) < settleQuiet {
+		if time.Since(start) > settleMax {
+			t.Fatalf("the plugin was still sending container updates %s after the sample before (%v sent so far)", settleMax, last)
+		}
+		time.Sleep(250 * time.Millisecond)
+		if v := sent(); v != last {
+			last, lastChange = v, time.Now()
+		}
+	}
+	return lastChange.Sub(start)
 }
 
 // eventTime is the mean time the plugin took to answer event between two

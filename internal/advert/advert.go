@@ -15,12 +15,12 @@
 package advert
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"sync"
 	"time"
 
@@ -58,9 +58,10 @@ type Advertiser struct {
 	pubPath   string
 	withdrawn bool
 	// readiness is the last published report without its allocation
-	// table and time (readinessKey), and tableAt when the last report with
-	// the table was published: a mount table change is compared with them.
-	readiness []byte
+	// table and time (readinessKey; nil before the first), and tableAt
+	// when the last report with the table was published: a mount table
+	// change is compared with them.
+	readiness *status.Report
 	tableAt   time.Time
 	// label keeps the Node label; nil when there is none.
 	label *NodeLabeler
@@ -119,9 +120,9 @@ func (a *Advertiser) readinessReport() status.Report {
 
 // readinessKey is what a mount table change is compared with: the report
 // without its time and allocation table.
-func readinessKey(r status.Report) []byte {
+func readinessKey(r status.Report) *status.Report {
 	r.UpdatedAt, r.Pinning = time.Time{}, nil
-	return r.Marshal()
+	return &r
 }
 
 // Refresh re-runs the host checks, updates the feature file, asks for the
@@ -152,7 +153,7 @@ func (a *Advertiser) refresh(tableEvery time.Duration) {
 	if a.label != nil {
 		a.label.Set(r.Supported)
 	}
-	if bytes.Equal(key, a.readiness) && time.Since(a.tableAt) < tableEvery {
+	if a.readiness != nil && reflect.DeepEqual(key, a.readiness) && time.Since(a.tableAt) < tableEvery {
 		return
 	}
 	r.Pinning = a.src.Pinning()
@@ -215,10 +216,12 @@ func (a *Advertiser) files(cfg config.Config) (*featureFile, *status.Publisher) 
 // changes cause. Each refresh reads the whole table, and a node with a
 // hundred containers has hundreds of mounts and changes them with every
 // container started or removed: without a gap that is work of the node's
-// size for every container. A change after a quiet second is seen at once;
-// the verdict the handlers and the hook's checks use (host.Checker)
-// follows every change, with no gap.
-const RefreshGap = time.Second
+// size for every container (under emulation it was the most of the
+// plugin's CPU while a fleet grew, at one refresh a second). A change after
+// quiet RefreshGap is seen at once. The feature file is read by NFD every
+// minute by default; the verdict the handlers and the hook's checks use
+// (host.Checker) follows every change, with no gap.
+const RefreshGap = 5 * time.Second
 
 // Watch refreshes on mount table changes (RefreshGap apart at the least)
 // and at least every interval, and sends the node label's changes, until

@@ -285,6 +285,56 @@ func TestWatchGap(t *testing.T) {
 	}
 }
 
+// TestWatchGapUnderChurn: a table that changes all the time makes one call
+// a gap, and the last change is followed by a call.
+func TestWatchGapUnderChurn(t *testing.T) {
+	const gap, churn = 400 * time.Millisecond, 1500 * time.Millisecond
+	path := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(path, []byte(mountsV2Nsdelegate), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := make(chan time.Time, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- WatchMountinfo(ctx, path, time.Hour, gap, func() { calls <- time.Now() })
+	}()
+	start := time.Now()
+	var lastWrite time.Time
+	for i := 0; time.Since(start) < churn; i++ {
+		// A different size every time: the plain file's stamp changes.
+		if err := os.WriteFile(path, []byte(mountsV2Nsdelegate+strings.Repeat("\n", i%7+1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		lastWrite = time.Now()
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The call after the last write comes within a gap and a step.
+	deadline := time.After(gap + time.Second)
+	var got []time.Time
+	for len(got) == 0 || !got[len(got)-1].After(lastWrite) {
+		select {
+		case c := <-calls:
+			got = append(got, c)
+		case <-deadline:
+			t.Fatalf("no call after the last change (calls at %v, last write at %v)", got, lastWrite.Sub(start))
+		}
+	}
+	for i := 1; i < len(got); i++ {
+		if d := got[i].Sub(got[i-1]); d < gap-50*time.Millisecond {
+			t.Errorf("calls %d and %d %s apart, want at least the gap %s", i-1, i, d, gap)
+		}
+	}
+	if max := int(churn/gap) + 2; len(got) > max {
+		t.Errorf("%d calls during %s of changes, want at most %d", len(got), churn, max)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch returned %v, want context.Canceled", err)
+	}
+}
+
 func TestWatchErrors(t *testing.T) {
 	if err := WatchMountinfo(context.Background(), "/nonexistent/mountinfo", time.Second, 0, func() {}); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing table: %v", err)

@@ -168,29 +168,45 @@ func WatchMountinfo(ctx context.Context, mountinfoPath string, interval, gap tim
 	return w.loop(ctx, interval, gap, fn)
 }
 
-// loop is Watch on an open table.
+// loop is Watch on an open table. While a call is pending (a change seen,
+// the gap not over) it sleeps until the gap ends instead of waking at every
+// further change: the call reads the table as it is then. The changes it
+// slept through are still pending in the kernel, so the next poll reports
+// them and no change goes without a call after it.
 func (w *tableWatcher) loop(ctx context.Context, interval, gap time.Duration, fn func()) error {
 	// Wake up at least this often to notice ctx.
 	step := min(interval, 250*time.Millisecond)
-	last := time.Now()
+	// The first change is seen at once, as after a quiet gap.
+	last := time.Now().Add(-gap)
 	pending := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		wait := step
 		if pending {
-			// Wake when the gap ends, or at the next change.
-			wait = max(min(step, gap-time.Since(last)), time.Millisecond)
+			if rest := min(gap, interval) - time.Since(last); rest > 0 {
+				t := time.NewTimer(rest)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return ctx.Err()
+				case <-t.C:
+				}
+			}
+			last, pending = time.Now(), false
+			fn()
+			continue
 		}
-		changed, err := w.changed(ctx.Done(), wait)
+		changed, err := w.changed(ctx.Done(), step)
 		if err != nil {
 			return fmt.Errorf("watch: %w", err)
 		}
-		pending = pending || changed
-		since := time.Since(last)
-		if ctx.Err() == nil && ((pending && since >= gap) || since >= interval) {
-			last, pending = time.Now(), false
+		if ctx.Err() != nil {
+			continue
+		}
+		pending = changed
+		if !pending && time.Since(last) >= interval {
+			last = time.Now()
 			fn()
 		}
 	}

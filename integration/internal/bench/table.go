@@ -55,6 +55,10 @@ const (
 	// bubble and writing the cpusets of every node-shared container. The
 	// rest of the RunPodSandbox call is the runtime's.
 	KeyRunPodHandlerMS = "run_pod_handler_ms"
+	// KeyDrainS: before each sample, how long the runtime updates of the
+	// sample before (the fleet widened after its pod's removal) still went
+	// on (p50): each sample starts once they are done, on a settled node.
+	KeyDrainS = "drain_s"
 	// KeyPollMS: the mean time from one polling round to the next, the
 	// resolution of the lags.
 	KeyPollMS = "poll_round_ms"
@@ -211,8 +215,8 @@ func WriteTable(w io.Writer, tab Table) error {
 			ratioText(last[KeyStart], b), GoalStartRatio, ratioVerdict(last[KeyStart], b))
 		if _, ok := last[KeyRunPodHandlerMS]; ok {
 			p.line("")
-			p.line("Where the lag at N=%s goes: the pinned pod's RunPodSandbox call took %s s p50, of which cgdelegate's answer to the NRI event (the bubble carved, %s node-shared cpusets written) %s ms; the runtime sends the event near the call's end.",
-				num(last, KeyN), num(last, KeyRunPodS), num(last, KeyN), num(last, KeyRunPodHandlerMS))
+			p.line("Where the lag at N=%s goes: the pinned pod's RunPodSandbox call took %s s p50, of which cgdelegate's answer to the NRI event (the bubble carved, %s node-shared cpusets written) %s ms; the runtime sends the event near the call's end. Each sample started once the runtime's updates of the one before were done (they went on for %s s p50 after its removal was measured).",
+				num(last, KeyN), num(last, KeyRunPodS), num(last, KeyN), num(last, KeyRunPodHandlerMS), num(last, KeyDrainS))
 		}
 		if same := atSize(tab.Unpinned, last[KeyN]); same != nil && same[KeyStart] > 0 {
 			p.line("")
