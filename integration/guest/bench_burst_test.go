@@ -3,9 +3,11 @@
 package guest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -126,9 +128,9 @@ func (e *guestEnv) reportBurst(t *testing.T, r int, with, afterRestart bool, res
 	p50 := func(ds []time.Duration) time.Duration { return bench.Percentile(ds, 0.5) }
 	values[bench.KeyBurstP50], values[bench.KeyBurstP99] = bench.Seconds(p50(res.toRunning)), bench.Seconds(bench.Percentile(res.toRunning, 0.99))
 	values[bench.KeyBurstRunPodP50], values[bench.KeyBurstCreateP50], values[bench.KeyBurstStartP50] = bench.Seconds(p50(res.runPod)), bench.Seconds(p50(res.create)), bench.Seconds(p50(res.start))
-	t.Logf("%s: %d pods, to running p50 %.3f s, p99 %.3f s; calls p50: RunPodSandbox %.3f s, CreateContainer %.3f s, StartContainer %.3f s; plugin CPU %s, its handlers %s",
+	t.Logf("%s: %d pods, to running p50 %.3f s, p99 %.3f s; calls p50: RunPodSandbox %.3f s, CreateContainer %.3f s, StartContainer %.3f s; plugin CPU %s, its handlers %s (%s)",
 		name, len(res.toRunning), values[bench.KeyBurstP50], values[bench.KeyBurstP99],
-		values[bench.KeyBurstRunPodP50], values[bench.KeyBurstCreateP50], values[bench.KeyBurstStartP50], res.pluginCPU, res.handlers.Round(time.Millisecond))
+		values[bench.KeyBurstRunPodP50], values[bench.KeyBurstCreateP50], values[bench.KeyBurstStartP50], res.pluginCPU, res.handlers.Round(time.Millisecond), res.byEvent)
 	clusterMetric(t, string(variant.BenchNode), bench.MetricBurst, values)
 }
 
@@ -154,6 +156,9 @@ func (e *guestEnv) stopPluginFor(ctx context.Context, t *testing.T, what string)
 type burstResult struct {
 	toRunning, runPod, create, start []time.Duration
 	pluginCPU, handlers              time.Duration
+	// byEvent says, per NRI event, how many the plugin answered and how
+	// long its answers took in all: "CreateContainer 50 in 2.1s, …".
+	byEvent string
 }
 
 // burst starts burstPods writable pods at once and measures them
@@ -169,10 +174,10 @@ func (e *guestEnv) burst(ctx context.Context, t *testing.T, name string, with bo
 		ctrs []*cri.Container
 		errs []error
 	)
-	var handlers0 float64
+	var before map[string]float64
 	var cpu0 time.Duration
 	if with {
-		handlers0, cpu0 = handlerSeconds(e.scrape(ctx, t)), e.pluginCPU(t)
+		before, cpu0 = e.scrape(ctx, t), e.pluginCPU(t)
 	}
 	start := time.Now()
 	for i := range burstPods {
@@ -208,7 +213,7 @@ func (e *guestEnv) burst(ctx context.Context, t *testing.T, name string, with bo
 	wg.Wait()
 	if with {
 		res.pluginCPU = e.pluginCPU(t) - cpu0
-		res.handlers = time.Duration((handlerSeconds(e.scrape(ctx, t)) - handlers0) * float64(time.Second))
+		res.handlers, res.byEvent = handlerTimes(before, e.scrape(ctx, t))
 	}
 	defer removePods(t, pods)
 	if len(errs) > 0 {
@@ -221,16 +226,37 @@ func (e *guestEnv) burst(ctx context.Context, t *testing.T, name string, with bo
 	return res
 }
 
-// handlerSeconds is the time the plugin's NRI handlers took so far, summed
-// over its events (cgdelegate_nri_event_duration_seconds_sum of a scrape).
-func handlerSeconds(samples map[string]float64) float64 {
-	var sum float64
-	for k, v := range samples {
-		if strings.HasPrefix(k, metrics.EventDuration+"_sum{") {
-			sum += v
+// handlerTimes is the time the plugin's NRI handlers took between two
+// scrapes (cgdelegate_nri_event_duration_seconds), in all and per event
+// with the count, most first.
+func handlerTimes(before, after map[string]float64) (time.Duration, string) {
+	type ev struct {
+		name  string
+		count float64
+		d     time.Duration
+	}
+	var evs []ev
+	var total time.Duration
+	prefix := metrics.EventDuration + `_sum{event="`
+	for k, v := range after {
+		name, ok := strings.CutPrefix(k, prefix)
+		if !ok {
+			continue
+		}
+		name = strings.TrimSuffix(name, `"}`)
+		count := after[metrics.EventDuration+`_count{event="`+name+`"}`] - before[metrics.EventDuration+`_count{event="`+name+`"}`]
+		d := time.Duration((v - before[k]) * float64(time.Second))
+		if count > 0 {
+			evs = append(evs, ev{name, count, d})
+			total += d
 		}
 	}
-	return sum
+	slices.SortFunc(evs, func(a, b ev) int { return cmp.Compare(b.d, a.d) })
+	parts := make([]string, len(evs))
+	for i, e := range evs {
+		parts[i] = fmt.Sprintf("%s %v in %s", e.name, e.count, e.d.Round(time.Millisecond))
+	}
+	return total, strings.Join(parts, ", ")
 }
 
 // removePods removes pods, burstRemovers at a time, and waits for all.
