@@ -237,16 +237,13 @@ func handlerTimes(before, after map[string]float64) (time.Duration, string) {
 	}
 	var evs []ev
 	var total time.Duration
-	prefix := metrics.EventDuration + `_sum{event="`
-	for k, v := range after {
-		name, ok := strings.CutPrefix(k, prefix)
+	for k := range after {
+		name, ok := strings.CutPrefix(k, metrics.EventDuration+`_sum{event="`)
 		if !ok {
 			continue
 		}
 		name = strings.TrimSuffix(name, `"}`)
-		count := after[metrics.EventDuration+`_count{event="`+name+`"}`] - before[metrics.EventDuration+`_count{event="`+name+`"}`]
-		d := time.Duration((v - before[k]) * float64(time.Second))
-		if count > 0 {
+		if count, d := eventDelta(before, after, name); count > 0 {
 			evs = append(evs, ev{name, count, d})
 			total += d
 		}

@@ -406,10 +406,17 @@ func (e *guestEnv) updatesSettled(ctx context.Context, t *testing.T) time.Durati
 // scrapes of its /metrics (cgdelegate_nri_event_duration_seconds), which
 // must have seen exactly n of them.
 func eventTime(before, after map[string]float64, event string, n int) (time.Duration, error) {
-	key := func(part string) string { return fmt.Sprintf("%s_%s{event=%q}", metrics.EventDuration, part, event) }
-	count := after[key("count")] - before[key("count")]
+	count, d := eventDelta(before, after, event)
 	if int(count) != n {
 		return 0, fmt.Errorf("the plugin's /metrics counted %v %s events between two scrapes, want %d", count, event, n)
 	}
-	return time.Duration((after[key("sum")] - before[key("sum")]) / count * float64(time.Second)), nil
+	return d / time.Duration(count), nil
+}
+
+// eventDelta is how many event requests the plugin answered between two
+// scrapes, and how long its answers took in all
+// (cgdelegate_nri_event_duration_seconds).
+func eventDelta(before, after map[string]float64, event string) (float64, time.Duration) {
+	key := func(part string) string { return fmt.Sprintf("%s_%s{event=%q}", metrics.EventDuration, part, event) }
+	return after[key("count")] - before[key("count")], time.Duration((after[key("sum")] - before[key("sum")]) * float64(time.Second))
 }
