@@ -3,6 +3,7 @@
 package guest
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"strings"
@@ -12,6 +13,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
+	"github.com/cgdelegate/cgdelegate/internal/host"
+	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 
 // cgroupRemount remounts the host cgroup2 hierarchy from the init
@@ -45,6 +49,11 @@ func hookRefusesAfterRemount(t *testing.T, e *guestEnv) {
 		t.Fatalf("variant %s has no nsdelegate to drop", e.variant.Name)
 	}
 	ctx := scenarioCtx(t)
+	e.mountCheckAgrees(t, true)
+	if rep, raw := e.cgdelegateStatus(t); e.variant.Plugin == variant.PluginExternal {
+		// A host process with the host's privileges: statmount(2).
+		requireMountCheck(t, rep, raw, true)
+	}
 	pod := e.runPod(ctx, t, cri.PodSpec{Annotations: writable()})
 	// CreateContainer goes through NRI (the plugin checks nsdelegate there);
 	// the hook runs when runc creates the container, at StartContainer.
@@ -60,10 +69,61 @@ func hookRefusesAfterRemount(t *testing.T, e *guestEnv) {
 			t.Errorf("restoring nsdelegate: %v", err)
 		}
 	})
+	e.mountCheckAgrees(t, false)
 	err = ct.Start(ctx)
 	requireErrContains(t, "StartContainer after nsdelegate was dropped", err, "nsdelegate")
 	t.Logf("refusal seen by the CRI client: %v", err)
 	if st, serr := ct.Status(ctx); serr == nil && st.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Errorf("container is running although the hook refused it")
 	}
+}
+
+// mountCheckAgrees: the mount check the plugin and the hook make on every
+// writable container, by statmount(2) where the kernel answers (Linux
+// 6.11+, the guest's 6.12), says what the whole host mount table says, and
+// a Checker uses statmount once the host is safe.
+func (e *guestEnv) mountCheckAgrees(t *testing.T, safe bool) {
+	t.Helper()
+	const table = "/proc/1/mountinfo"
+	data, err := os.ReadFile(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := host.ParseMountinfo(bytes.NewReader(data), e.paths.CgroupRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (want.Err() == nil) != safe {
+		t.Fatalf("the mount table says %v, want safe %t", want.Err(), safe)
+	}
+	c := host.NewChecker(table, e.paths.CgroupRoot)
+	defer c.Close()
+	// Every Check asks again: the first reads the table (and tries the
+	// probe against it), the second uses the probe when it agreed.
+	c.MaxAge = 0
+	for i := range 2 {
+		if got, err := c.Check(); err != nil || got != want {
+			t.Errorf("Checker, check %d: %+v, %v; the table says %+v", i, got, err, want)
+		}
+	}
+	if mode := c.Mode(); (mode == "statmount") != safe {
+		t.Errorf("Checker mode %q with the host safe %t: statmount answers exactly the safe verdicts", mode, safe)
+	}
+	if got, err := host.CheckMounts(table, e.paths.CgroupRoot); err != nil || got != want {
+		t.Errorf("CheckMounts (the hook's check): %+v, %v; the table says %+v", got, err, want)
+	}
+}
+
+// requireMountCheck checks how the running plugin reads the mount check
+// (status.Report.MountCheck): by statmount(2), or by the whole table with
+// the reason why not.
+func requireMountCheck(t *testing.T, rep status.Report, raw string, statmount bool) {
+	t.Helper()
+	switch {
+	case statmount && rep.MountCheck != "statmount":
+		t.Errorf("cgdelegate status: mountCheck %q, want statmount:\n%s", rep.MountCheck, raw)
+	case !statmount && !strings.HasPrefix(rep.MountCheck, "mountinfo (statmount: "):
+		t.Errorf("cgdelegate status: mountCheck %q, want the mount table with the reason statmount is not used:\n%s", rep.MountCheck, raw)
+	}
+	t.Logf("the plugin's mount check: %s", rep.MountCheck)
 }

@@ -39,6 +39,8 @@ type Source interface {
 	Config() config.Config
 	// HostStatus is the mount-table verdict now.
 	HostStatus() (host.Status, error)
+	// MountCheck says how the verdict is read (host.Checker.Mode).
+	MountCheck() string
 	// Runtime is the runtime seen in Configure; nil before it.
 	Runtime() *status.Runtime
 	// Pinning is the CPU pinning state; nil when pinning is off.
@@ -111,6 +113,7 @@ func (a *Advertiser) readinessReport() status.Report {
 	cfg := a.src.Config()
 	st, err := a.src.HostStatus()
 	r := status.Evaluate(cfg, st, err)
+	r.MountCheck = a.src.MountCheck()
 	r.Runtime = a.src.Runtime()
 	r.NodeLabel = a.NodeLabel()
 	r.PluginPID = os.Getpid()

@@ -38,6 +38,7 @@ func (s *source) HostStatus() (host.Status, error) {
 	defer s.mu.Unlock()
 	return s.st, s.err
 }
+func (s *source) MountCheck() string       { return "statmount" }
 func (s *source) Runtime() *status.Runtime { return s.runtime }
 func (s *source) Pinning() *status.Pinning {
 	s.mu.Lock()

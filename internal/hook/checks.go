@@ -16,14 +16,12 @@ import (
 // checkNsdelegate: the host cgroup2 mount must have nsdelegate, or a
 // writable cgroup mount in the container is not confined to its namespace.
 func checkNsdelegate(r *run) error {
-	f, err := os.Open(r.opts.MountinfoPath)
-	if err != nil {
+	st, err := host.CheckMounts(r.opts.MountinfoPath, r.opts.CgroupRoot)
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 		return fmt.Errorf("read host mount table: %w; point --mountinfo at the host's /proc/1/mountinfo", err)
 	}
-	defer f.Close()
-	st, err := host.ParseMountinfo(f, r.opts.CgroupRoot)
 	if err != nil {
-		return fmt.Errorf("%s: %w", r.opts.MountinfoPath, err)
+		return err
 	}
 	return st.Err()
 }

@@ -25,6 +25,13 @@ import (
 // at all: a safe verdict is served from memory until the watcher sees a
 // change (it wakes on the kernel's notification) or MaxAge passes. This is
 // the long-running plugin's mode; without Run every Check asks the kernel.
+//
+// After a change, a /proc/<pid>/mountinfo table is not read again whole
+// once the kernel's own answer about the cgroup root (statmount(2), Linux
+// 6.11+; mountProbe) agreed with the table on a safe verdict: the probe
+// costs a few system calls whatever the node's number of mounts. Any other
+// verdict, and any probe that fails, goes back to the table. Mode says
+// which is in use.
 type Checker struct {
 	path string
 	root string
@@ -38,6 +45,13 @@ type Checker struct {
 	last   Status
 	readAt time.Time
 	buf    bytes.Buffer
+	// probe answers a safe verdict without reading the table (statmount.go)
+	// once it agreed with the table; probeTried is set after the first
+	// attempt to open one, and probeNote says why there is none.
+	probe      *mountProbe
+	probeOK    bool
+	probeTried bool
+	probeNote  string
 
 	// gen counts the changes the background watcher saw (and its starts);
 	// watching is the number of Run calls in progress; safe is the last
@@ -123,6 +137,8 @@ func (c *Checker) Close() error {
 }
 
 func (c *Checker) closeLocked() error {
+	c.dropProbe("")
+	c.probeTried = false
 	if c.w == nil {
 		return nil
 	}
@@ -139,6 +155,26 @@ func (c *Checker) read() (Status, error) {
 		}
 		c.w = w
 	}
+	if !c.probeTried && c.w.procfs {
+		c.probeTried = true
+		p, err := openProbe(c.path, c.root)
+		if err != nil {
+			c.probeNote = err.Error()
+		}
+		c.probe = p
+	}
+	if c.probe != nil && c.probeOK {
+		st, ok, err := c.probe.safe(c.root)
+		if err != nil {
+			c.dropProbe(err.Error())
+		}
+		if ok {
+			// The table's pending change notification is older than this
+			// answer.
+			_, _ = c.w.changed(nil, 0)
+			return st, nil
+		}
+	}
 	if err := c.w.readAll(&c.buf); err != nil {
 		return Status{CgroupRoot: c.root}, err
 	}
@@ -146,5 +182,44 @@ func (c *Checker) read() (Status, error) {
 	if err != nil {
 		return st, fmt.Errorf("mount table %q: %w", c.path, err)
 	}
+	if c.probe != nil && !c.probeOK && st.Err() == nil {
+		// Trust the probe once it agrees with the table on a safe verdict.
+		pst, ok, err := c.probe.safe(c.root)
+		switch {
+		case err != nil:
+			c.dropProbe(err.Error())
+		case !ok || pst != st:
+			c.dropProbe(fmt.Sprintf("statmount says %+v, the mount table %+v", pst, st))
+		default:
+			c.probeOK = true
+		}
+	}
 	return st, nil
+}
+
+// dropProbe stops using the probe, for the reason note.
+func (c *Checker) dropProbe(note string) {
+	if c.probe != nil {
+		_ = c.probe.Close()
+	}
+	c.probe, c.probeOK = nil, false
+	if note != "" {
+		c.probeNote = note
+	}
+}
+
+// Mode says how the checker reads a safe verdict: "statmount" (the
+// kernel's answer about the cgroup root, see mountProbe) or "mountinfo"
+// (the whole table), with the reason statmount is not used when there is
+// one.
+func (c *Checker) Mode() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.probeOK:
+		return "statmount"
+	case c.probeNote != "":
+		return "mountinfo (statmount: " + c.probeNote + ")"
+	}
+	return "mountinfo"
 }

@@ -133,6 +133,9 @@ func (p *Plugin) Config() config.Config { return p.h.Load().cfg }
 // HostStatus is the mount-table verdict now.
 func (p *Plugin) HostStatus() (host.Status, error) { return p.h.Load().checker.Check() }
 
+// MountCheck says how the mount-table verdict is read (host.Checker.Mode).
+func (p *Plugin) MountCheck() string { return p.h.Load().checker.Mode() }
+
 // WatchHost watches the host mount table in the background until ctx is
 // done, so the safety check on every CreateContainer costs no system call
 // (host.Checker.Run); it follows the checker a Configure puts in

@@ -42,6 +42,11 @@ type Report struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Host is what the mount table says about the cgroup root.
 	Host host.Status `json:"host"`
+	// MountCheck is how the running plugin reads the host's verdict on
+	// every writable container: "statmount" (the kernel's answer about the
+	// cgroup root alone) or "mountinfo" (the whole mount table), with why
+	// not statmount.
+	MountCheck string `json:"mountCheck,omitempty"`
 	// Runtime is the runtime the plugin is attached to, if known.
 	Runtime *Runtime `json:"runtime,omitempty"`
 	// PluginPID and UpdatedAt identify the publishing plugin process.
@@ -214,6 +219,7 @@ func Live(live Report, pub Report, pubErr error) Report {
 		return out
 	}
 	out.Runtime = pub.Runtime
+	out.MountCheck = pub.MountCheck
 	out.PluginPID = pub.PluginPID
 	out.UpdatedAt = pub.UpdatedAt
 	out.Pinning = pub.Pinning
