@@ -433,6 +433,17 @@ func (s *Sender) Forget(ids ...string) {
 	}
 }
 
+// Removed drops what the Sender remembers of a removed container; no
+// update can be about it any more, so calls in flight keep their epoch.
+// Forget does this and more for a container pinning still places; Removed
+// is for one removed while pinning is off or suspended, which would
+// otherwise stay remembered until the process ends.
+func (s *Sender) Removed(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.known, id)
+}
+
 // ForgetAll is Forget for every container: after Synchronize, the runtime
 // may have changed anything meanwhile.
 func (s *Sender) ForgetAll() {

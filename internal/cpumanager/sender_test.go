@@ -566,3 +566,20 @@ func TestCPURecordHolds(t *testing.T) {
 		})
 	}
 }
+
+// TestSenderRemoved: a removed container's record goes, whether or not
+// pinning still places it, and the calls in flight keep their epoch.
+func TestSenderRemoved(t *testing.T) {
+	s := newTestSender(nil)
+	s.Created("a", &api.LinuxCPU{Cpus: "0-1"})
+	s.Created("b", &api.LinuxCPU{Cpus: "2"})
+	epoch := s.epoch
+	s.Removed("a")
+	s.Removed("never-seen")
+	if _, ok := s.known["a"]; ok || len(s.known) != 1 {
+		t.Fatalf("known after Removed(a): %v, want only b", s.known)
+	}
+	if s.epoch != epoch {
+		t.Fatalf("epoch %d -> %d: Removed must not make calls in flight unknown", epoch, s.epoch)
+	}
+}

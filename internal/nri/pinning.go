@@ -131,7 +131,13 @@ func containerIDs(as []policy.Assignment) []string {
 // it cannot return updates, so they are sent with UpdateContainers.
 func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
 	pn := p.pin.Load()
-	if ctr == nil || !pn.Active() {
+	if ctr == nil {
+		return nil
+	}
+	if !pn.Active() {
+		// Created while pinning was active, removed after it was
+		// suspended: nothing to place, but nothing to remember either.
+		p.send.Removed(ctr.GetId())
 		return nil
 	}
 	p.send.Forget(ctr.GetId())
