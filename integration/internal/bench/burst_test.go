@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,11 @@ func TestWriteBurst(t *testing.T) {
 		return b
 	}
 	hook := map[string]float64{KeyHookExecs: 20, KeyHookWallMS: 310.5, KeyHookCPUMS: 250, KeyTrueWallMS: 12, KeyTrueCPUMS: 10}
+	withRun := func(h map[string]float64) map[string]float64 {
+		h = maps.Clone(h)
+		h[KeyHookRunWallMS], h[KeyHookRunCPUMS] = 330, 262.5
+		return h
+	}
 	tests := []struct {
 		name   string
 		bursts []map[string]float64
@@ -79,6 +85,13 @@ func TestWriteBurst(t *testing.T) {
 			bursts: []map[string]float64{burst(0, true, 12, 14), burst(0, false, 10, 13)},
 			hook:   hook,
 			want:   []string{"(`cgdelegate-hook -version`, 20 execs): 310.5 ms wall, 250 ms CPU each, against /bin/true's 12 ms and 10 ms: each writable container's start pays at least 240.0 ms more CPU for the hook (12.0 s for a burst of 50 pods)."},
+			not:    []string{"whole run"},
+		},
+		{
+			name:   "with the hook's whole run",
+			bursts: []map[string]float64{burst(0, true, 12, 14), burst(0, false, 10, 13)},
+			hook:   withRun(hook),
+			want:   []string{"A whole run of the hook as runc runs it (its checks of a running writable container): 330 ms wall, 262.5 ms CPU each, 12.5 ms of CPU more than its start."},
 		},
 		{
 			name:   "one side only: no verdict",
