@@ -126,11 +126,6 @@ func (d *daemon) run(ctx context.Context, hup <-chan os.Signal) error {
 		}
 	}()
 	go reloadOnHangup(ctx, hup, d.configPath, p, log)
-	go func() {
-		if err := p.WatchHost(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("mount table watch stopped; every container start re-reads the mount table", "error", err)
-		}
-	}()
 	// The status file shows when pinning stops for the kubelet.
 	go every(ctx, kubeletStateEvery, func() {
 		if p.RecheckKubeletState() {

@@ -216,14 +216,17 @@ func (a *Advertiser) files(cfg config.Config) (*featureFile, *status.Publisher) 
 }
 
 // RefreshGap is the least time between two refreshes that mount table
-// changes cause. Each refresh reads the whole table, and a node with a
+// changes cause. Each refresh checks the table (the whole table where
+// statmount(2) can not answer: host.Checker) and writes the feature and
+// status files, and a node with a
 // hundred containers has hundreds of mounts and changes them with every
 // container started or removed: without a gap that is work of the node's
 // size for every container (under emulation it was the most of the
 // plugin's CPU while a fleet grew, at one refresh a second). A change after
 // quiet RefreshGap is seen at once. The feature file is read by NFD every
 // minute by default; the verdict the handlers and the hook's checks use
-// (host.Checker) follows every change, with no gap.
+// (host.Checker, asked on every writable container) follows every change,
+// with no gap.
 const RefreshGap = 5 * time.Second
 
 // Watch refreshes on mount table changes (RefreshGap apart at the least)

@@ -2,18 +2,16 @@ package host
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
 // Checker re-checks the host mount table cheaply on every call.
 //
-// It keeps the table open and reads and parses it again only when it
-// changed: on procfs (/proc/<pid>/mountinfo) a non-blocking poll(2) asks the
-// kernel, which raises POLLPRI on any mount, umount or remount; other files
+// It keeps the table open and reads it again only when it changed: on
+// procfs (/proc/<pid>/mountinfo) a non-blocking poll(2) asks the kernel,
+// which raises POLLPRI on any mount, umount or remount; other files
 // (fixtures, copies) are re-read when their inode, size or modification time
 // changed. Watch uses the same change detection.
 //
@@ -21,17 +19,17 @@ import (
 // never served from the cache (a refusal costs one re-read, and a restored
 // nsdelegate is seen at once), and no verdict is older than MaxAge.
 //
-// While Run watches the table in the background, Check asks no system call
-// at all: a safe verdict is served from memory until the watcher sees a
-// change (it wakes on the kernel's notification) or MaxAge passes. This is
-// the long-running plugin's mode; without Run every Check asks the kernel.
-//
 // After a change, a /proc/<pid>/mountinfo table is not read again whole
 // once the kernel's own answer about the cgroup root (statmount(2), Linux
 // 6.11+; mountProbe) agreed with the table on a safe verdict: the probe
 // costs a few system calls whatever the node's number of mounts. Any other
 // verdict, and any probe that fails, goes back to the table. Mode says
 // which is in use.
+//
+// Nothing watches the table in the background: every pod a runtime starts
+// changes it several times, and a watcher woken at each change cost more
+// than the poll(2) each check asks (a busy node's plugin spent an eighth
+// of its CPU in one).
 type Checker struct {
 	path string
 	root string
@@ -52,19 +50,6 @@ type Checker struct {
 	probeOK    bool
 	probeTried bool
 	probeNote  string
-
-	// gen counts the changes the background watcher saw (and its starts);
-	// watching is the number of Run calls in progress; safe is the last
-	// safe verdict with the gen it was read under.
-	gen      atomic.Uint64
-	watching atomic.Int32
-	safe     atomic.Pointer[verdict]
-}
-
-// verdict is a safe Status read while the watcher's count was gen.
-type verdict struct {
-	gen uint64
-	st  Status
 }
 
 // DefaultMaxAge is the Checker's default MaxAge.
@@ -85,12 +70,6 @@ func (c *Checker) CgroupRoot() string { return c.root }
 // Check returns the current status and its safety verdict (Status.Err). The
 // first error is about reading the table; the verdict is in Status.Err.
 func (c *Checker) Check() (Status, error) {
-	gen := c.gen.Load()
-	if c.watching.Load() > 0 {
-		if v := c.safe.Load(); v != nil && v.gen == gen {
-			return v.st, nil
-		}
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.w != nil && c.last.Err() == nil && time.Since(c.readAt) < c.MaxAge {
@@ -104,29 +83,7 @@ func (c *Checker) Check() (Status, error) {
 		return st, err
 	}
 	c.last, c.readAt = st, time.Now()
-	if st.Err() == nil {
-		c.safe.Store(&verdict{gen: gen, st: st})
-	}
 	return st, nil
-}
-
-// Run watches the mount table in the background until ctx is done, so that
-// Check can answer from memory (see Checker). It returns ctx.Err(), or an
-// error if the table can not be opened or polled; Check then asks the
-// kernel again on every call.
-func (c *Checker) Run(ctx context.Context) error {
-	w, err := openTable(c.path)
-	if err != nil {
-		return fmt.Errorf("watch: %w", err)
-	}
-	defer w.Close()
-	// A verdict read before the watch began may predate a change the
-	// watcher will never report.
-	c.gen.Add(1)
-	c.watching.Add(1)
-	defer c.watching.Add(-1)
-	// No gap: the verdict must follow every change before the next Check.
-	return w.loop(ctx, c.MaxAge, 0, func() { c.gen.Add(1) })
 }
 
 // Close releases the mount table file.

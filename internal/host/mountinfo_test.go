@@ -437,27 +437,16 @@ func BenchmarkCheck(b *testing.B) {
 	}
 	for _, bc := range []struct {
 		name, path, root string
-		watched          bool
 	}{
-		{"plain", plain, "/sys/fs/cgroup", false},
+		{"plain", plain, "/sys/fs/cgroup"},
 		// No build machine has cgroup2 with nsdelegate: take the real
 		// procfs table and poll(2), and pretend its verdict was safe.
-		{"procfs", "/proc/self/mountinfo", "/", false},
-		// The plugin's mode: a background Run, no system call per Check.
-		{"watched", plain, "/sys/fs/cgroup", true},
+		{"procfs", "/proc/self/mountinfo", "/"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			c := NewChecker(bc.path, bc.root)
 			defer c.Close()
 			c.MaxAge = time.Hour
-			if bc.watched {
-				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel()
-				go func() { _ = c.Run(ctx) }()
-				for c.watching.Load() == 0 {
-					time.Sleep(time.Millisecond)
-				}
-			}
 			if _, err := c.Check(); err != nil {
 				b.Skip(err)
 			}
@@ -469,74 +458,5 @@ func BenchmarkCheck(b *testing.B) {
 				}
 			}
 		})
-	}
-}
-
-// While Run watches the table, a safe verdict is served from memory and a
-// change reaches Check as soon as the watcher sees it; once Run stops,
-// Check asks again on every call.
-func TestCheckerWatched(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "mountinfo")
-	if err := os.WriteFile(path, []byte(mountsV2Nsdelegate), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := NewChecker(path, "/sys/fs/cgroup")
-	defer c.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	for c.watching.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	if st, err := c.Check(); err != nil || st.Err() != nil {
-		t.Fatalf("first check: %v / %v", err, st.Err())
-	}
-	if c.safe.Load() == nil {
-		t.Fatal("a safe verdict read while watched must be kept in memory")
-	}
-	gen := c.gen.Load()
-	if err := os.WriteFile(path, []byte(mountsV2Plain), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, err := c.Check()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if errors.Is(st.Err(), ErrNoNsdelegate) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the watcher never reported the remount (gen %d -> %d)", gen, c.gen.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if c.gen.Load() == gen {
-		t.Fatal("the change reached Check without the watcher counting it")
-	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run = %v, want context.Canceled", err)
-	}
-	// Not watched any more: the next Check asks again.
-	if err := os.WriteFile(path, []byte(mountsV2Nsdelegate), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := c.Check(); err != nil || st.Err() != nil {
-		t.Fatalf("after Run stopped: %v / %v", err, st.Err())
-	}
-	if err := os.WriteFile(path, []byte(mountsV2Plain), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if st, _ := c.Check(); !errors.Is(st.Err(), ErrNoNsdelegate) {
-		t.Fatalf("unwatched: a remount must be seen by the next check, got %v", st.Err())
-	}
-}
-
-func TestCheckerRunMissingTable(t *testing.T) {
-	c := NewChecker(filepath.Join(t.TempDir(), "absent"), "/sys/fs/cgroup")
-	if err := c.Run(context.Background()); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("Run = %v, want a not-exist error", err)
 	}
 }

@@ -43,8 +43,8 @@ type setup struct {
 }
 
 // newSetup builds the setup for cfg. The mount-table checker of old is kept
-// when it looks at the same table and root, so a running WatchHost goes on
-// feeding it.
+// when it looks at the same table and root, with its open table and what it
+// learned of the kernel.
 func (p *Plugin) newSetup(cfg config.Config, old *setup) *setup {
 	fs := host.NewFS(cfg.CgroupRoot, cfg.SysfsRoot)
 	checker := host.NewChecker(cfg.MountinfoPath, cfg.CgroupRoot)
@@ -79,8 +79,6 @@ type Plugin struct {
 	runtime atomic.Pointer[status.Runtime]
 	// configured is called after every successful Configure or Reload.
 	configured atomic.Pointer[func()]
-	// stopWatch ends the WatchHost round of a replaced checker.
-	stopWatch atomic.Pointer[context.CancelFunc]
 }
 
 // New returns a plugin for cfg. base is the config before any Configure
@@ -135,29 +133,6 @@ func (p *Plugin) HostStatus() (host.Status, error) { return p.h.Load().checker.C
 
 // MountCheck says how the mount-table verdict is read (host.Checker.Mode).
 func (p *Plugin) MountCheck() string { return p.h.Load().checker.Mode() }
-
-// WatchHost watches the host mount table in the background until ctx is
-// done, so the safety check on every CreateContainer costs no system call
-// (host.Checker.Run); it follows the checker a Configure puts in
-// place. Without it every CreateContainer asks the kernel.
-func (p *Plugin) WatchHost(ctx context.Context) error {
-	for {
-		c := p.h.Load().checker
-		round, stop := context.WithCancel(ctx)
-		p.stopWatch.Store(&stop)
-		var err error
-		if p.h.Load().checker == c { // not replaced meanwhile
-			err = c.Run(round)
-		}
-		stop()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return err
-		}
-	}
-}
 
 // RecheckKubeletState reads the kubelet's CPU manager state again if its
 // file changed (one stat otherwise); pinning stops when the kubelet's
@@ -247,17 +222,13 @@ func (p *Plugin) Reload(base config.Config) error {
 }
 
 // apply puts cfg in force and returns the config it replaced; the caller
-// holds p.mu. A replaced mount-table checker is closed and its WatchHost
-// round ended.
+// holds p.mu. A replaced mount-table checker is closed.
 func (p *Plugin) apply(cfg config.Config) config.Config {
 	old := p.h.Load()
 	h := p.newSetup(cfg, old)
 	p.h.Store(h)
 	if h.checker != old.checker {
 		_ = old.checker.Close()
-		if stop := p.stopWatch.Load(); stop != nil {
-			(*stop)()
-		}
 	}
 	return old.cfg
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
@@ -141,8 +140,7 @@ func newPlugin(h *fakehost.Host) (any, error) {
 }
 
 // BenchmarkHandler measures cgdelegate's CreateContainer handler alone,
-// without the NRI round trip, as the plugin runs it: with the background
-// mount-table watch (Plugin.WatchHost) that cmd/cgdelegate starts. It has
+// without the NRI round trip, as the plugin runs it. It has
 // no target of its own: a handler cost matters only as far as it shows in
 // BenchmarkCreateContainer's round trip. The metrics- cases
 // record to the Prometheus recorder (cmd/cgdelegate with metricsAddress set):
@@ -182,13 +180,10 @@ func BenchmarkHandler(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go func() { _ = p.WatchHost(ctx) }()
+			ctx := context.Background()
 			pod := Pod("bench", "u1", cgroupfsParent, tc.ann)
 			ctr := Container(pod, "c")
-			// Let the watch start; the first container reads the table.
-			time.Sleep(20 * time.Millisecond)
+			// The first container reads the table.
 			if _, _, err := p.CreateContainer(ctx, pod, ctr); err != nil {
 				b.Fatal(err)
 			}
