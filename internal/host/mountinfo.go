@@ -73,6 +73,18 @@ func (s Status) Err() error {
 	return nil
 }
 
+// setMount fills in the mount found at the cgroup root: its type and super
+// options, the cgroup version and nsdelegate. The table (ParseMountinfo)
+// and the kernel's answer about the root alone (mountProbe) both build the
+// status here, so that they agree.
+func (s *Status) setMount(fsType, superOptions string) {
+	s.Mounted, s.FSType, s.SuperOptions, s.Version = true, fsType, superOptions, 1
+	if fsType == "cgroup2" {
+		s.Version, s.Unified = 2, ""
+		s.NsDelegate = slices.Contains(strings.Split(superOptions, ","), "nsdelegate")
+	}
+}
+
 // ParseMountinfo reads a mountinfo table from r and reports on cgroupRoot. The last
 // mount at cgroupRoot wins, as it is the one on top of the stack.
 func ParseMountinfo(r io.Reader, cgroupRoot string) (Status, error) {
@@ -84,6 +96,7 @@ func ParseMountinfo(r io.Reader, cgroupRoot string) (Status, error) {
 	if err != nil {
 		return st, fmt.Errorf("parse mountinfo: %w", err)
 	}
+	var top *mountinfo.Info
 	for _, m := range mounts {
 		if m.Mountpoint != root {
 			if m.FSType == "cgroup2" && st.Unified == "" {
@@ -91,18 +104,10 @@ func ParseMountinfo(r io.Reader, cgroupRoot string) (Status, error) {
 			}
 			continue
 		}
-		st.Mounted = true
-		st.FSType = m.FSType
-		st.SuperOptions = m.VFSOptions
+		top = m
 	}
-	if st.Mounted {
-		if st.FSType == "cgroup2" {
-			st.Version = 2
-			st.Unified = ""
-			st.NsDelegate = slices.Contains(strings.Split(st.SuperOptions, ","), "nsdelegate")
-		} else {
-			st.Version = 1
-		}
+	if top != nil {
+		st.setMount(top.FSType, top.VFSOptions)
 	}
 	return st, nil
 }

@@ -236,17 +236,11 @@ func (p *mountProbe) safe(cgroupRoot string) (Status, bool, error) {
 		}
 		return Status{}, false, err
 	}
-	if !f.mountRoot || f.fsType != "cgroup2" || !f.optsKnown {
+	if !f.mountRoot || !f.optsKnown {
 		return Status{}, false, nil
 	}
-	st := Status{
-		CgroupRoot:   filepath.Clean(cgroupRoot),
-		Mounted:      true,
-		FSType:       f.fsType,
-		Version:      2,
-		NsDelegate:   slices.Contains(strings.Split(f.superOptions, ","), "nsdelegate"),
-		SuperOptions: f.superOptions,
-	}
+	st := Status{CgroupRoot: filepath.Clean(cgroupRoot)}
+	st.setMount(f.fsType, f.superOptions)
 	return st, st.Err() == nil, nil
 }
 
