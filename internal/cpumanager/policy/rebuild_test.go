@@ -75,12 +75,21 @@ type fakeRuntime struct {
 	stamp map[string]string
 	cpus  map[string]cpuset.CPUSet
 	mems  map[string]cpuset.CPUSet
+	// live holds the plain init containers that still run beside their
+	// pod's app containers.
+	live map[string]bool
+}
+
+// remove forgets a container that stopped.
+func (r *fakeRuntime) remove(id string) {
+	delete(r.ctrs, id)
+	delete(r.live, id)
 }
 
 func newFakeRuntime() *fakeRuntime {
 	return &fakeRuntime{
 		pods: map[string]PodSpec{}, ctrs: map[string]ContainerSpec{}, stamp: map[string]string{},
-		cpus: map[string]cpuset.CPUSet{}, mems: map[string]cpuset.CPUSet{},
+		cpus: map[string]cpuset.CPUSet{}, mems: map[string]cpuset.CPUSet{}, live: map[string]bool{},
 	}
 }
 
@@ -339,8 +348,16 @@ func TestRebuildInitContainers(t *testing.T) {
 	side := ContainerSpec{ID: "s", PodID: "a", Resources: guaranteed(1000), Lifecycle: LifecycleSidecar}
 	res := p.Rebuild([]PodSpec{{ID: "a", Budget: podBudget(4000)}},
 		[]ContainerState{{Spec: init}, {Spec: side}, {Spec: ctr("app", "a", guaranteed(2000))}})
-	if _, ok := p.Assignment("i"); ok {
-		t.Error("completed init container kept")
+	// Listed, the init container has not stopped: it runs in the node
+	// shared pool, its CPUs are the app container's.
+	if a, ok := p.Assignment("i"); !ok || a.Pool != PoolNodeShared {
+		t.Errorf("init container listed beside its app container: %+v, want it kept in the node shared pool", a)
+	}
+	if a, _ := p.Assignment("app"); a.Pool != PoolExclusive || a.CPUs.Size() != 2 {
+		t.Errorf("app %+v", a)
+	}
+	if st := p.Snapshot(); !st.Pods[0].Containers[1].Released {
+		t.Errorf("status %+v does not say the init container was released", st.Pods[0].Containers)
 	}
 	if a, _ := p.Assignment("s"); a.Pool != PoolExclusive {
 		t.Errorf("sidecar %+v", a)
