@@ -180,6 +180,14 @@ func (r *rebuild) admitContainers(ctrs []ContainerState) {
 			spec.Lifecycle = LifecycleRegular
 		}
 		stamp, stampErr := cs.parsedStamp()
+		if err := stamp.agrees(cs.CPUs); err != nil {
+			// A released init container left its slice: its stamp is
+			// stale, and says nothing worth a note.
+			if !released {
+				r.note("container %s: %v; stamp ignored", spec.ID, err)
+			}
+			stamp = nil
+		}
 		spec = restoreLimit(spec, stamp, cs.CPUQuota)
 		if err := spec.Resources.Validate(); err != nil {
 			r.note("container %s resources ignored: %v", spec.ID, err)
@@ -210,6 +218,29 @@ func (cs ContainerState) parsedStamp() (*Stamp, error) {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// agrees checks a stamp against the cpuset the runtime reports the
+// container runs on (cur): an exclusive stamp's cpus must be exactly
+// cur, and a pod-shared container must run inside the stamped bubble.
+// A stamp is an annotation, and cgdelegate is not the only one that
+// writes annotations: a runtime may copy the pod's onto its containers
+// (CRI-O copies them all), so a pod author can put any stamp on a
+// container created while no plugin pinned. Checked this way, a stamp
+// can only keep a container on CPUs it already runs on; it can never
+// claim another container's. A node-shared stamp claims no CPUs and is
+// not checked. A nil stamp agrees.
+func (s *Stamp) agrees(cur cpuset.CPUSet) error {
+	if s == nil {
+		return nil
+	}
+	switch {
+	case s.Pool == PoolExclusive && !cur.Equals(s.CPUs):
+		return fmt.Errorf("its stamp says exclusive cpus %s, but it runs on cpus %q", s.CPUs, cur.String())
+	case s.Pool == PoolPodShared && (cur.IsEmpty() || !cur.IsSubsetOf(s.Bubble)):
+		return fmt.Errorf("its stamp says pod-shared in bubble %q, but it runs on cpus %q", s.Bubble.String(), cur.String())
+	}
+	return nil
 }
 
 // restoreLimit undoes cgdelegate's own quota change: an exclusive
@@ -538,10 +569,6 @@ func (r *rebuild) diff(v *view) {
 		c := r.st.ctrs[id]
 		a := r.p.assign(r.st, v, c)
 		cur := r.current[id]
-		if s := r.stamps[id]; s != nil && s.Pool == PoolExclusive && c.pool == PoolExclusive &&
-			s.CPUs.Equals(c.slice) && !cur.CPUs.IsEmpty() && !cur.CPUs.Equals(c.slice) {
-			r.note("container %s runs on cpus %s but its stamp says %s; repaired", id, cur.CPUs, s.CPUs)
-		}
 		if lim := c.spec.Resources.CPULimit; c.pool != PoolExclusive && cur.CPUQuota == -1 && lim > 0 {
 			a.RestoreQuota = budget.QuotaFromMilliCPU(lim, budget.DefaultPeriod)
 			r.note("container %s runs without a cpu quota but is no longer exclusive; its quota for %s restored", id, budget.FormatMilliCPU(lim))
