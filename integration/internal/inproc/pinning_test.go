@@ -1032,3 +1032,56 @@ func TestPinningNodeSharedKeepsMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestPinningForgedStampIgnored plays a pod author who puts another pod's
+// CPU assignment stamp on their pod, where a runtime that copies pod
+// annotations onto containers (CRI-O copies them all) hands it to their
+// container as if cgdelegate had stamped it. The container is created
+// while the plugin is down, so nothing overwrites the copy; its pod's id
+// sorts before the victim's, so a rebuild that trusted the stamp would
+// keep the forged bubble and move the victim's. After the plugin's
+// restart the victim must run where it did, and the attacker nowhere in
+// its bubble.
+func TestPinningForgedStampIgnored(t *testing.T) {
+	e := setupPinning(t, nil)
+	victim := budgetPod("victim", "v1", 2)
+	e.mustRunPod(victim)
+	vg := Container(victim, "g", WithGuaranteedCPUs(1, gi))
+	vs := Container(victim, "s", WithResources(500, 1000, 256*mi))
+	e.mustCreate(victim, vg)
+	e.mustCreate(victim, vs)
+	before := map[string]cpuset.CPUSet{vg.Id: e.node.cpus(t, vg.Id), vs.Id: e.node.cpus(t, vs.Id)}
+	forged := e.node.ctrs[vg.Id].Annotations[policy.StampAnnotation]
+	bubble := e.node.stamp(t, vg.Id).Bubble
+
+	e.stub.Stop()
+	e.p.WaitUpdates()
+	attacker := WithPodResources(Pod("attacker", "a1", cgroupfsParent, map[string]string{policy.StampAnnotation: forged}), 2000, 2000, 4*gi)
+	if attacker.GetId() >= victim.GetId() {
+		t.Fatalf("attacker pod %s must sort before the victim's %s", attacker.GetId(), victim.GetId())
+	}
+	e.mustRunPod(attacker)
+	ag := Container(attacker, "g", WithGuaranteedCPUs(1, gi))
+	ag.Annotations = maps.Clone(attacker.GetAnnotations()) // as CRI-O copies them
+	if adjCPU(e.mustCreate(attacker, ag)).GetCpus() != "" {
+		t.Fatal("a disconnected plugin pinned a container")
+	}
+
+	upd := e.connect()
+	for id, was := range before {
+		if u := updateFor(upd, id); u != nil {
+			t.Errorf("the restart updated victim container %s: %v", id, u)
+		}
+		if now := e.node.cpus(t, id); !now.Equals(was) {
+			t.Errorf("the forged stamp moved victim container %s from %s to %s", id, was, now)
+		}
+	}
+	if got := e.node.cpus(t, ag.Id); !got.Intersection(bubble).IsEmpty() {
+		t.Errorf("the attacker runs on %s, in the victim's bubble %s", got, bubble)
+	}
+	for _, ps := range e.p.Pinning().Allocations.(policy.Status).Pods {
+		if ps.ID == attacker.GetId() && !mustSet(t, ps.Bubble).Intersection(bubble).IsEmpty() {
+			t.Errorf("the attacker's bubble %s overlaps the victim's %s", ps.Bubble, bubble)
+		}
+	}
+}
