@@ -1085,3 +1085,39 @@ func TestPinningForgedStampIgnored(t *testing.T) {
 		}
 	}
 }
+
+// TestPinningLiveInitContainer: a Guaranteed container annotated as an
+// init container that never exits, in container scope. Its regular
+// sibling's CreateContainer gives its exclusive CPUs back to the node
+// pool and, in the same answer, moves it off them with its quota back;
+// the next tenant's exclusive CPUs are in no cpuset of it.
+func TestPinningLiveInitContainer(t *testing.T) {
+	e := setupPinning(t, func(c *config.Config) { c.TopologyScope = config.ScopeContainer })
+	pod := WithPodResources(Pod("live-init", "l1", cgroupfsParent, map[string]string{
+		annotations.Lifecycle.Name + "/container.liar": "init",
+	}), 2000, 2000, 4*gi)
+	e.mustRunPod(pod)
+	liar := Container(pod, "liar", WithGuaranteedCPUs(2, gi))
+	slice := mustSet(t, adjCPU(e.mustCreate(pod, liar)).GetCpus())
+	if q := cpuOf(e.node.ctrs[liar.Id]).GetQuota(); slice.Size() != 2 || q.GetValue() != -1 {
+		t.Fatalf("liar: cpus %s quota %v, want two exclusive cpus", slice, q)
+	}
+	resp := e.mustCreate(pod, Container(pod, "app", WithResources(500, 1000, 256*mi)))
+	u := updateFor(resp.GetUpdate(), liar.Id)
+	if u == nil {
+		t.Errorf("the sibling's CreateContainer did not move the liar off %s: updates %v", slice, resp.GetUpdate())
+	} else if q := u.GetLinux().GetResources().GetCpu().GetQuota().GetValue(); q != 200000 {
+		t.Errorf("liar's quota %d after the move, want its 2 CPUs back (200000)", q)
+	}
+	tenant := budgetPod("tenant", "t1", 2)
+	e.mustRunPod(tenant)
+	tg := Container(tenant, "g", WithGuaranteedCPUs(2, gi))
+	got := mustSet(t, adjCPU(e.mustCreate(tenant, tg)).GetCpus())
+	e.applyAsync()
+	if !got.Equals(slice) {
+		t.Logf("the tenant got %s, not the liar's old %s", got, slice)
+	}
+	if both := e.node.cpus(t, liar.Id).Intersection(got); !both.IsEmpty() {
+		t.Errorf("the liar still runs on %s, exclusive to the next tenant", both)
+	}
+}
