@@ -289,8 +289,8 @@ func (p *Policy) applyAdd(plan addPlan) (Assignment, []Assignment) {
 // the kubelet admits on them. So its CPUs are reused at once and the
 // container, if it still runs, is moved off them in the same step: the new
 // cpusets are written to its cgroup before the event returns, as every
-// update of the event is (an exited one's cgroup is gone, and nothing is
-// written). The node shared pool is the one pool that never holds an
+// update of the event is (an exited one has usually lost its cgroup, and
+// the write is skipped). The node shared pool is the one pool that never holds an
 // exclusive CPU and never runs empty.
 func (p *Policy) release(ids []string) map[string]int64 {
 	moved := map[string]int64{}
