@@ -71,8 +71,10 @@ func snapshot(log *slog.Logger, pods []*api.PodSandbox, ctrs []*api.Container) (
 // does; so does containerd for the keys its pod_annotations passes
 // through): on a container created while no plugin pinned, the copy
 // would stand as cgdelegate's own. A container created while pinning ran
-// has cgdelegate's stamp over the copy, and loses nothing the rebuild
-// needs: its slice is adopted from its current cpuset.
+// has cgdelegate's stamp over the copy, which is ignored too: the rebuild
+// treats it as unstamped (its current cpuset is kept as its slice when it
+// is a valid one; its pod's bubble, known from stamps only, is placed
+// afresh). That costs only the pod that carries the key.
 func stamp(l *slog.Logger, pod *api.PodSandbox, ctr *api.Container) string {
 	s := ctr.GetAnnotations()[policy.StampAnnotation]
 	if _, copied := pod.GetAnnotations()[policy.StampAnnotation]; copied && s != "" {
