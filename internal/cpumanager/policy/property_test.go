@@ -286,19 +286,23 @@ func checkRuntime(t testing.TB, p *Policy, r *fakeRuntime) {
 // but those in exited), of its pod or of another.
 func checkExclusive(t testing.TB, p *Policy, r *fakeRuntime, exited map[string]bool) {
 	t.Helper()
-	ids := slices.Sorted(mapKeys(r.ctrs))
-	for _, id := range ids {
-		a, ok := p.Assignment(id)
-		if !ok || a.Pool != PoolExclusive || exited[id] {
+	owner := map[int]string{}
+	for _, a := range p.Assignments() {
+		if _, running := r.ctrs[a.ContainerID]; !running || a.Pool != PoolExclusive || exited[a.ContainerID] {
 			continue
 		}
-		for _, other := range ids {
-			if other == id || exited[other] {
-				continue
-			}
-			if both := r.cpus[other].Intersection(a.CPUs); !both.IsEmpty() {
-				t.Fatalf("cpus %s of exclusive container %s (pod %s) are in the cpuset %s of container %s (pod %s, %q), which still runs",
-					both, id, a.PodID, r.cpus[other], other, r.ctrs[other].PodID, r.ctrs[other].Lifecycle)
+		for _, cpu := range a.CPUs.UnsortedList() {
+			owner[cpu] = a.ContainerID
+		}
+	}
+	for _, other := range slices.Sorted(mapKeys(r.ctrs)) {
+		if exited[other] {
+			continue
+		}
+		for _, cpu := range r.cpus[other].List() {
+			if id, ok := owner[cpu]; ok && id != other {
+				t.Fatalf("cpu %d of exclusive container %s (pod %s) is in the cpuset %s of container %s (pod %s, %q), which still runs",
+					cpu, id, r.ctrs[id].PodID, r.cpus[other], other, r.ctrs[other].PodID, r.ctrs[other].Lifecycle)
 			}
 		}
 	}
