@@ -770,6 +770,62 @@ func pinningContainerScope(t *testing.T, e *guestEnv) {
 	t.Logf("node pool after the pod was removed: %s", widened)
 }
 
+// pinningLiveInitContainer plays a tenant whose Guaranteed container is
+// annotated as an init container but never exits. The kubelet reuses an
+// init container's CPUs because it has exited; this one has not, so when
+// its regular sibling is created cgdelegate must move it off its
+// exclusive CPUs before they go to anyone else: here to another pod's
+// exclusive container, whose CPUs the real cgroups must show in no other
+// container's effective cpuset.
+func pinningLiveInitContainer(t *testing.T, e *guestEnv) {
+	e.requirePinning(t)
+	ctx := scenarioCtx(t)
+	logFrom := fileSize(e.paths.PluginLog)
+	e.withPluginConfig(ctx, t, "topologyScope: container\n")
+	t.Cleanup(func() { e.pluginLog(t, logFrom) })
+	all := unionOf(nodeCPUs(t))
+
+	liarPod := e.runPod(ctx, t, cri.PodSpec{
+		Name: "live-init", Guaranteed: true,
+		Annotations: map[string]string{"lifecycle.cgdelegate.io/container.liar": "init"},
+	})
+	liar := runContainer(ctx, t, liarPod, guaranteed("liar"))
+	vl := viewOf(ctx, t, liar)
+	t.Logf("the \"init\" container that never exits: %s", vl)
+	if vl.CPUs.Size() != 1 || !vl.exclusive() {
+		t.Fatalf("\"init\" container: %s, want one exclusive cpu with the quota off", vl)
+	}
+	// The regular sibling: as far as the annotation says, every init
+	// container of the pod has completed, and their CPUs are free again.
+	sibling := runContainer(ctx, t, liarPod, memoryOnly("app"))
+	t.Logf("regular sibling: %s", viewOf(ctx, t, sibling))
+
+	tenant := e.runPod(ctx, t, cri.PodSpec{Name: "next-tenant", Guaranteed: true})
+	victim := runContainer(ctx, t, tenant, guaranteed("exclusive"))
+	vv := viewOf(ctx, t, victim)
+	t.Logf("the next tenant's exclusive container: %s", vv)
+	if vv.CPUs.Size() != 1 || !vv.exclusive() {
+		t.Fatalf("next tenant's container: %s, want one exclusive cpu with the quota off", vv)
+	}
+	moved := waitView(ctx, t, liar, "the \"init\" container still running beside the next tenant's slice", func(v cpuView) bool {
+		return v.CPUs.Intersection(vv.CPUs).IsEmpty() && !v.exclusive()
+	})
+	t.Logf("the \"init\" container after the reuse: %s", moved)
+	if want := all.Difference(vv.CPUs); !moved.CPUs.Equals(want) {
+		t.Errorf("the \"init\" container runs on %s, want the node shared pool %s", moved.CPUs, want)
+	}
+	for _, c := range []*cri.Container{sibling, liar} {
+		if v := viewOf(ctx, t, c); !v.CPUs.Intersection(vv.CPUs).IsEmpty() {
+			t.Errorf("%s shares the next tenant's exclusive cpus %s", v, vv.CPUs)
+		}
+	}
+	for _, p := range []*cri.Pod{tenant, liarPod} {
+		if err := p.Remove(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // killPlugin SIGKILLs the external plugin and waits until containerd
 // noticed it gone; it returns restartPluginOnce's restart.
 func (e *guestEnv) killPlugin(ctx context.Context, t *testing.T) func() {

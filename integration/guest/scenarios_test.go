@@ -39,6 +39,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.InPodNestedRunc:                 inPodNestedRunc,
 	variant.InPodSystemd:                    inPodSystemd,
 	variant.PinningContainerScope:           pinningContainerScope,
+	variant.PinningLiveInitContainer:        pinningLiveInitContainer,
 	variant.ScaleChurn:                      scaleChurn,
 	variant.ScaleRestart:                    scaleRestart,
 	variant.Demo:                            demo,

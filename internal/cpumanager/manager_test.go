@@ -1,10 +1,12 @@
 package cpumanager
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -74,6 +76,40 @@ func TestSnapshotLivePods(t *testing.T) {
 	}
 	if len(states) != 2 {
 		t.Errorf("containers kept %d, want 2 (the stopped one holds nothing)", len(states))
+	}
+}
+
+// TestSnapshotStampFromPod: a stamp on a container whose pod carries the
+// stamp key may be the pod author's, copied by the runtime (as CRI-O
+// copies every pod annotation): it is ignored, and said so.
+func TestSnapshotStampFromPod(t *testing.T) {
+	const genuine = "v=1;pool=exclusive;bubble=;cpus=2;mems=0"
+	tests := []struct {
+		name   string
+		podAnn map[string]string
+		want   string
+	}{
+		{name: "cgdelegate's stamp", want: genuine},
+		{name: "pod carries the stamp", podAnn: map[string]string{policy.StampAnnotation: genuine}, want: ""},
+		{name: "pod carries an empty stamp", podAnn: map[string]string{policy.StampAnnotation: ""}, want: ""},
+		{name: "pod carries other annotations", podAnn: map[string]string{"lifecycle.cgdelegate.io/container.c": "init"}, want: genuine},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &api.PodSandbox{Id: "p", Name: "p", Namespace: "default", Annotations: tc.podAnn}
+			ctr := &api.Container{
+				Id: "c", PodSandboxId: "p", Name: "c", State: api.ContainerState_CONTAINER_RUNNING,
+				Annotations: map[string]string{policy.StampAnnotation: genuine}, Linux: &api.LinuxContainer{},
+			}
+			var logged bytes.Buffer
+			_, states := snapshot(slog.New(slog.NewTextHandler(&logged, nil)), []*api.PodSandbox{pod}, []*api.Container{ctr})
+			if len(states) != 1 || states[0].Stamp != tc.want {
+				t.Fatalf("states %+v, want the stamp %q", states, tc.want)
+			}
+			if said := strings.Contains(logged.String(), "its stamp is ignored"); said != (tc.want == "") {
+				t.Errorf("log %q: said the stamp was ignored %v, want %v", logged.String(), said, tc.want == "")
+			}
+		})
 	}
 }
 

@@ -48,7 +48,7 @@ func snapshot(log *slog.Logger, pods []*api.PodSandbox, ctrs []*api.Container) (
 		}
 		pod := byID[ctr.GetPodSandboxId()]
 		l := logging.Event(log, pod, ctr)
-		st := policy.ContainerState{Stamp: ctr.GetAnnotations()[policy.StampAnnotation]}
+		st := policy.ContainerState{Stamp: stamp(l, pod, ctr)}
 		spec, err := containerSpec(pod, ctr)
 		if err != nil {
 			l.Error("synchronize: container resources ignored", "error", err)
@@ -62,6 +62,27 @@ func snapshot(log *slog.Logger, pods []*api.PodSandbox, ctrs []*api.Container) (
 		states = append(states, st)
 	}
 	return livePods(log, specs, states, byID), states
+}
+
+// stamp is the container's stamp annotation, "" when it has none or when
+// its pod carries the stamp key too. Only cgdelegate's creation
+// adjustment should write it, but a pod author writes the pod's
+// annotations, and a runtime may copy those onto every container (CRI-O
+// does; so does containerd for the keys its pod_annotations passes
+// through): on a container created while no plugin pinned, the copy
+// would stand as cgdelegate's own. A container created while pinning ran
+// has cgdelegate's stamp over the copy, which is ignored too: the rebuild
+// treats it as unstamped (its current cpuset is kept as its slice when it
+// is a valid one; its pod's bubble, known from stamps only, is placed
+// afresh). That costs only the pod that carries the key.
+func stamp(l *slog.Logger, pod *api.PodSandbox, ctr *api.Container) string {
+	s := ctr.GetAnnotations()[policy.StampAnnotation]
+	if _, copied := pod.GetAnnotations()[policy.StampAnnotation]; copied && s != "" {
+		l.Warn("synchronize: the pod carries the CPU assignment stamp annotation, which the runtime may have copied onto the container: its stamp is ignored",
+			"annotation", policy.StampAnnotation, "stamp", s)
+		return ""
+	}
+	return s
 }
 
 // livePods keeps the pods with a live (created, running or paused)

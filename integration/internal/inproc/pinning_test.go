@@ -1032,3 +1032,92 @@ func TestPinningNodeSharedKeepsMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestPinningForgedStampIgnored plays a pod author who puts another pod's
+// CPU assignment stamp on their pod, where a runtime that copies pod
+// annotations onto containers (CRI-O copies them all) hands it to their
+// container as if cgdelegate had stamped it. The container is created
+// while the plugin is down, so nothing overwrites the copy; its pod's id
+// sorts before the victim's, so a rebuild that trusted the stamp would
+// keep the forged bubble and move the victim's. After the plugin's
+// restart the victim must run where it did, and the attacker nowhere in
+// its bubble.
+func TestPinningForgedStampIgnored(t *testing.T) {
+	e := setupPinning(t, nil)
+	victim := budgetPod("victim", "v1", 2)
+	e.mustRunPod(victim)
+	vg := Container(victim, "g", WithGuaranteedCPUs(1, gi))
+	vs := Container(victim, "s", WithResources(500, 1000, 256*mi))
+	e.mustCreate(victim, vg)
+	e.mustCreate(victim, vs)
+	before := map[string]cpuset.CPUSet{vg.Id: e.node.cpus(t, vg.Id), vs.Id: e.node.cpus(t, vs.Id)}
+	forged := e.node.ctrs[vg.Id].Annotations[policy.StampAnnotation]
+	bubble := e.node.stamp(t, vg.Id).Bubble
+
+	e.stub.Stop()
+	e.p.WaitUpdates()
+	attacker := WithPodResources(Pod("attacker", "a1", cgroupfsParent, map[string]string{policy.StampAnnotation: forged}), 2000, 2000, 4*gi)
+	if attacker.GetId() >= victim.GetId() {
+		t.Fatalf("attacker pod %s must sort before the victim's %s", attacker.GetId(), victim.GetId())
+	}
+	e.mustRunPod(attacker)
+	ag := Container(attacker, "g", WithGuaranteedCPUs(1, gi))
+	ag.Annotations = maps.Clone(attacker.GetAnnotations()) // as CRI-O copies them
+	if adjCPU(e.mustCreate(attacker, ag)).GetCpus() != "" {
+		t.Fatal("a disconnected plugin pinned a container")
+	}
+
+	upd := e.connect()
+	for id, was := range before {
+		if u := updateFor(upd, id); u != nil {
+			t.Errorf("the restart updated victim container %s: %v", id, u)
+		}
+		if now := e.node.cpus(t, id); !now.Equals(was) {
+			t.Errorf("the forged stamp moved victim container %s from %s to %s", id, was, now)
+		}
+	}
+	if got := e.node.cpus(t, ag.Id); !got.Intersection(bubble).IsEmpty() {
+		t.Errorf("the attacker runs on %s, in the victim's bubble %s", got, bubble)
+	}
+	for _, ps := range e.p.Pinning().Allocations.(policy.Status).Pods {
+		if ps.ID == attacker.GetId() && !mustSet(t, ps.Bubble).Intersection(bubble).IsEmpty() {
+			t.Errorf("the attacker's bubble %s overlaps the victim's %s", ps.Bubble, bubble)
+		}
+	}
+}
+
+// TestPinningLiveInitContainer: a Guaranteed container annotated as an
+// init container that never exits, in container scope. Its regular
+// sibling's CreateContainer gives its exclusive CPUs back to the node
+// pool and, in the same answer, moves it off them with its quota back;
+// the next tenant's exclusive CPUs are in no cpuset of it.
+func TestPinningLiveInitContainer(t *testing.T) {
+	e := setupPinning(t, func(c *config.Config) { c.TopologyScope = config.ScopeContainer })
+	pod := WithPodResources(Pod("live-init", "l1", cgroupfsParent, map[string]string{
+		annotations.Lifecycle.Name + "/container.liar": "init",
+	}), 2000, 2000, 4*gi)
+	e.mustRunPod(pod)
+	liar := Container(pod, "liar", WithGuaranteedCPUs(2, gi))
+	slice := mustSet(t, adjCPU(e.mustCreate(pod, liar)).GetCpus())
+	if q := cpuOf(e.node.ctrs[liar.Id]).GetQuota(); slice.Size() != 2 || q.GetValue() != -1 {
+		t.Fatalf("liar: cpus %s quota %v, want two exclusive cpus", slice, q)
+	}
+	resp := e.mustCreate(pod, Container(pod, "app", WithResources(500, 1000, 256*mi)))
+	u := updateFor(resp.GetUpdate(), liar.Id)
+	if u == nil {
+		t.Errorf("the sibling's CreateContainer did not move the liar off %s: updates %v", slice, resp.GetUpdate())
+	} else if q := u.GetLinux().GetResources().GetCpu().GetQuota().GetValue(); q != 200000 {
+		t.Errorf("liar's quota %d after the move, want its 2 CPUs back (200000)", q)
+	}
+	tenant := budgetPod("tenant", "t1", 2)
+	e.mustRunPod(tenant)
+	tg := Container(tenant, "g", WithGuaranteedCPUs(2, gi))
+	got := mustSet(t, adjCPU(e.mustCreate(tenant, tg)).GetCpus())
+	e.applyAsync()
+	if !got.Equals(slice) {
+		t.Logf("the tenant got %s, not the liar's old %s", got, slice)
+	}
+	if both := e.node.cpus(t, liar.Id).Intersection(got); !both.IsEmpty() {
+		t.Errorf("the liar still runs on %s, exclusive to the next tenant", both)
+	}
+}

@@ -102,6 +102,12 @@ const (
 	// PinningContainerScope: in container scope a Guaranteed container gets
 	// exclusive CPUs from the node pool, without a bubble.
 	PinningContainerScope Scenario = "PinningContainerScope"
+	// PinningLiveInitContainer: in container scope a Guaranteed container
+	// annotated as an init container that never exits keeps running after
+	// a regular sibling is created; the CPUs its exclusive slice gave back
+	// go to another pod's exclusive container, and the real cgroups show
+	// the first one moved off them (its quota back), never sharing them.
+	PinningLiveInitContainer Scenario = "PinningLiveInitContainer"
 	// ScaleChurn (issue 23, item 4, at a smaller N): pods are created and
 	// removed through the CRI in waves (BestEffort, Burstable and pinned
 	// pods whose budgets carve bubbles and return them); after the churn
@@ -247,7 +253,7 @@ var scenarios = []Scenario{
 	NUMATopology, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn,
 	KubeletDaemonSetPod, KubeletPluginPodRestart,
 	InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd,
-	PinningContainerScope, ScaleChurn, ScaleRestart,
+	PinningContainerScope, PinningLiveInitContainer, ScaleChurn, ScaleRestart,
 	Demo, BenchNode,
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 	KubeletPinningOracle,

@@ -88,7 +88,7 @@ func Suite() []Variant {
 			Kubelet: true,
 			Scenarios: []Scenario{
 				Harness, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology,
-				PinningContainerScope, ScaleChurn, ScaleRestart, KubeletPodLevelPinning,
+				PinningContainerScope, PinningLiveInitContainer, ScaleChurn, ScaleRestart, KubeletPodLevelPinning,
 				KubeletWritable, KubeletUserns, KubeletStartLatency,
 			},
 		},

@@ -140,6 +140,9 @@ func (p *Policy) siblings(spec ContainerSpec, inBubble bool) siblings {
 	}
 	for id := range p.st.byPod[spec.PodID] {
 		c := p.st.ctrs[id]
+		if c.released {
+			continue
+		}
 		if spec.Lifecycle == LifecycleRegular && c.spec.Lifecycle == LifecycleInit {
 			sib.released = append(sib.released, id)
 			if c.pool == PoolExclusive && inBubble {
@@ -254,9 +257,7 @@ func (p *Policy) placeNodeSlice(plan *addPlan, n int) error {
 // changed. It can not fail. Call with p.mu held, right after planAdd.
 func (p *Policy) applyAdd(plan addPlan) (Assignment, []Assignment) {
 	spec := plan.ctr.spec
-	for _, id := range plan.released {
-		p.st.delCtr(id)
-	}
+	moved := p.release(plan.released)
 	if plan.demote {
 		pod := plan.pod
 		pod.bubble, pod.extraMems, pod.memShare = cpuset.New(), cpuset.New(), nil
@@ -272,5 +273,59 @@ func (p *Policy) applyAdd(plan addPlan) (Assignment, []Assignment) {
 		p.v.node = plan.freeNode
 	}
 	updates := p.updates(spec.PodID, plan.podChanged, plan.nodeChanged, spec.ID)
-	return p.assign(p.st, p.v, plan.ctr), updates
+	return p.assign(p.st, p.v, plan.ctr), p.withMoved(updates, moved)
+}
+
+// release moves the released init containers ids to the node shared pool
+// and returns those whose pool changed, each with the quota to restore
+// when it was exclusive (0 otherwise). Call with p.mu held, from applyAdd.
+//
+// The kubelet reuses an init container's CPUs because it has exited. NRI
+// does not say which containers are init containers (the lifecycle
+// annotation does, and the pod author writes it) nor whether one has
+// exited before its StopContainer arrives. Forgetting the container would
+// leave one that still runs on CPUs that go to the next exclusive slice;
+// keeping its CPUs until it stops would refuse the app containers that
+// the kubelet admits on them. So its CPUs are reused at once and the
+// container, if it still runs, is moved off them in the same step: the new
+// cpusets are written to its cgroup before the event returns, as every
+// update of the event is (an exited one has usually lost its cgroup, and
+// the write is skipped). The node shared pool is the one pool that never holds an
+// exclusive CPU and never runs empty.
+func (p *Policy) release(ids []string) map[string]int64 {
+	moved := map[string]int64{}
+	for _, id := range ids {
+		c := p.st.ctrs[id]
+		was := c.pool
+		c.pool, c.slice, c.extraMems, c.memShare, c.released = PoolNodeShared, cpuset.New(), cpuset.New(), nil, true
+		p.st.addCtr(c)
+		switch lim := c.spec.Resources.CPULimit; {
+		case was == PoolExclusive && lim > 0:
+			moved[id] = budget.QuotaFromMilliCPU(lim, budget.DefaultPeriod)
+		case was != PoolNodeShared:
+			moved[id] = 0
+		}
+	}
+	return moved
+}
+
+// withMoved adds to updates (sorted by id) the released init containers
+// that moved, with their quota restored, and keeps them sorted.
+func (p *Policy) withMoved(updates []Assignment, moved map[string]int64) []Assignment {
+	if len(moved) == 0 {
+		return updates
+	}
+	for i, a := range updates {
+		if q, ok := moved[a.ContainerID]; ok {
+			updates[i].RestoreQuota = q
+			delete(moved, a.ContainerID)
+		}
+	}
+	for id, q := range moved {
+		a := p.assign(p.st, p.v, p.st.ctrs[id])
+		a.RestoreQuota = q
+		updates = append(updates, a)
+	}
+	slices.SortFunc(updates, func(a, b Assignment) int { return cmp.Compare(a.ContainerID, b.ContainerID) })
+	return updates
 }

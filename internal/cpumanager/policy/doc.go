@@ -119,9 +119,14 @@
 // (LifecycleInit) holds its CPUs only until the pod's first regular
 // container is added: app containers start after every init container has
 // completed, so that add releases them (as the kubelet reuses init
-// containers' CPUs). A restartable init container (LifecycleSidecar) runs
-// alongside the app containers and keeps its CPUs like a regular one. The
-// NRI layer sets Lifecycle; the zero value is a regular container.
+// containers' CPUs). The lifecycle is the pod author's word and the
+// container's stop may come later, so a released init container is not
+// forgotten: the same add moves it to the node shared pool, with an
+// update that restores its quota (Policy.release), and it stays there
+// until it is removed. A restartable init container (LifecycleSidecar)
+// runs alongside the app containers and keeps its CPUs like a regular
+// one. The NRI layer sets Lifecycle; the zero value is a regular
+// container.
 //
 // # Restart safety
 //
@@ -134,12 +139,16 @@
 // (empty without one); cpus and mems are the container's sets at creation.
 // A shared container's cpus go stale as its pool changes (annotations
 // cannot be updated), so Rebuild trusts the stamped bubble and exclusive
-// slices and recomputes the shared pools.
+// slices and recomputes the shared pools. A stamp is trusted only when it
+// agrees with the container's current cpuset (Stamp.agrees): an
+// annotation can come from elsewhere (a runtime that copies the pod's
+// annotations onto its containers), and a stamp checked this way can
+// only keep a container on CPUs it already runs on.
 //
 // Rebuild takes a Synchronize snapshot (pods, containers with their stamps
 // and current cpusets), reconstructs the state, repairs conflicts (a CPU
-// claimed by two bubbles or slices, a stamp that no longer fits, a cpuset
-// that disagrees with its stamp) and returns the updates that make every
+// claimed by two bubbles or slices, a stamp that no longer fits or that
+// disagrees with the container's cpuset) and returns the updates that make every
 // container match. Synchronize is the truth; there is no checkpoint file.
 // The runtime reports an exclusive container without the CPU limit that its
 // quota -1 replaced; pass the raw quota in ContainerState.CPUQuota and

@@ -539,8 +539,8 @@ func TestContainerScopeMemoryReleased(t *testing.T) {
 		// The app container starts once init has completed: init's 30Gi
 		// are free for it.
 		mustAdd(t, p, memCtr("app", 2, 30*gib))
-		if _, ok := p.st.ctrs["init"]; ok {
-			t.Fatal("init container still held")
+		if c := p.st.ctrs["init"]; !c.released || c.pool != PoolNodeShared || len(c.memShare) != 0 {
+			t.Fatalf("init container %+v, want it released to the node shared pool, holding no memory", c)
 		}
 		var sum int64
 		for _, b := range memUsed(p.st) {

@@ -372,11 +372,17 @@ func TestInitContainers(t *testing.T) {
 	if app.Pool != PoolExclusive || app.CPUs.Intersection(sa.CPUs).Size() != 0 {
 		t.Fatalf("app %+v overlaps sidecar %s", app, sa.CPUs)
 	}
-	if len(u) != 0 {
-		t.Errorf("updates %v", ids(u))
+	// The init container, should it still run, moves off them in the same
+	// step, to the node shared pool, its quota back.
+	want := Assignment{
+		ContainerID: "init", PodID: "p", Pool: PoolNodeShared, CPUs: p.usable.Difference(p.st.pods["p"].bubble), Mems: set("0-1"),
+		Bubble: p.st.pods["p"].bubble, RestoreQuota: 300000,
 	}
-	if _, ok := p.Assignment("init"); ok {
-		t.Error("completed init container still holds its slice")
+	if len(u) != 1 || !reflect.DeepEqual(u[0], want) {
+		t.Errorf("updates %+v, want %+v", u, want)
+	}
+	if got, ok := p.Assignment("init"); !ok || !got.CPUs.Intersection(ia.CPUs).IsEmpty() {
+		t.Errorf("released init container %+v still on its slice %s", got, ia.CPUs)
 	}
 	if got, ok := p.Assignment("side"); !ok || !got.CPUs.Equals(sa.CPUs) {
 		t.Errorf("sidecar lost its slice: %+v", got)
@@ -529,4 +535,56 @@ func TestPodQoSFromContainers(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLiveInitContainer plays a pod author who annotates a Guaranteed
+// container as an init container and lets it run forever. When its
+// regular sibling comes, its exclusive CPUs are reused (by the sibling in
+// pod scope, by the next tenant in container scope); the container must
+// be moved off them in the same step, not forgotten on them.
+func TestLiveInitContainer(t *testing.T) {
+	tests := []struct {
+		name    string
+		scope   config.TopologyScope
+		sibling ContainerSpec
+		// tenant, when set, is another pod's exclusive container added
+		// after the sibling.
+		tenant bool
+	}{
+		{name: "pod scope: the sibling reuses the cpus", scope: config.ScopePod, sibling: ctr("app", "a", guaranteed(2000))},
+		{name: "container scope: the next tenant gets the cpus", scope: config.ScopeContainer, sibling: ctr("app", "a", burstable(100)), tenant: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustNew(t, dualHT(), Options{Scope: tc.scope})
+			r := newFakeRuntime()
+			r.addPod(t, p, PodSpec{ID: "a", Budget: podBudget(2000)})
+			liar := r.addCtr(t, p, lifecycle(ctr("liar", "a", guaranteed(2000)), LifecycleInit))
+			if liar.Pool != PoolExclusive {
+				t.Fatalf("liar %+v", liar)
+			}
+			r.addCtr(t, p, tc.sibling)
+			if tc.tenant {
+				r.addPod(t, p, PodSpec{ID: "b", Budget: podBudget(2000)})
+				if b := r.addCtr(t, p, ctr("b", "b", guaranteed(2000))); !b.CPUs.Equals(liar.CPUs) {
+					t.Fatalf("tenant got %s, not the cpus %s the liar gave back: the test plays nothing", b.CPUs, liar.CPUs)
+				}
+			} else if a, _ := p.Assignment("app"); !a.CPUs.Equals(liar.CPUs) {
+				t.Fatalf("sibling got %s, not the cpus %s the liar gave back: the test plays nothing", a.CPUs, liar.CPUs)
+			}
+			// The liar still runs.
+			checkExclusive(t, p, r, nil)
+			checkRuntime(t, p, r)
+			checkInvariants(t, p)
+			if a, _ := p.Assignment("liar"); a.Pool != PoolNodeShared {
+				t.Errorf("liar %+v, want the node shared pool", a)
+			}
+			// Its stop is an ordinary node-shared container's.
+			if u := p.RemoveContainer("liar"); len(u) != 0 {
+				t.Errorf("liar's stop updates %v", ids(u))
+			}
+			r.remove("liar")
+			checkRuntime(t, p, r)
+		})
+	}
 }

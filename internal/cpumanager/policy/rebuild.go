@@ -45,9 +45,10 @@ type RebuildResult struct {
 // Steps, each in pod/container id order so that the result is
 // deterministic:
 //
-//  1. admit the snapshot: drop what has no id or is listed twice, and the
-//     init containers of pods whose app containers exist; repair bad
-//     budgets and lifecycles; give back the CPU limit of every container
+//  1. admit the snapshot: drop what has no id or is listed twice; repair
+//     bad budgets and lifecycles; put the init containers of pods whose
+//     app containers exist in the node shared pool, released (they still
+//     run, see Policy.release); give back the CPU limit of every container
 //     whose quota cgdelegate removed (restoreLimit);
 //  2. keep every stamped bubble that has the budget's size, lies in the
 //     usable CPUs and overlaps no bubble kept before it;
@@ -162,9 +163,12 @@ func (r *rebuild) admitContainers(ctrs []ContainerState) {
 		case dup:
 			r.note("container %s listed twice; the second is ignored", spec.ID)
 			continue
-		case spec.Lifecycle == LifecycleInit && hasRegular[spec.PodID]:
-			continue // completed: its CPUs belong to the app containers
 		}
+		// An init container listed beside an app container of its pod has
+		// not stopped (Synchronize lists live containers only): its CPUs
+		// belong to the app containers, and it runs in the node shared
+		// pool until it goes (Policy.release).
+		released := spec.Lifecycle == LifecycleInit && hasRegular[spec.PodID]
 		if _, ok := r.st.pods[spec.PodID]; !ok {
 			r.note("container %s (%q) refers to unknown pod %s; placed in the node shared pool", spec.ID, spec.Name, spec.PodID)
 			r.st.addPod(podState{spec: PodSpec{ID: spec.PodID}, bubble: cpuset.New(), extraMems: cpuset.New()})
@@ -176,6 +180,14 @@ func (r *rebuild) admitContainers(ctrs []ContainerState) {
 			spec.Lifecycle = LifecycleRegular
 		}
 		stamp, stampErr := cs.parsedStamp()
+		if err := stamp.agrees(cs.CPUs); err != nil {
+			// A released init container left its slice: its stamp is
+			// stale, and says nothing worth a note.
+			if !released {
+				r.note("container %s: %v; stamp ignored", spec.ID, err)
+			}
+			stamp = nil
+		}
 		spec = restoreLimit(spec, stamp, cs.CPUQuota)
 		if err := spec.Resources.Validate(); err != nil {
 			r.note("container %s resources ignored: %v", spec.ID, err)
@@ -183,7 +195,7 @@ func (r *rebuild) admitContainers(ctrs []ContainerState) {
 		}
 		cs.Spec = spec
 		r.current[spec.ID] = cs
-		r.st.addCtr(ctrState{spec: spec, pool: PoolNodeShared})
+		r.st.addCtr(ctrState{spec: spec, pool: PoolNodeShared, released: released})
 		if stampErr != nil {
 			r.note("container %s: %v; ignored", spec.ID, stampErr)
 		}
@@ -206,6 +218,29 @@ func (cs ContainerState) parsedStamp() (*Stamp, error) {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// agrees checks a stamp against the cpuset the runtime reports the
+// container runs on (cur): an exclusive stamp's cpus must be exactly
+// cur, and a pod-shared container must run inside the stamped bubble.
+// A stamp is an annotation, and cgdelegate is not the only one that
+// writes annotations: a runtime may copy the pod's onto its containers
+// (CRI-O copies them all), so a pod author can put any stamp on a
+// container created while no plugin pinned. Checked this way, a stamp
+// can only keep a container on CPUs it already runs on; it can never
+// claim another container's. A node-shared stamp claims no CPUs and is
+// not checked. A nil stamp agrees.
+func (s *Stamp) agrees(cur cpuset.CPUSet) error {
+	if s == nil {
+		return nil
+	}
+	switch {
+	case s.Pool == PoolExclusive && !cur.Equals(s.CPUs):
+		return fmt.Errorf("its stamp says exclusive cpus %s, but it runs on cpus %q", s.CPUs, cur.String())
+	case s.Pool == PoolPodShared && (cur.IsEmpty() || !cur.IsSubsetOf(s.Bubble)):
+		return fmt.Errorf("its stamp says pod-shared in bubble %q, but it runs on cpus %q", s.Bubble.String(), cur.String())
+	}
+	return nil
 }
 
 // restoreLimit undoes cgdelegate's own quota change: an exclusive
@@ -375,7 +410,7 @@ func (r *rebuild) keepStampedSlices() {
 		c := r.st.ctrs[id]
 		n := r.p.exclusiveCPUs(r.st.pods[c.spec.PodID], c.spec)
 		ps := r.st.pods[c.spec.PodID]
-		if n == 0 || (ps.bubble.IsEmpty() && (r.p.scope != config.ScopeContainer || r.p.wantsBubble(ps.spec))) {
+		if n == 0 || c.released || (ps.bubble.IsEmpty() && (r.p.scope != config.ScopeContainer || r.p.wantsBubble(ps.spec))) {
 			continue
 		}
 		s := r.stamps[id]
@@ -447,7 +482,7 @@ func (r *rebuild) allocateBubbles() {
 		r.st.pods[id] = ps
 		r.claimed = r.claimed.Union(b)
 		for _, cid := range r.st.podContainers(id) {
-			if c := r.st.ctrs[cid]; r.p.exclusiveCPUs(ps, c.spec) > 0 && !slices.Contains(r.freshCtrs, cid) {
+			if c := r.st.ctrs[cid]; r.p.exclusiveCPUs(ps, c.spec) > 0 && !c.released && !slices.Contains(r.freshCtrs, cid) {
 				r.freshCtrs = append(r.freshCtrs, cid)
 			}
 		}
@@ -499,7 +534,7 @@ func (r *rebuild) placeShared() *view {
 	v := newView(r.p.usable, r.st)
 	for _, id := range r.ctrIDs {
 		c := r.st.ctrs[id]
-		if c.pool == PoolExclusive {
+		if c.pool == PoolExclusive || c.released {
 			continue
 		}
 		c.pool = PoolNodeShared
@@ -534,10 +569,6 @@ func (r *rebuild) diff(v *view) {
 		c := r.st.ctrs[id]
 		a := r.p.assign(r.st, v, c)
 		cur := r.current[id]
-		if s := r.stamps[id]; s != nil && s.Pool == PoolExclusive && c.pool == PoolExclusive &&
-			s.CPUs.Equals(c.slice) && !cur.CPUs.IsEmpty() && !cur.CPUs.Equals(c.slice) {
-			r.note("container %s runs on cpus %s but its stamp says %s; repaired", id, cur.CPUs, s.CPUs)
-		}
 		if lim := c.spec.Resources.CPULimit; c.pool != PoolExclusive && cur.CPUQuota == -1 && lim > 0 {
 			a.RestoreQuota = budget.QuotaFromMilliCPU(lim, budget.DefaultPeriod)
 			r.note("container %s runs without a cpu quota but is no longer exclusive; its quota for %s restored", id, budget.FormatMilliCPU(lim))
@@ -590,7 +621,7 @@ func stampedBubble(st *state, stamps map[string]*Stamp, podID string) (cpuset.CP
 func (r *rebuild) podSharedNeeded(podID string) bool {
 	for id := range r.st.byPod[podID] {
 		c := r.st.ctrs[id]
-		if c.spec.Resources.ExclusiveCPUs() == 0 && !r.overflowed(c) {
+		if c.spec.Resources.ExclusiveCPUs() == 0 && !r.overflowed(c) && !c.released {
 			return true
 		}
 	}

@@ -75,12 +75,21 @@ type fakeRuntime struct {
 	stamp map[string]string
 	cpus  map[string]cpuset.CPUSet
 	mems  map[string]cpuset.CPUSet
+	// live holds the plain init containers that still run beside their
+	// pod's app containers.
+	live map[string]bool
+}
+
+// remove forgets a container that stopped.
+func (r *fakeRuntime) remove(id string) {
+	delete(r.ctrs, id)
+	delete(r.live, id)
 }
 
 func newFakeRuntime() *fakeRuntime {
 	return &fakeRuntime{
 		pods: map[string]PodSpec{}, ctrs: map[string]ContainerSpec{}, stamp: map[string]string{},
-		cpus: map[string]cpuset.CPUSet{}, mems: map[string]cpuset.CPUSet{},
+		cpus: map[string]cpuset.CPUSet{}, mems: map[string]cpuset.CPUSet{}, live: map[string]bool{},
 	}
 }
 
@@ -172,7 +181,7 @@ func TestRebuildRepairs(t *testing.T) {
 		{
 			name:     "cpuset disagrees with stamp",
 			mutate:   func(r *fakeRuntime) { r.cpus["p1-g"] = set("0-15") },
-			conflict: "container p1-g runs on cpus 0-15 but its stamp says",
+			conflict: `container p1-g: its stamp says exclusive cpus 1,9, but it runs on cpus "0-15"; stamp ignored`,
 			updated:  []string{"p1-g"},
 		},
 		{
@@ -205,6 +214,7 @@ func TestRebuildRepairs(t *testing.T) {
 				r.ctrs["p1-g2"] = ctr("p1-g2", "p1", guaranteed(1000))
 				s, _ := ParseStamp(r.stamp["p1-g"])
 				r.stamp["p1-g2"] = Assignment{Pool: PoolExclusive, Bubble: s.Bubble, CPUs: firstN(s.CPUs, 1), Mems: s.Mems}.Stamp()
+				r.cpus["p1-g2"], r.mems["p1-g2"] = firstN(s.CPUs, 1), s.Mems
 				r.ctrs["p1-s"] = ctr("p1-s", "p1", bestEffort()) // keep the budget sum at 3000m
 			},
 			conflict: "claimed twice: container p1-g2 stamped slice",
@@ -339,8 +349,16 @@ func TestRebuildInitContainers(t *testing.T) {
 	side := ContainerSpec{ID: "s", PodID: "a", Resources: guaranteed(1000), Lifecycle: LifecycleSidecar}
 	res := p.Rebuild([]PodSpec{{ID: "a", Budget: podBudget(4000)}},
 		[]ContainerState{{Spec: init}, {Spec: side}, {Spec: ctr("app", "a", guaranteed(2000))}})
-	if _, ok := p.Assignment("i"); ok {
-		t.Error("completed init container kept")
+	// Listed, the init container has not stopped: it runs in the node
+	// shared pool, its CPUs are the app container's.
+	if a, ok := p.Assignment("i"); !ok || a.Pool != PoolNodeShared {
+		t.Errorf("init container listed beside its app container: %+v, want it kept in the node shared pool", a)
+	}
+	if a, _ := p.Assignment("app"); a.Pool != PoolExclusive || a.CPUs.Size() != 2 {
+		t.Errorf("app %+v", a)
+	}
+	if st := p.Snapshot(); !st.Pods[0].Containers[1].Released {
+		t.Errorf("status %+v does not say the init container was released", st.Pods[0].Containers)
 	}
 	if a, _ := p.Assignment("s"); a.Pool != PoolExclusive {
 		t.Errorf("sidecar %+v", a)
@@ -499,7 +517,7 @@ func TestRestoreLimit(t *testing.T) {
 	// request 2000m from shares, no limit.
 	unlimited := budget.NewContainer(budget.Budget{CPURequest: 2000, MemoryLimit: 1 << 30})
 	excl := Assignment{Pool: PoolExclusive, CPUs: cpuset.New(1, 9), Mems: cpuset.New(0), Bubble: cpuset.New(0, 1, 8, 9)}.Stamp()
-	shared := Assignment{Pool: PoolPodShared, CPUs: cpuset.New(0, 8), Mems: cpuset.New(0)}.Stamp()
+	shared := Assignment{Pool: PoolPodShared, CPUs: cpuset.New(0, 8), Mems: cpuset.New(0), Bubble: cpuset.New(0, 1, 8, 9)}.Stamp()
 	// The runtime reports an unknown quota as 0.
 	const unknown = 0
 	tests := []struct {
@@ -524,6 +542,9 @@ func TestRestoreLimit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := ContainerState{Spec: ctr("c", "p", unlimited), Stamp: tc.stamp, CPUQuota: tc.quota}
 			stamp, _ := cs.parsedStamp()
+			if stamp != nil {
+				cs.CPUs = stamp.CPUs // the runtime reports the cpus the stamp gave
+			}
 			got := restoreLimit(cs.Spec, stamp, cs.CPUQuota)
 			if got.Resources.ExclusiveCPUs() != tc.want {
 				t.Fatalf("ExclusiveCPUs = %d, want %d (%+v)", got.Resources.ExclusiveCPUs(), tc.want, got.Resources)
@@ -534,6 +555,72 @@ func TestRestoreLimit(t *testing.T) {
 			if a, _ := p.Assignment("c"); (a.Pool == PoolExclusive) != (tc.want > 0) {
 				t.Errorf("rebuilt assignment %+v, want exclusive %v", a, tc.want > 0)
 			}
+		})
+	}
+}
+
+// TestRebuildForgedStamp plays a pod author who copies another pod's
+// stamp onto their own container (a runtime that copies pod annotations
+// to containers does it for them), created while no plugin pinned: the
+// runtime reports it on no cpuset, or on the whole node. Its id sorts
+// first, so a trusted stamp would be kept first and move the victim.
+func TestRebuildForgedStamp(t *testing.T) {
+	tests := []struct {
+		name  string
+		scope config.TopologyScope
+		// forge is the stamp, from the victim's container's.
+		forge func(victim Stamp) Stamp
+		cur   cpuset.CPUSet
+	}{
+		{name: "pod scope, exclusive, no cpuset", scope: config.ScopePod, forge: func(v Stamp) Stamp { return v }, cur: cpuset.New()},
+		{name: "pod scope, exclusive, whole node", scope: config.ScopePod, forge: func(v Stamp) Stamp { return v }, cur: set("0-15")},
+		{
+			name: "pod scope, pod-shared", scope: config.ScopePod, cur: cpuset.New(),
+			forge: func(v Stamp) Stamp { v.Pool = PoolPodShared; return v },
+		},
+		{name: "container scope, exclusive", scope: config.ScopeContainer, forge: func(v Stamp) Stamp { return v }, cur: set("0-15")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustNew(t, dualHT(), Options{Scope: tc.scope})
+			r := newFakeRuntime()
+			r.addPod(t, p, PodSpec{ID: "victim", Budget: podBudget(3000)})
+			r.addCtr(t, p, ctr("victim-g", "victim", guaranteed(2000)))
+			r.addCtr(t, p, ctr("victim-s", "victim", burstable(500)))
+			// The victim's exclusive CPUs, and in pod scope its whole
+			// bubble, must stay (in container scope its shared container
+			// is in the node shared pool, which the attacker's own fresh
+			// slice may narrow).
+			victim := map[string]cpuset.CPUSet{"victim-g": r.cpus["victim-g"]}
+			if tc.scope == config.ScopePod {
+				victim["victim-s"] = r.cpus["victim-s"]
+			}
+			v, err := ParseStamp(r.stamp["victim-g"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := tc.forge(v)
+			r.pods["attacker"] = PodSpec{ID: "attacker", Budget: podBudget(3000)}
+			r.ctrs["attacker-g"] = ctr("attacker-g", "attacker", guaranteed(2000))
+			r.stamp["attacker-g"] = Assignment{Pool: f.Pool, Bubble: f.Bubble, CPUs: f.CPUs, Mems: f.Mems}.Stamp()
+			r.cpus["attacker-g"], r.mems["attacker-g"] = tc.cur, cpuset.New()
+
+			pods, ctrs := r.snapshot()
+			res := p.Rebuild(pods, ctrs)
+			r.apply(res.Updates...)
+			for id, was := range victim {
+				if a, _ := p.Assignment(id); !a.CPUs.Equals(was) || !r.cpus[id].Equals(was) {
+					t.Errorf("the forged stamp moved %s from %s to %s (conflicts %q)", id, was, a.CPUs, res.Conflicts)
+				}
+			}
+			a, _ := p.Assignment("attacker-g")
+			if held := v.Bubble.Union(v.CPUs); !a.CPUs.Intersection(held).IsEmpty() {
+				t.Errorf("attacker runs on %s, in the victim's %s", a.CPUs, held)
+			}
+			if !strings.Contains(strings.Join(res.Conflicts, "\n"), "container attacker-g: its stamp says") {
+				t.Errorf("conflicts %q do not name the ignored stamp", res.Conflicts)
+			}
+			checkInvariants(t, p)
 		})
 	}
 }

@@ -39,6 +39,13 @@ type ctrState struct {
 	// A slice in a bubble has neither: the bubble holds the pod's memory.
 	extraMems cpuset.CPUSet
 	memShare  map[int]int64
+	// released marks a plain init container a regular sibling released
+	// (its CPUs went back to its pool) whose Stop or Remove has not come
+	// yet. The kubelet's rules say it has completed; the lifecycle
+	// annotation is the pod author's word, so it may still run. It stays,
+	// in the node shared pool, and follows that pool's updates until it
+	// goes; it counts for no budget and holds no CPUs of its own.
+	released bool
 }
 
 // state is the whole allocation. The pools are derived from it (see view).

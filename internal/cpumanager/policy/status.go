@@ -44,6 +44,9 @@ type ContainerStatus struct {
 	Pool      Pool   `json:"pool"`
 	CPUs      string `json:"cpus"`
 	Mems      string `json:"mems"`
+	// Released says an init container whose CPUs went to its pod's app
+	// containers has not stopped yet: it runs in the node shared pool.
+	Released bool `json:"released,omitempty"`
 }
 
 // Snapshot returns the allocation table, pods and containers sorted by id.
@@ -74,7 +77,7 @@ func (p *Policy) Snapshot() Status {
 			a := p.assign(p.st, p.v, c)
 			st.Containers = append(st.Containers, ContainerStatus{
 				ID: cid, Name: c.spec.Name, Lifecycle: string(c.spec.Lifecycle), Pool: c.pool,
-				CPUs: a.CPUs.String(), Mems: a.Mems.String(),
+				CPUs: a.CPUs.String(), Mems: a.Mems.String(), Released: c.released,
 			})
 		}
 		s.Pods = append(s.Pods, st)
