@@ -71,7 +71,7 @@ func TestContainers(t *testing.T) {
 func TestSeriesFromTheStart(t *testing.T) {
 	r := New(Options{})
 	want := `
-# HELP cgdelegate_refusals_total Refused containers, by cause: policy, bad_annotation, cgroup_v1, no_nsdelegate, no_cgroupns, pod_bounds, pinning, other.
+# HELP cgdelegate_refusals_total Refused containers, by cause: policy, bad_annotation, cgroup_v1, no_nsdelegate, no_cgroupns, pod_bounds, shared_cgroup, pinning, other.
 # TYPE cgdelegate_refusals_total counter
 cgdelegate_refusals_total{cause="bad_annotation"} 0
 cgdelegate_refusals_total{cause="cgroup_v1"} 0
@@ -81,6 +81,7 @@ cgdelegate_refusals_total{cause="other"} 0
 cgdelegate_refusals_total{cause="pinning"} 0
 cgdelegate_refusals_total{cause="pod_bounds"} 0
 cgdelegate_refusals_total{cause="policy"} 0
+cgdelegate_refusals_total{cause="shared_cgroup"} 0
 `
 	if err := testutil.GatherAndCompare(r.Registry(), strings.NewReader(want), RefusalsTotal); err != nil {
 		t.Fatal(err)
