@@ -338,6 +338,29 @@ func TestServerProfiling(t *testing.T) {
 	}
 }
 
+// TestServerProfilingLoopbackOnly: the profiles are never served on an
+// address beyond loopback, where the pod network (or anyone) could take
+// them; the metrics alone still are.
+func TestServerProfilingLoopbackOnly(t *testing.T) {
+	for _, addr := range []string{":0", "0.0.0.0:0", "[::]:0"} {
+		t.Run(addr, func(t *testing.T) {
+			s, err := Listen(addr, New(Options{}).Handler(), true)
+			if err == nil {
+				_ = s.Shutdown(context.Background())
+				t.Fatalf("Listen(%q, profiling) served the profiles on %s", addr, s.Addr())
+			}
+			if !errors.Is(err, ErrProfilingExposed) || !strings.Contains(err.Error(), strconv.Quote(addr)) {
+				t.Fatalf("Listen(%q, profiling) = %v, want ErrProfilingExposed naming the address", addr, err)
+			}
+			s, err = Listen(addr, New(Options{}).Handler(), false)
+			if err != nil {
+				t.Skipf("%s can not be bound here: %v", addr, err)
+			}
+			_ = s.Shutdown(context.Background())
+		})
+	}
+}
+
 // scrape returns the registry in the text format.
 func scrape(t *testing.T, r *Recorder) string {
 	t.Helper()
