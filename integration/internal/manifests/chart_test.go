@@ -220,6 +220,16 @@ func TestChartNodeLabelOff(t *testing.T) {
 	if len(spec.Containers[0].Env) != 0 {
 		t.Errorf("env %+v, want none", spec.Containers[0].Env)
 	}
+	for _, v := range spec.Volumes {
+		if manifests.IsTokenVolume(v) {
+			t.Errorf("volume %s: a service-account token with nodeLabel.enabled false", v.Name)
+		}
+	}
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if strings.HasPrefix(m.MountPath, "/var/run/secrets") {
+			t.Errorf("mount %+v with nodeLabel.enabled false, want no token", m)
+		}
+	}
 }
 
 // The scheduling values reach the pod template.
