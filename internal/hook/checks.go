@@ -72,7 +72,7 @@ func checkBounds(r *run) error {
 		return fmt.Errorf("%w: container %q is in %q, directly below the cgroup root, so there is no pod cgroup to bound; run it in a pod cgroup or pass --pod-cgroup",
 			ErrContainerCgroup, r.state.ID, cg)
 	}
-	if err := host.CheckPodCgroup(pod); err != nil {
+	if err := r.fs.CheckPodCgroup(pod); err != nil {
 		return refusal.New(refusal.SharedCgroup, fmt.Errorf("container %q is in %q: its pod cgroup must be the pod's own for the bounds to be the pod's: %w", r.state.ID, cg, err))
 	}
 	if !strings.HasPrefix(cg, pod+"/") {

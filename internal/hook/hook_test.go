@@ -184,6 +184,21 @@ func TestRun(t *testing.T) {
 			wantMsg: []string{`"/kubepods/burstable"`, "every burstable pod", fakehost.ContainerID},
 		},
 		{
+			// --pod-cgroup names the parent of a kubelet's cgroup root
+			// (--cgroup-root /k8s), which holds every pod of that kubelet.
+			name: "explicit pod cgroup holding a kubelet's pods",
+			setup: func(h *fakehost.Host, o *hook.Options, _ *string) error {
+				o.PodCgroup = "/k8s"
+				return errors.Join(
+					h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "0::/k8s/ctr1\n"),
+					h.SetPodBounds("/k8s", "250", "50"),
+					h.SetPodBounds("/k8s/kubepods/burstable/pod9", "max", "max"),
+				)
+			},
+			wantErr: host.ErrSharedCgroup,
+			wantMsg: []string{`"/k8s" holds "kubepods"`},
+		},
+		{
 			name: "container directly in the kubepods cgroup",
 			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
 				return errors.Join(

@@ -3,6 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -85,4 +86,34 @@ func isPodName(name string) bool {
 	}
 	i := strings.LastIndex(slice, "-pod")
 	return i >= 0 && len(slice) > i+len("-pod") && !strings.Contains(slice[i+1:], "-")
+}
+
+// CheckPodCgroup is the package's CheckPodCgroup, then a look at the
+// cgroup's children: a cgroup holding the kubelet's kubepods or QoS
+// cgroup, or a cgroup named as a pod's, is an ancestor of other pods (the
+// parent of a kubelet whose cgroup root is not "/", or of several CRI
+// clients' pods), however it is named. A pod's own children are its
+// containers, named by the runtime after their IDs. A cgroup that does not
+// exist passes here; the caller finds it missing.
+func (f *FS) CheckPodCgroup(rel string) error {
+	if err := CheckPodCgroup(rel); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(f.Dir(rel))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list the children of pod cgroup %q: %w", f.Dir(rel), err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		name := e.Name()
+		if _, shared := sharedCgroups[name]; shared || isKubepods(name) || isPodName(name) {
+			return fmt.Errorf("%w: %q holds %q, a cgroup of other pods", ErrSharedCgroup, rel, name)
+		}
+	}
+	return nil
 }

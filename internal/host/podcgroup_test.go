@@ -2,6 +2,8 @@ package host
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -68,6 +70,53 @@ func TestCheckPodCgroup(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.wantMsg) || !strings.Contains(err.Error(), rel) {
 				t.Errorf("CheckPodCgroup(%q) = %q, want it to name %q and say %q", rel, err, rel, tc.wantMsg)
+			}
+		})
+	}
+}
+
+// TestFSCheckPodCgroup: a cgroup named like a pod's own that holds the
+// kubelet's cgroups, or other pods, is refused; a pod cgroup holding its
+// containers is not.
+func TestFSCheckPodCgroup(t *testing.T) {
+	tests := []struct {
+		name     string
+		rel      string
+		children []string
+		// wantMsg is in the refusal; empty: accepted.
+		wantMsg string
+	}{
+		{"cgroupfs pod with containers", "/kubepods/burstable/pod1", []string{"0f3c9a7e5b", "4a1d2c"}, ""},
+		{"systemd pod with containers", "/kubepods.slice/kubepods-pod1.slice", []string{"cri-containerd-0f3c.scope", "crio-conmon-4a1d.scope"}, ""},
+		{"CRI client's pod with a container", "/mypod", []string{"0f3c9a7e5b"}, ""},
+		{"not created yet", "/mypod", nil, ""},
+		{"kubelet cgroup root /k8s", "/k8s", []string{"kubepods"}, `"/k8s" holds "kubepods"`},
+		{"kubelet cgroup root k8s.slice", "/k8s.slice", []string{"k8s-kubepods.slice"}, `holds "k8s-kubepods.slice"`},
+		{"a CRI client's pods", "/tenants", []string{"pod-a", "pod-b"}, `holds "pod-a"`},
+		{"systemd pods", "/tenants.slice", []string{"tenants-poda.slice"}, `holds "tenants-poda.slice"`},
+		{"the system's slices", "/machine", []string{"system.slice"}, `holds "system.slice"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			fs := NewFS(root, filepath.Join(root, "sys"))
+			for _, c := range tc.children {
+				if err := os.MkdirAll(filepath.Join(fs.Dir(tc.rel), c), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := fs.CheckPodCgroup(tc.rel)
+			if tc.wantMsg == "" {
+				if err != nil {
+					t.Fatalf("CheckPodCgroup(%q) = %v, want accepted", tc.rel, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrSharedCgroup) || !strings.Contains(err.Error(), tc.wantMsg) {
+				t.Fatalf("CheckPodCgroup(%q) = %v, want ErrSharedCgroup saying %q", tc.rel, err, tc.wantMsg)
+			}
+			if _, err := fs.ApplyBounds(tc.rel, Bounds{Descendants: 10, Depth: 2}); !errors.Is(err, ErrSharedCgroup) {
+				t.Fatalf("ApplyBounds(%q) = %v, want ErrSharedCgroup", tc.rel, err)
 			}
 		})
 	}

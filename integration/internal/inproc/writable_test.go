@@ -510,19 +510,21 @@ func TestConcurrentWritableContainers(t *testing.T) {
 }
 
 // TestSharedPodCgroupRefused plays a CRI client that creates a sandbox with
-// a cgroup parent of the node's root or the kubelet's cgroup of every pod,
-// then asks for writable cgroups: the container is refused with the cause
-// and the parent named, and not one bound file of the root, kubepods or
-// the QoS cgroups is written. A container of the same sandbox that asked
-// for nothing is created unchanged.
+// a cgroup parent of the node's root, the kubelet's cgroup of every pod or
+// of a QoS class, or the parent of a kubelet's cgroup root (/k8s), then
+// asks for writable cgroups: the container is refused with the cause and
+// the parent named, and not one bound file of those cgroups is written. A
+// container of the same sandbox that asked for nothing is created
+// unchanged.
 func TestSharedPodCgroupRefused(t *testing.T) {
-	shared := []string{"/", "kubepods.slice", "kubepods-burstable.slice", "/kubepods", "/kubepods/burstable"}
+	shared := []string{"/", "kubepods.slice", "kubepods-burstable.slice", "/kubepods", "/kubepods/burstable", "/k8s"}
 	for _, parent := range shared {
 		t.Run(parent, func(t *testing.T) {
 			rec := metrics.New(metrics.Options{})
 			e := setupStub(t, true, nil, nil, nri.WithMetrics(rec))
-			// The node's shared cgroups, unbounded, as on a real node.
-			for _, p := range shared {
+			// The node's shared cgroups, unbounded, as on a real node;
+			// /k8s holds a second kubelet's pods (--cgroup-root /k8s).
+			for _, p := range append(shared, "/k8s/kubepods/burstable/pod3333") {
 				if err := e.host.AddPodCgroup(p); err != nil {
 					t.Fatal(err)
 				}
