@@ -107,6 +107,11 @@ func TestChartRefusesBadValues(t *testing.T) {
 			[]string{"--set", "metrics.enabled=true", "--set", "config.metricsAddress=127.0.0.1:1"},
 			[]string{`config.metricsAddress "127.0.0.1:1"`, `":9767" from metrics.port`},
 		},
+		{
+			"profiling with metrics.enabled",
+			[]string{"--set", "metrics.enabled=true", "--set", "config.profiling=true"},
+			[]string{"config.profiling true with metrics.enabled", `":9767"`, "pod network", "127.0.0.1:9767"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
