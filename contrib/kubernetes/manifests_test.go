@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -381,15 +382,15 @@ func TestSystemdConfigPath(t *testing.T) {
 }
 
 // The plugin's pod runs as ServiceAccount cgdelegate, in its own namespace,
-// with its token mounted and its node's name in NODE_NAME; the account may
-// get and patch nodes and nothing else (node-label-policy.yaml narrows the
-// patch to one label on its own node).
+// with its token mounted in the plugin's container (TestTokenOnlyInPlugin)
+// and its node's name in NODE_NAME; the account may get and patch nodes and
+// nothing else (node-label-policy.yaml narrows the patch to one label on
+// its own node).
 func TestNodeLabelRBAC(t *testing.T) {
 	ds := only[appsv1.DaemonSet](t, daemonSetFile)
 	spec := ds.Spec.Template.Spec
-	if spec.ServiceAccountName != "cgdelegate" || spec.AutomountServiceAccountToken == nil || !*spec.AutomountServiceAccountToken {
-		t.Errorf("serviceAccountName %q automountServiceAccountToken %v, want cgdelegate and true",
-			spec.ServiceAccountName, spec.AutomountServiceAccountToken)
+	if spec.ServiceAccountName != "cgdelegate" {
+		t.Errorf("serviceAccountName %q, want cgdelegate", spec.ServiceAccountName)
 	}
 	env := spec.Containers[0].Env
 	i := slices.IndexFunc(env, func(e corev1.EnvVar) bool { return e.Name == "NODE_NAME" })
@@ -437,5 +438,67 @@ func TestNodeLabelRBAC(t *testing.T) {
 	wantSubject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: sa.Namespace}
 	if len(binding.Subjects) != 1 || binding.Subjects[0] != wantSubject {
 		t.Errorf("ClusterRoleBinding %s subjects %+v, want only %+v", binding.Name, binding.Subjects, wantSubject)
+	}
+}
+
+// TestTokenOnlyInPlugin: the service-account token reaches the plugin's
+// container only, where the plugin reads it (serviceAccountDir): not the
+// pod's automounted token, which the kubelet would put into every
+// container, the init container that installs the hook included, but a
+// projected volume of the token, the cluster CA and the namespace, mounted
+// read-only into the plugin's container alone.
+func TestTokenOnlyInPlugin(t *testing.T) {
+	spec := only[appsv1.DaemonSet](t, daemonSetFile).Spec.Template.Spec
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Fatal("automountServiceAccountToken is not false: the kubelet would mount the token into every container, the init container too")
+	}
+	tokenVolumes := map[string]bool{}
+	for _, v := range spec.Volumes {
+		if v.Projected == nil && v.Secret == nil {
+			continue
+		}
+		tokenVolumes[v.Name] = true
+		if v.Secret != nil {
+			t.Errorf("volume %s: a Secret, want no long-lived token", v.Name)
+		}
+	}
+	saDir := config.Default().ServiceAccountDir
+	for _, c := range spec.InitContainers {
+		for _, m := range c.VolumeMounts {
+			if tokenVolumes[m.Name] || m.MountPath == saDir || strings.HasPrefix(m.MountPath, "/var/run/secrets") {
+				t.Errorf("init container %s mounts %s at %s: it needs no token", c.Name, m.Name, m.MountPath)
+			}
+		}
+	}
+	plugin := spec.Containers[0]
+	m, v, _, ok := mountFor(spec, plugin, saDir+"/token")
+	if !ok || m.MountPath != saDir || !m.ReadOnly || v.Projected == nil {
+		t.Fatalf("plugin container: %s is on %+v (%+v), want a read-only projected volume at %s", saDir, m, v.VolumeSource, saDir)
+	}
+	got := map[string]string{}
+	for _, src := range v.Projected.Sources {
+		switch {
+		case src.ServiceAccountToken != nil:
+			got[src.ServiceAccountToken.Path] = "token"
+			if e := src.ServiceAccountToken.ExpirationSeconds; e == nil || *e > 3600 || src.ServiceAccountToken.Audience != "" {
+				t.Errorf("token %+v: want the API server's audience and an expiry of at most an hour", src.ServiceAccountToken)
+			}
+		case src.ConfigMap != nil && src.ConfigMap.Name == "kube-root-ca.crt":
+			for _, it := range src.ConfigMap.Items {
+				got[it.Path] = "configMap " + it.Key
+			}
+		case src.DownwardAPI != nil:
+			for _, it := range src.DownwardAPI.Items {
+				if it.FieldRef != nil {
+					got[it.Path] = "fieldRef " + it.FieldRef.FieldPath
+				}
+			}
+		default:
+			t.Errorf("volume %s: source %+v, want only the token, the cluster CA and the namespace", v.Name, src)
+		}
+	}
+	want := map[string]string{"token": "token", "ca.crt": "configMap ca.crt", "namespace": "fieldRef metadata.namespace"}
+	if !maps.Equal(got, want) {
+		t.Errorf("volume %s holds %v, want %v", v.Name, got, want)
 	}
 }

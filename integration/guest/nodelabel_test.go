@@ -127,6 +127,17 @@ func clusterNodeLabel(t *testing.T, e *guestEnv) {
 	if err != nil || len(pods) != 1 {
 		t.Fatalf("the DaemonSet's pods: %d (%v)", len(pods), err)
 	}
+	// The token is the plugin container's alone: the pod as the API
+	// server admitted it (the ServiceAccount admission adds the
+	// automounted token to every container) gives the init container
+	// that installs the hook no mount of it.
+	for _, c := range pods[0].Spec.InitContainers {
+		for _, m := range c.VolumeMounts {
+			if strings.HasPrefix(m.MountPath, "/var/run/secrets") {
+				t.Errorf("init container %s mounts %s at %s: it needs no service-account token", c.Name, m.Name, m.MountPath)
+			}
+		}
+	}
 	token := e.pluginToken(t, &pods[0])
 	ghost := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: ghostNode}}
 	if _, err := applyObject(ctx, ghost); err != nil {

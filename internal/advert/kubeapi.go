@@ -69,6 +69,18 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("%s %s: HTTP %d: %s", e.Method, e.Path, e.Code, msg)
 }
 
+// ErrRedirect means the API server (or whatever answered at its address)
+// answered with a redirect, which the client does not follow.
+var ErrRedirect = errors.New("redirect refused")
+
+// refuseRedirect is the client's CheckRedirect: the API server never
+// redirects the calls made here, and following one would send the
+// service-account token and the request (a Node patch) to another
+// address. The error names the location.
+func refuseRedirect(req *http.Request, _ []*http.Request) error {
+	return fmt.Errorf("%w: the API server answered with a redirect to %q; the service-account token is sent to the API server only", ErrRedirect, req.URL.Redacted())
+}
+
 // kubeClient talks to the API server as the pod's service account.
 type kubeClient struct {
 	base      string // https://host:port
@@ -138,7 +150,7 @@ func newKubeClient(e inClusterEnv) (*kubeClient, error) {
 	return &kubeClient{
 		base:      "https://" + net.JoinHostPort(e.host, e.port),
 		tokenPath: e.token,
-		http:      &http.Client{Transport: tr, Timeout: requestTimeout},
+		http:      &http.Client{Transport: tr, Timeout: requestTimeout, CheckRedirect: refuseRedirect},
 	}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -35,6 +36,9 @@ type fakeAPI struct {
 	mu       sync.Mutex
 	requests []request
 	answers  []answer
+	// redirect, when set, is the Location every answer carries (with the
+	// answer's code, a 3xx).
+	redirect string
 }
 
 type answer struct {
@@ -60,8 +64,12 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	if len(f.answers) > 0 {
 		a, f.answers = f.answers[0], f.answers[1:]
 	}
+	redirect := f.redirect
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
+	if redirect != "" {
+		w.Header().Set("Location", redirect)
+	}
 	w.WriteHeader(a.code)
 	_, _ = io.WriteString(w, a.body)
 }
@@ -159,6 +167,40 @@ func TestLabelPatch(t *testing.T) {
 	// The value is the one the NFD feature file gives the label.
 	if want := FeatureLabel + "=" + *stateSet.value() + "\n"; !strings.HasSuffix(FeatureContent(true), want) {
 		t.Errorf("feature file %q does not end with %q", FeatureContent(true), want)
+	}
+}
+
+// TestAPIRedirectRefused plays an API address that redirects the node
+// label's patch and the uninstall's list to another server (same CA, same
+// host, another port): the client follows no redirect, so that server
+// never sees the token or the request, and the error names the location.
+func TestAPIRedirectRefused(t *testing.T) {
+	for _, code := range []int{http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			elsewhere := newFakeAPI(t)
+			target := elsewhere.srv.URL + "/api/v1/nodes/node-a"
+			f := newFakeAPI(t, answer{code, ""}, answer{code, ""})
+			f.redirect = target
+			dir, getenv := f.serviceAccount(t)
+			c, err := newKubeClient(lookInCluster(getenv, dir, true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			errPatch := c.patchNode(ctx, "node-a", labelPatch(nil))
+			_, errList := c.listNodes(ctx, FeatureLabel)
+			for _, err := range []error{errPatch, errList} {
+				if !errors.Is(err, ErrRedirect) || !strings.Contains(err.Error(), strconv.Quote(target)) {
+					t.Errorf("err = %v, want ErrRedirect naming %q", err, target)
+				}
+			}
+			if got := elsewhere.seen(); len(got) != 0 {
+				t.Fatalf("the redirect was followed: the other server saw %+v", got)
+			}
+			if got := f.seen(); len(got) != 2 {
+				t.Fatalf("the API address saw %d requests, want 2: %+v", len(got), got)
+			}
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path"
 	"path/filepath"
@@ -171,10 +172,11 @@ type Config struct {
 	// serves none. It is read from the config file at start-up.
 	MetricsAddress string `json:"metricsAddress,omitempty"`
 	// Profiling serves Go's runtime profiles (net/http/pprof) at
-	// /debug/pprof/ on MetricsAddress, which it needs: CPU, heap,
-	// goroutines, for finding what the plugin spends its time on. Off by
-	// default: anyone who reaches the address can take a profile. It is
-	// read at start-up.
+	// /debug/pprof/ on MetricsAddress, which it needs on a loopback
+	// address (127.0.0.1, [::1] or localhost): CPU, heap, goroutines, for
+	// finding what the plugin spends its time on. Off by default: anyone
+	// who reaches the address can take a profile, which holds the
+	// plugin's memory and command line. It is read at start-up.
 	Profiling bool `json:"profiling,omitempty"`
 
 	// NodeLabel keeps the advertisement as the label
@@ -343,8 +345,12 @@ func (c Config) Validate() error {
 	if err := validAddress(c.MetricsAddress); err != nil {
 		errs = append(errs, fmt.Errorf("metricsAddress: %q %w", c.MetricsAddress, err))
 	}
-	if c.Profiling && c.MetricsAddress == "" {
+	switch {
+	case !c.Profiling:
+	case c.MetricsAddress == "":
 		errs = append(errs, errors.New("profiling: true needs metricsAddress, where the profiles are served"))
+	case !loopbackAddress(c.MetricsAddress):
+		errs = append(errs, fmt.Errorf("profiling: true needs metricsAddress on a loopback address (127.0.0.1, [::1] or localhost), not %q: the profiles (the plugin's memory and command line) would be served to every pod and host that can reach it", c.MetricsAddress))
 	}
 	return errors.Join(errs...)
 }
@@ -378,6 +384,21 @@ func validAddress(addr string) error {
 		return fmt.Errorf("has port %q, not a number from 0 to 65535", port)
 	}
 	return nil
+}
+
+// loopbackAddress reports whether addr (host:port) binds a loopback
+// address only: a loopback IP or "localhost". An empty host binds every
+// address.
+func loopbackAddress(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // ContainerdConfigPath is ContainerdConfig, or "" when disabled.

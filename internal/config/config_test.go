@@ -77,6 +77,9 @@ func TestParse(t *testing.T) {
 		{name: "metrics ipv6", in: "metricsAddress: \"[::1]:9767\"\n", check: func(c Config) bool { return c.MetricsAddress == "[::1]:9767" }},
 		{name: "metrics explicitly off", in: "metricsAddress: \"\"\n", check: func(c Config) bool { return c.MetricsAddress == "" }},
 		{name: "profiling", in: "metricsAddress: 127.0.0.1:9767\nprofiling: true\n", check: func(c Config) bool { return c.Profiling }},
+		{name: "profiling on IPv6 loopback", in: "metricsAddress: \"[::1]:9767\"\nprofiling: true\n", check: func(c Config) bool { return c.Profiling }},
+		{name: "profiling on localhost", in: "metricsAddress: localhost:9767\nprofiling: true\n", check: func(c Config) bool { return c.Profiling }},
+		{name: "profiling on 127.0.0.2", in: "metricsAddress: 127.0.0.2:9767\nprofiling: true\n", check: func(c Config) bool { return c.Profiling }},
 		{name: "profiling off by default", in: "metricsAddress: 127.0.0.1:9767\n", check: func(c Config) bool { return !c.Profiling }},
 
 		{name: "unknown field", in: "guardmode: warn\n", wantErr: []string{"guardmode: unknown key"}},
@@ -130,6 +133,12 @@ func TestParse(t *testing.T) {
 		{name: "metrics port too large", in: "metricsAddress: \":70000\"\n", wantErr: []string{`metricsAddress: ":70000" has port "70000"`}},
 		{name: "metrics port number", in: "metricsAddress: 9767\n", wantErr: []string{`metricsAddress: "9767" is not host:port`}},
 		{name: "profiling without metrics", in: "profiling: true\n", wantErr: []string{"profiling: true needs metricsAddress"}},
+		// The profiles are never served on an address other pods reach.
+		{name: "profiling on every address", in: "metricsAddress: \":9767\"\nprofiling: true\n", wantErr: []string{`profiling: true needs metricsAddress on a loopback address`, `not ":9767"`}},
+		{name: "profiling on every IPv4 address", in: "metricsAddress: 0.0.0.0:9767\nprofiling: true\n", wantErr: []string{`not "0.0.0.0:9767"`}},
+		{name: "profiling on every IPv6 address", in: "metricsAddress: \"[::]:9767\"\nprofiling: true\n", wantErr: []string{`not "[::]:9767"`}},
+		{name: "profiling on the pod network", in: "metricsAddress: 10.244.1.7:9767\nprofiling: true\n", wantErr: []string{`not "10.244.1.7:9767"`}},
+		{name: "profiling on a host name", in: "metricsAddress: node1:9767\nprofiling: true\n", wantErr: []string{`not "node1:9767"`}},
 		{name: "profiling not a boolean", in: "metricsAddress: 127.0.0.1:9767\nprofiling: yes\n", wantErr: []string{"profiling"}},
 		{name: "relative feature file", in: "featureFile: features\n", wantErr: []string{`featureFile: "features"`}},
 		{name: "relative CRI-O config", in: "crioConfig: crio.conf\ncrioConfigDir: \"\"\n", wantErr: []string{

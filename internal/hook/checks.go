@@ -54,7 +54,8 @@ func checkCgroupNS(r *run) error {
 }
 
 // checkBounds finds the container's cgroup, then checks that its pod cgroup
-// carries the descendant and depth bounds.
+// is the pod's own (host.CheckPodCgroup) and carries the descendant and
+// depth bounds.
 func checkBounds(r *run) error {
 	cg, err := containerCgroup(r)
 	if err != nil {
@@ -70,6 +71,9 @@ func checkBounds(r *run) error {
 	if pod == "/" {
 		return fmt.Errorf("%w: container %q is in %q, directly below the cgroup root, so there is no pod cgroup to bound; run it in a pod cgroup or pass --pod-cgroup",
 			ErrContainerCgroup, r.state.ID, cg)
+	}
+	if err := r.fs.CheckPodCgroup(pod); err != nil {
+		return refusal.New(refusal.SharedCgroup, fmt.Errorf("container %q is in %q: its pod cgroup must be the pod's own for the bounds to be the pod's: %w", r.state.ID, cg, err))
 	}
 	if !strings.HasPrefix(cg, pod+"/") {
 		return fmt.Errorf("%w: container %q is in %q, not below pod cgroup %q; pass the pod's cgroup parent as --pod-cgroup",

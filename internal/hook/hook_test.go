@@ -164,13 +164,50 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name: "explicit pod cgroup",
-			setup: func(_ *fakehost.Host, o *hook.Options, _ *string) error {
-				o.PodCgroup = "/kubepods/burstable"
-				o.Limit = host.Bounds{Descendants: 250, Depth: 50}
-				return nil
+			setup: func(h *fakehost.Host, o *hook.Options, _ *string) error {
+				o.PodCgroup = "kubepods-burstable-pod1.slice"
+				return h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-ctr1.scope\n")
 			},
-			// kubepods/burstable has no bound files in the fake tree.
+			// The systemd pod cgroup has no bound files in the fake tree.
 			wantErr: host.ErrBoundsMissing,
+		},
+		{
+			// The bounds were written on the QoS cgroup of every
+			// burstable pod (a CRI client's cgroup parent): they are no
+			// pod's bounds, and the container is refused.
+			name: "explicit pod cgroup shared with other pods",
+			setup: func(h *fakehost.Host, o *hook.Options, _ *string) error {
+				o.PodCgroup = "/kubepods/burstable"
+				return h.SetPodBounds("/kubepods/burstable", "250", "50")
+			},
+			wantErr: host.ErrSharedCgroup,
+			wantMsg: []string{`"/kubepods/burstable"`, "every burstable pod", fakehost.ContainerID},
+		},
+		{
+			// --pod-cgroup names the parent of a kubelet's cgroup root
+			// (--cgroup-root /k8s), which holds every pod of that kubelet.
+			name: "explicit pod cgroup holding a kubelet's pods",
+			setup: func(h *fakehost.Host, o *hook.Options, _ *string) error {
+				o.PodCgroup = "/k8s"
+				return errors.Join(
+					h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "0::/k8s/ctr1\n"),
+					h.SetPodBounds("/k8s", "250", "50"),
+					h.SetPodBounds("/k8s/kubepods/burstable/pod9", "max", "max"),
+				)
+			},
+			wantErr: host.ErrSharedCgroup,
+			wantMsg: []string{`"/k8s" holds "kubepods"`},
+		},
+		{
+			name: "container directly in the kubepods cgroup",
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
+				return errors.Join(
+					h.WriteFile(filepath.Join(pidDir(h), "cgroup"), "0::/kubepods.slice/cri-containerd-ctr1.scope\n"),
+					h.SetPodBounds("kubepods.slice", "250", "50"),
+				)
+			},
+			wantErr: host.ErrSharedCgroup,
+			wantMsg: []string{`"/kubepods.slice"`, "every pod"},
 		},
 		{
 			name: "explicit pod cgroup not above the container",

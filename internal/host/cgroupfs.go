@@ -249,12 +249,17 @@ func tighter(a, b int) int {
 // ApplyBounds makes the cgroup at rel at least as tight as want: a lower
 // value already there (set by a kubelet that implements KEP-5474, or by an
 // earlier call) is kept. It returns the bounds in force afterwards. Nothing
-// is written when the cgroup is already tight enough.
+// is written when the cgroup is already tight enough, nor on a cgroup that
+// is not a pod's own (FS.CheckPodCgroup, an error wrapping
+// ErrSharedCgroup).
 func (f *FS) ApplyBounds(rel string, want Bounds) (Bounds, error) {
 	if want.Descendants < 0 || want.Depth < 0 {
 		return Bounds{}, fmt.Errorf("apply bounds on %q: %s is unbounded", f.Dir(rel), want)
 	}
 	if err := f.Exists(rel); err != nil {
+		return Bounds{}, err
+	}
+	if err := f.CheckPodCgroup(rel); err != nil {
 		return Bounds{}, err
 	}
 	have, err := f.ReadBounds(rel)

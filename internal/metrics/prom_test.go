@@ -71,7 +71,7 @@ func TestContainers(t *testing.T) {
 func TestSeriesFromTheStart(t *testing.T) {
 	r := New(Options{})
 	want := `
-# HELP cgdelegate_refusals_total Refused containers, by cause: policy, bad_annotation, cgroup_v1, no_nsdelegate, no_cgroupns, pod_bounds, pinning, other.
+# HELP cgdelegate_refusals_total Refused containers, by cause: policy, bad_annotation, cgroup_v1, no_nsdelegate, no_cgroupns, pod_bounds, shared_cgroup, pinning, other.
 # TYPE cgdelegate_refusals_total counter
 cgdelegate_refusals_total{cause="bad_annotation"} 0
 cgdelegate_refusals_total{cause="cgroup_v1"} 0
@@ -81,6 +81,7 @@ cgdelegate_refusals_total{cause="other"} 0
 cgdelegate_refusals_total{cause="pinning"} 0
 cgdelegate_refusals_total{cause="pod_bounds"} 0
 cgdelegate_refusals_total{cause="policy"} 0
+cgdelegate_refusals_total{cause="shared_cgroup"} 0
 `
 	if err := testutil.GatherAndCompare(r.Registry(), strings.NewReader(want), RefusalsTotal); err != nil {
 		t.Fatal(err)
@@ -333,6 +334,29 @@ func TestServerProfiling(t *testing.T) {
 					t.Errorf("GET %s: %s, want %d", path, resp.Status, want)
 				}
 			}
+		})
+	}
+}
+
+// TestServerProfilingLoopbackOnly: the profiles are never served on an
+// address beyond loopback, where the pod network (or anyone) could take
+// them; the metrics alone still are.
+func TestServerProfilingLoopbackOnly(t *testing.T) {
+	for _, addr := range []string{":0", "0.0.0.0:0", "[::]:0"} {
+		t.Run(addr, func(t *testing.T) {
+			s, err := Listen(addr, New(Options{}).Handler(), true)
+			if err == nil {
+				_ = s.Shutdown(context.Background())
+				t.Fatalf("Listen(%q, profiling) served the profiles on %s", addr, s.Addr())
+			}
+			if !errors.Is(err, ErrProfilingExposed) || !strings.Contains(err.Error(), strconv.Quote(addr)) {
+				t.Fatalf("Listen(%q, profiling) = %v, want ErrProfilingExposed naming the address", addr, err)
+			}
+			s, err = Listen(addr, New(Options{}).Handler(), false)
+			if err != nil {
+				t.Skipf("%s can not be bound here: %v", addr, err)
+			}
+			_ = s.Shutdown(context.Background())
 		})
 	}
 }

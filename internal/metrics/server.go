@@ -16,14 +16,25 @@ type Server struct {
 	srv *http.Server
 }
 
+// ErrProfilingExposed means profiling was asked on an address that is not
+// loopback only.
+var ErrProfilingExposed = errors.New("profiles would be served beyond loopback")
+
 // Listen binds addr (host:port) for h at /metrics and, with profiling,
 // Go's runtime profiles at /debug/pprof/ (net/http/pprof's handlers, on
 // this server only). It fails when the address can not be bound, naming
-// it; call Serve to start answering.
+// it, and with profiling when the bound address is not a loopback one
+// (ErrProfilingExposed): a profile holds the plugin's memory and command
+// line, and the metrics address may be on the pod network. Call Serve to
+// start answering.
 func Listen(addr string, h http.Handler, profiling bool) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen on %q: %w", addr, err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); profiling && (!ok || !tcp.IP.IsLoopback()) {
+		_ = ln.Close()
+		return nil, fmt.Errorf("metrics: %w: profiling on %q (bound %s); bind metricsAddress to 127.0.0.1, [::1] or localhost", ErrProfilingExposed, addr, ln.Addr())
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", h)

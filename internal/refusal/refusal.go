@@ -34,6 +34,10 @@ const (
 	// PodBounds: the pod cgroup is unknown or its bounds could not be
 	// written.
 	PodBounds Cause = "pod_bounds"
+	// SharedCgroup: the pod's cgroup parent is not the pod's own cgroup
+	// (the cgroup root, the kubelet's kubepods or QoS cgroup, a systemd
+	// slice of the system), so its bounds would bound other pods too.
+	SharedCgroup Cause = "shared_cgroup"
 	// Pinning: the CPU policy could not place the container (not enough
 	// CPUs, inconsistent or invalid resources).
 	Pinning Cause = "pinning"
@@ -43,7 +47,7 @@ const (
 )
 
 // Causes is every cause, Other last.
-var Causes = []Cause{Policy, BadAnnotation, CgroupV1, NoNsdelegate, NoCgroupNS, PodBounds, Pinning, Other}
+var Causes = []Cause{Policy, BadAnnotation, CgroupV1, NoNsdelegate, NoCgroupNS, PodBounds, SharedCgroup, Pinning, Other}
 
 // Error is a refusal: its text is Err's alone, so making an error a
 // refusal does not change what is logged.

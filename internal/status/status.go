@@ -134,12 +134,18 @@ func (r Report) Marshal() []byte {
 	return b.Bytes()
 }
 
-// Publish writes r to path atomically. An empty path does nothing.
+// FileMode is the status file's mode: the report names every pod with
+// pinned CPUs (its namespace and name), so only its owner (root, the
+// plugin) and `cgdelegate status` as root read it.
+const FileMode = 0o600
+
+// Publish writes r to path atomically, with FileMode, whatever the mode of
+// the file it replaces. An empty path does nothing.
 func Publish(path string, r Report) error {
 	if path == "" {
 		return nil
 	}
-	if err := host.WriteFileAtomic(path, r.Marshal(), 0o644); err != nil {
+	if err := host.WriteFileAtomic(path, r.Marshal(), FileMode); err != nil {
 		return fmt.Errorf("publish status: %w", err)
 	}
 	return nil
@@ -165,6 +171,9 @@ func ReadPublished(path string) (Report, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return Report{}, fmt.Errorf("%w: %q does not exist", ErrNoPlugin, path)
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return Report{}, fmt.Errorf("open status %q: %w; it is readable by root only (its owner, the plugin): run cgdelegate status as root", path, err)
 	}
 	if err != nil {
 		return Report{}, fmt.Errorf("open status %q: %w", path, err)

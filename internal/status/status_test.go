@@ -75,6 +75,53 @@ func TestPublishAndLive(t *testing.T) {
 	}
 }
 
+// TestPublishMode: the status file, which names every tenant's pinned
+// pods, is readable by its owner only, from its first write and after
+// replacing a world-readable file an older plugin left; no temporary file
+// is left beside it.
+func TestPublishMode(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before os.FileMode // 0: no file yet
+	}{
+		{"new file", 0},
+		{"replaces a world-readable file", 0o644},
+		{"replaces a world-writable file", 0o666},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "status.json")
+			if tc.before != 0 {
+				if err := os.WriteFile(path, []byte("{}\n"), tc.before); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(path, tc.before); err != nil { // past the umask
+					t.Fatal(err)
+				}
+			}
+			pub := Evaluate(config.Default(), good, nil)
+			pub.Pinning = &Pinning{Active: true, Allocations: map[string]string{"pod": "tenant-a/secret-project"}}
+			if _, err := NewPublisher(path, time.Hour).Publish(pub); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode().Perm(); got != FileMode {
+				t.Fatalf("status file mode %v, want %v", got, os.FileMode(FileMode))
+			}
+			if got, err := ReadPublished(path); err != nil || got.Pinning == nil {
+				t.Fatalf("ReadPublished = %+v, %v", got, err)
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil || len(entries) != 1 {
+				t.Fatalf("directory holds %v (%v), want the status file alone", entries, err)
+			}
+		})
+	}
+}
+
 // The node label's last result is shown; a failed one is a warning that
 // leaves the verdict alone.
 func TestLiveNodeLabel(t *testing.T) {

@@ -31,7 +31,7 @@ type Check func(*Candidate) error
 
 // builtin are the safety rules, in order: the host first (cgroup v2 with
 // nsdelegate), then the container's spec, then the pod bounds.
-var builtin = []Check{hostSafe, privateNamespace, podBounds, podCgroup}
+var builtin = []Check{hostSafe, privateNamespace, podBounds, podCgroup, podCgroupOwn}
 
 // hostSafe: the cgroup root is cgroup2 with nsdelegate.
 func hostSafe(c *Candidate) error {
@@ -76,6 +76,18 @@ func podCgroup(c *Candidate) error {
 	}
 	c.Plan.PodCgroup = rel
 	c.Plan.Hook = spec.Hook(c.Config.HookPath, HookArgs(c.Config.CgroupRoot, rel, c.Plan.Bounds), c.Config.HookTimeout)
+	return nil
+}
+
+// podCgroupOwn: the pod cgroup is the pod's own, not the cgroup root or a
+// cgroup of the kubelet or systemd that holds other pods or the system
+// (host.CheckPodCgroup). It runs before the bounds are written, so a CRI
+// client's cgroup parent of "/" or "kubepods.slice" never bounds the node.
+func podCgroupOwn(c *Candidate) error {
+	if err := host.CheckPodCgroup(c.Plan.PodCgroup); err != nil {
+		return refusal.New(refusal.SharedCgroup, fmt.Errorf("writable cgroups requested by %s need the pod's own cgroup for the pod bounds, but cgroup parent %q is not: %w",
+			c.Plan.Reason(), c.Pod.GetLinux().GetCgroupParent(), err))
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/refusal"
 )
 
@@ -30,7 +31,13 @@ func mark(err, sentinel error) error { return &marked{err, sentinel} }
 func badAnnotation(err error) error { return refusal.New(refusal.BadAnnotation, err) }
 
 // BoundsError is the refusal for pod bounds that could not be put in place.
-// It matches ErrPodBounds; its cause is refusal.PodBounds.
+// It matches ErrPodBounds; its cause is refusal.PodBounds, or
+// refusal.SharedCgroup when the pod cgroup turned out not to be the pod's
+// own (err wraps host.ErrSharedCgroup).
 func BoundsError(podDir, parent string, err error) error {
-	return refusal.New(refusal.PodBounds, mark(fmt.Errorf("writable cgroups need pod bounds on %q (cgroup parent %q): %w", podDir, parent, err), ErrPodBounds))
+	cause := refusal.PodBounds
+	if errors.Is(err, host.ErrSharedCgroup) {
+		cause = refusal.SharedCgroup
+	}
+	return refusal.New(cause, mark(fmt.Errorf("writable cgroups need pod bounds on %q (cgroup parent %q): %w", podDir, parent, err), ErrPodBounds))
 }

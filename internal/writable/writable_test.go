@@ -347,6 +347,8 @@ func TestRefusalCauses(t *testing.T) {
 	annotated := map[string]string{w: "true"}
 	noParent := pod(annotated)
 	noParent.Linux.CgroupParent = ""
+	nodeRoot := pod(annotated)
+	nodeRoot.Linux.CgroupParent = "/"
 	deny := func(*Candidate) error { return errors.New("namespace not allowed") }
 	denyOnBadAnnotation := func(c *Candidate) error {
 		_, err := PodBound(c.Pod, annotations.MaxDepth, 5)
@@ -370,6 +372,7 @@ func TestRefusalCauses(t *testing.T) {
 		{"shared cgroup namespace", pod(annotated), ctr(sharedCgroupNS), hostOf(safe, nil), nil, refusal.NoCgroupNS},
 		{"host cgroup bind", pod(annotated), ctr(hostCgroupBind), hostOf(safe, nil), nil, refusal.NoCgroupNS},
 		{"unknown pod cgroup", noParent, ctr(), hostOf(safe, nil), nil, refusal.PodBounds},
+		{"pod cgroup is the cgroup root", nodeRoot, ctr(), hostOf(safe, nil), nil, refusal.SharedCgroup},
 		{"mount table unreadable", pod(annotated), ctr(), hostOf(host.Status{}, errors.New("open: denied")), nil, refusal.Other},
 	}
 	for _, tc := range cases {
@@ -389,5 +392,40 @@ func TestRefusalCauses(t *testing.T) {
 	}
 	if got := refusal.CauseOf(BoundsError("/sys/fs/cgroup/pod", parent, host.ErrNotFound)); got != refusal.PodBounds {
 		t.Fatalf("BoundsError cause %q, want %q", got, refusal.PodBounds)
+	}
+}
+
+// TestSharedPodCgroup: a cgroup parent that is not the pod's own refuses a
+// container that asked for writable cgroups (or was given them by the
+// runtime), naming the parent, before any bounds are planned; a container
+// that asked for nothing is left alone whatever the parent.
+func TestSharedPodCgroup(t *testing.T) {
+	for _, parent := range []string{"/", "kubepods.slice", "/kubepods", "/kubepods/burstable", "kubepods-besteffort.slice", "system.slice", "/system.slice/containerd.service"} {
+		t.Run(parent, func(t *testing.T) {
+			for _, tc := range []struct {
+				name string
+				ann  map[string]string
+				opts []ctrOpt
+			}{
+				{"annotated", map[string]string{annotations.WritableCgroups.Name: "true"}, nil},
+				{"guarded", nil, []ctrOpt{runtimeWritable}},
+			} {
+				p := pod(tc.ann)
+				p.Linux.CgroupParent = parent
+				plan, err := New(config.Default()).Decide(Input{Pod: p, Ctr: ctr(tc.opts...), Host: hostOf(safe, nil)})
+				if !errors.Is(err, host.ErrSharedCgroup) || refusal.CauseOf(err) != refusal.SharedCgroup {
+					t.Fatalf("%s: Decide = %+v, %v; want a shared_cgroup refusal", tc.name, plan, err)
+				}
+				if !strings.Contains(err.Error(), strconv.Quote(parent)) {
+					t.Errorf("%s: refusal %q does not name the cgroup parent %q", tc.name, err, parent)
+				}
+			}
+			p := pod(nil)
+			p.Linux.CgroupParent = parent
+			plan, err := New(config.Default()).Decide(Input{Pod: p, Ctr: ctr(), Host: hostOf(safe, nil)})
+			if err != nil || plan.Outcome != Unchanged || plan.Adjustment() != nil {
+				t.Fatalf("a container that asked for nothing: %+v, %v; want it unchanged", plan, err)
+			}
+		})
 	}
 }

@@ -83,7 +83,7 @@ cgdelegate_containers_total{result="readonly"} 1
 cgdelegate_containers_total{result="refused"} 6
 cgdelegate_containers_total{result="unchanged"} 2
 cgdelegate_containers_total{result="writable"} 3
-# HELP cgdelegate_refusals_total Refused containers, by cause: policy, bad_annotation, cgroup_v1, no_nsdelegate, no_cgroupns, pod_bounds, pinning, other.
+# HELP cgdelegate_refusals_total Refused containers, by cause: policy, bad_annotation, cgroup_v1, no_nsdelegate, no_cgroupns, pod_bounds, shared_cgroup, pinning, other.
 # TYPE cgdelegate_refusals_total counter
 cgdelegate_refusals_total{cause="bad_annotation"} 2
 cgdelegate_refusals_total{cause="cgroup_v1"} 0
@@ -93,6 +93,7 @@ cgdelegate_refusals_total{cause="other"} 0
 cgdelegate_refusals_total{cause="pinning"} 0
 cgdelegate_refusals_total{cause="pod_bounds"} 2
 cgdelegate_refusals_total{cause="policy"} 1
+cgdelegate_refusals_total{cause="shared_cgroup"} 0
 # HELP cgdelegate_node_supported 1 when the node supports writable cgroups (cgroup v2 with nsdelegate), else 0.
 # TYPE cgdelegate_node_supported gauge
 cgdelegate_node_supported 1

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/fakehost"
+	"github.com/cgdelegate/cgdelegate/internal/metrics"
 	"github.com/cgdelegate/cgdelegate/internal/nri"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
@@ -504,5 +506,57 @@ func TestConcurrentWritableContainers(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestSharedPodCgroupRefused plays a CRI client that creates a sandbox with
+// a cgroup parent of the node's root, the kubelet's cgroup of every pod or
+// of a QoS class, or the parent of a kubelet's cgroup root (/k8s), then
+// asks for writable cgroups: the container is refused with the cause and
+// the parent named, and not one bound file of those cgroups is written. A
+// container of the same sandbox that asked for nothing is created
+// unchanged.
+func TestSharedPodCgroupRefused(t *testing.T) {
+	shared := []string{"/", "kubepods.slice", "kubepods-burstable.slice", "/kubepods", "/kubepods/burstable", "/k8s"}
+	for _, parent := range shared {
+		t.Run(parent, func(t *testing.T) {
+			rec := metrics.New(metrics.Options{})
+			e := setupStub(t, true, nil, nil, nri.WithMetrics(rec))
+			// The node's shared cgroups, unbounded, as on a real node;
+			// /k8s holds a second kubelet's pods (--cgroup-root /k8s).
+			for _, p := range append(shared, "/k8s/kubepods/burstable/pod3333") {
+				if err := e.host.AddPodCgroup(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pod := Pod("intruder", "u9", parent, writableAnn(""))
+			_, err := e.create(t, pod, Container(pod, "app"))
+			if err == nil {
+				t.Fatal("a writable container in a shared cgroup parent was not refused")
+			}
+			for _, want := range []string{"cgroup parent " + strconv.Quote(parent), "not a pod's own cgroup"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("refusal %q does not say %q", err, want)
+				}
+			}
+			if got := counter(t, rec, "cgdelegate_refusals_total", "cause", "shared_cgroup"); got != 1 {
+				t.Errorf("cgdelegate_refusals_total{cause=shared_cgroup} = %v, want 1", got)
+			}
+			for _, p := range shared {
+				for _, file := range []string{"cgroup.max.descendants", "cgroup.max.depth"} {
+					if got, err := e.host.ReadPodFile(p, file); err != nil || got != "max" {
+						t.Errorf("%s of %q = %q (%v), want max: the refused container bounded a shared cgroup", file, p, got, err)
+					}
+				}
+			}
+			plain := Pod("plain", "u10", parent, nil)
+			adj, err := e.create(t, plain, Container(plain, "app"))
+			if err != nil {
+				t.Fatalf("a container that asked for nothing was refused: %v", err)
+			}
+			if len(adj.GetMounts()) != 0 || len(adj.GetHooks().GetCreateRuntime()) != 0 || len(adj.GetEnv()) != 0 {
+				t.Fatalf("a container that asked for nothing was changed: %v", adj)
+			}
+		})
 	}
 }

@@ -107,6 +107,11 @@ func TestChartRefusesBadValues(t *testing.T) {
 			[]string{"--set", "metrics.enabled=true", "--set", "config.metricsAddress=127.0.0.1:1"},
 			[]string{`config.metricsAddress "127.0.0.1:1"`, `":9767" from metrics.port`},
 		},
+		{
+			"profiling with metrics.enabled",
+			[]string{"--set", "metrics.enabled=true", "--set", "config.profiling=true"},
+			[]string{"config.profiling true with metrics.enabled", `":9767"`, "pod network", "127.0.0.1:9767"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,6 +224,16 @@ func TestChartNodeLabelOff(t *testing.T) {
 	}
 	if len(spec.Containers[0].Env) != 0 {
 		t.Errorf("env %+v, want none", spec.Containers[0].Env)
+	}
+	for _, v := range spec.Volumes {
+		if manifests.IsTokenVolume(v) {
+			t.Errorf("volume %s: a service-account token with nodeLabel.enabled false", v.Name)
+		}
+	}
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if strings.HasPrefix(m.MountPath, "/var/run/secrets") {
+			t.Errorf("mount %+v with nodeLabel.enabled false, want no token", m)
+		}
 	}
 }
 

@@ -94,9 +94,14 @@ func (s Static) Manifest() ([]byte, error) {
 //     listed, optional or not: a static pod never waits for it;
 //  3. serviceAccountName is dropped and automountServiceAccountToken set
 //     to false: the API server refuses a mirror pod that names a service
-//     account, and a static pod gets no token. What the token is for (the
-//     node label, nodeLabel in the chart) does not happen; NODE_NAME from
-//     the downward API still does (the kubelet resolves spec.nodeName).
+//     account, and a static pod gets no token. For the same reason a
+//     projected volume of the service-account token (a serviceAccountToken
+//     source, with at most the cluster CA's ConfigMap and the downward
+//     API beside it: the chart's kube-api-access, which puts the token in
+//     the plugin's container only) is dropped with its mounts. What the
+//     token is for (the node label, nodeLabel in the chart) does not
+//     happen; NODE_NAME from the downward API still does (the kubelet
+//     resolves spec.nodeName).
 //
 // Anything else that names an API object (the deprecated serviceAccount, a Secret,
 // projected or persistentVolumeClaim volume, env or envFrom from a
@@ -120,6 +125,7 @@ func StaticPod(ds *appsv1.DaemonSet, cms ...*corev1.ConfigMap) (Static, error) {
 	where := func(f string, a ...any) string {
 		return fmt.Sprintf("DaemonSet %s/%s: spec.template.spec.", ds.Namespace, ds.Name) + fmt.Sprintf(f, a...)
 	}
+	dropTokenVolumes(spec)
 	errs := refuseAPIRefs(spec, where)
 	if spec.ServiceAccountName != "" || spec.AutomountServiceAccountToken != nil {
 		no := false
@@ -145,6 +151,42 @@ func StaticPod(ds *appsv1.DaemonSet, cms ...*corev1.ConfigMap) (Static, error) {
 		return Static{}, fmt.Errorf("static pod: %w", err)
 	}
 	return s, nil
+}
+
+// IsTokenVolume reports whether v is a projected volume of the
+// service-account token: a serviceAccountToken source, and besides it only
+// the cluster CA (ConfigMap kube-root-ca.crt) and the downward API, as the
+// kubelet's own kube-api-access volume.
+func IsTokenVolume(v corev1.Volume) bool {
+	if v.Projected == nil {
+		return false
+	}
+	token := false
+	for _, src := range v.Projected.Sources {
+		switch {
+		case src.ServiceAccountToken != nil:
+			token = true
+		case src.ConfigMap != nil && src.ConfigMap.Name == "kube-root-ca.crt", src.DownwardAPI != nil:
+		default:
+			return false
+		}
+	}
+	return token
+}
+
+// dropTokenVolumes removes the service-account token volumes
+// (IsTokenVolume) and every container's mounts of them.
+func dropTokenVolumes(spec *corev1.PodSpec) {
+	dropped := map[string]bool{}
+	spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool {
+		dropped[v.Name] = IsTokenVolume(v)
+		return dropped[v.Name]
+	})
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			cs[i].VolumeMounts = slices.DeleteFunc(cs[i].VolumeMounts, func(m corev1.VolumeMount) bool { return dropped[m.Name] })
+		}
+	}
 }
 
 // refuseAPIRefs names every field of spec that references an API object

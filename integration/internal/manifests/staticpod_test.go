@@ -27,6 +27,27 @@ func untranslate(t *testing.T, got corev1.PodSpec, tmpl corev1.PodSpec) corev1.P
 			out.ServiceAccountName, out.AutomountServiceAccountToken)
 	}
 	out.ServiceAccountName, out.AutomountServiceAccountToken = tmpl.ServiceAccountName, tmpl.AutomountServiceAccountToken
+	// The token volume and its mounts were dropped; they go back where
+	// the template has them.
+	for j, v := range tmpl.Volumes {
+		if !manifests.IsTokenVolume(v) {
+			continue
+		}
+		if slices.ContainsFunc(out.Volumes, func(o corev1.Volume) bool { return o.Name == v.Name }) {
+			t.Errorf("volume %s: the service-account token reached the static pod", v.Name)
+			continue
+		}
+		out.Volumes = slices.Insert(out.Volumes, min(j, len(out.Volumes)), v)
+		for _, pair := range []struct{ got, want []corev1.Container }{{out.InitContainers, tmpl.InitContainers}, {out.Containers, tmpl.Containers}} {
+			for c := range pair.want {
+				for k, m := range pair.want[c].VolumeMounts {
+					if m.Name == v.Name {
+						pair.got[c].VolumeMounts = slices.Insert(pair.got[c].VolumeMounts, min(k, len(pair.got[c].VolumeMounts)), m)
+					}
+				}
+			}
+		}
+	}
 	for i := range out.Volumes {
 		j := slices.IndexFunc(tmpl.Volumes, func(v corev1.Volume) bool { return v.Name == out.Volumes[i].Name })
 		if j >= 0 && tmpl.Volumes[j].ConfigMap != nil {
@@ -198,6 +219,12 @@ func TestStaticPodRefuses(t *testing.T) {
 		{name: "secret volume", modify: func(s *corev1.PodSpec) {
 			s.Volumes = append(s.Volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "x"}}})
 		}, notAPI: true, want: "(tls): secret"},
+		{name: "projected volume other than the token", modify: func(s *corev1.PodSpec) {
+			s.Volumes = append(s.Volumes, corev1.Volume{Name: "mixed", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
+				{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "x"}}},
+			}}}})
+		}, notAPI: true, want: "(mixed): projected"},
 		{name: "env from a secret", modify: func(s *corev1.PodSpec) {
 			s.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{}}}
 		}, notAPI: true, want: "containers[0] (cgdelegate).envFrom[0]"},

@@ -28,6 +28,9 @@ metricsAddress when metrics.enabled.
 {{- if hasKey $cfg "metricsAddress" -}}
 {{- fail (printf "config.metricsAddress %q: leave it out with metrics.enabled, which sets it to \":%v\" from metrics.port" (toString (get $cfg "metricsAddress")) .Values.metrics.port) -}}
 {{- end -}}
+{{- if get $cfg "profiling" -}}
+{{- fail (printf "config.profiling true with metrics.enabled: the profiles would be served on \":%v\", reachable from the pod network; profiling needs a loopback address: set metrics.enabled false and config.metricsAddress to 127.0.0.1:%v" .Values.metrics.port .Values.metrics.port) -}}
+{{- end -}}
 {{- $_ := set $cfg "metricsAddress" (printf ":%v" .Values.metrics.port) -}}
 {{- end -}}
 {{- toJson $cfg -}}
