@@ -34,6 +34,9 @@ const (
 	// PodBounds: the pod cgroup is unknown or its bounds could not be
 	// written.
 	PodBounds Cause = "pod_bounds"
+	// NodeBudget: a new writable pod's bound would take the node's
+	// delegated cgroups over nodeMaxDelegatedCgroups.
+	NodeBudget Cause = "node_budget"
 	// Pinning: the CPU policy could not place the container (not enough
 	// CPUs, inconsistent or invalid resources).
 	Pinning Cause = "pinning"
@@ -43,7 +46,7 @@ const (
 )
 
 // Causes is every cause, Other last.
-var Causes = []Cause{Policy, BadAnnotation, CgroupV1, NoNsdelegate, NoCgroupNS, PodBounds, Pinning, Other}
+var Causes = []Cause{Policy, BadAnnotation, CgroupV1, NoNsdelegate, NoCgroupNS, PodBounds, NodeBudget, Pinning, Other}
 
 // Error is a refusal: its text is Err's alone, so making an error a
 // refusal does not change what is logged.
