@@ -5,6 +5,7 @@ package guest
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -168,19 +169,35 @@ func dyingCgroups(t *testing.T, e *guestEnv) {
 	requireErrContains(t, "a writable pod past the budget by the dying cgroups", err, "nodeMaxDelegatedCgroups=501", "dying cgroups remain")
 	t.Logf("refusal seen by the CRI client: %v", err)
 
-	// What frees them: reclaim of the pod's memory, then the host's caches.
-	if err := os.WriteFile(filepath.Join(e.podCgroup(a), "memory.reclaim"), []byte("1G"), 0o644); err != nil {
-		t.Logf("memory.reclaim of 1G on the pod cgroup: %v (it reclaims what it can)", err)
-	}
+	// What frees them: reclaim of what is charged to the pod, the host's
+	// caches, then the files themselves. A write to memory.reclaim that
+	// asks for more than can be reclaimed retries in the kernel (minutes
+	// under TCG): each is a shell's, killed after 30 s.
+	pod := e.podCgroup(a)
+	charged := readCgroupFile(t, pod, "memory.current")
+	writeKilled(t, filepath.Join(pod, "memory.reclaim"), charged)
 	time.Sleep(2 * time.Second)
 	afterReclaim := e.podCgroupStat(t, a).DyingDescendants
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0o644); err != nil {
-		t.Errorf("drop_caches: %v", err)
-	}
+	writeKilled(t, "/proc/sys/vm/drop_caches", "3")
 	time.Sleep(2 * time.Second)
 	afterDrop := e.podCgroupStat(t, a).DyingDescendants
-	t.Logf("dying cgroups in the pod: %d after the churn, %d after memory.reclaim, %d after drop_caches",
-		st.DyingDescendants, afterReclaim, afterDrop)
+	shOK(ctx, t, churn, "rm -f /tmp/f*")
+	writeKilled(t, filepath.Join(pod, "memory.reclaim"), readCgroupFile(t, pod, "memory.current"))
+	time.Sleep(2 * time.Second)
+	afterRemove := e.podCgroupStat(t, a).DyingDescendants
+	t.Logf("dying cgroups in the pod: %d after the churn (%s bytes charged to the pod), %d after memory.reclaim of that, "+
+		"%d after drop_caches, %d after the files were removed", st.DyingDescendants, charged, afterReclaim, afterDrop, afterRemove)
+}
+
+// writeKilled writes data to a kernel file from a shell that is killed
+// after 30 s, and logs what happened.
+func writeKilled(t *testing.T, path, data string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, "sh", "-c", `echo "$1" > "$2"`, "sh", data, path).CombinedOutput()
+	t.Logf("echo %s > %s: %v %s (%s)", data, path, err, strings.TrimSpace(string(out)), time.Since(start).Round(time.Millisecond))
 }
 
 // unsafeAfterStart: cgroup2 is remounted without nsdelegate while a
