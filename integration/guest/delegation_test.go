@@ -196,7 +196,7 @@ func writeKilled(t *testing.T, path, data string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	out, err := exec.CommandContext(ctx, "sh", "-c", `echo "$1" > "$2"`, "sh", data, path).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "/bin/sh", "-c", `echo "$1" > "$2"`, "sh", data, path).CombinedOutput()
 	t.Logf("echo %s > %s: %v %s (%s)", data, path, err, strings.TrimSpace(string(out)), time.Since(start).Round(time.Millisecond))
 }
 
