@@ -102,8 +102,9 @@ func build(cfg config.Config, f flags, log *slog.Logger) (*daemon, error) {
 	d.plugin.OnConfigured(d.adv.Refresh)
 	if rec != nil {
 		rec.ObserveNode(metrics.Options{
-			Supported: func() bool { return d.adv.Report().Supported },
-			Pinning:   d.plugin.Pinning,
+			Supported:  func() bool { return d.adv.Report().Supported },
+			Pinning:    d.plugin.Pinning,
+			Delegation: d.plugin.Delegation,
 		})
 	}
 	return d, nil

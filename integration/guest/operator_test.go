@@ -233,7 +233,8 @@ func (e *guestEnv) scrapeIfServed(ctx context.Context, t *testing.T) map[string]
 // bench for the plugin's goroutines).
 func servesMetrics(v variant.Variant) bool {
 	return v.Plugin == variant.PluginExternal && slices.ContainsFunc(v.Scenarios, func(s variant.Scenario) bool {
-		return s == variant.MetricsScraped || s == variant.BenchNode || s == variant.ScaleChurn || s == variant.ScaleRestart
+		return s == variant.MetricsScraped || s == variant.BenchNode || s == variant.ScaleChurn || s == variant.ScaleRestart ||
+			s == variant.DyingCgroups || s == variant.UnsafeAfterStart
 	})
 }
 

@@ -45,6 +45,9 @@ type Source interface {
 	Runtime() *status.Runtime
 	// Pinning is the CPU pinning state; nil when pinning is off.
 	Pinning() *status.Pinning
+	// Delegation is the node's writable pods and containers, looked at
+	// now (nri.Plugin.Delegation: cgroupfs reads of the writable pods).
+	Delegation() *status.Delegation
 }
 
 // Advertiser writes the feature file and the status file.
@@ -122,9 +125,9 @@ func (a *Advertiser) readinessReport() status.Report {
 }
 
 // readinessKey is what a mount table change is compared with: the report
-// without its time and allocation table.
+// without its time, allocation table and ledger of writable pods.
 func readinessKey(r status.Report) *status.Report {
-	r.UpdatedAt, r.Pinning = time.Time{}, nil
+	r.UpdatedAt, r.Pinning, r.Delegation = time.Time{}, nil, nil
 	return &r
 }
 
@@ -141,6 +144,14 @@ func (a *Advertiser) Refresh() { a.refresh(0) }
 func (a *Advertiser) refresh(tableEvery time.Duration) {
 	now := time.Now()
 	r := a.readinessReport()
+	// Every refresh looks at the writable pods: the dying cgroups the node
+	// budget counts, and the writable containers a host turned unsafe
+	// leaves running, which make the node a problem of its own.
+	d := a.src.Delegation()
+	if n := len(d.Unsafe); n > 0 {
+		r.Problems = append(r.Problems, status.UnsafeProblem(d.Unsafe))
+		r.Supported = false
+	}
 	key := readinessKey(r)
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -159,7 +170,7 @@ func (a *Advertiser) refresh(tableEvery time.Duration) {
 	if a.readiness != nil && reflect.DeepEqual(key, a.readiness) && time.Since(a.tableAt) < tableEvery {
 		return
 	}
-	r.Pinning = a.src.Pinning()
+	r.Pinning, r.Delegation = a.src.Pinning(), d
 	if _, err := pub.Publish(r); err != nil {
 		a.log.Error("cannot publish status", "path", r.Config.StatusFilePath(), "error", err)
 		a.readiness = nil

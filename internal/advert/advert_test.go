@@ -23,6 +23,7 @@ type source struct {
 	err     error
 	runtime *status.Runtime
 	pinning *status.Pinning
+	deleg   status.Delegation
 	// tables counts the calls of Pinning: the allocation tables built.
 	tables int
 }
@@ -45,6 +46,13 @@ func (s *source) Pinning() *status.Pinning {
 	defer s.mu.Unlock()
 	s.tables++
 	return s.pinning
+}
+
+func (s *source) Delegation() *status.Delegation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.deleg
+	return &d
 }
 
 var safe = host.Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}
@@ -246,5 +254,28 @@ func TestWithdrawDisabled(t *testing.T) {
 	src.cfg.FeatureFile = config.Disabled
 	if err := New(src, nil).Withdraw(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Writable containers left running on an unsafe host are a problem of the
+// published status, named, and the ledger is published with it.
+func TestRefreshUnsafeContainers(t *testing.T) {
+	src := newSource(t)
+	src.deleg = status.Delegation{Budget: 10000, Unsafe: []status.WritableContainer{{Pod: "team-a/web", Container: "app", ID: "c1"}}}
+	New(src, nil).Refresh()
+	pub, err := status.ReadPublished(src.cfg.StatusFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub.Supported || len(pub.Problems) != 1 || !strings.Contains(pub.Problems[0], "1 writable containers run on this host") ||
+		!strings.Contains(pub.Problems[0], "team-a/web/app") {
+		t.Fatalf("published problems %q (supported %v), want the unsafe container named", pub.Problems, pub.Supported)
+	}
+	if pub.Delegation == nil || pub.Delegation.Budget != 10000 || len(pub.Delegation.Unsafe) != 1 {
+		t.Fatalf("published delegation %+v", pub.Delegation)
+	}
+	live := status.Live(status.Evaluate(src.cfg, safe, nil), pub, nil)
+	if live.Supported || !strings.Contains(strings.Join(live.Problems, "\n"), "team-a/web/app") {
+		t.Fatalf("cgdelegate status: %q, want the unsafe container named", live.Problems)
 	}
 }

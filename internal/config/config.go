@@ -60,20 +60,26 @@ const (
 
 // Default values.
 const (
-	DefaultCgroupRoot       = "/sys/fs/cgroup"
-	DefaultMountinfoPath    = "/proc/1/mountinfo"
-	DefaultProcRoot         = "/proc"
-	DefaultSysfsRoot        = "/sys"
-	DefaultHookPath         = "/usr/local/bin/cgdelegate-hook"
-	DefaultMaxDescendants   = 250
-	DefaultMaxDepth         = 50
-	DefaultFeatureFile      = "/etc/kubernetes/node-feature-discovery/features.d/cgdelegate"
-	DefaultStatusFile       = "/run/cgdelegate/status.json"
-	DefaultKubeletCPUState  = "/var/lib/kubelet/cpu_manager_state"
-	DefaultContainerdConfig = "/etc/containerd/config.toml"
-	DefaultCRIOConfig       = "/etc/crio/crio.conf"
-	DefaultCRIOConfigDir    = "/etc/crio/crio.conf.d"
-	DefaultHookTimeout      = 10
+	DefaultCgroupRoot     = "/sys/fs/cgroup"
+	DefaultMountinfoPath  = "/proc/1/mountinfo"
+	DefaultProcRoot       = "/proc"
+	DefaultSysfsRoot      = "/sys"
+	DefaultHookPath       = "/usr/local/bin/cgdelegate-hook"
+	DefaultMaxDescendants = 250
+	DefaultMaxDepth       = 50
+	// DefaultNodeMaxDelegatedCgroups is the node budget of delegated
+	// cgroups: 40 writable pods at the default maxDescendants, a quarter
+	// of the ~42,000 cgroups at which a node was seen going NotReady, so
+	// the kubelet's, the runtime's and systemd's own cgroups keep their
+	// room.
+	DefaultNodeMaxDelegatedCgroups = 10000
+	DefaultFeatureFile             = "/etc/kubernetes/node-feature-discovery/features.d/cgdelegate"
+	DefaultStatusFile              = "/run/cgdelegate/status.json"
+	DefaultKubeletCPUState         = "/var/lib/kubelet/cpu_manager_state"
+	DefaultContainerdConfig        = "/etc/containerd/config.toml"
+	DefaultCRIOConfig              = "/etc/crio/crio.conf"
+	DefaultCRIOConfigDir           = "/etc/crio/crio.conf.d"
+	DefaultHookTimeout             = 10
 	// DefaultServiceAccountDir is where the kubelet mounts a pod's
 	// service-account token and the cluster CA.
 	DefaultServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -111,6 +117,14 @@ type Config struct {
 	// MaxDepth is the node-level cap written to the pod cgroup's
 	// cgroup.max.depth. A pod annotation may lower it, never raise it.
 	MaxDepth int `json:"maxDepth,omitempty"`
+	// NodeMaxDelegatedCgroups is the node budget of delegated cgroups: the
+	// sum of the cgroup.max.descendants cgdelegate put on the pod cgroups of
+	// the node's live writable pods, plus the dying cgroups seen in them at
+	// the last refresh of the node advertisement, may not exceed it. A new
+	// writable pod whose bound would take the sum over it is refused (cause
+	// node_budget); a pod already admitted is never refused by it. 0 turns
+	// the budget off (the ledger, status and metrics stay).
+	NodeMaxDelegatedCgroups int `json:"nodeMaxDelegatedCgroups,omitempty"`
 	// FeatureFile is the Node Feature Discovery local feature file kept up to
 	// date with cgdelegate.io/supports-cgroup-options. "none" disables it.
 	FeatureFile string `json:"featureFile,omitempty"`
@@ -218,24 +232,25 @@ func (o OptIn) IsZero() bool {
 // Default returns the built-in configuration.
 func Default() Config {
 	return Config{
-		CgroupRoot:             DefaultCgroupRoot,
-		MountinfoPath:          DefaultMountinfoPath,
-		ProcRoot:               DefaultProcRoot,
-		SysfsRoot:              DefaultSysfsRoot,
-		HookPath:               DefaultHookPath,
-		HookTimeout:            DefaultHookTimeout,
-		Guard:                  GuardEnforce,
-		MaxDescendants:         DefaultMaxDescendants,
-		MaxDepth:               DefaultMaxDepth,
-		FeatureFile:            DefaultFeatureFile,
-		StatusFile:             DefaultStatusFile,
-		TopologyScope:          ScopePod,
-		KubeletCPUManagerState: DefaultKubeletCPUState,
-		ContainerdConfig:       DefaultContainerdConfig,
-		CRIOConfig:             DefaultCRIOConfig,
-		CRIOConfigDir:          DefaultCRIOConfigDir,
-		NodeLabel:              NodeLabelAuto,
-		ServiceAccountDir:      DefaultServiceAccountDir,
+		CgroupRoot:              DefaultCgroupRoot,
+		MountinfoPath:           DefaultMountinfoPath,
+		ProcRoot:                DefaultProcRoot,
+		SysfsRoot:               DefaultSysfsRoot,
+		HookPath:                DefaultHookPath,
+		HookTimeout:             DefaultHookTimeout,
+		Guard:                   GuardEnforce,
+		MaxDescendants:          DefaultMaxDescendants,
+		MaxDepth:                DefaultMaxDepth,
+		NodeMaxDelegatedCgroups: DefaultNodeMaxDelegatedCgroups,
+		FeatureFile:             DefaultFeatureFile,
+		StatusFile:              DefaultStatusFile,
+		TopologyScope:           ScopePod,
+		KubeletCPUManagerState:  DefaultKubeletCPUState,
+		ContainerdConfig:        DefaultContainerdConfig,
+		CRIOConfig:              DefaultCRIOConfig,
+		CRIOConfigDir:           DefaultCRIOConfigDir,
+		NodeLabel:               NodeLabelAuto,
+		ServiceAccountDir:       DefaultServiceAccountDir,
 	}
 }
 
@@ -328,6 +343,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxDepth < 1 {
 		errs = append(errs, fmt.Errorf("maxDepth: %d must be at least 1", c.MaxDepth))
+	}
+	if c.NodeMaxDelegatedCgroups < 0 {
+		errs = append(errs, fmt.Errorf("nodeMaxDelegatedCgroups: %d must be 0 (no node budget) or more", c.NodeMaxDelegatedCgroups))
 	}
 	if c.HookTimeout < 1 {
 		errs = append(errs, fmt.Errorf("hookTimeout: %d must be at least 1 second", c.HookTimeout))

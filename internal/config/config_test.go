@@ -48,6 +48,9 @@ func TestParse(t *testing.T) {
 		{name: "guard warn", in: "guard: warn\n", check: func(c Config) bool { return c.Guard == GuardWarn }},
 		{name: "guard off", in: "guard: off\n", check: func(c Config) bool { return c.Guard == GuardOff }},
 		{name: "guard quoted off", in: "guard: \"off\"\n", check: func(c Config) bool { return c.Guard == GuardOff }},
+		{name: "node budget", in: "nodeMaxDelegatedCgroups: 2000\n", check: func(c Config) bool { return c.NodeMaxDelegatedCgroups == 2000 }},
+		{name: "node budget off", in: "nodeMaxDelegatedCgroups: 0\n", check: func(c Config) bool { return c.NodeMaxDelegatedCgroups == 0 }},
+		{name: "node budget default", in: "", check: func(c Config) bool { return c.NodeMaxDelegatedCgroups == DefaultNodeMaxDelegatedCgroups }},
 		{name: "caps", in: "maxDescendants: 100\nmaxDepth: 10\n", check: func(c Config) bool { return c.MaxDescendants == 100 && c.MaxDepth == 10 }},
 		{name: "hex whole number", in: "maxDepth: 0x10\n", check: func(c Config) bool { return c.MaxDepth == 16 }},
 		{name: "anchor and alias", in: "maxDepth: &n 7\nmaxDescendants: *n\n", check: func(c Config) bool { return c.MaxDepth == 7 && c.MaxDescendants == 7 }},
@@ -96,6 +99,7 @@ func TestParse(t *testing.T) {
 		{name: "guard list", in: "guard: [enforce]\n", wantErr: []string{"guard: a list is not a string"}},
 		{name: "maxDescendants zero", in: "maxDescendants: 0\n", wantErr: []string{"maxDescendants: 0 must be at least 1"}},
 		{name: "maxDepth zero", in: "maxDepth: 0\n", wantErr: []string{"maxDepth: 0 must be at least 1"}},
+		{name: "nodeMaxDelegatedCgroups negative", in: "nodeMaxDelegatedCgroups: -1\n", wantErr: []string{"nodeMaxDelegatedCgroups: -1 must be 0 (no node budget) or more"}},
 		{name: "hookTimeout zero", in: "hookTimeout: 0\n", wantErr: []string{"hookTimeout: 0 must be at least 1 second"}},
 		{name: "maxDepth word", in: "maxDepth: abc\n", wantErr: []string{`maxDepth: "abc" is not a whole number`}},
 		{name: "maxDepth quoted number", in: "maxDepth: \"5\"\n", wantErr: []string{`maxDepth: "5" is not a whole number`}},
@@ -182,7 +186,7 @@ func TestParse(t *testing.T) {
 func TestEveryKeyDecodes(t *testing.T) {
 	want := Config{
 		CgroupRoot: "/a", MountinfoPath: "/b", ProcRoot: "/c", SysfsRoot: "/d", HookPath: "/e",
-		HookTimeout: 3, Guard: GuardWarn, MaxDescendants: 4, MaxDepth: 5, FeatureFile: Disabled, StatusFile: "/f",
+		HookTimeout: 3, Guard: GuardWarn, MaxDescendants: 4, MaxDepth: 5, NodeMaxDelegatedCgroups: 6, FeatureFile: Disabled, StatusFile: "/f",
 		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", StrictCPUReservation: true, ReservedMemory: "0:memory=1Gi",
 		KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true, MetricsAddress: "127.0.0.1:9767", Profiling: true, ContainerdConfig: "/h",
 		CRIOConfig: "/i", CRIOConfigDir: "/j", NodeLabel: NodeLabelOff, ServiceAccountDir: "/k",

@@ -39,7 +39,7 @@ func TestCause(t *testing.T) {
 
 // The cause label values are the documented, fixed set.
 func TestCauses(t *testing.T) {
-	want := []string{"policy", "bad_annotation", "cgroup_v1", "no_nsdelegate", "no_cgroupns", "pod_bounds", "shared_cgroup", "pinning", "other"}
+	want := []string{"policy", "bad_annotation", "cgroup_v1", "no_nsdelegate", "no_cgroupns", "pod_bounds", "shared_cgroup", "node_budget", "pinning", "other"}
 	if !slices.Equal(Causes, want) {
 		t.Fatalf("Causes = %q, want %q", Causes, want)
 	}

@@ -8,6 +8,19 @@ const (
 	NodeSupported         = "cgdelegate_node_supported"
 	CPUs                  = "cgdelegate_cpus"
 	ContainerUpdatesTotal = "cgdelegate_container_updates_total"
+
+	DelegatedCgroupsBudget   = "cgdelegate_delegated_cgroups_budget"
+	DelegatedCgroupsReserved = "cgdelegate_delegated_cgroups_reserved"
+	WritablePods             = "cgdelegate_writable_pods"
+	WritableContainers       = "cgdelegate_writable_containers"
+	DyingCgroups             = "cgdelegate_dying_cgroups"
+	UnsafeWritableContainers = "cgdelegate_unsafe_writable_containers"
+)
+
+// Scopes of cgdelegate_dying_cgroups.
+const (
+	ScopeWritablePods = "writable_pods"
+	ScopeNode         = "node"
 )
 
 // Results of cgdelegate_containers_total: the writable.Outcome names, and

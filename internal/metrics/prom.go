@@ -20,6 +20,10 @@ type Options struct {
 	// Pinning is the CPU pinning state (nri.Plugin.Pinning); cgdelegate_cpus
 	// is exported only while it reports active pinning.
 	Pinning func() *status.Pinning
+	// Delegation looks at the node's writable pods and containers
+	// (nri.Plugin.Delegation), once per scrape; nil leaves the
+	// delegation gauges out.
+	Delegation func() *status.Delegation
 }
 
 // Recorder keeps the plugin's metrics in its own registry.
@@ -71,6 +75,9 @@ func (r *Recorder) ObserveNode(o Options) {
 	}
 	if o.Pinning != nil {
 		r.reg.MustRegister(cpuCollector(o.Pinning))
+	}
+	if o.Delegation != nil {
+		r.reg.MustRegister(delegationCollector(o.Delegation))
 	}
 }
 

@@ -71,12 +71,13 @@ func TestContainers(t *testing.T) {
 func TestSeriesFromTheStart(t *testing.T) {
 	r := New(Options{})
 	want := `
-# HELP cgdelegate_refusals_total Refused containers, by cause: policy, bad_annotation, cgroup_v1, no_nsdelegate, no_cgroupns, pod_bounds, shared_cgroup, pinning, other.
+# HELP cgdelegate_refusals_total Refused containers, by cause: policy, bad_annotation, cgroup_v1, no_nsdelegate, no_cgroupns, pod_bounds, shared_cgroup, node_budget, pinning, other.
 # TYPE cgdelegate_refusals_total counter
 cgdelegate_refusals_total{cause="bad_annotation"} 0
 cgdelegate_refusals_total{cause="cgroup_v1"} 0
 cgdelegate_refusals_total{cause="no_cgroupns"} 0
 cgdelegate_refusals_total{cause="no_nsdelegate"} 0
+cgdelegate_refusals_total{cause="node_budget"} 0
 cgdelegate_refusals_total{cause="other"} 0
 cgdelegate_refusals_total{cause="pinning"} 0
 cgdelegate_refusals_total{cause="pod_bounds"} 0
@@ -414,5 +415,44 @@ func BenchmarkRecord(b *testing.B) {
 	for b.Loop() {
 		r.Container("writable", nil)
 		r.Event("CreateContainer", 40*time.Microsecond, false)
+	}
+}
+
+// The delegation gauges say what the ledger says at the scrape.
+func TestDelegationGauges(t *testing.T) {
+	d := &status.Delegation{
+		Budget: 1000, Reserved: 350, DyingInPods: 42, Node: &host.CgroupStat{Descendants: 90, DyingDescendants: 400},
+		Pods: []status.DelegatedPod{
+			{Pod: "a/x", Reserved: 250, Containers: []status.WritableContainer{{Container: "app"}, {Container: "side"}}},
+			{Pod: "a/y", Reserved: 100, Containers: []status.WritableContainer{{Container: "app"}}},
+		},
+		Unsafe: []status.WritableContainer{{Pod: "a/x", Container: "app"}},
+	}
+	r := New(Options{})
+	r.ObserveNode(Options{Delegation: func() *status.Delegation { return d }})
+	want := `
+# HELP cgdelegate_delegated_cgroups_budget The node budget of delegated cgroups (nodeMaxDelegatedCgroups); 0 when it is off.
+# TYPE cgdelegate_delegated_cgroups_budget gauge
+cgdelegate_delegated_cgroups_budget 1000
+# HELP cgdelegate_delegated_cgroups_reserved Delegated cgroups reserved by the live writable pods: the sum of their cgroup.max.descendants.
+# TYPE cgdelegate_delegated_cgroups_reserved gauge
+cgdelegate_delegated_cgroups_reserved 350
+# HELP cgdelegate_dying_cgroups Removed cgroups the kernel still keeps (nr_dying_descendants), by scope: writable_pods (below the writable pods' cgroups, counted against the node budget) or node (below the cgroup root).
+# TYPE cgdelegate_dying_cgroups gauge
+cgdelegate_dying_cgroups{scope="node"} 400
+cgdelegate_dying_cgroups{scope="writable_pods"} 42
+# HELP cgdelegate_unsafe_writable_containers Writable containers running while the host is not safe for writable cgroups (no cgroup2 with nsdelegate).
+# TYPE cgdelegate_unsafe_writable_containers gauge
+cgdelegate_unsafe_writable_containers 1
+# HELP cgdelegate_writable_containers Containers with writable cgroups that run or are created.
+# TYPE cgdelegate_writable_containers gauge
+cgdelegate_writable_containers 3
+# HELP cgdelegate_writable_pods Live pods with writable cgroups.
+# TYPE cgdelegate_writable_pods gauge
+cgdelegate_writable_pods 2
+`
+	if err := testutil.GatherAndCompare(r.Registry(), strings.NewReader(want), DelegatedCgroupsBudget, DelegatedCgroupsReserved,
+		DyingCgroups, UnsafeWritableContainers, WritableContainers, WritablePods); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -155,8 +155,9 @@ func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	return nil
 }
 
-// RemovePodSandbox forgets the pod's bounds and returns its bubble if
-// StopPodSandbox did not.
+// RemovePodSandbox forgets the pod's bounds, takes it out of the node
+// budget of delegated cgroups and returns its bubble if StopPodSandbox did
+// not.
 func (p *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) error {
 	if pod == nil {
 		return nil
@@ -164,11 +165,13 @@ func (p *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) erro
 	if rel, err := host.PodPath(pod.GetLinux().GetCgroupParent()); err == nil {
 		p.h.Load().bounds.Forget(rel)
 	}
+	p.writable.dropPod(pod.GetId())
 	return p.StopPodSandbox(ctx, pod)
 }
 
 // Synchronize logs every container created without cgdelegate (an audit:
-// after a reconnect, what was missed is said), rebuilds the allocation state
+// after a reconnect, what was missed is said), rebuilds the ledger of
+// writable pods and containers (the node budget), rebuilds the allocation state
 // from the runtime's pods and containers and repairs every container whose
 // cpuset disagrees: its cgroup at once (Enforce), the runtime's record with
 // UpdateContainers afterwards. Returned in the answer, the repairs would
@@ -176,9 +179,11 @@ func (p *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) erro
 // and no pod on the node could start until the last one was: a plugin
 // killed while updates were held meets a whole fleet of them.
 func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
-	p.h.Load().decider.Audit(pods, ctrs, func(pod *api.PodSandbox, ctr *api.Container, err error) {
+	h := p.h.Load()
+	h.decider.Audit(pods, ctrs, func(pod *api.PodSandbox, ctr *api.Container, err error) {
 		p.eventLog(pod, ctr).Error("container runs without cgdelegate", "error", err)
 	})
+	p.writable.rebuild(p.log, h.fs, h.cfg.MaxDescendants, pods, ctrs)
 	pn := p.pin.Load()
 	if !pn.Active() {
 		return nil, nil

@@ -79,6 +79,10 @@ type Plugin struct {
 	runtime atomic.Pointer[status.Runtime]
 	// configured is called after every successful Configure or Reload.
 	configured atomic.Pointer[func()]
+	// writable is the node's live writable pods and containers: the node
+	// budget of delegated cgroups, and who runs unsafely when the host
+	// turns unsafe.
+	writable *ledger
 }
 
 // New returns a plugin for cfg. base is the config before any Configure
@@ -90,7 +94,7 @@ func New(base config.Config, log *slog.Logger, opts ...Option) (*Plugin, error) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Plugin{log: log, base: base, opts: newOptions(opts)}
+	p := &Plugin{log: log, base: base, opts: newOptions(opts), writable: newLedger()}
 	p.h.Store(p.newSetup(base, nil))
 	p.pin.Store(cpumanager.New(base, log))
 	p.send = cpumanager.NewSender(log, p.opts.metrics, p.pin.Load, func() cpumanager.CgroupWriter { return p.h.Load().fs })
@@ -247,13 +251,22 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	}
 	h := p.h.Load()
 	plan, err := h.decider.Decide(writable.Input{Pod: pod, Ctr: ctr, Host: h.checker})
+	undo := func() {}
 	if err == nil && plan.Delegates() {
-		err = p.ensureBounds(h, pod, &plan)
+		undo, err = p.writable.admit(pod, ctr, plan.PodCgroup, plan.Bounds.Descendants, h.cfg.NodeMaxDelegatedCgroups)
+		if err == nil {
+			if err = p.ensureBounds(h, pod, &plan); err == nil {
+				p.writable.settle(pod.GetId(), plan.Bounds.Descendants)
+			}
+		}
 	}
 	if err == nil {
 		adj, upd, err = p.adjust(pod, ctr, &plan)
 	}
 	if err != nil {
+		if undo != nil {
+			undo()
+		}
 		p.opts.metrics.Container("refused", err)
 		err = fmt.Errorf("%w %s/%s: %w", ErrRefused, pod.GetName(), ctr.GetName(), err)
 		p.eventLog(pod, ctr).Error("container refused", "error", err)
@@ -276,6 +289,21 @@ func (p *Plugin) ensureBounds(h *setup, pod *api.PodSandbox, plan *writable.Plan
 	}
 	plan.Bounds = got
 	return nil
+}
+
+// Delegation reads the writable pods' and the cgroup root's cgroup.stat,
+// drops the writable containers that stopped, logs every writable
+// container found running on a host that is no longer safe (once), and
+// returns the ledger for the status and the metrics. It does cgroupfs
+// reads of the node's writable pods: call it off the container creation
+// path (the advertisement's refresh, a scrape).
+func (p *Plugin) Delegation() *status.Delegation {
+	h := p.h.Load()
+	st, err := h.checker.Check()
+	if err == nil {
+		err = st.Err()
+	}
+	return p.writable.look(p.log, h.fs, h.cfg.NodeMaxDelegatedCgroups, err)
 }
 
 // eventLog is a logger for one event; the plugin's logger is never changed.

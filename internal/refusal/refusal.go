@@ -38,6 +38,9 @@ const (
 	// (the cgroup root, the kubelet's kubepods or QoS cgroup, a systemd
 	// slice of the system), so its bounds would bound other pods too.
 	SharedCgroup Cause = "shared_cgroup"
+	// NodeBudget: a new writable pod's bound would take the node's
+	// delegated cgroups over nodeMaxDelegatedCgroups.
+	NodeBudget Cause = "node_budget"
 	// Pinning: the CPU policy could not place the container (not enough
 	// CPUs, inconsistent or invalid resources).
 	Pinning Cause = "pinning"
@@ -47,7 +50,7 @@ const (
 )
 
 // Causes is every cause, Other last.
-var Causes = []Cause{Policy, BadAnnotation, CgroupV1, NoNsdelegate, NoCgroupNS, PodBounds, SharedCgroup, Pinning, Other}
+var Causes = []Cause{Policy, BadAnnotation, CgroupV1, NoNsdelegate, NoCgroupNS, PodBounds, SharedCgroup, NodeBudget, Pinning, Other}
 
 // Error is a refusal: its text is Err's alone, so making an error a
 // refusal does not change what is logged.

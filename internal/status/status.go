@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,63 @@ type Report struct {
 	// NodeLabel is the last request about the label on the Node object
 	// (nil when the plugin does not label its node).
 	NodeLabel *NodeLabel `json:"nodeLabel,omitempty"`
+	// Delegation is the node's writable pods and containers as the
+	// plugin last saw them (nil before the plugin published one).
+	Delegation *Delegation `json:"delegation,omitempty"`
+}
+
+// Delegation is what the node's writable pods hold of the cgroup tree: the
+// node budget of delegated cgroups (nodeMaxDelegatedCgroups), what the
+// writable pods reserve of it, the dying cgroups, and the writable
+// containers that run on a host no longer safe for them.
+type Delegation struct {
+	// Budget is nodeMaxDelegatedCgroups; 0 when the budget is off.
+	Budget int `json:"budget"`
+	// Reserved is the sum of the writable pods' cgroup.max.descendants.
+	Reserved int `json:"reserved"`
+	// DyingInPods is the sum of the writable pods' nr_dying_descendants:
+	// removed cgroups the kernel still keeps, which
+	// cgroup.max.descendants does not count. The budget counts them.
+	DyingInPods int `json:"dyingInWritablePods"`
+	// Node is the cgroup root's cgroup.stat: every cgroup of the node,
+	// live and dying; nil when it could not be read (Errors says why).
+	Node *host.CgroupStat `json:"node,omitempty"`
+	// Pods are the live writable pods.
+	Pods []DelegatedPod `json:"pods,omitempty"`
+	// Unsafe are the writable containers running while the host is not
+	// safe for writable cgroups (no cgroup2 with nsdelegate): a container
+	// without a user namespace can then raise its own limits.
+	Unsafe []WritableContainer `json:"unsafeContainers,omitempty"`
+	// Errors are the reads that failed, one sentence each.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// DelegatedPod is one writable pod in the node budget.
+type DelegatedPod struct {
+	// Pod is namespace/name.
+	Pod string `json:"pod"`
+	// Cgroup is the pod cgroup, relative to the cgroup root.
+	Cgroup string `json:"cgroup"`
+	// Reserved is its cgroup.max.descendants, what it holds of the budget.
+	Reserved int `json:"reserved"`
+	// Live and Dying are its cgroup.stat counts (nr_descendants,
+	// nr_dying_descendants) at the last look.
+	Live  int `json:"live"`
+	Dying int `json:"dying"`
+	// Containers are its writable containers that run (or are created).
+	Containers []WritableContainer `json:"containers,omitempty"`
+}
+
+// WritableContainer is one container with writable cgroups.
+type WritableContainer struct {
+	// Pod is namespace/name.
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
+	ID        string `json:"id"`
+	// UserNamespace reports a container in a user namespace: its root is
+	// not the host's, so it can not write its limits even without
+	// nsdelegate.
+	UserNamespace bool `json:"userNamespace,omitempty"`
 }
 
 // NodeLabel is the outcome of the last request about the
@@ -233,6 +291,7 @@ func Live(live Report, pub Report, pubErr error) Report {
 	out.UpdatedAt = pub.UpdatedAt
 	out.Pinning = pub.Pinning
 	out.NodeLabel = pub.NodeLabel
+	out.Delegation = pub.Delegation
 	// What the plugin saw from its own mount namespace, e.g. a kubelet
 	// directory not mounted into its container.
 	out.Warnings = slices.Clone(live.Warnings)
@@ -244,11 +303,32 @@ func Live(live Report, pub Report, pubErr error) Report {
 	if l := pub.NodeLabel; l != nil && !l.Applied && l.Error != "" {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("the label on node %q is not what the plugin wants (%s): %s", l.Node, l.Want, l.Error))
 	}
+	if d := pub.Delegation; d != nil && len(d.Unsafe) > 0 {
+		out.Problems = append(out.Problems, UnsafeProblem(d.Unsafe))
+		out.Supported = false
+	}
 	if pub.Runtime == nil {
 		out.Problems = append(out.Problems, "the plugin has not been configured by a runtime yet")
 		out.Supported = false
 	}
 	return out
+}
+
+// UnsafeProblem is the readiness problem of writable containers running on
+// an unsafe host: how many, the first few by name, and what to do.
+func UnsafeProblem(cs []WritableContainer) string {
+	const named = 5
+	var names []string
+	for i, c := range cs {
+		if i == named {
+			names = append(names, fmt.Sprintf("and %d more", len(cs)-named))
+			break
+		}
+		names = append(names, c.Pod+"/"+c.Container)
+	}
+	return fmt.Sprintf("%d writable containers run on this host, which is no longer safe for writable cgroups (%s): "+
+		"without nsdelegate a container without a user namespace can raise its own limits; delete their pods, "+
+		"or remount cgroup2 with nsdelegate (see delegation.unsafeContainers)", len(cs), strings.Join(names, ", "))
 }
 
 // Publisher writes reports to one file, skipping a report that says the

@@ -25,8 +25,9 @@ func metricsEnv(t *testing.T, nsdelegate bool) (*env, *metrics.Recorder) {
 	t.Helper()
 	var e *env
 	rec := metrics.New(metrics.Options{
-		Supported: func() bool { return e.adv.Report().Supported },
-		Pinning:   func() *status.Pinning { return e.p.Pinning() },
+		Supported:  func() bool { return e.adv.Report().Supported },
+		Pinning:    func() *status.Pinning { return e.p.Pinning() },
+		Delegation: func() *status.Delegation { return e.p.Delegation() },
 	})
 	// The opt-in policy allows writable cgroups in namespace default only.
 	e = setupStub(t, nsdelegate, func(c *config.Config) { c.OptIn.Namespaces = []string{"default"} },
@@ -83,12 +84,13 @@ cgdelegate_containers_total{result="readonly"} 1
 cgdelegate_containers_total{result="refused"} 6
 cgdelegate_containers_total{result="unchanged"} 2
 cgdelegate_containers_total{result="writable"} 3
-# HELP cgdelegate_refusals_total Refused containers, by cause: policy, bad_annotation, cgroup_v1, no_nsdelegate, no_cgroupns, pod_bounds, shared_cgroup, pinning, other.
+# HELP cgdelegate_refusals_total Refused containers, by cause: policy, bad_annotation, cgroup_v1, no_nsdelegate, no_cgroupns, pod_bounds, shared_cgroup, node_budget, pinning, other.
 # TYPE cgdelegate_refusals_total counter
 cgdelegate_refusals_total{cause="bad_annotation"} 2
 cgdelegate_refusals_total{cause="cgroup_v1"} 0
 cgdelegate_refusals_total{cause="no_cgroupns"} 1
 cgdelegate_refusals_total{cause="no_nsdelegate"} 0
+cgdelegate_refusals_total{cause="node_budget"} 0
 cgdelegate_refusals_total{cause="other"} 0
 cgdelegate_refusals_total{cause="pinning"} 0
 cgdelegate_refusals_total{cause="pod_bounds"} 2

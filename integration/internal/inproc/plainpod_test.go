@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 )
@@ -29,7 +31,9 @@ import (
 // an in-place resize the kubelet's sequence (v1.37 doPodResizeAction): the
 // pod's update with its CPU request read back through cpu.weight and its
 // memory limit read back from memory.max, then the exact request, then
-// the container.
+// the container. Writable pods come and go too, under a node budget of
+// delegated cgroups that holds one of them (nodeMaxDelegatedCgroups at the
+// node cap), so the others are refused beside the plain pods.
 func TestPlainPodProperty(t *testing.T) {
 	for _, pinning := range []bool{false, true} {
 		for seed := uint64(1); seed <= 4; seed++ {
@@ -37,6 +41,7 @@ func TestPlainPodProperty(t *testing.T) {
 				e := setupPinning(t, func(c *config.Config) {
 					c.CPUPinning = pinning
 					c.ReservedCPUs = "0"
+					c.NodeMaxDelegatedCgroups = c.MaxDescendants
 				})
 				w := &plainWorld{e: e, rng: rand.New(rand.NewPCG(seed, 22)), pinning: pinning, plain: map[string]*plainPod{}}
 				for step := range 250 {
@@ -68,7 +73,9 @@ type plainWorld struct {
 	pinning bool
 	plain   map[string]*plainPod
 	pinned  []*api.PodSandbox
-	n       int
+	// writable is the live writable pod, nil when there is none.
+	writable *api.PodSandbox
+	n        int
 }
 
 func (w *plainWorld) step(t *testing.T, step int) {
@@ -84,8 +91,10 @@ func (w *plainWorld) step(t *testing.T, step int) {
 		w.removeContainer(t, ctx)
 	case r < 75:
 		w.removePlain(t, ctx)
-	case r < 87:
+	case r < 81:
 		w.runPinned(t)
+	case r < 87:
+		w.runWritable(t, ctx)
 	case r < 95:
 		w.removePinned(t, ctx)
 	default:
@@ -402,6 +411,50 @@ func (w *plainWorld) runPinned(t *testing.T) {
 		t.Fatalf("shared container of pinned pod %s: %v", uid, err)
 	}
 	w.pinned = append(w.pinned, pod)
+}
+
+// runWritable asks for a writable pod. With none live it is admitted; with
+// one live the budget refuses it (node_budget), and then the live one is
+// removed, so the next is admitted again. After a Synchronize the plugin
+// knows the live one from its container's mounts.
+func (w *plainWorld) runWritable(t *testing.T, ctx context.Context) {
+	uid := "writable" + w.id()
+	parent := "/kubepods/burstable/pod" + uid
+	if err := w.e.host.AddPodCgroup(parent); err != nil {
+		t.Fatal(err)
+	}
+	pod := Pod("writable-"+uid, uid, parent, map[string]string{annotations.WritableCgroups.Name: "true"})
+	if err := w.e.runPod(pod); err != nil {
+		t.Errorf("RunPodSandbox of writable pod %s: %v", uid, err)
+		return
+	}
+	_, err := w.e.create(pod, Container(pod, "w"))
+	switch {
+	case w.writable == nil && err != nil:
+		t.Errorf("writable pod %s with no other live: %v", uid, err)
+	case w.writable != nil && err == nil:
+		t.Errorf("writable pod %s admitted beside %s past a budget for one", uid, w.writable.GetName())
+	case err != nil && !strings.Contains(err.Error(), "nodeMaxDelegatedCgroups"):
+		t.Errorf("writable pod %s refused for another reason: %v", uid, err)
+	}
+	w.checkAsync(t)
+	if err == nil {
+		w.writable = pod
+		return
+	}
+	for _, p := range []*api.PodSandbox{pod, w.writable} {
+		if c := w.e.node.ctrs[p.Id+"-w"]; c != nil {
+			w.stopRemove(t, ctx, p, c)
+		}
+		if err := w.e.rt.StopPod(ctx, p); err != nil {
+			t.Errorf("StopPodSandbox of writable pod %s: %v", p.Id, err)
+		}
+		if err := w.e.rt.RemovePod(ctx, p); err != nil {
+			t.Errorf("RemovePodSandbox of writable pod %s: %v", p.Id, err)
+		}
+		w.e.node.removePod(p.Id)
+	}
+	w.writable = nil
 }
 
 func (w *plainWorld) removePinned(t *testing.T, ctx context.Context) {

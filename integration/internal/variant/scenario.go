@@ -241,6 +241,23 @@ const (
 	// one CPU each (cgdelegate-init, the cpuset controller delegated); a
 	// CPU outside the pod's is refused.
 	ClusterVMSplit Scenario = "ClusterVMSplit"
+	// NodeDelegationBudget: with a small nodeMaxDelegatedCgroups, the
+	// writable pod past it is refused with an error naming the budget, what
+	// is reserved and by how many pods, and what it asks; a plain pod
+	// runs; a removed pod frees its share; a restarted plugin rebuilds
+	// the reservations from the running containers.
+	NodeDelegationBudget Scenario = "NodeDelegationBudget"
+	// DyingCgroups: a writable container churns memory cgroups (mkdir,
+	// charge page cache, rmdir); the dying cgroups it leaves are in
+	// cgdelegate status and /metrics, and counted against the node budget;
+	// what memory.reclaim and drop_caches free is measured.
+	DyingCgroups Scenario = "DyingCgroups"
+	// UnsafeAfterStart: cgroup2 is remounted without nsdelegate while a
+	// writable container runs: it can now raise its own memory.max, and
+	// cgdelegate names it (an error log with its pod and container,
+	// cgdelegate status, cgdelegate_unsafe_writable_containers) until
+	// nsdelegate is back.
+	UnsafeAfterStart Scenario = "UnsafeAfterStart"
 )
 
 // scenarios lists every Scenario constant.
@@ -260,6 +277,7 @@ var scenarios = []Scenario{
 	ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned, ClusterHelmUninstall,
 	ClusterEphemeralContainers, ClusterResizeBubble, ClusterPinningOracle,
 	ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit,
+	NodeDelegationBudget, DyingCgroups, UnsafeAfterStart,
 }
 
 // NeedsEngines reports whether the scenario runs the engines image

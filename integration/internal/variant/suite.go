@@ -19,8 +19,14 @@ func Suite() []Variant {
 	// proves is the kernel's and runc's, not containerd's.
 	inPod := []Scenario{InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd}
 	noNSDelegate := []Scenario{Harness, RefusedWithoutNSDelegate, GuardCgroupWritable}
+	// The node budget of delegated cgroups, the dying cgroups and the
+	// writable containers a remount without nsdelegate leaves running.
+	delegation := []Scenario{NodeDelegationBudget, DyingCgroups, UnsafeAfterStart}
 	return []Variant{
-		{Name: "ctd24-nsdelegate-external", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2, Scenarios: append(slices.Clone(nsdelegate), inPod...)},
+		{
+			Name: "ctd24-nsdelegate-external", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2,
+			Scenarios: slices.Concat(nsdelegate, inPod, delegation),
+		},
 		// The kubelet's view of the same refusal shares the boot, last
 		// (a kubelet kills pods it did not make).
 		{

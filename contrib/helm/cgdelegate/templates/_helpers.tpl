@@ -7,6 +7,7 @@ tells whether the values' config is the defaults (for the header).
 guard: enforce
 maxDescendants: 250
 maxDepth: 50
+nodeMaxDelegatedCgroups: 10000
 hookPath: /usr/local/bin/cgdelegate-hook
 featureFile: /etc/kubernetes/node-feature-discovery/features.d/cgdelegate
 statusFile: /run/cgdelegate/status.json
