@@ -264,7 +264,7 @@ subjects: [{kind: ServiceAccount, name: ` + account + `, namespace: ` + helmName
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	out, err := kubectl(ctx, nil, "-n", helmNamespace, "create", "token", account, "--duration=10m")
+	out, err := kubectl(ctx, nil, "-n", helmNamespace, "create", "token", account, "--duration=20m")
 	if err != nil {
 		t.Fatal(err)
 	}
