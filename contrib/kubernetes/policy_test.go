@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -675,5 +677,70 @@ func TestPolicyUpdate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A pod that asks for nothing is never refused, on CREATE or UPDATE,
+// whatever it carried before and whatever namespace it is in: random
+// annotation sets drawn from every key the policies read, and others.
+func TestPolicyNeverRefusesPodsThatDoNotAsk(t *testing.T) {
+	base, userns := policies(t)
+	w := annotations.WritableCgroups.Name
+	keys := []string{
+		w, w + "/pod", w + "/container.app", annotations.CRIOWritable.Name, annotations.CRIOWritableLegacy.Name,
+		annotations.KubeRayWritable.Name, requiredPlugins, requiredPlugins + "/pod", requiredPlugins + "/container.app",
+		"tolerate-missing-plugins.cgdelegate.io", "tolerate-missing-plugins.cgdelegate.io/container.app",
+		"example.com/x", annotations.MaxDepth.Name,
+	}
+	values := []string{"true", "Writable", "false", " ReadOnly ", "", `["cgdelegate"]`, `["other"]`, "yes"}
+	optIn := regexp.MustCompile(`^\s*(ReadOnly|false)\s*$`)
+	asks := func(a map[string]string) bool {
+		for k, v := range a {
+			isOptIn := k == w || k == w+"/pod" || strings.HasPrefix(k, w+"/container.") || k == annotations.CRIOWritable.Name ||
+				k == annotations.CRIOWritableLegacy.Name || k == annotations.KubeRayWritable.Name
+			if isOptIn && !optIn.MatchString(v) {
+				return true
+			}
+		}
+		return false
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	draw := func() map[string]string {
+		a := map[string]string{}
+		for range rng.IntN(5) {
+			a[keys[rng.IntN(len(keys))]] = values[rng.IntN(len(values))]
+		}
+		return a
+	}
+	fa := false
+	namespaces := []map[string]any{namespace(t, nil), namespace(t, map[string]string{nsLabel: "allowed"})}
+	checked := 0
+	for i := range 3000 {
+		old, updated := draw(), draw()
+		if asks(updated) {
+			continue
+		}
+		checked++
+		var hostUsers *bool
+		if i%2 == 0 {
+			hostUsers = &fa
+		}
+		ns := namespaces[i%len(namespaces)]
+		for _, p := range []policy{base, userns} {
+			created, err := p.admit(pod(t, updated, hostUsers), ns)
+			if err != nil {
+				t.Fatalf("%s: CREATE %v: %v", p.name, updated, err)
+			}
+			changed, err := p.update(pod(t, old, hostUsers), pod(t, updated, hostUsers), ns)
+			if err != nil {
+				t.Fatalf("%s: UPDATE %v to %v: %v", p.name, old, updated, err)
+			}
+			if len(created) != 0 || len(changed) != 0 {
+				t.Fatalf("%s: a pod that asks for nothing (%v, before %v) was refused: CREATE %q, UPDATE %q", p.name, updated, old, created, changed)
+			}
+		}
+	}
+	if checked < 500 {
+		t.Fatalf("only %d draws asked for nothing; the generator is off", checked)
 	}
 }
