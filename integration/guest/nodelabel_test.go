@@ -175,12 +175,12 @@ func clusterNodeLabel(t *testing.T, e *guestEnv) {
 	if _, err := kubectlAs(ctx, token, "label", "node", kubeletNode, nodeLabel+"=true", "--overwrite"); err != nil {
 		t.Errorf("the plugin's own change, its label on its own node, was refused: %v", err)
 	}
-	uninstallAccountAttacks(ctx, t)
 	if n, err := getNode(ctx, ghostNode); err != nil {
 		t.Errorf("node %s: %v", ghostNode, err)
 	} else if v, ok := n.Labels[nodeLabel]; ok {
 		t.Errorf("node %s has %s=%s, want no such label", ghostNode, nodeLabel, v)
 	}
+	uninstallAccountAttacks(ctx, t)
 	clusterMetric(t, "ClusterNodeLabel", "cluster_node_label", map[string]float64{"selecting_pod_running_seconds": seconds(running)})
 }
 
@@ -229,7 +229,8 @@ func assertNodeUntouched(ctx context.Context, t *testing.T, name, label string) 
 // helm uninstall runs. The chart creates that account and its rights only
 // as pre-delete hooks; its policy, cgdelegate-node-label-uninstall, is in
 // place while the release is. So the test creates the account with the
-// hook's rights, issues a token for it, and plays on the ghost node: an
+// hook's rights (plus get: kubectl patch reads the node first, the Job's
+// client does not), issues a token for it, and plays on the ghost node: an
 // owner that does not exist, a finalizer, the label set; each refused by
 // the policy. Removing the label is allowed.
 func uninstallAccountAttacks(ctx context.Context, t *testing.T) {
@@ -246,7 +247,7 @@ metadata: {name: ` + account + `, namespace: ` + helmNamespace + `}
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: ` + rights + `}
-rules: [{apiGroups: [""], resources: ["nodes"], verbs: ["list", "patch"]}]
+rules: [{apiGroups: [""], resources: ["nodes"], verbs: ["get", "list", "patch"]}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
