@@ -66,6 +66,38 @@ func node(t *testing.T, name string, labels, annotations map[string]string, tain
 	})
 }
 
+// nodeEdited is node with edit applied to the typed Node first: an owner
+// reference, a finalizer, a status.
+func nodeEdited(t *testing.T, name string, labels map[string]string, edit func(*corev1.Node)) map[string]any {
+	t.Helper()
+	n := corev1.Node{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.NodeSpec{PodCIDR: "10.0.0.0/24"},
+	}
+	edit(&n)
+	return asMap(t, n)
+}
+
+// The attacks on a node's metadata and status besides its labels: each
+// edits a Node as a PATCH by a stolen token would.
+var (
+	// ownedByNothing gives the node an owner that does not exist: the
+	// garbage collector deletes the Node object.
+	ownedByNothing = func(n *corev1.Node) {
+		n.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "gone", UID: "00000000-0000-0000-0000-000000000001"}}
+	}
+	// finalized blocks the Node's deletion.
+	finalized      = func(n *corev1.Node) { n.Finalizers = []string{"example.com/block"} }
+	generateNamed  = func(n *corev1.Node) { n.GenerateName = "x-" }
+	gracePeriod    = func(n *corev1.Node) { n.DeletionGracePeriodSeconds = ptrTo(int64(0)) }
+	statusReported = func(n *corev1.Node) {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	}
+)
+
+func ptrTo[T any](v T) *T { return &v }
+
 // nodeUpdate is the activation of an UPDATE of node old to new by user,
 // whose token carries extra (nil: no extra at all, as a legacy token).
 func nodeUpdate(user string, extra map[string][]string, old, new map[string]any) map[string]any {
@@ -87,10 +119,13 @@ func TestNodeLabelPolicy(t *testing.T) {
 	p := nodeLabelPolicy(t)
 	const (
 		own    = "may only label its own node"
+		value  = "may only set the label " + supportsLabel + ` to "true" or remove it, not set it to `
 		others = "may change only the label " + supportsLabel
-		annot  = "may not change a node's annotations"
+		meta   = "may change only the label " + supportsLabel + " of a node, not "
+		annot  = meta + "metadata.annotations"
 		taints = "may not change a node's taints"
 		spec   = "may not change a node's spec"
+		status = "may not change a node's status"
 	)
 	base := map[string]string{"kubernetes.io/hostname": "a", "zone": "z1"}
 	with := func(m map[string]string, kv ...string) map[string]string {
@@ -123,8 +158,76 @@ func TestNodeLabelPolicy(t *testing.T) {
 			old: node(t, "a", base, nil), new: node(t, "a", with(base, supportsLabel, "true"), nil),
 		},
 		{
-			name: "own node, label changed", user: pluginUser, extra: tokenA,
+			name: "own node, label changed to false", user: pluginUser, extra: tokenA,
 			old: node(t, "a", with(base, supportsLabel, "true"), nil), new: node(t, "a", with(base, supportsLabel, "false"), nil),
+			want: []string{value + `"false"`},
+		},
+		{
+			name: "own node, label set to pwned", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", with(base, supportsLabel, "pwned"), nil),
+			want: []string{value + `"pwned"`},
+		},
+		{
+			name: "own node, label set to empty", user: pluginUser, extra: tokenA,
+			old: node(t, "a", with(base, supportsLabel, "true"), nil), new: node(t, "a", with(base, supportsLabel, ""), nil),
+			want: []string{value + `""`},
+		},
+		{
+			name: "own node, another value left as it was", user: pluginUser, extra: tokenA,
+			old: node(t, "a", with(base, supportsLabel, "false"), nil), new: node(t, "a", with(base, supportsLabel, "false"), nil),
+		},
+		{
+			name: "own node, another value removed", user: pluginUser, extra: tokenA,
+			old: node(t, "a", with(base, supportsLabel, "pwned"), nil), new: node(t, "a", base, nil),
+		},
+		{
+			name: "own node, another value set to true", user: pluginUser, extra: tokenA,
+			old: node(t, "a", with(base, supportsLabel, "pwned"), nil), new: node(t, "a", with(base, supportsLabel, "true"), nil),
+		},
+		{
+			name: "own node, an owner reference to nothing", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: nodeEdited(t, "a", base, ownedByNothing),
+			want: []string{meta + "metadata.ownerReferences"},
+		},
+		{
+			name: "own node, label set with an owner reference", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: nodeEdited(t, "a", with(base, supportsLabel, "true"), ownedByNothing),
+			want: []string{meta + "metadata.ownerReferences"},
+		},
+		{
+			name: "own node, owner reference removed", user: pluginUser, extra: tokenA,
+			old: nodeEdited(t, "a", base, ownedByNothing), new: node(t, "a", base, nil),
+			want: []string{meta + "metadata.ownerReferences"},
+		},
+		{
+			name: "own node, a finalizer", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: nodeEdited(t, "a", base, finalized),
+			want: []string{meta + "metadata.finalizers"},
+		},
+		{
+			name: "own node, generateName", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: nodeEdited(t, "a", base, generateNamed),
+			want: []string{meta + "metadata.generateName"},
+		},
+		{
+			name: "own node, deletionGracePeriodSeconds", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: nodeEdited(t, "a", base, gracePeriod),
+			want: []string{meta + "metadata.deletionGracePeriodSeconds"},
+		},
+		{
+			name: "own node, status", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: nodeEdited(t, "a", base, statusReported),
+			want: []string{status},
+		},
+		{
+			name: "own node, label set, owner, finalizer and annotation", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil),
+			new: nodeEdited(t, "a", with(base, supportsLabel, "true"), func(n *corev1.Node) {
+				ownedByNothing(n)
+				finalized(n)
+				n.Annotations = map[string]string{"x": "y"}
+			}),
+			want: []string{meta + "metadata.annotations, metadata.ownerReferences, metadata.finalizers"},
 		},
 		{
 			name: "own node, label removed", user: pluginUser, extra: tokenA,
@@ -202,6 +305,11 @@ func TestNodeLabelPolicy(t *testing.T) {
 			name: "stolen token changing everything", user: pluginUser, extra: tokenA,
 			old: node(t, "b", base, nil), new: node(t, "b", with(base, "zone", "z9"), map[string]string{"x": "y"}, taint),
 			want: []string{own, others, annot, taints, spec},
+		},
+		{
+			name: "stolen token labelling another node pwned with a finalizer", user: pluginUser, extra: tokenA,
+			old: node(t, "b", base, nil), new: nodeEdited(t, "b", with(base, supportsLabel, "pwned"), finalized),
+			want: []string{own, value, meta + "metadata.finalizers"},
 		},
 		{
 			name: "another user is not matched", user: "system:node:a", extra: tokenA,

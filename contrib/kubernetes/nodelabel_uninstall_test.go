@@ -21,9 +21,11 @@ func TestNodeLabelUninstallPolicy(t *testing.T) {
 	const (
 		notSet = "may only remove the label " + supportsLabel + ": the updated node still has it"
 		others = "may change only the label " + supportsLabel
-		annot  = "may not change a node's annotations"
+		meta   = "may change only the label " + supportsLabel + " of a node, not "
+		annot  = meta + "metadata.annotations"
 		taints = "may not change a node's taints"
 		spec   = "may not change a node's spec"
+		status = "may not change a node's status"
 	)
 	base := map[string]string{"kubernetes.io/hostname": "a", "zone": "z1"}
 	with := func(m map[string]string, kv ...string) map[string]string {
@@ -68,6 +70,36 @@ func TestNodeLabelUninstallPolicy(t *testing.T) {
 		{
 			name: "already gone: the patch changes nothing", user: uninstallUser, extra: jobToken,
 			old: node(t, "a", base, nil), new: node(t, "a", base, nil),
+		},
+		{
+			name: "removed, an owner reference to nothing", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, nil), new: nodeEdited(t, "a", base, ownedByNothing),
+			want: []string{meta + "metadata.ownerReferences"},
+		},
+		{
+			name: "an owner reference on any node", user: uninstallUser, extra: jobToken,
+			old: node(t, "b", base, nil), new: nodeEdited(t, "b", base, ownedByNothing),
+			want: []string{meta + "metadata.ownerReferences"},
+		},
+		{
+			name: "a finalizer", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", base, nil), new: nodeEdited(t, "a", base, finalized),
+			want: []string{meta + "metadata.finalizers"},
+		},
+		{
+			name: "removed, generateName and grace period", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, nil), new: nodeEdited(t, "a", base, func(n *corev1.Node) { generateNamed(n); gracePeriod(n) }),
+			want: []string{meta + "metadata.generateName, metadata.deletionGracePeriodSeconds"},
+		},
+		{
+			name: "status", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, nil), new: nodeEdited(t, "a", base, statusReported),
+			want: []string{status},
+		},
+		{
+			name: "label set to pwned", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, nil), new: node(t, "a", with(base, supportsLabel, "pwned"), nil),
+			want: []string{notSet},
 		},
 		{
 			name: "label added", user: uninstallUser, extra: jobToken,

@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -106,7 +109,10 @@ type validation struct {
 // Every validation has a message; the writable-cgroups policies also a
 // messageExpression (compilePolicy with wantMessageExpressions).
 type policy struct {
-	name        string
+	name string
+	// operations are those the policy's resource rules match; a request
+	// of another operation is not matched.
+	operations  []string
 	matches     []cel.Program
 	variables   []variable
 	validations []validation
@@ -116,6 +122,11 @@ func compilePolicy(t *testing.T, p admissionv1.ValidatingAdmissionPolicy, wantMe
 	t.Helper()
 	env, matchEnv := celEnv(t, false), celEnv(t, true)
 	c := policy{name: p.Name}
+	for _, r := range p.Spec.MatchConstraints.ResourceRules {
+		for _, op := range r.Operations {
+			c.operations = append(c.operations, string(op))
+		}
+	}
 	for _, m := range p.Spec.MatchConditions {
 		c.matches = append(c.matches, compile(t, matchEnv, p.Name+" matchCondition "+m.Name, m.Expression))
 	}
@@ -147,10 +158,15 @@ func (p policy) admit(pod, ns map[string]any) ([]string, error) {
 
 // review evaluates the policy on the activation act (object, oldObject,
 // request, params) and returns the messages of the failed validations;
-// none: admitted, or not matched. Variables are evaluated eagerly, so one
-// that fails on some request fails the test even where the API server
-// would not have needed it.
+// none: admitted, or not matched (by the rules' operations or the match
+// conditions). Variables are evaluated eagerly, so one that fails on some
+// request fails the test even where the API server would not have needed
+// it.
 func (p policy) review(act map[string]any, ns map[string]any) ([]string, error) {
+	req, _ := act["request"].(map[string]any)
+	if op, _ := req["operation"].(string); !slices.Contains(p.operations, op) && !slices.Contains(p.operations, "*") {
+		return nil, nil
+	}
 	for _, m := range p.matches {
 		out, _, err := m.Eval(act)
 		if err != nil {
@@ -193,6 +209,15 @@ func (p policy) review(act map[string]any, ns map[string]any) ([]string, error) 
 		denied = append(denied, s)
 	}
 	return denied, nil
+}
+
+// update evaluates the policy the way the API server does for an UPDATE
+// of pod old to new in namespace ns.
+func (p policy) update(old, new, ns map[string]any) ([]string, error) {
+	return p.review(map[string]any{
+		"object": new, "oldObject": old, "params": nil,
+		"request": map[string]any{"operation": "UPDATE"},
+	}, ns)
 }
 
 // asMap turns a typed object into what the API server hands CEL: its JSON.
@@ -393,7 +418,7 @@ func TestPolicyCoversRegistry(t *testing.T) {
 }
 
 // The manifests have the shape the policy relies on: each policy bound
-// with Deny, failing closed, on pod CREATE, and both policies agree on
+// with Deny, failing closed, on pod CREATE and UPDATE, and both policies agree on
 // what asking for a writable cgroup means.
 func TestPolicyManifests(t *testing.T) {
 	var optIn []string
@@ -409,8 +434,8 @@ func TestPolicyManifests(t *testing.T) {
 			}
 			rules := s.MatchConstraints.ResourceRules
 			if len(rules) != 1 || !slices.Equal(rules[0].Resources, []string{"pods"}) ||
-				!slices.Equal(rules[0].Operations, []admissionv1.OperationType{admissionv1.Create}) {
-				t.Errorf("%s: policy %s: want one rule, pods on CREATE; got %+v", file, p.Name, rules)
+				!slices.Equal(rules[0].Operations, []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}) {
+				t.Errorf("%s: policy %s: want one rule, pods (not their subresources) on CREATE and UPDATE; got %+v", file, p.Name, rules)
 			}
 			i := slices.IndexFunc(s.Variables, func(v admissionv1.Variable) bool { return v.Name == "optInKeys" })
 			if i < 0 {
@@ -483,5 +508,239 @@ func TestPolicyAllowedNamespaces(t *testing.T) {
 				t.Errorf("denials %q, want one naming %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// An update of a pod may not add, change or remove an annotation the
+// runtime reads when it creates the pod sandbox (an opt-in key in any
+// scope and with any value, required-plugins.noderesource.dev,
+// tolerate-missing-plugins.cgdelegate.io) when the updated pod asks for a
+// writable cgroup: the kubelet creates the sandbox from the pod as it is
+// then, after a Pending or gated pod was annotated, and again when the
+// sandbox is re-created. Any other update is admitted, and a pod that
+// (as updated) asks for nothing is never refused.
+func TestPolicyUpdate(t *testing.T) {
+	base, userns := policies(t)
+	const (
+		w        = "writable-cgroups.noderesource.dev"
+		us       = `["cgdelegate"]`
+		tolerate = "tolerate-missing-plugins.cgdelegate.io"
+		readAt   = "the runtime reads it when it creates the pod sandbox, so it cannot change on an existing pod: delete the pod and create it again"
+		noNS     = "allows only in a user namespace"
+	)
+	allowed := map[string]string{nsLabel: "allowed"}
+	asking := ann(w, "true", requiredPlugins, us)
+	with := func(m map[string]string, kv ...string) map[string]string {
+		out := maps.Clone(m)
+		if out == nil {
+			out = map[string]string{}
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	without := func(m map[string]string, k string) map[string]string {
+		out := maps.Clone(m)
+		delete(out, k)
+		return out
+	}
+	tr, fa := true, false
+	tests := []struct {
+		name      string
+		labels    map[string]string
+		old, new  map[string]string
+		hostUsers *bool
+		// newLabels are pod labels the update adds.
+		newLabels map[string]string
+		// wantBase and wantUserns hold one substring per denial, in
+		// order; none means admitted.
+		wantBase, wantUserns []string
+	}{
+		// A Pending pod that asked for nothing, in a namespace not
+		// allowed, annotated afterwards.
+		{
+			name: "Pending pod annotated with the opt-in key", new: ann(w, "Writable"),
+			wantBase: []string{"annotation " + w + " was added, changed or removed on a pod that asks for a writable cgroup (" + w + "): " + readAt}, wantUserns: []string{noNS},
+		},
+		{
+			name: "Pending pod annotated with the opt-in key and required-plugins", new: asking,
+			wantBase: []string{readAt}, wantUserns: []string{noNS},
+		},
+		{
+			name: "Pending pod annotated with a container-scoped key", new: ann(w+"/container.app", "true"),
+			wantBase: []string{"annotation " + w + "/container.app was added"}, wantUserns: []string{noNS},
+		},
+		{
+			name: "Pending pod annotated with the pod-scoped key", new: ann(w+"/pod", "true"),
+			wantBase: []string{"annotation " + w + "/pod was added"}, wantUserns: []string{noNS},
+		},
+		{
+			name: "Pending pod annotated with CRI-O's key", new: ann(annotations.CRIOWritable.Name, "true"),
+			wantBase: []string{"annotation " + annotations.CRIOWritable.Name + " was added"}, wantUserns: []string{noNS},
+		},
+		{
+			name: "Pending pod annotated with CRI-O's older key", new: ann(annotations.CRIOWritableLegacy.Name, "true"),
+			wantBase: []string{"annotation " + annotations.CRIOWritableLegacy.Name + " was added"}, wantUserns: []string{noNS},
+		},
+		{
+			name: "Pending pod annotated with KubeRay's key", new: ann(annotations.KubeRayWritable.Name, "true"),
+			wantBase: []string{"annotation " + annotations.KubeRayWritable.Name + " was added"}, wantUserns: []string{noNS},
+		},
+		{
+			name: "opt-in key false turned true", old: ann(w, "false"), new: ann(w, "true"),
+			wantBase: []string{"annotation " + w + " was added"}, wantUserns: []string{noNS},
+		},
+		{
+			name: "container-scoped false removed under a pod-wide true", labels: allowed, hostUsers: &fa,
+			old: with(asking, w+"/container.app", "false"), new: asking,
+			wantBase: []string{"annotation " + w + "/container.app was added"},
+		},
+		{
+			name: "a user-namespaced pod in an allowed namespace, annotated", labels: allowed, hostUsers: &fa,
+			new: asking, wantBase: []string{readAt},
+		},
+
+		// A pod admitted as asking, in an allowed namespace.
+		{
+			name: "required-plugins removed", labels: allowed, hostUsers: &fa,
+			old: asking, new: without(asking, requiredPlugins),
+			wantBase: []string{"annotation " + requiredPlugins + " was added, changed or removed"},
+		},
+		{
+			name: "required-plugins no longer listing us", labels: allowed, hostUsers: &fa,
+			old: asking, new: with(asking, requiredPlugins, `["other"]`),
+			wantBase: []string{"annotation " + requiredPlugins + " was added"},
+		},
+		{
+			name: "container-scoped required-plugins added", labels: allowed, hostUsers: &fa,
+			old: asking, new: with(asking, requiredPlugins+"/container.app", `[]`),
+			wantBase: []string{"annotation " + requiredPlugins + "/container.app was added"},
+		},
+		{
+			name: "tolerate-missing-plugins added", labels: allowed, hostUsers: &fa,
+			old: asking, new: with(asking, tolerate, "true"),
+			wantBase: []string{"annotation " + tolerate + " was added"},
+		},
+		{
+			name: "container-scoped tolerate-missing-plugins added", labels: allowed, hostUsers: &fa,
+			old: asking, new: with(asking, tolerate+"/container.app", "true"),
+			wantBase: []string{"annotation " + tolerate + "/container.app was added"},
+		},
+		{
+			name: "opt-in value changed", labels: allowed, hostUsers: &fa,
+			old: asking, new: with(asking, w, "Writable"),
+			wantBase: []string{"annotation " + w + " was added"},
+		},
+		{
+			name: "opt-in key moved to the pod scope", labels: allowed, hostUsers: &fa,
+			old: asking, new: with(without(asking, w), w+"/pod", "true"),
+			wantBase: []string{"annotation " + w + "/pod, " + w + " was added"},
+		},
+
+		// Admitted.
+		{name: "asking pod, another annotation added", labels: allowed, hostUsers: &fa, old: asking, new: with(asking, "example.com/owner", "ci")},
+		{name: "asking pod, a label added", labels: allowed, hostUsers: &fa, old: asking, new: asking, newLabels: map[string]string{"team": "a"}},
+		{name: "asking pod, namespace no longer allowed, another annotation added", old: asking, new: with(asking, "example.com/x", "y")},
+		{name: "asking pod outside a user namespace, another annotation added", labels: allowed, old: asking, new: with(asking, "example.com/x", "y")},
+		{name: "asking pod, nothing changed", old: asking, new: asking, hostUsers: &tr},
+		{name: "opt-in removed", labels: allowed, hostUsers: &fa, old: asking, new: without(asking, w)},
+		{name: "every annotation removed", old: asking},
+		{name: "plain pod, another annotation added", new: ann("example.com/x", "y")},
+		{name: "plain pod, tolerate-missing-plugins added", new: ann(tolerate, "true")},
+		{name: "plain pod, required-plugins added and removed", old: ann(requiredPlugins, us), new: ann(requiredPlugins+"/pod", `["other"]`)},
+		{name: "plain pod, opt-in key false added", new: ann(w, "false", annotations.KubeRayWritable.Name, "false")},
+		{name: "plain pod, ReadOnly changed to false", old: ann(w, "ReadOnly"), new: ann(w, "false")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			old, ns := pod(t, tc.old, tc.hostUsers), namespace(t, tc.labels)
+			updated := pod(t, tc.new, tc.hostUsers)
+			if tc.newLabels != nil {
+				updated["metadata"].(map[string]any)["labels"] = tc.newLabels
+			}
+			for _, c := range []struct {
+				p    policy
+				want []string
+			}{{base, tc.wantBase}, {userns, tc.wantUserns}} {
+				got, err := c.p.update(old, updated, ns)
+				if err != nil {
+					t.Fatalf("%s: %v", c.p.name, err)
+				}
+				if len(got) != len(c.want) {
+					t.Fatalf("%s: denials %q, want %d matching %q", c.p.name, got, len(c.want), c.want)
+				}
+				for i := range got {
+					if !strings.Contains(got[i], c.want[i]) {
+						t.Errorf("%s: denial %q does not name %q", c.p.name, got[i], c.want[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// A pod that asks for nothing is never refused, on CREATE or UPDATE,
+// whatever it carried before and whatever namespace it is in: random
+// annotation sets drawn from every key the policies read, and others.
+func TestPolicyNeverRefusesPodsThatDoNotAsk(t *testing.T) {
+	base, userns := policies(t)
+	w := annotations.WritableCgroups.Name
+	keys := []string{
+		w, w + "/pod", w + "/container.app", annotations.CRIOWritable.Name, annotations.CRIOWritableLegacy.Name,
+		annotations.KubeRayWritable.Name, requiredPlugins, requiredPlugins + "/pod", requiredPlugins + "/container.app",
+		"tolerate-missing-plugins.cgdelegate.io", "tolerate-missing-plugins.cgdelegate.io/container.app",
+		"example.com/x", annotations.MaxDepth.Name,
+	}
+	values := []string{"true", "Writable", "false", " ReadOnly ", "", `["cgdelegate"]`, `["other"]`, "yes"}
+	optIn := regexp.MustCompile(`^\s*(ReadOnly|false)\s*$`)
+	asks := func(a map[string]string) bool {
+		for k, v := range a {
+			isOptIn := k == w || k == w+"/pod" || strings.HasPrefix(k, w+"/container.") || k == annotations.CRIOWritable.Name ||
+				k == annotations.CRIOWritableLegacy.Name || k == annotations.KubeRayWritable.Name
+			if isOptIn && !optIn.MatchString(v) {
+				return true
+			}
+		}
+		return false
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	draw := func() map[string]string {
+		a := map[string]string{}
+		for range rng.IntN(5) {
+			a[keys[rng.IntN(len(keys))]] = values[rng.IntN(len(values))]
+		}
+		return a
+	}
+	fa := false
+	namespaces := []map[string]any{namespace(t, nil), namespace(t, map[string]string{nsLabel: "allowed"})}
+	checked := 0
+	for i := range 3000 {
+		old, updated := draw(), draw()
+		if asks(updated) {
+			continue
+		}
+		checked++
+		var hostUsers *bool
+		if i%2 == 0 {
+			hostUsers = &fa
+		}
+		ns := namespaces[i%len(namespaces)]
+		for _, p := range []policy{base, userns} {
+			created, err := p.admit(pod(t, updated, hostUsers), ns)
+			if err != nil {
+				t.Fatalf("%s: CREATE %v: %v", p.name, updated, err)
+			}
+			changed, err := p.update(pod(t, old, hostUsers), pod(t, updated, hostUsers), ns)
+			if err != nil {
+				t.Fatalf("%s: UPDATE %v to %v: %v", p.name, old, updated, err)
+			}
+			if len(created) != 0 || len(changed) != 0 {
+				t.Fatalf("%s: a pod that asks for nothing (%v, before %v) was refused: CREATE %q, UPDATE %q", p.name, updated, old, created, changed)
+			}
+		}
+	}
+	if checked < 500 {
+		t.Fatalf("only %d draws asked for nothing; the generator is off", checked)
 	}
 }

@@ -470,7 +470,101 @@ func clusterAdmissionPolicy(t *testing.T, e *guestEnv) {
 		assertWritableMount(ctx, t, c)
 		assertDelegates(ctx, t, c)
 	}
+	admissionUpdates(ctx, t)
 	clusterMetric(t, "ClusterAdmissionPolicy", "cluster_admission", map[string]float64{"denied_seconds": seconds(deniedAfter)})
+}
+
+// admissionUpdates plays, against the real API server, the updates of a
+// pod that has not started yet: the kubelet hands the runtime the pod's
+// annotations as they are when it creates the sandbox, so an annotation
+// added to a Pending pod is one the runtime reads. In a namespace not
+// allowed, a pod that asked for nothing, held Pending by a node selector
+// that matches no node and by a scheduling gate, is annotated with each
+// form of the opt-in key: each refused with the policy's message. In an
+// allowed namespace, a gated pod that asks loses required-plugins or
+// gains tolerate-missing-plugins: refused. Other annotations and labels
+// are admitted.
+func admissionUpdates(ctx context.Context, t *testing.T) {
+	t.Helper()
+	pending := admissionPod("pending-plain", clusterNamespace, false)
+	pending.Spec.NodeSelector = map[string]string{"cgdelegate.io/no-such-node": "true"}
+	gated := admissionPod("gated-plain", clusterNamespace, false)
+	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "cgdelegate.io/held"}}
+	gatedAsking := admissionPod("gated-asking", allowedByLabel, true)
+	gatedAsking.Spec.SchedulingGates = gated.Spec.SchedulingGates
+	for _, p := range []*corev1.Pod{pending, gated, gatedAsking} {
+		if _, err := applyObject(ctx, p); err != nil {
+			t.Fatalf("pod %s/%s: %v", p.Namespace, p.Name, err)
+		}
+	}
+	t.Cleanup(func() {
+		deletePods(t, clusterNamespace, pending.Name, gated.Name)
+		deletePods(t, allowedByLabel, gatedAsking.Name)
+	})
+
+	const changed = "was added, changed or removed on a pod that asks for a writable cgroup"
+	type step struct {
+		what string
+		args []string
+		// want is the refusal's substring; "": admitted.
+		want string
+	}
+	var steps []step
+	for _, p := range []*corev1.Pod{pending, gated} {
+		on := []string{"-n", p.Namespace, "annotate", "pod", p.Name}
+		for _, key := range []string{
+			"writable-cgroups.noderesource.dev=Writable",
+			"writable-cgroups.noderesource.dev/container.work=true",
+			"cgroup2-mount-hierarchy-rw.crio.io=true",
+			"writable-cgroups.nri.io/enable=true",
+		} {
+			steps = append(steps, step{p.Name + ": " + key, append(slices.Clone(on), key), changed})
+		}
+		steps = append(steps,
+			step{p.Name + ": another annotation", append(slices.Clone(on), "example.com/note=kept"), ""},
+			step{p.Name + ": a label", []string{"-n", p.Namespace, "label", "pod", p.Name, "example.com/team=a"}, ""},
+		)
+	}
+	on := []string{"-n", gatedAsking.Namespace, "annotate", "pod", gatedAsking.Name}
+	steps = append(steps,
+		step{gatedAsking.Name + ": required-plugins removed", append(slices.Clone(on), "required-plugins.noderesource.dev-"), changed},
+		step{gatedAsking.Name + ": required-plugins without cgdelegate", append(slices.Clone(on), `required-plugins.noderesource.dev=["other"]`, "--overwrite"), changed},
+		step{gatedAsking.Name + ": tolerate-missing-plugins", append(slices.Clone(on), "tolerate-missing-plugins.cgdelegate.io=true"), changed},
+		step{gatedAsking.Name + ": another annotation", append(slices.Clone(on), "example.com/note=kept"), ""},
+	)
+	for _, s := range steps {
+		out, err := kubectl(ctx, nil, s.args...)
+		switch {
+		case s.want == "" && err != nil:
+			t.Errorf("%s: refused, want admitted: %v", s.what, err)
+		case s.want == "":
+			t.Logf("%s: admitted", s.what)
+		case err == nil:
+			t.Errorf("%s: admitted, want refused by %s: %s", s.what, writablePolicy, out)
+		case !strings.Contains(err.Error(), writablePolicy) || !strings.Contains(err.Error(), s.want):
+			t.Errorf("%s: refused, but not by %s with %q: %v", s.what, writablePolicy, s.want, err)
+		default:
+			t.Logf("%s: refused: %v", s.what, err)
+		}
+	}
+	// The refused updates left the pods as they were.
+	for _, want := range []*corev1.Pod{pending, gated, gatedAsking} {
+		p := &corev1.Pod{}
+		if err := getJSON(ctx, p, "-n", want.Namespace, "pod", want.Name); err != nil {
+			t.Errorf("pod %s/%s: %v", want.Namespace, want.Name, err)
+			continue
+		}
+		for k, v := range p.Annotations {
+			if k != "example.com/note" && k != "kubectl.kubernetes.io/last-applied-configuration" && want.Annotations[k] != v {
+				t.Errorf("pod %s/%s: annotation %s=%q, want %q", want.Namespace, want.Name, k, v, want.Annotations[k])
+			}
+		}
+		for k, v := range want.Annotations {
+			if p.Annotations[k] != v {
+				t.Errorf("pod %s/%s: annotation %s=%q, want %q", want.Namespace, want.Name, k, p.Annotations[k], v)
+			}
+		}
+	}
 }
 
 // waitNamespacedPod waits until pod namespace/name runs container.

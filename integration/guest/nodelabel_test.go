@@ -158,11 +158,18 @@ func clusterNodeLabel(t *testing.T, e *guestEnv) {
 		{"label another node", []string{"label", "node", ghostNode, nodeLabel + "=true"}, "may only label its own node"},
 		{"change another label of its own node", []string{"label", "node", kubeletNode, "stolen=yes"}, "may change only the label " + nodeLabel},
 		{"taint its own node", []string{"taint", "node", kubeletNode, "stolen=yes:NoSchedule"}, "cgdelegate-node-label"},
+		{
+			"give its own node an owner that does not exist (the garbage collector would delete the Node)",
+			mergePatch(kubeletNode, ownerPatch), "may change only the label " + nodeLabel + " of a node, not metadata.ownerReferences",
+		},
+		{"give its own node a finalizer", mergePatch(kubeletNode, finalizerPatch), "of a node, not metadata.finalizers"},
+		{"set the label to pwned", mergePatch(kubeletNode, labelPatch("pwned")), `may only set the label ` + nodeLabel + ` to "true" or remove it, not set it to "pwned"`},
 	}
 	for _, r := range refusals {
 		out, err := kubectlAs(ctx, token, r.args...)
 		if err == nil {
 			t.Errorf("the stolen token could %s: %s", r.what, out)
+			undoAttack(ctx, t, kubeletNode)
 			continue
 		}
 		if !strings.Contains(err.Error(), r.want) {
@@ -170,7 +177,12 @@ func clusterNodeLabel(t *testing.T, e *guestEnv) {
 		}
 		t.Logf("stolen token, %s: refused: %v", r.what, err)
 	}
-	// What the plugin itself does is allowed: the label on its own node.
+	assertNodeUntouched(ctx, t, kubeletNode, "true")
+	// What the plugin itself does is allowed: the label on its own node,
+	// set with its own merge patch (advert's labelPatch) and with kubectl.
+	if _, err := kubectlAs(ctx, token, mergePatch(kubeletNode, labelPatch("true"))...); err != nil {
+		t.Errorf("the plugin's own change, its label on its own node, was refused: %v", err)
+	}
 	if _, err := kubectlAs(ctx, token, "label", "node", kubeletNode, nodeLabel+"=true", "--overwrite"); err != nil {
 		t.Errorf("the plugin's own change, its label on its own node, was refused: %v", err)
 	}
@@ -179,5 +191,136 @@ func clusterNodeLabel(t *testing.T, e *guestEnv) {
 	} else if v, ok := n.Labels[nodeLabel]; ok {
 		t.Errorf("node %s has %s=%s, want no such label", ghostNode, nodeLabel, v)
 	}
+	uninstallAccountAttacks(ctx, t)
 	clusterMetric(t, "ClusterNodeLabel", "cluster_node_label", map[string]float64{"selecting_pod_running_seconds": seconds(running)})
+}
+
+// The attacks' merge patches, as a stolen token sends them.
+const (
+	// ownerPatch gives a Node an owner that does not exist: the garbage
+	// collector deletes an object whose owners are all gone.
+	ownerPatch = `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"cgd-gone","uid":"00000000-0000-0000-0000-00000000dead"}]}}`
+	// finalizerPatch blocks the Node's deletion.
+	finalizerPatch = `{"metadata":{"finalizers":["cgdelegate.io/stolen"]}}`
+)
+
+// labelPatch is the merge patch that sets the node label to value, as the
+// plugin sends it (advert's labelPatch), or removes it for "".
+func labelPatch(value string) string {
+	if value == "" {
+		return `{"metadata":{"labels":{"` + nodeLabel + `":null}}}`
+	}
+	return `{"metadata":{"labels":{"` + nodeLabel + `":"` + value + `"}}}`
+}
+
+// mergePatch is the kubectl arguments that send patch to Node node.
+func mergePatch(node, patch string) []string {
+	return []string{"patch", "node", node, "--type=merge", "-p", patch}
+}
+
+// assertNodeUntouched checks that node has no owner and no finalizer, and
+// the node label label (""; none).
+func assertNodeUntouched(ctx context.Context, t *testing.T, name, label string) {
+	t.Helper()
+	n, err := getNode(ctx, name)
+	if err != nil {
+		t.Errorf("node %s: %v", name, err)
+		return
+	}
+	if len(n.OwnerReferences) != 0 || len(n.Finalizers) != 0 {
+		t.Errorf("node %s has owners %v and finalizers %v, want none", name, n.OwnerReferences, n.Finalizers)
+	}
+	if v := n.Labels[nodeLabel]; v != label {
+		t.Errorf("node %s has %s=%q, want %q", name, nodeLabel, v, label)
+	}
+}
+
+// uninstallAccountAttacks plays a stolen token of the uninstall account,
+// ServiceAccount cgdelegate-uninstall, which may patch every node while
+// helm uninstall runs. The chart creates that account and its rights only
+// as pre-delete hooks; its policy, cgdelegate-node-label-uninstall, is in
+// place while the release is. So the test creates the account with the
+// hook's rights (plus get: kubectl patch reads the node first, the Job's
+// client does not), issues a token for it, and plays on the ghost node: an
+// owner that does not exist, a finalizer, the label set; each refused by
+// the policy. Removing the label is allowed.
+func uninstallAccountAttacks(ctx context.Context, t *testing.T) {
+	t.Helper()
+	const (
+		account = "cgdelegate-uninstall"
+		rights  = "cgd-test-uninstall-rights"
+		policy  = "cgdelegate-node-label-uninstall"
+	)
+	objects := []byte(`apiVersion: v1
+kind: ServiceAccount
+metadata: {name: ` + account + `, namespace: ` + helmNamespace + `}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: ` + rights + `}
+rules: [{apiGroups: [""], resources: ["nodes"], verbs: ["get", "list", "patch"]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: ` + rights + `}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ` + rights + `}
+subjects: [{kind: ServiceAccount, name: ` + account + `, namespace: ` + helmNamespace + `}]
+`)
+	if out, err := kubectl(ctx, objects, "apply", "-f", "-"); err != nil {
+		t.Fatalf("the uninstall account with the hook's rights: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := kubectl(ctx, objects, "delete", "-f", "-", "--wait=true"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	out, err := kubectl(ctx, nil, "-n", helmNamespace, "create", "token", account, "--duration=20m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := string(out)
+	if _, err := kubectl(ctx, nil, "label", "node", ghostNode, nodeLabel+"=true", "--overwrite"); err != nil {
+		t.Fatal(err)
+	}
+	// The API server names the first validation that fails: a patch that
+	// leaves the label in place fails on that, so each attack on the
+	// metadata also removes the label, as the Job's own patch does.
+	removed := `{"metadata":{"labels":{"` + nodeLabel + `":null},`
+	for _, r := range []struct{ what, patch, want string }{
+		{"give a node an owner that does not exist", ownerPatch, "may only remove the label " + nodeLabel + ": the updated node still has it"},
+		{
+			"remove the label and give the node an owner that does not exist", removed + strings.TrimPrefix(ownerPatch, `{"metadata":{`),
+			"may change only the label " + nodeLabel + " of a node, not metadata.ownerReferences",
+		},
+		{"remove the label and add a finalizer", removed + strings.TrimPrefix(finalizerPatch, `{"metadata":{`), "of a node, not metadata.finalizers"},
+		{"set the label to pwned", labelPatch("pwned"), "may only remove the label " + nodeLabel},
+	} {
+		out, err := kubectlAs(ctx, token, mergePatch(ghostNode, r.patch)...)
+		switch {
+		case err == nil:
+			t.Errorf("the uninstall account's token could %s: %s", r.what, out)
+			undoAttack(ctx, t, ghostNode)
+		case !strings.Contains(err.Error(), policy) || !strings.Contains(err.Error(), r.want):
+			t.Errorf("the uninstall account's attempt to %s was refused, but not by %s with %q: %v", r.what, policy, r.want, err)
+		default:
+			t.Logf("uninstall account, %s: refused: %v", r.what, err)
+		}
+	}
+	assertNodeUntouched(ctx, t, ghostNode, "true")
+	// What the uninstall Job does is allowed: remove the label.
+	if _, err := kubectlAs(ctx, token, mergePatch(ghostNode, labelPatch(""))...); err != nil {
+		t.Errorf("the uninstall account's own change, removing the label, was refused: %v", err)
+	}
+	assertNodeUntouched(ctx, t, ghostNode, "")
+}
+
+// undoAttack removes, as the admin, the owners and finalizers an attack
+// that was not refused gave node, before the garbage collector deletes it.
+func undoAttack(ctx context.Context, t *testing.T, node string) {
+	t.Helper()
+	if _, err := kubectl(ctx, nil, mergePatch(node, `{"metadata":{"ownerReferences":null,"finalizers":null}}`)...); err != nil {
+		t.Errorf("undo the attack on node %s: %v", node, err)
+	}
 }

@@ -118,3 +118,68 @@ object.metadata.annotations.filter(k,
   && !object.metadata.annotations[k].matches(r'^\s*(ReadOnly|false)\s*$')) :
 []
 {{- end }}
+
+{{/*
+cgdelegate.sandboxKey is a CEL condition on an annotation key k: true for
+every key the runtime and its NRI plugins read when they create a pod
+sandbox and that decides whether the pod gets a writable cgroup or fails
+closed: each opt-in key of cgdelegate.optInKeys, whatever its value, and
+every scope of required-plugins.noderesource.dev and
+tolerate-missing-plugins.cgdelegate.io.
+*/}}
+{{- define "cgdelegate.sandboxKey" -}}
+k in ['writable-cgroups.noderesource.dev',
+      'writable-cgroups.noderesource.dev/pod',
+      'cgroup2-mount-hierarchy-rw.crio.io',
+      'io.kubernetes.cri-o.cgroup2-mount-hierarchy-rw',
+      'writable-cgroups.nri.io/enable',
+      'required-plugins.noderesource.dev',
+      'required-plugins.noderesource.dev/pod',
+      'tolerate-missing-plugins.cgdelegate.io',
+      'tolerate-missing-plugins.cgdelegate.io/pod']
+|| k.startsWith('writable-cgroups.noderesource.dev/container.')
+|| k.startsWith('required-plugins.noderesource.dev/container.')
+|| k.startsWith('tolerate-missing-plugins.cgdelegate.io/container.')
+{{- end }}
+
+{{/*
+cgdelegate.sandboxKeysChanged is the CEL list of the cgdelegate.sandboxKey
+annotations an UPDATE of a pod added, changed or removed; empty on CREATE.
+*/}}
+{{- define "cgdelegate.sandboxKeysChanged" -}}
+request.operation != 'UPDATE' ? [] :
+(has(object.metadata.annotations) ?
+ object.metadata.annotations.filter(k, ({{ include "cgdelegate.sandboxKey" . | nindent 2 }}) &&
+   !(has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations &&
+     oldObject.metadata.annotations[k] == object.metadata.annotations[k])) :
+ []) +
+(has(oldObject.metadata.annotations) ?
+ oldObject.metadata.annotations.filter(k, ({{ include "cgdelegate.sandboxKey" . | nindent 2 }}) &&
+   !(has(object.metadata.annotations) && k in object.metadata.annotations)) :
+ [])
+{{- end }}
+
+{{/*
+cgdelegate.nodeMetadataChanged is the CEL list of the fields of a Node's
+metadata, other than its labels, that an UPDATE changed, as
+metadata.<field>: every field a client can write (name, uid,
+creationTimestamp and deletionTimestamp the API server keeps;
+resourceVersion and managedFields it writes itself).
+*/}}
+{{- define "cgdelegate.nodeMetadataChanged" -}}
+(has(object.metadata.annotations) == has(oldObject.metadata.annotations) &&
+ (!has(object.metadata.annotations) || object.metadata.annotations == oldObject.metadata.annotations) ?
+ [] : ['metadata.annotations']) +
+(has(object.metadata.ownerReferences) == has(oldObject.metadata.ownerReferences) &&
+ (!has(object.metadata.ownerReferences) || object.metadata.ownerReferences == oldObject.metadata.ownerReferences) ?
+ [] : ['metadata.ownerReferences']) +
+(has(object.metadata.finalizers) == has(oldObject.metadata.finalizers) &&
+ (!has(object.metadata.finalizers) || object.metadata.finalizers == oldObject.metadata.finalizers) ?
+ [] : ['metadata.finalizers']) +
+(has(object.metadata.generateName) == has(oldObject.metadata.generateName) &&
+ (!has(object.metadata.generateName) || object.metadata.generateName == oldObject.metadata.generateName) ?
+ [] : ['metadata.generateName']) +
+(has(object.metadata.deletionGracePeriodSeconds) == has(oldObject.metadata.deletionGracePeriodSeconds) &&
+ (!has(object.metadata.deletionGracePeriodSeconds) || object.metadata.deletionGracePeriodSeconds == oldObject.metadata.deletionGracePeriodSeconds) ?
+ [] : ['metadata.deletionGracePeriodSeconds'])
+{{- end }}
