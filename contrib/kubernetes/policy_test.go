@@ -277,6 +277,43 @@ func ann(kv ...string) map[string]string {
 	return m
 }
 
+// with returns a copy of m with the key-value pairs kv set.
+func with(m map[string]string, kv ...string) map[string]string {
+	out := maps.Clone(m)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
+
+// without returns a copy of m without key k.
+func without(m map[string]string, k string) map[string]string {
+	out := maps.Clone(m)
+	delete(out, k)
+	return out
+}
+
+// wantDenials fails unless got has one denial for each of want, in order,
+// each containing its text; who names the policy in the messages ("" for
+// none).
+func wantDenials(t *testing.T, who string, got, want []string) {
+	t.Helper()
+	if who != "" {
+		who += ": "
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%sdenials %q, want %d matching %q", who, got, len(want), want)
+	}
+	for i := range got {
+		if !strings.Contains(got[i], want[i]) {
+			t.Errorf("%sdenial %q does not name %q", who, got[i], want[i])
+		}
+	}
+}
+
 func TestPolicyAdmission(t *testing.T) {
 	base, userns := policies(t)
 	const (
@@ -377,14 +414,7 @@ func TestPolicyAdmission(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", c.p.name, err)
 				}
-				if len(got) != len(c.want) {
-					t.Fatalf("%s: denials %q, want %d matching %q", c.p.name, got, len(c.want), c.want)
-				}
-				for i := range got {
-					if !strings.Contains(got[i], c.want[i]) {
-						t.Errorf("%s: denial %q does not name %q", c.p.name, got[i], c.want[i])
-					}
-				}
+				wantDenials(t, c.p.name, got, c.want)
 			}
 		})
 	}
@@ -530,21 +560,6 @@ func TestPolicyUpdate(t *testing.T) {
 	)
 	allowed := map[string]string{nsLabel: "allowed"}
 	asking := ann(w, "true", requiredPlugins, us)
-	with := func(m map[string]string, kv ...string) map[string]string {
-		out := maps.Clone(m)
-		if out == nil {
-			out = map[string]string{}
-		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			out[kv[i]] = kv[i+1]
-		}
-		return out
-	}
-	without := func(m map[string]string, k string) map[string]string {
-		out := maps.Clone(m)
-		delete(out, k)
-		return out
-	}
 	tr, fa := true, false
 	tests := []struct {
 		name      string
@@ -667,14 +682,7 @@ func TestPolicyUpdate(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", c.p.name, err)
 				}
-				if len(got) != len(c.want) {
-					t.Fatalf("%s: denials %q, want %d matching %q", c.p.name, got, len(c.want), c.want)
-				}
-				for i := range got {
-					if !strings.Contains(got[i], c.want[i]) {
-						t.Errorf("%s: denial %q does not name %q", c.p.name, got[i], c.want[i])
-					}
-				}
+				wantDenials(t, c.p.name, got, c.want)
 			}
 		})
 	}
