@@ -45,15 +45,13 @@ import (
 
 // docKinds are the objects a page may show, by apiVersion/kind.
 var docKinds = map[string]func() any{
-	"v1/Pod":             func() any { return new(corev1.Pod) },
-	"v1/Namespace":       func() any { return new(corev1.Namespace) },
-	"v1/ConfigMap":       func() any { return new(corev1.ConfigMap) },
-	"apps/v1/Deployment": func() any { return new(appsv1.Deployment) },
-	"apps/v1/DaemonSet":  func() any { return new(appsv1.DaemonSet) },
-	"apps/v1/StatefulSet": func() any {
-		return new(appsv1.StatefulSet)
-	},
-	"batch/v1/Job": func() any { return new(batchv1.Job) },
+	"v1/Pod":              func() any { return new(corev1.Pod) },
+	"v1/Namespace":        func() any { return new(corev1.Namespace) },
+	"v1/ConfigMap":        func() any { return new(corev1.ConfigMap) },
+	"apps/v1/Deployment":  func() any { return new(appsv1.Deployment) },
+	"apps/v1/DaemonSet":   func() any { return new(appsv1.DaemonSet) },
+	"apps/v1/StatefulSet": func() any { return new(appsv1.StatefulSet) },
+	"batch/v1/Job":        func() any { return new(batchv1.Job) },
 }
 
 // docsNamespace is the namespace a page's pod is judged in when it names
@@ -90,7 +88,7 @@ func isYAML(b doccheck.Block) bool {
 func podOf(obj any) (corev1.Pod, bool) {
 	tm := metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 	template := func(ns string, pt corev1.PodTemplateSpec) corev1.Pod {
-		pt.ObjectMeta.Namespace = ns
+		pt.Namespace = ns
 		return corev1.Pod{TypeMeta: tm, ObjectMeta: pt.ObjectMeta, Spec: pt.Spec}
 	}
 	switch o := obj.(type) {

@@ -162,7 +162,7 @@ func checkTroubleshooting(md string, causes []refusal.Cause, errs []sentinel) []
 
 func TestCheckTroubleshooting(t *testing.T) {
 	fsys := fstest.MapFS{
-		"internal/a/a.go": {Data: []byte("package a\n\nimport \"errors\"\n\n// ErrA is a.\nvar ErrA = errors.New(\"a went wrong\")\n\nvar (\n\terrB = errors.New(`b \"quoted\"`)\n\tx    = 1\n\tErrC = fmt.Errorf(\"not a sentinel\")\n)\n")},
+		"internal/a/a.go":      {Data: []byte("package a\n\nimport \"errors\"\n\n// ErrA is a.\nvar ErrA = errors.New(\"a went wrong\")\n\nvar (\n\terrB = errors.New(`b \"quoted\"`)\n\tx    = 1\n\tErrC = fmt.Errorf(\"not a sentinel\")\n)\n")},
 		"internal/a/a_test.go": {Data: []byte("package a\n\nimport \"errors\"\n\nvar errT = errors.New(\"test only\")\n")},
 		"cmd/m/main.go":        {Data: []byte("package main\n\nimport \"errors\"\n\nfunc f() error { var e = errors.New(\"local\"); return e }\n")},
 	}
