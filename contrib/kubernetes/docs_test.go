@@ -3,6 +3,7 @@ package kubernetes_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -38,7 +39,9 @@ import (
 //   - any other YAML block is a part of something, and says what with
 //     <!-- part of: KIND --> before it: Pod and PodSpec decode strictly into
 //     that type, config parses as the plugin's config file
-//     (docs/configuration.md), which also rejects unknown keys.
+//     (docs/configuration.md), which also rejects unknown keys, and values
+//     render the chart (go tool helm template -f), whose values schema
+//     rejects an unknown key or a wrong type.
 //
 // A YAML block with neither fails the test, so nothing a user may copy goes
 // unchecked.
@@ -206,10 +209,14 @@ func checkManifest(t *testing.T, base policy, b doccheck.Block) (problems []stri
 }
 
 // checkPart decodes a block marked <!-- part of: KIND --> strictly as that
-// kind.
-func checkPart(kind string, b doccheck.Block) error {
+// kind; values (the chart's) are rendered with the chart, whose schema
+// rejects an unknown key or a wrong type.
+func checkPart(t *testing.T, kind string, b doccheck.Block) error {
+	t.Helper()
 	var err error
 	switch kind {
+	case "values":
+		err = renderWithValues(t, b.Text)
 	case "Pod":
 		err = sigsyaml.UnmarshalStrict([]byte(b.Text), new(corev1.Pod))
 	case "PodSpec":
@@ -217,10 +224,30 @@ func checkPart(kind string, b doccheck.Block) error {
 	case "config":
 		_, err = config.Parse(strings.NewReader(b.Text))
 	default:
-		return fmt.Errorf("<!-- part of: %s -->: unknown kind, want Pod, PodSpec or config", kind)
+		return fmt.Errorf("<!-- part of: %s -->: unknown kind, want Pod, PodSpec, config or values", kind)
 	}
 	if err != nil {
 		return fmt.Errorf("part of %s: %w", kind, err)
+	}
+	return nil
+}
+
+// renderWithValues renders the chart with values as a values file (-f) and
+// returns helm's error, which names the key a schema check refused.
+func renderWithValues(t *testing.T, values string) error {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("no go on PATH to run go tool helm: %v", err)
+	}
+	file := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(file, []byte(values), 0o600); err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "tool", "helm", "template", "cgdelegate", "../helm/cgdelegate", "--namespace", "kube-system", "-f", file)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // helm's one build (Makefile, chart)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("helm template -f: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
@@ -240,14 +267,14 @@ func checkDocBlocks(t *testing.T, base policy, page, md string) (problems []stri
 		}
 		at := fmt.Sprintf("%s:%d: ", page, b.Line)
 		if kind, ok := b.Mark("part of"); ok {
-			if err := checkPart(kind, b); err != nil {
+			if err := checkPart(t, kind, b); err != nil {
 				problems = append(problems, at+err.Error())
 			}
 			continue
 		}
 		if !topLevelKind.MatchString(b.Text) {
 			problems = append(problems, at+"a YAML block that is neither a manifest (apiVersion and kind) nor marked "+
-				"<!-- part of: Pod|PodSpec|config --> on the line before it")
+				"<!-- part of: Pod|PodSpec|config|values --> on the line before it")
 			continue
 		}
 		p, n := checkManifest(t, base, b)
@@ -323,12 +350,15 @@ func TestDocsManifestsFail(t *testing.T) {
 		{"a Pod fragment", "<!-- part of: Pod -->\n```yaml\nmetadata:\n  annotations:\n    a: b\n```\n", ""},
 		{"a config fragment", "<!-- part of: config -->\n```yaml\noptIn:\n  namespaces: [a]\n```\n", ""},
 		{"a misspelt config key", "<!-- part of: config -->\n```yaml\noptin:\n  namespaces: [a]\n```\n", "part of config: "},
-		{"an unknown part", "<!-- part of: Node -->\n```yaml\na: b\n```\n", "unknown kind, want Pod, PodSpec or config"},
+		{"an unknown part", "<!-- part of: Node -->\n```yaml\na: b\n```\n", "unknown kind, want Pod, PodSpec, config or values"},
+		{"chart values", "<!-- part of: values -->\n```yaml\nadmissionPolicy:\n  allowedNamespaces: [ci]\n```\n", ""},
+		{"misspelt chart values", "<!-- part of: values -->\n```yaml\nadmissionPolicy:\n  allowedNamespace: [ci]\n```\n", "additional properties 'allowedNamespace' not allowed"},
 		{"not YAML", "```sh\nkubectl apply -f x.yaml\n```\n", ""},
 		{"a manifest under another info string", "```\n" + asks + containers + "```\n", "pod p is denied"},
 		{"never closed", "```yaml\n" + asks, "page.md: line 1: the code block is never closed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // the values cases run helm, seconds each
 			got, _ := checkDocBlocks(t, base, "page.md", tc.md)
 			switch {
 			case tc.want == "" && len(got) != 0:
