@@ -181,17 +181,8 @@ func TestChartConfig(t *testing.T) {
 	if len(ports) != 1 || ports[0].Name != "metrics" || ports[0].ContainerPort != 9100 {
 		t.Errorf("ports %+v, want metrics 9100", ports)
 	}
-	// The plugin, not the chart, refuses a bad key or value, naming it.
-	for _, tc := range []struct{ set, want string }{
-		{"config.guardMode=warn", "guardMode"},
-		{"config.guard=audit", `guard: "audit"`},
-		{"config.maxDepth=deep", "maxDepth"},
-	} {
-		cm := render[corev1.ConfigMap](t, "configmap.yaml", "--set", tc.set)
-		if _, err := config.Parse(strings.NewReader(cm.Data["config.yaml"])); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("--set %s: the plugin's config.Parse says %v, want an error naming %s", tc.set, err, tc.want)
-		}
-	}
+	// A bad key or value never reaches the ConfigMap: the schema refuses
+	// it (TestChartRefusesBadConfig).
 }
 
 func equalYAML(t *testing.T, a, b config.Config) bool {
@@ -335,5 +326,80 @@ func TestChartServiceMonitor(t *testing.T) {
 	}
 	if _, ok := def["servicemonitor.yaml"]; ok {
 		t.Error("the default values render a ServiceMonitor")
+	}
+}
+
+// A config change changes the pod template (checksum/config), so helm
+// upgrade rolls the pods; the same config keeps it.
+func TestChartConfigChecksum(t *testing.T) {
+	needGo(t)
+	sum := func(args ...string) string {
+		t.Helper()
+		ds := render[appsv1.DaemonSet](t, "daemonset.yaml", args...)
+		s := ds.Spec.Template.Annotations["checksum/config"]
+		if len(s) != 64 {
+			t.Fatalf("%v: checksum/config %q, want a sha256", args, s)
+		}
+		return s
+	}
+	def, again := sum(), sum()
+	changed := sum("--set", "config.maxDepth=7")
+	metrics := sum("--set", "metrics.enabled=true")
+	if def != again {
+		t.Errorf("the same values give checksums %s and %s", def, again)
+	}
+	if changed == def || metrics == def {
+		t.Errorf("a changed config keeps checksum/config %s (maxDepth 7: %s, metrics on: %s)", def, changed, metrics)
+	}
+}
+
+// The readiness probe runs the plugin's status -ready with the config the
+// plugin runs with.
+func TestChartReadinessProbe(t *testing.T) {
+	needGo(t)
+	ds := render[appsv1.DaemonSet](t, "daemonset.yaml")
+	c := ds.Spec.Template.Spec.Containers[0]
+	p := c.ReadinessProbe
+	if p == nil || p.Exec == nil {
+		t.Fatalf("container %s: readinessProbe %+v, want an exec probe", c.Name, p)
+	}
+	want := []string{"/usr/local/bin/cgdelegate", "status", "-ready", "-config", "/etc/cgdelegate/config.yaml"}
+	if !slices.Equal(p.Exec.Command, want) {
+		t.Errorf("probe command %q, want %q", p.Exec.Command, want)
+	}
+	if i := slices.Index(c.Args, "-config"); i < 0 || i+1 >= len(c.Args) || c.Args[i+1] != want[4] {
+		t.Errorf("plugin args %q: not the probe's -config %s", c.Args, want[4])
+	}
+	if p.PeriodSeconds < 5 || p.PeriodSeconds > 30 || p.TimeoutSeconds < 5 {
+		t.Errorf("probe period %ds timeout %ds: want a modest period (5-30 s) and a timeout a slow node meets", p.PeriodSeconds, p.TimeoutSeconds)
+	}
+}
+
+// The install-hook container installs the hook at the config's hookPath,
+// from a hostPath volume of its directory.
+func TestChartHookPath(t *testing.T) {
+	needGo(t)
+	for _, tc := range []struct{ hookPath, dir string }{
+		{"", "/usr/local/bin"},
+		{"/opt/cgdelegate/bin/hook", "/opt/cgdelegate/bin"},
+	} {
+		var args []string
+		want := config.DefaultHookPath
+		if tc.hookPath != "" {
+			args, want = []string{"--set", "config.hookPath=" + tc.hookPath}, tc.hookPath
+		}
+		ds := render[appsv1.DaemonSet](t, "daemonset.yaml", args...)
+		spec := ds.Spec.Template.Spec
+		ic := spec.InitContainers[0]
+		if i := slices.Index(ic.Command, "-install-to"); i < 0 || i+1 >= len(ic.Command) {
+			t.Fatalf("%v: install-hook command %q has no -install-to", args, ic.Command)
+		} else if got, _ := hostPathOf(t, spec, ic, ic.Command[i+1]); got != want {
+			t.Errorf("%v: install-hook writes %s on the node (-install-to %s), want %s", args, got, ic.Command[i+1], want)
+		}
+		for _, v := range spec.Volumes {
+			if v.Name == "host-bin" && v.HostPath.Path != tc.dir {
+				t.Errorf("%v: host-bin volume %s, want %s", args, v.HostPath.Path, tc.dir)
+			}
+		}
 	}
 }
