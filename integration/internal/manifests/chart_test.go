@@ -403,3 +403,94 @@ func TestChartHookPath(t *testing.T) {
 		}
 	}
 }
+
+// Every object's name starts with the release's (cgdelegate.fullname), and
+// the policies and bindings name that release's service accounts: a
+// release team-a renders no object of the default release's names.
+func TestChartReleaseName(t *testing.T) {
+	needGo(t)
+	out, err := manifests.Helm(t.Context(), root, "template", "team-a", manifests.ChartDir, "--namespace", "ops",
+		"--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "admissionPolicy.requireUserNamespace=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := manifests.Split(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type object struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name   string            `json:"name"`
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	n := 0
+	for file, data := range files {
+		for doc := range strings.SplitSeq(string(data), "\n---\n") {
+			var o object
+			if err := sigsyaml.Unmarshal([]byte(doc), &o); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			n++
+			if !strings.HasPrefix(o.Metadata.Name, "team-a-cgdelegate") {
+				t.Errorf("%s: %s %q does not carry the release's name team-a-cgdelegate", file, o.Kind, o.Metadata.Name)
+			}
+			if o.Metadata.Labels != nil && o.Metadata.Labels["app.kubernetes.io/instance"] != "team-a" {
+				t.Errorf("%s: %s %s labels %v, want app.kubernetes.io/instance team-a", file, o.Kind, o.Metadata.Name, o.Metadata.Labels)
+			}
+		}
+		if strings.Contains(string(data), ":cgdelegate'") || strings.Contains(string(data), ":cgdelegate-uninstall'") {
+			t.Errorf("%s names the default release's service account", file)
+		}
+	}
+	if n < 15 {
+		t.Errorf("%d objects rendered, want every template's", n)
+	}
+	for _, tc := range []struct{ release, want string }{
+		{"cgdelegate", "cgdelegate"},
+		{"my-cgdelegate-2", "my-cgdelegate-2"},
+		{"a-very-long-release-name-that-goes-on-and-on", "a-very-long-release-name-that-goes-on-and"},
+	} {
+		out, err := manifests.Helm(t.Context(), root, "template", tc.release, manifests.ChartDir, "--show-only", "templates/daemonset.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ds appsv1.DaemonSet
+		if err := sigsyaml.Unmarshal(out, &ds); err != nil {
+			t.Fatal(err)
+		}
+		if ds.Name != tc.want {
+			t.Errorf("release %s: DaemonSet %q, want %q", tc.release, ds.Name, tc.want)
+		}
+	}
+}
+
+// NOTES.txt gives commands that work after a helm install: kubectl exec
+// into the release's DaemonSet with the plugin's config, no command to run
+// on the node; and it says what uninstall leaves on the nodes.
+func TestChartNotes(t *testing.T) {
+	needGo(t)
+	out, err := manifests.Helm(t.Context(), root, "install", "team-a", manifests.ChartDir, "--namespace", "ops", "--dry-run=client",
+		"--set", "config.hookPath=/opt/cgd/hook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, notes, ok := strings.Cut(string(out), "NOTES:\n")
+	if !ok {
+		t.Fatalf("no NOTES in\n%s", out)
+	}
+	for _, want := range []string{
+		"kubectl -n ops exec ds/team-a-cgdelegate -c cgdelegate -- /usr/local/bin/cgdelegate status -config /etc/cgdelegate/config.yaml",
+		"kubectl -n ops logs ds/team-a-cgdelegate -c cgdelegate",
+		"kubectl get nodes -l cgdelegate.io/supports-cgroup-options=true",
+		"rm -f /opt/cgd/hook /run/cgdelegate/status.json",
+	} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES lack %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, "on the node)") {
+		t.Errorf("NOTES give a command to run on the node:\n%s", notes)
+	}
+}
