@@ -393,8 +393,8 @@ func TestChartHookPath(t *testing.T) {
 		ic := spec.InitContainers[0]
 		if i := slices.Index(ic.Command, "-install-to"); i < 0 || i+1 >= len(ic.Command) {
 			t.Fatalf("%v: install-hook command %q has no -install-to", args, ic.Command)
-		} else if got, _ := hostPathOf(t, spec, ic, ic.Command[i+1]); got != want {
-			t.Errorf("%v: install-hook writes %s on the node (-install-to %s), want %s", args, got, ic.Command[i+1], want)
+		} else if got, m := hostPathOf(t, spec, ic, ic.Command[i+1]); got != want || m.ReadOnly {
+			t.Errorf("%v: install-hook writes %s on the node (-install-to %s, mount read-only %t), want %s, writable", args, got, ic.Command[i+1], m.ReadOnly, want)
 		}
 		for _, v := range spec.Volumes {
 			if v.Name == "host-bin" && v.HostPath.Path != tc.dir {

@@ -41,12 +41,12 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.paths = append(f.paths, r.URL.Path)
 	f.mu.Unlock()
 	var body any
-	switch p := r.URL.Path; {
-	case p == "/version":
+	switch p := r.URL.Path; p {
+	case "/version":
 		body = map[string]any{"major": "1", "minor": "33", "gitVersion": "v1.33.0"}
-	case p == "/api":
+	case "/api":
 		body = map[string]any{"kind": "APIVersions", "versions": []string{"v1"}}
-	case p == "/apis":
+	case "/apis":
 		var groups []any
 		for gv := range apiKinds {
 			if g, v, ok := strings.Cut(gv, "/"); ok {
@@ -55,7 +55,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		body = map[string]any{"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
-	case p == "/apis/apps/v1/daemonsets":
+	case "/apis/apps/v1/daemonsets":
 		items := make([]any, len(f.daemonSets))
 		for i, d := range f.daemonSets {
 			items[i] = d
@@ -111,12 +111,21 @@ func TestChartRefusesSecondRelease(t *testing.T) {
 		{"empty cluster", "cgdelegate", nil, ""},
 		{"unrelated DaemonSets", "cgdelegate", []map[string]any{ds("kube-system", "kube-proxy", "", ""), ds("kube-system", "nfd", "node-feature-discovery", "nfd")}, ""},
 		{"upgrade of the same release", "cgdelegate", []map[string]any{ds("kube-system", "cgdelegate", "cgdelegate", "cgdelegate")}, ""},
-		{"another release, another namespace", "cgdelegate", []map[string]any{ds("ops", "team-a-cgdelegate", "cgdelegate", "team-a")},
-			"DaemonSet ops/team-a-cgdelegate (release team-a) already runs cgdelegate in this cluster"},
-		{"another release, same namespace", "team-b", []map[string]any{ds("kube-system", "cgdelegate", "cgdelegate", "cgdelegate")},
-			"DaemonSet kube-system/cgdelegate (release cgdelegate) already runs cgdelegate"},
-		{"the plain manifests", "cgdelegate", []map[string]any{ds("default", "cgdelegate", "cgdelegate", "")},
-			"DaemonSet default/cgdelegate (release none: applied without helm)"},
+		{
+			"another release, another namespace", "cgdelegate",
+			[]map[string]any{ds("ops", "team-a-cgdelegate", "cgdelegate", "team-a")},
+			"DaemonSet ops/team-a-cgdelegate (release team-a) already runs cgdelegate in this cluster",
+		},
+		{
+			"another release, same namespace", "team-b",
+			[]map[string]any{ds("kube-system", "cgdelegate", "cgdelegate", "cgdelegate")},
+			"DaemonSet kube-system/cgdelegate (release cgdelegate) already runs cgdelegate",
+		},
+		{
+			"the plain manifests", "cgdelegate",
+			[]map[string]any{ds("default", "cgdelegate", "cgdelegate", "")},
+			"DaemonSet default/cgdelegate (release none: applied without helm)",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

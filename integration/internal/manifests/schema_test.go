@@ -69,7 +69,7 @@ func TestChartConfigSchema(t *testing.T) {
 	// validates sets key (a dotted path) to v on the defaults, as the
 	// ConfigMap would, and returns what config.Parse says.
 	validates := func(key string, v any) error {
-		var doc any = v
+		doc := v
 		parts := strings.Split(key, ".")
 		for i := len(parts) - 1; i >= 0; i-- {
 			doc = map[string]any{parts[i]: doc}
