@@ -218,8 +218,10 @@ func TestDaemonSet(t *testing.T) {
 	if !spec.HostPID {
 		t.Error("hostPID is off: the plugin reads the host's /proc/1/mountinfo and publishes its host PID")
 	}
-	if len(ds.Spec.Template.Annotations) != 0 {
-		t.Errorf("the plugin's pod needs no annotations, has %v", ds.Spec.Template.Annotations)
+	// The one annotation: the config's checksum, which rolls the pods when
+	// the config changes (no opt-in annotation on the plugin's own pod).
+	if a := ds.Spec.Template.Annotations; len(a) != 1 || !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(a["checksum/config"]) {
+		t.Errorf("the plugin's pod needs only the checksum/config annotation, has %v", a)
 	}
 	repo := imageRepo(t)
 	all := append(slices.Clone(spec.InitContainers), spec.Containers...)
