@@ -140,10 +140,29 @@ func write(path string, s ociimage.Release) (err error) {
 	if err := errors.Join(werr, f.Chmod(0o644), f.Close()); err != nil {
 		return err
 	}
+	if err := verify(f.Name(), s); err != nil {
+		return err
+	}
 	if err := os.Rename(f.Name(), path); err != nil {
 		return fmt.Errorf("image %s: %w", s.Name(), err)
 	}
 	return nil
+}
+
+// verify reads the written archive back and checks it is the release
+// (ociimage.Release.Verify): each architecture's platform and binaries.
+func verify(path string, s ociimage.Release) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	a, cleanup, err := ociimage.ReadArchive(f, "")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	return s.Verify(a)
 }
 
 

@@ -386,3 +386,60 @@ func TestCheckVersion(t *testing.T) {
 		})
 	}
 }
+
+func TestVerify(t *testing.T) {
+	dir := t.TempDir()
+	both := fakeRelease(t, filepath.Join(dir, "both"), "amd64", "arm64")
+	one := fakeRelease(t, filepath.Join(dir, "one"), "amd64")
+	read := func(r Release) Archived {
+		t.Helper()
+		var buf bytes.Buffer
+		if err := r.Write(&buf); err != nil {
+			t.Fatal(err)
+		}
+		a, cleanup, err := ReadArchive(&buf, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cleanup)
+		return a
+	}
+	// An amd64 image whose binary is built for arm64, as a broken
+	// cross-build would make it.
+	wrong, err := Image{
+		Name: one.Name(), Arch: "amd64",
+		Files: []File{{Name: "usr/local/bin/cgdelegate", Mode: 0o755, Data: fakeELF(t, elf.EM_AARCH64, "x")}},
+	}.build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := read(one)
+	renamed.Name = "r.example/other:v1"
+	tests := []struct {
+		name string
+		r    Release
+		a    Archived
+		want string
+	}{
+		{"index", both, read(both), ""},
+		{"one image", one, read(one), ""},
+		{"index for one", one, read(both), `the index lists ["linux/amd64" "linux/arm64"], want ["linux/amd64"]`},
+		{"one for an index", both, read(one), `one image in the archive, want an index of ["amd64" "arm64"]`},
+		{"wrong machine", one, Archived{Name: one.Name(), Image: wrong}, "/usr/local/bin/cgdelegate in the amd64 image is built for EM_AARCH64"},
+		{"name", one, renamed, `the archive names "r.example/other:v1", want "r.example/cgdelegate:v1.2.3"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.r.Verify(tc.a)
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("Verify = %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrVerify) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Verify = %v, want ErrVerify saying %q", err, tc.want)
+			}
+		})
+	}
+}
