@@ -76,7 +76,9 @@ tar -C "$dest/src" -czf "$dest/cgdelegate-1.2.3.tgz" cgdelegate
 		{"no output", []string{"chart", "-version", "v1.2.3", chartDir}, 1, "-o is required"},
 		{"no chart", []string{"chart", "-version", "v1.2.3", "-o", dir}, 2, "usage: mkimage chart"},
 		{
-			"appVersion not set", []string{"chart", "-helm", fakeHelm, "-version", "v1.2.3", "-o", dir, chartDir}, 1,
+			"appVersion not set",
+			[]string{"chart", "-helm", fakeHelm, "-version", "v1.2.3", "-o", dir, chartDir},
+			1,
 			`has version "1.2.3" and appVersion "dev", want "1.2.3" and "v1.2.3"`,
 		},
 	}

@@ -165,7 +165,6 @@ func verify(path string, s ociimage.Release) error {
 	return s.Verify(a)
 }
 
-
 func checkVersion(args []string) error {
 	if len(args) != 1 {
 		return fmt.Errorf("check-version takes one VERSION, got %d arguments", len(args))
