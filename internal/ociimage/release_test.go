@@ -3,6 +3,7 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"debug/elf"
 	"encoding/binary"
@@ -126,6 +127,9 @@ func TestReleaseIndex(t *testing.T) {
 			var config struct {
 				Architecture, OS string
 				Config           struct{ Labels map[string]string }
+				RootFS           struct {
+					DiffIDs []string `json:"diff_ids"`
+				} `json:"rootfs"`
 			}
 			if err := json.Unmarshal(l.blob(manifest.Config, "application/vnd.oci.image.config.v1+json"), &config); err != nil {
 				t.Fatal(err)
@@ -136,7 +140,18 @@ func TestReleaseIndex(t *testing.T) {
 			if v := config.Config.Labels["org.opencontainers.image.version"]; v != "v1.2.3" {
 				t.Errorf("version label %q", v)
 			}
-			layer := tarFiles(t, l.blob(manifest.Layers[0], "application/vnd.oci.image.layer.v1.tar"))
+			zr, err := gzip.NewReader(bytes.NewReader(l.blob(manifest.Layers[0], "application/vnd.oci.image.layer.v1.tar+gzip")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			uncompressed, err := io.ReadAll(zr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(config.RootFS.DiffIDs) != 1 || config.RootFS.DiffIDs[0] != digest(uncompressed) {
+				t.Errorf("diff_ids %q do not name the uncompressed layer %s", config.RootFS.DiffIDs, digest(uncompressed))
+			}
+			layer := tarFiles(t, uncompressed)
 			for _, b := range releaseBins {
 				data, ok := layer["usr/local/bin/"+b]
 				if !ok {
