@@ -160,7 +160,7 @@ func (img Image) build() (v1.Image, error) {
 		layer := static.NewLayer(l, types.OCIUncompressedLayer)
 		if img.Gzip {
 			layer, err = tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(l)), nil },
-				tarball.WithMediaType(types.OCILayer), tarball.WithCompressionLevel(gzip.BestCompression))
+				tarball.WithMediaType(types.OCILayer), tarball.WithCompressionLevel(gzip.DefaultCompression), tarball.WithCompressedCaching)
 			if err != nil {
 				return nil, fmt.Errorf("image %s: %w", img.Name, err)
 			}
