@@ -72,8 +72,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// errUsage is a flag problem the flag package has already reported.
-var errUsage = errors.New("usage")
+// usageError is a flag problem the flag package has already reported: the
+// exit code is 2 and nothing more is printed.
+type usageError struct{}
+
+func (usageError) Error() string { return "usage" }
+
+var errUsage error = usageError{}
 
 // parse parses fs and turns a parse error into errUsage.
 func parse(fs *flag.FlagSet, args []string) error {
