@@ -583,6 +583,7 @@ func TestNodeLabelResync(t *testing.T) {
 // the request so that Withdraw can go.
 func TestNodeLabelHangingAPI(t *testing.T) {
 	release := make(chan struct{})
+	hanging := make(chan struct{}) // closed when the first request hangs
 	f := newFakeAPI(t)
 	inner := f.srv.Config.Handler
 	var first sync.Once
@@ -590,6 +591,7 @@ func TestNodeLabelHangingAPI(t *testing.T) {
 		hang := false
 		first.Do(func() { hang = true })
 		if hang {
+			close(hanging)
 			select {
 			case <-release:
 			case <-r.Context().Done():
@@ -604,7 +606,14 @@ func TestNodeLabelHangingAPI(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
 	l.Set(true)
-	time.Sleep(50 * time.Millisecond) // the first request hangs
+	// The first request hangs; waiting for it (not a fixed sleep) keeps a
+	// loaded machine from sending it after cancel, when it would be
+	// Withdraw's own request that hangs.
+	select {
+	case <-hanging:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first request never reached the API server")
+	}
 	start := time.Now()
 	l.Set(false)
 	l.Set(true)
@@ -616,7 +625,7 @@ func TestNodeLabelHangingAPI(t *testing.T) {
 		t.Fatalf("Run = %v, want context.Canceled", err)
 	}
 	// 10 s: a TLS handshake under -race on a loaded 2-core machine took
-	// more than 2 s once; the hanging request never ends by itself.
+	// more than 2 s once.
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
 	if err := l.Withdraw(wctx); err != nil {
