@@ -30,12 +30,6 @@ func pluginBack(l string) bool {
 	return strings.Contains(l, "cgdelegate") && strings.Contains(l, "connected and synchronized")
 }
 
-// plainEvery paces the pods that ask for nothing during an upgrade: six to
-// ten in the plugin's window under TCG. Created through kubectl, a pod took
-// about 5 s more; without it, one every 3 s put two dozen pods on the node
-// in the window and the upgrade ran past its time.
-const plainEvery = 8 * time.Second
-
 // clusterHelmUpgrade (issue 20, c): `helm upgrade` to another image while
 // a writable pod and a pinned pod run. The DaemonSet rolls its pod; in the
 // window without a plugin, a pod asking for a writable cgroup and
@@ -88,7 +82,7 @@ func clusterHelmUpgrade(t *testing.T, e *guestEnv) {
 		upgradeDone <- err
 	}()
 
-	// Pods that ask for nothing, one every plainEvery until the new
+	// Pods that ask for nothing, one every few seconds until the new
 	// plugin is up: each must start.
 	var plainMu sync.Mutex
 	var plain []string
@@ -108,7 +102,7 @@ func clusterHelmUpgrade(t *testing.T, e *guestEnv) {
 			select {
 			case <-stopPlain:
 				return
-			case <-time.After(plainEvery):
+			case <-time.After(3 * time.Second):
 			}
 		}
 	}()
