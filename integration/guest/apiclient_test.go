@@ -6,9 +6,9 @@ package guest
 // kubectl run is a large Go program started under TCG, which costs the
 // guest more CPU than the poll is worth and slows the pods it watches; so
 // getJSON reads pods and nodes straight from the API server with the same
-// admin kubeconfig; so do the scenarios' own creations and deletions of
-// pods and namespaces (applyObject, deletePods), the requests kubectl
-// would send. What a user types is left to kubectl.
+// admin kubeconfig, and ClusterAdmissionPolicy sends most of its
+// annotation plays as the merge patch kubectl annotate sends
+// (annotateOrLabel). What a user types is left to kubectl.
 
 import (
 	"bytes"
@@ -189,8 +189,8 @@ func (a *apiClient) do(ctx context.Context, method, path, contentType string, bo
 	return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, msg)
 }
 
-// objectPath is the API path of a Pod or a Namespace, the kinds the
-// scenarios create; ok is false for any other kind.
+// objectPath is the API path of a Pod or a Namespace; ok is false for any
+// other kind.
 func objectPath(kind, namespace, name string) (path string, ok bool) {
 	switch {
 	case kind == "Pod" && namespace != "" && name != "":
@@ -201,50 +201,11 @@ func objectPath(kind, namespace, name string) (path string, ok bool) {
 	return "", false
 }
 
-// apply creates or updates obj (JSON of a Pod or a Namespace) by
-// server-side apply, the request `kubectl apply --server-side` sends, as
-// field manager cgd-guest. ok is false for any other kind.
-func (a *apiClient) apply(ctx context.Context, obj []byte) (out []byte, ok bool, err error) {
-	var meta struct {
-		metav1.TypeMeta `json:",inline"`
-		Metadata        metav1.ObjectMeta `json:"metadata"`
-	}
-	if err := json.Unmarshal(obj, &meta); err != nil {
-		return nil, true, fmt.Errorf("apply: %w", err)
-	}
-	path, ok := objectPath(meta.Kind, meta.Metadata.Namespace, meta.Metadata.Name)
-	if !ok || meta.APIVersion != "v1" {
-		return nil, false, nil
-	}
-	out, err = a.do(ctx, http.MethodPatch, path+"?fieldManager=cgd-guest&force=true", "application/apply-patch+yaml", obj)
-	return out, true, err
-}
-
 // mergePatch sends a JSON merge patch to path: what kubectl annotate and
 // kubectl label send.
 func (a *apiClient) mergePatch(ctx context.Context, path string, patch []byte) error {
 	_, err := a.do(ctx, http.MethodPatch, path, "application/merge-patch+json", patch)
 	return err
-}
-
-// deletePod deletes namespace/name, its default grace period kept, and
-// waits until it is gone (kubectl delete --wait); a pod already gone is
-// no error.
-func (a *apiClient) deletePod(ctx context.Context, namespace, name string) error {
-	path, _ := objectPath("Pod", namespace, name)
-	if _, err := a.do(ctx, http.MethodDelete, path, "", nil); err != nil {
-		if errors.Is(err, errNotFound) {
-			return nil
-		}
-		return err
-	}
-	return poll(ctx, 250*time.Millisecond, func() (bool, error) {
-		_, err := a.get(ctx, path)
-		if errors.Is(err, errNotFound) {
-			return true, nil
-		}
-		return false, nil
-	})
 }
 
 // apiPath is the API path kubectl get reads for args (kubectl's order:

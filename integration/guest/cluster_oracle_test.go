@@ -23,7 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/cpuset"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
 	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
@@ -522,16 +521,8 @@ func applyPodFile(ctx context.Context, t *testing.T, file string) *corev1.Pod {
 		t.Fatal(err)
 	}
 	p := loadPod(t, file)
-	js, err := yaml.YAMLToJSON(raw)
-	if err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	a, err := theAPI()
-	if err != nil {
+	if _, err := kubectl(ctx, raw, "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
-	}
-	if _, ok, err := a.apply(ctx, js); !ok || err != nil {
-		t.Fatalf("apply %s: %v (a pod: %v)", file, err, ok)
 	}
 	t.Cleanup(func() { deletePodsNow(t, p) })
 	return p
@@ -551,13 +542,8 @@ func deletePodsNow(t *testing.T, pods ...*corev1.Pod) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a, err := theAPI()
-	if err != nil {
-		t.Errorf("delete pods: %v", err)
-		return
-	}
 	for _, p := range pods {
-		if err := a.deletePod(ctx, p.Namespace, p.Name); err != nil {
+		if _, err := kubectl(ctx, nil, "-n", p.Namespace, "delete", "pod", p.Name, "--ignore-not-found", "--wait=true", "--timeout=90s"); err != nil {
 			t.Errorf("delete pod %s/%s: %v", p.Namespace, p.Name, err)
 		}
 	}

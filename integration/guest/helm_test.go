@@ -357,20 +357,11 @@ func admissionPod(name, namespace string, writable bool) *corev1.Pod {
 
 func ptr[T any](v T) *T { return &v }
 
-// applyObject applies v (as JSON): a Pod or a Namespace by server-side
-// apply from the scenario's own API client (apiClient.apply), anything
-// else with kubectl apply.
+// applyObject applies v (as JSON) with kubectl.
 func applyObject(ctx context.Context, v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
-	}
-	a, err := theAPI()
-	if err != nil {
-		return nil, err
-	}
-	if out, ok, err := a.apply(ctx, b); ok {
-		return out, err
 	}
 	return kubectl(ctx, b, "apply", "-f", "-")
 }
