@@ -56,11 +56,26 @@ func clusterHelmUninstall(t *testing.T, e *guestEnv) {
 	t.Logf("helm uninstall took %s: %s", took.Round(100*time.Millisecond), strings.TrimSpace(string(out)))
 	e.helm, e.pluginErr = nil, errUninstalled
 
-	// The label is gone: the hook removed it before the plugin went.
-	if n, err := getNode(ctx, kubeletNode); err != nil {
-		t.Fatal(err)
-	} else if v, ok := n.Labels[nodeLabel]; ok {
-		t.Errorf("after helm uninstall node %s still has %s=%s", kubeletNode, nodeLabel, v)
+	// The label is gone: the hook removed it before the plugin went, and
+	// the plugin withdraws it at exit (a plugin that relabelled the node
+	// after the hook's Job ran removes it as its pod ends, which may be
+	// just after helm returns).
+	var label string
+	labelled := time.Now()
+	lctx, lcancel := context.WithTimeout(ctx, 90*time.Second)
+	defer lcancel()
+	if err := poll(lctx, 500*time.Millisecond, func() (bool, error) {
+		n, err := getNode(lctx, kubeletNode)
+		if err != nil {
+			return false, err
+		}
+		v, ok := n.Labels[nodeLabel]
+		label = v
+		return !ok, nil
+	}); err != nil {
+		t.Errorf("after helm uninstall node %s still has %s=%s: %v", kubeletNode, nodeLabel, label, err)
+	} else {
+		t.Logf("the node label was gone %s after helm uninstall returned", time.Since(labelled).Round(100*time.Millisecond))
 	}
 	if err := waitLog(ctx, e.paths.ContainerdLog, from, 2*time.Minute, pluginGone, func() error { return nil }); err != nil {
 		t.Errorf("cgdelegate's connection to containerd did not close: %v", err)

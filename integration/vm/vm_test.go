@@ -286,6 +286,10 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		// The guest gives the tests 20 minutes instead of 10.
 		spec.Timeout = 25 * time.Minute
 	}
+	if v.Cluster {
+		// And 35 to the cluster boot's (guest-run.sh, init.sh).
+		spec.Timeout = 40 * time.Minute
+	}
 	var cp *runningControlPlane
 	if v.Cluster {
 		// The control plane runs on the host, not in the guest: under TCG
