@@ -189,18 +189,6 @@ func (a *apiClient) do(ctx context.Context, method, path, contentType string, bo
 	return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, msg)
 }
 
-// objectPath is the API path of a Pod or a Namespace; ok is false for any
-// other kind.
-func objectPath(kind, namespace, name string) (path string, ok bool) {
-	switch {
-	case kind == "Pod" && namespace != "" && name != "":
-		return "/api/v1/namespaces/" + url.PathEscape(namespace) + "/pods/" + url.PathEscape(name), true
-	case kind == "Namespace" && namespace == "" && name != "":
-		return "/api/v1/namespaces/" + url.PathEscape(name), true
-	}
-	return "", false
-}
-
 // mergePatch sends a JSON merge patch to path: what kubectl annotate and
 // kubectl label send.
 func (a *apiClient) mergePatch(ctx context.Context, path string, patch []byte) error {

@@ -591,8 +591,8 @@ func annotateOrLabel(ctx context.Context, typed bool, args []string) ([]byte, er
 			return nil, fmt.Errorf("annotateOrLabel: argument %q not understood in %q", a, args)
 		}
 	}
-	path, ok := objectPath("Pod", ns, name)
-	if !ok || verb == "" || len(set) == 0 {
+	path, ok := apiPath([]string{"-n", ns, "pod", name})
+	if !ok || name == "" || verb == "" || len(set) == 0 {
 		return nil, fmt.Errorf("annotateOrLabel: %q is not kubectl -n <ns> annotate|label pod <name> k=v...", args)
 	}
 	field := map[string]string{"annotate": "annotations", "label": "labels"}[verb]
