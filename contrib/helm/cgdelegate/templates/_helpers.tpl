@@ -77,7 +77,7 @@ when the config is the built-in defaults.
 
 {{/* cgdelegate.image is the image both containers run. */}}
 {{- define "cgdelegate.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
 {{/* cgdelegate.serviceAccount is the user name of the plugin's token. */}}
