@@ -57,6 +57,11 @@ type clusterArtifacts struct {
 	// guest's kubeconfigs name its port, so the API server must listen
 	// there.
 	PKI clusterPKI
+	// RegistryPort is the registry's port, chosen with the API server's
+	// (the guest is told it before the registry starts); Releases are
+	// what the harness pushes there, empty when the plugin did not build.
+	RegistryPort int
+	Releases     []builtRelease
 }
 
 // controlPlaneBinaries builds controlPlaneCommands at kubeletVersion with
@@ -148,6 +153,13 @@ func (b *builder) buildCluster(ctx context.Context) (*clusterArtifacts, error) {
 	if err != nil {
 		return nil, err
 	}
+	registryPort, err := apiServerPort()
+	for err == nil && registryPort == port {
+		registryPort, err = apiServerPort()
+	}
+	if err != nil {
+		return nil, err
+	}
 	dir := filepath.Join(b.workDir, "cluster", "pki")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -160,7 +172,7 @@ func (b *builder) buildCluster(ctx context.Context) (*clusterArtifacts, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clusterArtifacts{Bin: bin, Etcd: etcd, Helm: helm, Chart: filepath.Join(b.repo, chartDir), PKI: pki}, nil
+	return &clusterArtifacts{Bin: bin, Etcd: etcd, Helm: helm, Chart: filepath.Join(b.repo, chartDir), PKI: pki, RegistryPort: registryPort}, nil
 }
 
 // netModuleFiles are the modules Debian's 6.12 kernel needs for a
@@ -221,10 +233,10 @@ func (b *builder) netModules(ctx context.Context, kernelKey string) ([]string, e
 }
 
 // apiServerPort is a port free on 127.0.0.1 below Linux's default
-// ephemeral range (32768 and up). It is chosen when the guest's
-// kubeconfigs are written, which can be many boots before the API server
-// listens there; below that range no outgoing connection takes it in
-// between.
+// ephemeral range (32768 and up), for the API server and the registry. It
+// is chosen when the guest's kubeconfigs are written, which can be many
+// boots before the API server listens there; below that range no
+// outgoing connection takes it in between.
 func apiServerPort() (int, error) {
 	const lo, hi = 20000, 32767
 	start := lo + int(time.Now().UnixNano()%int64(hi-lo+1))

@@ -14,6 +14,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
 // nullCNIConfig gives pods that ask for their own network namespace one
@@ -176,6 +178,13 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 		for _, m := range a.NetModules {
 			w.HostFile(guestNetModules+"/"+filepath.Base(m), 0o644, m)
 		}
+		// The registry and its releases (the registry starts with the
+		// boot; its port is chosen already).
+		reg, err := guestRegistry(registryServer{Port: a.Cluster.RegistryPort}, a.Cluster.Releases)
+		if err != nil {
+			return err
+		}
+		w.Bytes(variant.RegistryFile, 0o644, reg)
 		versions += "kubectl=" + kubeletVersion + "\n"
 	}
 	if a.Plugin != "" {
