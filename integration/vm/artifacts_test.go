@@ -512,7 +512,7 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet, 
 	}
 	if a.PluginErr == nil && withCluster {
 		// The cluster's registry gets the releases, the same binaries.
-		if a.Cluster.Releases, err = b.buildReleases(ctx, a.Cluster.Helm, plugin, hook, filepath.Join(b.workDir, "cgdelegate-init")); err != nil {
+		if a.Cluster.Releases, err = b.buildReleases(ctx, a.Cluster.Helm, a.Cluster.Chart, plugin, hook, filepath.Join(b.workDir, "cgdelegate-init")); err != nil {
 			return nil, err
 		}
 	}

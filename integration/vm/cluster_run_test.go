@@ -51,7 +51,8 @@ var controlPlaneCommands = []string{"kube-apiserver", "kube-controller-manager",
 // clusterArtifacts are the host paths of what a Cluster variant needs.
 type clusterArtifacts struct {
 	// Bin holds controlPlaneCommands; Etcd is our etcd; Helm is the helm
-	// command and Chart the chart's directory, both for the guest.
+	// command (for the guest, and to package and push the chart) and
+	// Chart the chart's directory.
 	Bin, Etcd, Helm, Chart string
 	// PKI is the certificates and kubeconfigs, made for this run; the
 	// guest's kubeconfigs name its port, so the API server must listen
@@ -105,7 +106,7 @@ func (b *builder) etcd(ctx context.Context) (string, error) {
 }
 
 // chartDir is the Helm chart the cluster boots install, relative to the
-// repository; the guest finds it at guestChart.
+// repository; the harness packages it for the registry (buildReleases).
 const chartDir = "contrib/helm/cgdelegate"
 
 // helm is the helm command of go.mod's tool directive, built as `make

@@ -47,9 +47,9 @@ type builtRelease struct {
 }
 
 // buildReleases writes clusterReleases into workDir/releases: each image
-// from binaries, labelled with its appVersion, and the chart of chartDir
+// from binaries, labelled with its appVersion, and the chart directory
 // packaged with its version and appVersion.
-func (b *builder) buildReleases(ctx context.Context, helm string, binaries ...string) ([]builtRelease, error) {
+func (b *builder) buildReleases(ctx context.Context, helm, chart string, binaries ...string) ([]builtRelease, error) {
 	dir := filepath.Join(b.workDir, "releases")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("releases: %w", err)
@@ -77,7 +77,7 @@ func (b *builder) buildReleases(ctx context.Context, helm string, binaries ...st
 		if err != nil {
 			return nil, fmt.Errorf("release %s: %s in %s: %w", r.AppVersion, img.Name, tarPath, err)
 		}
-		if _, err := b.run(ctx, b.repo, helmEnv(dir), helm, "package", filepath.Join(b.repo, chartDir),
+		if _, err := b.run(ctx, b.repo, helmEnv(dir), helm, "package", chart,
 			"--version", r.Chart, "--app-version", r.AppVersion, "--destination", dir); err != nil {
 			return nil, fmt.Errorf("release %s: %w", r.AppVersion, err)
 		}
