@@ -192,7 +192,7 @@ func clusterRegistryRollback(t *testing.T, e *guestEnv) {
 		t.Errorf("after the rollback: revision %d chart %s, want revision %d chart %s", after.Revision, after.Chart, before.Revision+1, want)
 	}
 	assertDSRelease(ctx, t, e, r, r.Releases[0])
-	wl.check(ctx, t, e, "rollback")
+	wl.check(ctx, t, "rollback")
 	t.Logf("helm rollback: %s (revision %d, %s); the plugin registered after %s", took.Round(100*time.Millisecond), after.Revision, after.Chart, registered.Round(100*time.Millisecond))
 	clusterMetric(t, "ClusterRegistryRollback", "cluster_registry_rollback", map[string]float64{
 		"rollback_seconds": seconds(took), "registered_seconds": seconds(registered),
@@ -206,8 +206,11 @@ func helmStatus(ctx context.Context, into any) error {
 		return err
 	}
 	var l []json.RawMessage
-	if err := json.Unmarshal(out, &l); err != nil || len(l) != 1 {
-		return fmt.Errorf("helm list: %d releases named %s (%v): %s", len(l), helmRelease, err, out)
+	if err := json.Unmarshal(out, &l); err != nil {
+		return fmt.Errorf("helm list: %w: %s", err, out)
+	}
+	if len(l) != 1 {
+		return fmt.Errorf("helm list: %d releases named %s, want 1: %s", len(l), helmRelease, out)
 	}
 	if err := json.Unmarshal(l[0], into); err != nil {
 		return fmt.Errorf("helm list: %w: %s", err, l[0])
@@ -254,7 +257,7 @@ func startKeptWorkloads(ctx context.Context, t *testing.T, e *guestEnv, name str
 
 // check: the writable pod kept its delegated cgroup and can still make
 // child cgroups; the pinned pod kept its CPU.
-func (wl *keptWorkloads) check(ctx context.Context, t *testing.T, e *guestEnv, across string) {
+func (wl *keptWorkloads) check(ctx context.Context, t *testing.T, across string) {
 	t.Helper()
 	if out := shOK(ctx, t, wl.writable, "cat /tmp/marker; mkdir /sys/fs/cgroup/keep/again && echo ok"); !strings.Contains(out, "kept") || !strings.Contains(out, "ok") {
 		t.Errorf("the writable pod lost its delegated cgroup across the %s: %q", across, out)

@@ -118,7 +118,7 @@ func clusterRegistryUpgrade(t *testing.T, e *guestEnv) {
 	}
 
 	// The running pods kept everything.
-	wl.check(ctx, t, e, "upgrade")
+	wl.check(ctx, t, "upgrade")
 	t.Logf("upgrade: %s; plugin window %s; the fail-closed pod ran %s after the old plugin left; %d plain pods started during it",
 		upgraded.Round(100*time.Millisecond), window.Round(100*time.Millisecond), waited.Round(100*time.Millisecond), len(names))
 	clusterMetric(t, "ClusterRegistryUpgrade", "cluster_registry_upgrade", map[string]float64{
