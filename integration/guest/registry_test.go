@@ -51,6 +51,11 @@ func loadRegistry() (*variant.Registry, error) {
 	if r.Host == "" || r.ImageRepo == "" || r.ChartRepo == "" || len(r.Releases) < 2 {
 		return nil, fmt.Errorf("registry: %s: want a host, repositories and two releases: %s", variant.RegistryFile, raw)
 	}
+	// The upgrade and the rollback must move the pod between digests.
+	a, b := r.Releases[0], r.Releases[1]
+	if !strings.HasPrefix(a.Digest, "sha256:") || a.Digest == b.Digest || a.Chart == b.Chart || a.AppVersion == b.AppVersion {
+		return nil, fmt.Errorf("registry: %s: releases %+v and %+v: want two charts, tags and sha256 digests, all different", variant.RegistryFile, a, b)
+	}
 	return &r, nil
 }
 
