@@ -17,7 +17,7 @@ IMAGE_TAG ?= $(VERSION)
 # Where `make install` puts the config the systemd unit reads.
 CONFDIR   ?= /etc/cgdelegate
 
-.PHONY: all build image install test vet lint unit chart manifests demo demo-inproc integration ingredients boots bench bench-node clean tidy-check
+.PHONY: all build image release push install test vet lint unit chart manifests demo demo-inproc integration ingredients boots bench bench-node clean tidy-check
 
 all: build
 
@@ -29,9 +29,47 @@ build:
 # An OCI image layout archive of the static binaries, written in Go without a
 # container engine: ctr -n k8s.io images import bin/cgdelegate-image.tar, or
 # podman load -i bin/cgdelegate-image.tar.
+# The image is for the architecture the binaries are built for (GOARCH,
+# default the host's).
 image: build
-	$(GO) run ./cmd/mkimage -o $(BINDIR)/cgdelegate-image.tar -repo $(IMAGE_REPO) -tag $(IMAGE_TAG) -version $(VERSION) \
+	$(GO) run ./cmd/mkimage -o $(BINDIR)/cgdelegate-image.tar -arch $$($(GO) env GOARCH) -repo $(IMAGE_REPO) -tag $(IMAGE_TAG) -version $(VERSION) \
 		$(BINDIR)/cgdelegate $(BINDIR)/cgdelegate-hook $(BINDIR)/cgdelegate-init
+
+# A release (docs/releasing.md): `make release VERSION=vX.Y.Z` checks that
+# VERSION is semver with a leading v, cross-builds the static binaries for
+# every RELEASE_ARCHES (pure Go, CGO_ENABLED=0: no cross toolchain, works
+# offline), and writes to $(DIST):
+#   - cgdelegate-vX.Y.Z.oci.tar, an OCI image layout archive holding an
+#     image index (one image per architecture) named $(IMAGE_REPO):vX.Y.Z;
+#   - cgdelegate-X.Y.Z.tgz, the chart, version X.Y.Z, appVersion vX.Y.Z
+#     (its default image tag).
+# `make push VERSION=vX.Y.Z REGISTRY=host:port [PLAIN_HTTP=1]` uploads
+# both: the index to $(PUSH_REPO):vX.Y.Z and the chart to
+# $(CHART_REPO)/cgdelegate:X.Y.Z (an OCI artifact, `helm push`).
+DIST           ?= dist
+RELEASE_ARCHES ?= amd64 arm64
+RELEASE_BINS   := cgdelegate cgdelegate-hook cgdelegate-init
+RELEASE_IMAGE   = $(DIST)/cgdelegate-$(VERSION).oci.tar
+RELEASE_CHART   = $(DIST)/cgdelegate-$(VERSION:v%=%).tgz
+PUSH_REPO      ?= $(REGISTRY)/cgdelegate
+CHART_REPO     ?= oci://$(REGISTRY)/charts
+
+release:
+	@$(GO) run ./cmd/mkimage check-version '$(VERSION)'
+	@for arch in $(RELEASE_ARCHES); do for bin in $(RELEASE_BINS); do \
+		echo "build linux/$$arch $$bin"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/linux-$$arch/$$bin ./cmd/$$bin || exit 1; \
+	done; done
+	$(GO) run ./cmd/mkimage -o $(RELEASE_IMAGE) -repo $(IMAGE_REPO) -tag $(VERSION) -version $(VERSION) \
+		$(foreach arch,$(RELEASE_ARCHES),$(foreach bin,$(RELEASE_BINS),$(arch)=$(DIST)/linux-$(arch)/$(bin)))
+	$(GO) run ./cmd/mkimage chart -version $(VERSION) -o $(DIST) $(CHART)
+
+push:
+	@$(GO) run ./cmd/mkimage check-version '$(VERSION)'
+	@test -n '$(REGISTRY)' || { echo "push: REGISTRY is empty: make push VERSION=$(VERSION) REGISTRY=host:port [PLAIN_HTTP=1]" >&2; exit 2; }
+	@test -f $(RELEASE_IMAGE) -a -f $(RELEASE_CHART) || { echo "push: $(RELEASE_IMAGE) or $(RELEASE_CHART) missing: run make release VERSION=$(VERSION) first" >&2; exit 2; }
+	$(GO) run ./cmd/mkimage push $(if $(PLAIN_HTTP),-plain-http) $(RELEASE_IMAGE) $(PUSH_REPO):$(VERSION)
+	CGO_ENABLED=0 $(GO) tool helm push $(RELEASE_CHART) $(CHART_REPO) $(if $(PLAIN_HTTP),--plain-http)
 
 # Installs the binaries and, if there is none yet, the default config at the
 # path contrib/systemd/cgdelegate.service reads (an existing one is kept).
@@ -130,4 +168,4 @@ boots:
 	$(GO) test -tags integration_vm -count=1 -v -timeout 55m ./integration/vm/
 
 clean:
-	rm -rf $(BINDIR)
+	rm -rf $(BINDIR) $(DIST)

@@ -554,18 +554,15 @@ func (b *builder) enginesImage(rootfs, busybox string) (string, error) {
 // ociimage.Release, the binaries in the same order), labelled with
 // b.version, the version they were linked with.
 func (b *builder) releaseImage(binaries ...string) (string, error) {
-	img, err := ociimage.Release{Repo: ociimage.DefaultRepo, Version: b.version, Binaries: binaries}.Image()
-	if err != nil {
-		return "", fmt.Errorf("release image: %w", err)
-	}
+	r := ociimage.Release{Repo: ociimage.DefaultRepo, Version: b.version, Binaries: map[string][]string{"amd64": binaries}}
 	p := filepath.Join(b.workDir, "cgdelegate-image.tar")
 	f, err := os.Create(p) //nolint:forbidigo // scratch file in our own work dir
 	if err != nil {
 		return "", fmt.Errorf("release image: %w", err)
 	}
-	werr := ociimage.WriteLayout(f, img)
+	werr := r.Write(f)
 	if err := errors.Join(werr, f.Close()); err != nil {
-		return "", fmt.Errorf("release image %s: %w", img.Name, err)
+		return "", fmt.Errorf("release image %s: %w", r.Name(), err)
 	}
 	return p, nil
 }

@@ -3,15 +3,17 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"sort"
-	"strings"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // File is one entry of an image layer.
@@ -24,10 +26,13 @@ type File struct {
 	HostPath string // regular file content from the host, if Data is nil
 }
 
-// Image describes a linux/amd64 image of one or two layers.
+// Image describes a Linux image of one or two uncompressed layers.
 type Image struct {
 	// Name is the full reference containerd records, e.g. cgd.local/busybox:1.
 	Name string
+	// Arch is the GOARCH the image runs on (the config's architecture);
+	// empty means amd64.
+	Arch string
 	// Files are rendered as a layer: the only one, or the one above
 	// LayerTar.
 	Files []File
@@ -43,30 +48,20 @@ type Image struct {
 	Labels map[string]string
 }
 
-// Descriptor is an OCI content descriptor.
-type Descriptor struct {
-	MediaType   string            `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int64             `json:"size"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-	Platform    *Platform         `json:"platform,omitempty"`
-}
-
-// Platform is a descriptor's platform.
-type Platform struct {
-	Architecture string `json:"architecture"`
-	OS           string `json:"os"`
-}
-
-// Media types of the layout's blobs.
-const (
-	MediaIndex    = "application/vnd.oci.image.index.v1+json"
-	MediaManifest = "application/vnd.oci.image.manifest.v1+json"
-	MediaConfig   = "application/vnd.oci.image.config.v1+json"
-	MediaLayer    = "application/vnd.oci.image.layer.v1.tar"
-)
-
+// epoch is every timestamp of an image: the same input gives the same
+// digests.
 var epoch = time.Unix(0, 0).UTC()
+
+// defaultPath is the PATH of every image's environment.
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// arch is the image's architecture, amd64 when unset.
+func (img Image) arch() string {
+	if img.Arch == "" {
+		return "amd64"
+	}
+	return img.Arch
+}
 
 // layerTar renders the files as an uncompressed tar, deterministically.
 func layerTar(files []File) ([]byte, error) {
@@ -130,113 +125,56 @@ func (img Image) layers() ([][]byte, error) {
 	return layers, nil
 }
 
-// blobPath is where the layout holds b.
-func blobPath(b []byte) string { return "blobs/sha256/" + strings.TrimPrefix(Digest(b), "sha256:") }
-
-// Digest is the sha256 digest of b, as a descriptor names it.
-func Digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+// build makes the OCI image: its config (linux/Arch, the run settings,
+// every timestamp at the epoch) and its uncompressed layers.
+func (img Image) build() (v1.Image, error) {
+	layers, err := img.layers()
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", img.Name, err)
+	}
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	base, err = mutate.ConfigFile(base, &v1.ConfigFile{
+		Architecture: img.arch(),
+		OS:           "linux",
+		Created:      v1.Time{Time: epoch},
+		Config: v1.Config{
+			Entrypoint: img.Entrypoint,
+			Cmd:        img.Cmd,
+			Env:        append([]string{defaultPath}, img.Env...),
+			WorkingDir: "/",
+			Labels:     img.Labels,
+		},
+		RootFS: v1.RootFS{Type: "layers"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("image %s: config: %w", img.Name, err)
+	}
+	adds := make([]mutate.Addendum, 0, len(layers))
+	for _, l := range layers {
+		adds = append(adds, mutate.Addendum{
+			Layer:   static.NewLayer(l, types.OCIUncompressedLayer),
+			History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "cgdelegate ociimage"},
+		})
+	}
+	out, err := mutate.Append(base, adds...)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", img.Name, err)
+	}
+	return out, nil
 }
 
 // WriteLayout writes img as an OCI image-layout tar to w, in the form that
-// `ctr images import` and `podman load` accept; the manifest carries the
-// image name in the io.containerd.image.name annotation so no --base-name
-// is needed. The tar also has the manifest.json of `docker save`, naming
-// the same blobs, so that `docker load` of Docker before 25 (which reads
-// no OCI layout) takes it too.
+// `ctr images import` and `podman load` accept: index.json names the
+// image's manifest, with the image name in the io.containerd.image.name
+// annotation so no --base-name is needed. The tar also has the
+// manifest.json of `docker save`, naming the same blobs, so that `docker
+// load` of Docker before 25 (which reads no OCI layout) takes it too.
 func WriteLayout(w io.Writer, img Image) error {
-	layers, err := img.layers()
+	built, err := img.build()
 	if err != nil {
-		return fmt.Errorf("image %s: %w", img.Name, err)
+		return err
 	}
-	var diffIDs, layerPaths []string
-	var layerDescs []Descriptor
-	for _, l := range layers {
-		diffIDs = append(diffIDs, Digest(l))
-		layerPaths = append(layerPaths, blobPath(l))
-		layerDescs = append(layerDescs, Descriptor{MediaType: MediaLayer, Digest: Digest(l), Size: int64(len(l))})
-	}
-	run := map[string]any{
-		"Entrypoint": img.Entrypoint,
-		"Cmd":        img.Cmd,
-		"Env":        append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, img.Env...),
-		"WorkingDir": "/",
-	}
-	if len(img.Labels) > 0 {
-		run["Labels"] = img.Labels
-	}
-	config, err := json.Marshal(map[string]any{
-		"architecture": "amd64",
-		"os":           "linux",
-		"created":      epoch.Format(time.RFC3339),
-		"config":       run,
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": diffIDs},
-	})
-	if err != nil {
-		return fmt.Errorf("image %s: config: %w", img.Name, err)
-	}
-	manifest, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     MediaManifest,
-		"config":        Descriptor{MediaType: MediaConfig, Digest: Digest(config), Size: int64(len(config))},
-		"layers":        layerDescs,
-	})
-	if err != nil {
-		return fmt.Errorf("image %s: manifest: %w", img.Name, err)
-	}
-	index, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     MediaIndex,
-		"manifests": []Descriptor{{
-			MediaType: MediaManifest, Digest: Digest(manifest), Size: int64(len(manifest)),
-			Platform: &Platform{Architecture: "amd64", OS: "linux"},
-			Annotations: map[string]string{
-				"io.containerd.image.name":          img.Name,
-				"org.opencontainers.image.ref.name": img.Name,
-			},
-		}},
-	})
-	if err != nil {
-		return fmt.Errorf("image %s: index: %w", img.Name, err)
-	}
-	dockerManifest, err := json.Marshal([]map[string]any{{
-		"Config": blobPath(config), "RepoTags": []string{img.Name}, "Layers": layerPaths,
-	}})
-	if err != nil {
-		return fmt.Errorf("image %s: manifest.json: %w", img.Name, err)
-	}
-
-	tw := tar.NewWriter(w)
-	add := func(name string, data []byte) error {
-		hdr := &tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), ModTime: epoch, Typeflag: tar.TypeReg}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return fmt.Errorf("image %s: %s: %w", img.Name, name, err)
-		}
-		if _, err := tw.Write(data); err != nil {
-			return fmt.Errorf("image %s: %s: %w", img.Name, name, err)
-		}
-		return nil
-	}
-	type entry struct {
-		name string
-		data []byte
-	}
-	var entries []entry
-	for _, b := range append(layers, config, manifest) {
-		entries = append(entries, entry{blobPath(b), b})
-	}
-	entries = append(entries,
-		entry{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		entry{"index.json", index},
-		entry{"manifest.json", dockerManifest},
-	)
-	for _, e := range entries {
-		if err := add(e.name, e.data); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
+	if err := writeArchive(w, img.Name, built); err != nil {
 		return fmt.Errorf("image %s: %w", img.Name, err)
 	}
 	return nil

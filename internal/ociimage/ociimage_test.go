@@ -3,6 +3,8 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,25 @@ import (
 	"strings"
 	"testing"
 )
+
+// digest is the sha256 digest of b as a descriptor names it, computed
+// here rather than by the library that wrote the layout.
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// descriptor is an OCI content descriptor as the tests read it.
+type descriptor struct {
+	MediaType   string            `json:"mediaType"`
+	Digest      string            `json:"digest"`
+	Size        int64             `json:"size"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Platform    *struct {
+		Architecture string `json:"architecture"`
+		OS           string `json:"os"`
+	} `json:"platform,omitempty"`
+}
 
 func TestWriteOCILayout(t *testing.T) {
 	var buf bytes.Buffer
@@ -33,16 +54,17 @@ func TestWriteOCILayout(t *testing.T) {
 		if !ok {
 			t.Fatalf("blob %s missing", d)
 		}
-		if Digest(b) != d {
-			t.Fatalf("blob %s has digest %s", d, Digest(b))
+		if digest(b) != d {
+			t.Fatalf("blob %s has digest %s", d, digest(b))
 		}
 		return b
 	}
-	if string(files["oci-layout"]) != `{"imageLayoutVersion":"1.0.0"}` {
-		t.Errorf("oci-layout = %q", files["oci-layout"])
+	var ociLayout struct{ ImageLayoutVersion string }
+	if err := json.Unmarshal(files["oci-layout"], &ociLayout); err != nil || ociLayout.ImageLayoutVersion != "1.0.0" {
+		t.Errorf("oci-layout = %q (%v)", files["oci-layout"], err)
 	}
 	var index struct {
-		Manifests []Descriptor `json:"manifests"`
+		Manifests []descriptor `json:"manifests"`
 	}
 	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
 		t.Fatalf("index.json: %v %s", err, files["index.json"])
@@ -50,9 +72,12 @@ func TestWriteOCILayout(t *testing.T) {
 	if got := index.Manifests[0].Annotations["io.containerd.image.name"]; got != img.Name {
 		t.Errorf("image name annotation = %q", got)
 	}
+	if p := index.Manifests[0].Platform; p == nil || p.Architecture != "amd64" || p.OS != "linux" {
+		t.Errorf("index.json platform %+v, want linux/amd64", p)
+	}
 	var manifest struct {
-		Config Descriptor   `json:"config"`
-		Layers []Descriptor `json:"layers"`
+		Config descriptor   `json:"config"`
+		Layers []descriptor `json:"layers"`
 	}
 	if err := json.Unmarshal(blob(index.Manifests[0].Digest), &manifest); err != nil || len(manifest.Layers) != 1 {
 		t.Fatalf("manifest: %v", err)
@@ -127,13 +152,13 @@ func tarFiles(t *testing.T, b []byte) map[string][]byte {
 func layoutLayers(t *testing.T, layout []byte) [][]string {
 	t.Helper()
 	files := tarFiles(t, layout)
-	var index struct{ Manifests []Descriptor }
+	var index struct{ Manifests []descriptor }
 	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
 		t.Fatalf("index.json: %v %s", err, files["index.json"])
 	}
 	var manifest struct {
-		Config Descriptor
-		Layers []Descriptor
+		Config descriptor
+		Layers []descriptor
 	}
 	if err := json.Unmarshal(files["blobs/sha256/"+strings.TrimPrefix(index.Manifests[0].Digest, "sha256:")], &manifest); err != nil {
 		t.Fatal(err)
@@ -160,7 +185,7 @@ func layoutLayers(t *testing.T, layout []byte) [][]string {
 			t.Errorf("layer %d: manifest %s, config %s, manifest.json %s", i, l.Digest, config.RootFS.DiffIDs[i], docker[0].Layers[i])
 		}
 		b, ok := files[path]
-		if !ok || Digest(b) != l.Digest {
+		if !ok || digest(b) != l.Digest {
 			t.Fatalf("layer %d: blob %s missing or wrong", i, l.Digest)
 		}
 		var names []string
@@ -223,7 +248,7 @@ func TestLayerTar(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Contains(out.Bytes(), src.Bytes()) || !bytes.Contains(out.Bytes(), []byte(Digest(src.Bytes())[len("sha256:"):])) {
+			if !bytes.Contains(out.Bytes(), src.Bytes()) || !bytes.Contains(out.Bytes(), []byte(digest(src.Bytes())[len("sha256:"):])) {
 				t.Error("the layout does not hold the tar as its layer blob")
 			}
 			if !bytes.Contains(out.Bytes(), []byte(`"container=containerd"`)) {
