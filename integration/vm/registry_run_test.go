@@ -7,8 +7,8 @@ package vm
 // the chart packaged with `helm package`), the registry started on the
 // host's loopback (startRegistry: `docker-registry serve`, the CNCF
 // distribution registry from Debian's docker-registry package) and the
-// releases pushed to it before the boot (publishReleases: the image with
-// oras-go, the chart with `helm push`, as a user publishes them).
+// releases pushed to it before the boot (publishReleases, as `make push`
+// does: the image with internal/ociimage, the chart with `helm push`).
 
 import (
 	"context"
@@ -24,10 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"oras.land/oras-go/v2"
-	"oras.land/oras-go/v2/content/oci"
-	"oras.land/oras-go/v2/registry/remote"
-
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 	"github.com/cgdelegate/cgdelegate/internal/ociimage"
 )
@@ -39,54 +35,71 @@ const registryCommand = "docker-registry"
 // builtRelease is a clusterRelease built for this run.
 type builtRelease struct {
 	clusterRelease
-	// ImageTar is the release image's OCI layout tar and ImageRef its
-	// name in the layout; Digest is its manifest's digest.
-	ImageTar, ImageRef, Digest string
+	// ImageArchive is the release image's archive as `make release`
+	// writes it; Digest is the digest of the image (or index) in it.
+	ImageArchive, Digest string
 	// ChartPackage is the chart packaged for the release (.tgz).
 	ChartPackage string
 }
 
-// buildReleases writes clusterReleases into workDir/releases: each image
-// from binaries, labelled with its appVersion, and the chart directory
-// packaged with its version and appVersion.
+// buildReleases writes clusterReleases into workDir/releases as `make
+// release` writes a release: each image from binaries (amd64, the VM's),
+// labelled and tagged with its appVersion (ociimage.Release), and the
+// chart directory packaged by `mkimage chart` (version and appVersion
+// checked in the package).
 func (b *builder) buildReleases(ctx context.Context, helm, chart string, binaries ...string) ([]builtRelease, error) {
 	dir := filepath.Join(b.workDir, "releases")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("releases: %w", err)
 	}
+	mkimage, err := b.goBuild(ctx, "mkimage", "./cmd/mkimage", false, "")
+	if err != nil {
+		return nil, fmt.Errorf("releases: %w", err)
+	}
 	var out []builtRelease
 	for _, r := range clusterReleases {
-		img, err := ociimage.Release{Repo: registryImageRepo, Version: r.AppVersion, Binaries: binaries}.Image()
+		rel := ociimage.Release{Repo: registryImageRepo, Version: r.AppVersion, Binaries: map[string][]string{"amd64": binaries}}
+		archive := filepath.Join(dir, "cgdelegate-"+r.AppVersion+".oci.tar")
+		f, err := os.Create(archive) //nolint:forbidigo // scratch file in our own work dir
 		if err != nil {
 			return nil, fmt.Errorf("release %s: %w", r.AppVersion, err)
 		}
-		tarPath := filepath.Join(dir, "image-"+r.AppVersion+".tar")
-		f, err := os.Create(tarPath) //nolint:forbidigo // scratch file in our own work dir
-		if err != nil {
-			return nil, fmt.Errorf("release %s: %w", r.AppVersion, err)
-		}
-		werr := ociimage.WriteLayout(f, img)
+		werr := rel.Write(f)
 		if err := errors.Join(werr, f.Close()); err != nil {
 			return nil, fmt.Errorf("release %s: %w", r.AppVersion, err)
 		}
-		store, err := oci.NewFromTar(ctx, tarPath)
+		digest, err := archiveDigest(archive, dir)
 		if err != nil {
 			return nil, fmt.Errorf("release %s: %w", r.AppVersion, err)
 		}
-		desc, err := store.Resolve(ctx, img.Name)
-		if err != nil {
-			return nil, fmt.Errorf("release %s: %s in %s: %w", r.AppVersion, img.Name, tarPath, err)
-		}
-		if _, err := b.run(ctx, b.repo, helmEnv(dir), helm, "package", chart,
-			"--version", r.Chart, "--app-version", r.AppVersion, "--destination", dir); err != nil {
+		if _, err := b.run(ctx, b.repo, helmEnv(dir), mkimage, "chart", "-version", r.AppVersion, "-o", dir, "-helm", helm, chart); err != nil {
 			return nil, fmt.Errorf("release %s: %w", r.AppVersion, err)
 		}
 		out = append(out, builtRelease{
-			clusterRelease: r, ImageTar: tarPath, ImageRef: img.Name, Digest: desc.Digest.String(),
+			clusterRelease: r, ImageArchive: archive, Digest: digest,
 			ChartPackage: filepath.Join(dir, "cgdelegate-"+r.Chart+".tgz"),
 		})
 	}
 	return out, nil
+}
+
+// archiveDigest is the digest of the image or index an archive holds.
+func archiveDigest(archive, tmp string) (string, error) {
+	f, err := os.Open(archive)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	a, cleanup, err := ociimage.ReadArchive(f, tmp)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", archive, err)
+	}
+	defer cleanup()
+	d, err := a.Digest()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", archive, err)
+	}
+	return d.String(), nil
 }
 
 // helmEnv keeps helm's config, cache and registry logins in dir, not in
@@ -145,34 +158,27 @@ func startRegistry(t *testing.T, log *slog.Logger, r registryServer) (*hostProc,
 	return p, nil
 }
 
-// publishReleases pushes every release to the registry: the image under
-// its appVersion tag (its digest checked against the one the guest was
-// told), then the chart with helm push.
+// publishReleases pushes every release to the registry as `make push
+// PLAIN_HTTP=1` does: the image archive under its appVersion tag
+// (ociimage.PushArchive, `mkimage push`; the digest checked against the
+// one the guest was told), then the chart with helm push.
 func publishReleases(ctx context.Context, log *slog.Logger, r registryServer, helm string, rels []builtRelease) error {
 	for _, rel := range rels {
 		start := time.Now()
-		src, err := oci.NewFromTar(ctx, rel.ImageTar)
+		ref := r.Addr() + "/" + registryImageRepo + ":" + rel.AppVersion
+		d, err := ociimage.PushArchive(ctx, rel.ImageArchive, ref, ociimage.PushOptions{PlainHTTP: true})
 		if err != nil {
-			return fmt.Errorf("push %s: %w", rel.AppVersion, err)
+			return fmt.Errorf("push %s: %w", ref, err)
 		}
-		dst, err := remote.NewRepository(r.Addr() + "/" + registryImageRepo)
-		if err != nil {
-			return fmt.Errorf("push %s: %w", rel.AppVersion, err)
-		}
-		dst.PlainHTTP = true
-		desc, err := oras.Copy(ctx, src, rel.ImageRef, dst, rel.AppVersion, oras.DefaultCopyOptions)
-		if err != nil {
-			return fmt.Errorf("push %s to %s: %w", rel.ImageRef, r.Addr(), err)
-		}
-		if got := desc.Digest.String(); got != rel.Digest {
-			return fmt.Errorf("push %s: the registry has %s, the guest expects %s", rel.ImageRef, got, rel.Digest)
+		if d.String() != rel.Digest {
+			return fmt.Errorf("push %s: pushed %s, the guest expects %s", ref, d, rel.Digest)
 		}
 		out, err := runCmd(ctx, helmEnv(r.Dir), helm, "push", rel.ChartPackage, "oci://"+r.Addr()+"/"+registryChartRepo, "--plain-http")
 		if err != nil {
 			return fmt.Errorf("push chart %s: %w", rel.Chart, err)
 		}
-		log.Info("release pushed", "image", r.Addr()+"/"+registryImageRepo+":"+rel.AppVersion, "digest", rel.Digest,
-			"chart", rel.Chart, "helm", string(out), "took", time.Since(start).Round(100*time.Millisecond))
+		log.Info("release pushed", "image", ref, "digest", rel.Digest, "chart", rel.Chart,
+			"helm", strings.TrimSpace(string(out)), "took", time.Since(start).Round(100*time.Millisecond))
 	}
 	return nil
 }
