@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,11 +165,8 @@ func clusterRegistryRollback(t *testing.T, e *guestEnv) {
 	defer cancel()
 	t.Cleanup(e.pluginLogFrom(t))
 
-	var before struct {
-		Revision int    `json:"revision"`
-		Chart    string `json:"chart"`
-	}
-	if err := helmStatus(ctx, &before); err != nil {
+	before, err := helmStatus(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if before.Revision < 2 {
@@ -186,11 +184,8 @@ func clusterRegistryRollback(t *testing.T, e *guestEnv) {
 		t.Errorf("the rolled-back plugin never connected: %v\n%s", err, e.describeDaemonSet(ctx))
 	}
 	registered := time.Since(start)
-	var after struct {
-		Revision int    `json:"revision"`
-		Chart    string `json:"chart"`
-	}
-	if err := helmStatus(ctx, &after); err != nil {
+	after, err := helmStatus(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "cgdelegate-" + r.Releases[0].Chart; after.Chart != want || after.Revision != before.Revision+1 {
@@ -204,23 +199,34 @@ func clusterRegistryRollback(t *testing.T, e *guestEnv) {
 	})
 }
 
-// helmStatus reads the release's revision and chart from helm list.
-func helmStatus(ctx context.Context, into any) error {
+// helmRevision is the release as helm list shows it.
+type helmRevision struct {
+	Revision int
+	Chart    string
+}
+
+// helmStatus reads the release's revision and chart from helm list (which
+// gives the revision as a string).
+func helmStatus(ctx context.Context) (helmRevision, error) {
 	out, err := helmCmd(ctx, "list", "--namespace", helmNamespace, "--filter", "^"+helmRelease+"$", "-o", "json")
 	if err != nil {
-		return err
+		return helmRevision{}, err
 	}
-	var l []json.RawMessage
+	var l []struct {
+		Revision string `json:"revision"`
+		Chart    string `json:"chart"`
+	}
 	if err := json.Unmarshal(out, &l); err != nil {
-		return fmt.Errorf("helm list: %w: %s", err, out)
+		return helmRevision{}, fmt.Errorf("helm list: %w: %s", err, out)
 	}
 	if len(l) != 1 {
-		return fmt.Errorf("helm list: %d releases named %s, want 1: %s", len(l), helmRelease, out)
+		return helmRevision{}, fmt.Errorf("helm list: %d releases named %s, want 1: %s", len(l), helmRelease, out)
 	}
-	if err := json.Unmarshal(l[0], into); err != nil {
-		return fmt.Errorf("helm list: %w: %s", err, l[0])
+	rev, err := strconv.Atoi(l[0].Revision)
+	if err != nil {
+		return helmRevision{}, fmt.Errorf("helm list: revision: %w: %s", err, out)
 	}
-	return nil
+	return helmRevision{Revision: rev, Chart: l[0].Chart}, nil
 }
 
 // keptWorkloads are a writable pod with a child cgroup and a marker of
