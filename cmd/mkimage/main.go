@@ -146,7 +146,6 @@ func write(path string, s ociimage.Release) (err error) {
 	return nil
 }
 
-
 func checkVersion(args []string) error {
 	if len(args) != 1 {
 		return fmt.Errorf("check-version takes one VERSION, got %d arguments", len(args))

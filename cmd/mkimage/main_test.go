@@ -143,7 +143,7 @@ func TestWrite(t *testing.T) {
 		t.Errorf("oci-layout = %q (%v)", files["oci-layout"], err)
 	}
 	var index struct {
-		MediaType string                `json:"mediaType"`
+		MediaType string       `json:"mediaType"`
 		Manifests []descriptor `json:"manifests"`
 	}
 	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
@@ -157,7 +157,7 @@ func TestWrite(t *testing.T) {
 		t.Errorf("ref.name = %q, want %q", got, ref)
 	}
 	var manifest struct {
-		MediaType string                `json:"mediaType"`
+		MediaType string       `json:"mediaType"`
 		Config    descriptor   `json:"config"`
 		Layers    []descriptor `json:"layers"`
 	}
@@ -170,7 +170,7 @@ func TestWrite(t *testing.T) {
 	var config struct {
 		OS           string `json:"os"`
 		Architecture string `json:"architecture"`
-		Config struct {
+		Config       struct {
 			Entrypoint []string          `json:"Entrypoint"`
 			Labels     map[string]string `json:"Labels"`
 		} `json:"config"`

@@ -130,21 +130,21 @@ func guestRegistry(r registryServer, rels []builtRelease) ([]byte, error) {
 // startRegistry starts the registry r (its Dir made here) and waits until
 // GET /v2/ answers; t.Cleanup stops it, so it never outlives the
 // variant's test.
-func startRegistry(t *testing.T, log *slog.Logger, r registryServer) (*hostProc, error) {
+func startRegistry(t *testing.T, log *slog.Logger, r registryServer) error {
 	t.Helper()
 	if err := r.validate(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.MkdirAll(r.StorageDir(), 0o755); err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
+		return fmt.Errorf("registry: %w", err)
 	}
 	if err := os.WriteFile(r.ConfigPath(), []byte(r.Config()), 0o644); err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
+		return fmt.Errorf("registry: %w", err)
 	}
 	start := time.Now()
 	p, err := startHostProc("registry", filepath.Join(r.Dir, "registry.log"), registryCommand, "serve", r.ConfigPath())
 	if err != nil {
-		return nil, fmt.Errorf("%w (run integration/vm/install-deps.sh)", err)
+		return fmt.Errorf("%w (run integration/vm/install-deps.sh)", err)
 	}
 	t.Cleanup(func() {
 		if err := p.stop(10 * time.Second); err != nil {
@@ -152,10 +152,10 @@ func startRegistry(t *testing.T, log *slog.Logger, r registryServer) (*hostProc,
 		}
 	})
 	if err := waitHealthy(p, &http.Client{Timeout: 5 * time.Second}, "http://"+r.Addr()+"/v2/", 30*time.Second); err != nil {
-		return nil, fmt.Errorf("%w\n--- %s ---\n%s", err, p.log, fileTail(p.log, 30))
+		return fmt.Errorf("%w\n--- %s ---\n%s", err, p.log, fileTail(p.log, 30))
 	}
 	log.Info("registry up", "addr", r.Addr(), "pid", p.cmd.Process.Pid, "took", time.Since(start).Round(100*time.Millisecond))
-	return p, nil
+	return nil
 }
 
 // publishReleases pushes every release to the registry as `make push

@@ -43,7 +43,7 @@ func TestRegistryPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := registryServer{Port: ports[0], Dir: t.TempDir()}
-	if _, err := startRegistry(t, log, r); err != nil {
+	if err := startRegistry(t, log, r); err != nil {
 		t.Fatal(err)
 	}
 	if err := publishReleases(ctx, log, r, helm, rels); err != nil {

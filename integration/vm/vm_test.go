@@ -300,7 +300,7 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		// The registry the guest pulls and installs from, the releases
 		// pushed before the guest boots.
 		reg := registryServer{Port: arts.Cluster.RegistryPort, Dir: filepath.Join(dir, "registry")}
-		if _, err := startRegistry(t, log.With("variant", v.Name), reg); err != nil {
+		if err := startRegistry(t, log.With("variant", v.Name), reg); err != nil {
 			t.Fatalf("registry for %s: %v", v.Name, err)
 		}
 		if err := publishReleases(context.Background(), log.With("variant", v.Name), reg, arts.Cluster.Helm, arts.Cluster.Releases); err != nil {
