@@ -52,6 +52,8 @@ RELEASE_BINS   := cgdelegate cgdelegate-hook cgdelegate-init
 RELEASE_IMAGE   = $(DIST)/cgdelegate-$(VERSION).oci.tar
 RELEASE_CHART   = $(DIST)/cgdelegate-$(VERSION:v%=%).tgz
 PUSH_REPO      ?= $(REGISTRY)/cgdelegate
+# PLAIN_HTTP=1 (or true): HTTP to a registry without TLS; 0 or empty: HTTPS.
+PLAIN          := $(filter 1 true yes,$(PLAIN_HTTP))
 CHART_REPO     ?= oci://$(REGISTRY)/charts
 
 release:
@@ -68,8 +70,8 @@ push:
 	@$(GO) run ./cmd/mkimage check-version '$(VERSION)'
 	@test -n '$(REGISTRY)' || { echo "push: REGISTRY is empty: make push VERSION=$(VERSION) REGISTRY=host:port [PLAIN_HTTP=1]" >&2; exit 2; }
 	@test -f $(RELEASE_IMAGE) -a -f $(RELEASE_CHART) || { echo "push: $(RELEASE_IMAGE) or $(RELEASE_CHART) missing: run make release VERSION=$(VERSION) first" >&2; exit 2; }
-	$(GO) run ./cmd/mkimage push $(if $(PLAIN_HTTP),-plain-http) $(RELEASE_IMAGE) $(PUSH_REPO):$(VERSION)
-	CGO_ENABLED=0 $(GO) tool helm push $(RELEASE_CHART) $(CHART_REPO) $(if $(PLAIN_HTTP),--plain-http)
+	$(GO) run ./cmd/mkimage push $(if $(PLAIN),-plain-http) $(RELEASE_IMAGE) $(PUSH_REPO):$(VERSION)
+	CGO_ENABLED=0 $(GO) tool helm push $(RELEASE_CHART) $(CHART_REPO) $(if $(PLAIN),--plain-http)
 
 # Installs the binaries and, if there is none yet, the default config at the
 # path contrib/systemd/cgdelegate.service reads (an existing one is kept).

@@ -72,8 +72,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// errUsage is a flag problem the flag package has already reported.
-var errUsage = errors.New("usage")
+// usageError is a flag problem the flag package has already reported: the
+// exit code is 2 and nothing more is printed.
+type usageError struct{}
+
+func (usageError) Error() string { return "usage" }
+
+var errUsage error = usageError{}
 
 // parse parses fs and turns a parse error into errUsage.
 func parse(fs *flag.FlagSet, args []string) error {
@@ -140,10 +145,29 @@ func write(path string, s ociimage.Release) (err error) {
 	if err := errors.Join(werr, f.Chmod(0o644), f.Close()); err != nil {
 		return err
 	}
+	if err := verify(f.Name(), s); err != nil {
+		return err
+	}
 	if err := os.Rename(f.Name(), path); err != nil {
 		return fmt.Errorf("image %s: %w", s.Name(), err)
 	}
 	return nil
+}
+
+// verify reads the written archive back and checks it is the release
+// (ociimage.Release.Verify): each architecture's platform and binaries.
+func verify(path string, s ociimage.Release) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	a, cleanup, err := ociimage.ReadArchive(f, "")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	return s.Verify(a)
 }
 
 func checkVersion(args []string) error {

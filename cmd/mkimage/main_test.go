@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"debug/elf"
@@ -26,7 +27,7 @@ const (
 	mediaIndex    = "application/vnd.oci.image.index.v1+json"
 	mediaManifest = "application/vnd.oci.image.manifest.v1+json"
 	mediaConfig   = "application/vnd.oci.image.config.v1+json"
-	mediaLayer    = "application/vnd.oci.image.layer.v1.tar"
+	mediaLayer    = "application/vnd.oci.image.layer.v1.tar+gzip"
 )
 
 // descriptor is an OCI content descriptor as the tests read it.
@@ -78,6 +79,20 @@ func fakeBinaries(t *testing.T, dir string, m elf.Machine) []string {
 		bins = append(bins, p)
 	}
 	return bins
+}
+
+// gunzip is the content of a gzip stream.
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // mkimage runs the command with args and returns its exit code and
@@ -196,9 +211,9 @@ func TestWrite(t *testing.T) {
 			t.Errorf("label %s = %q, want %q", k, got, want)
 		}
 	}
-	layer := blob(manifest.Layers[0], mediaLayer)
-	if len(config.RootFS.DiffIDs) != 1 || config.RootFS.DiffIDs[0] != manifest.Layers[0].Digest {
-		t.Errorf("diff_ids %q do not name the layer %s", config.RootFS.DiffIDs, manifest.Layers[0].Digest)
+	layer := gunzip(t, blob(manifest.Layers[0], mediaLayer))
+	if len(config.RootFS.DiffIDs) != 1 || config.RootFS.DiffIDs[0] != digest(layer) {
+		t.Errorf("diff_ids %q do not name the uncompressed layer %s", config.RootFS.DiffIDs, digest(layer))
 	}
 	got := readLayout(t, bytes.NewReader(layer))
 	var names []string

@@ -11,7 +11,8 @@
 // busybox and pause images of the VM suite (integration/vm), among them a
 // Debian root filesystem with files of ours above it (Image, WriteLayout).
 // A single-image archive is what `ctr images import`, `podman load` and
-// `docker load` accept; a multi-architecture archive is an image index
-// for `ctr images import` and for Push. Do not use it to read or change
+// `docker load` accept; a multi-architecture archive is an image index,
+// for PushArchive, `ctr images import` and `podman load` (which take the
+// image of their own platform). Do not use it to read or change
 // images built elsewhere: use go-containerregistry directly.
 package ociimage

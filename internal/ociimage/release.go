@@ -158,8 +158,8 @@ func checkMachine(path, arch string) error {
 }
 
 // Image describes the release image of one architecture: scratch-style,
-// every binary under /usr/local/bin and nothing else, the first as the
-// entrypoint.
+// one gzip-compressed layer with every binary under /usr/local/bin and
+// nothing else, the first as the entrypoint.
 func (r Release) Image(arch string) (Image, error) {
 	if err := r.Validate(); err != nil {
 		return Image{}, err
@@ -186,6 +186,7 @@ func (r Release) Image(arch string) (Image, error) {
 	return Image{
 		Name:       r.Name(),
 		Arch:       arch,
+		Gzip:       true,
 		Files:      files,
 		Entrypoint: []string{"/" + releaseBinDir + "/" + filepath.Base(bins[0])},
 		Labels: map[string]string{
