@@ -2,11 +2,11 @@
 
 package guest
 
-// cgdelegate installed the way users install it (variant.PluginHelm): the
-// release image imported on the node, then `helm install` of the chart
-// (contrib/helm/cgdelegate, in the initramfs at guestChart) into the
-// cluster; the DaemonSet controller and the scheduler place its pod, the
-// kubelet mounts its ConfigMap from the API.
+// cgdelegate installed the way users install it (variant.PluginHelm):
+// `helm install` of the chart from the cluster's OCI registry
+// (registry_test.go) into the cluster; the DaemonSet controller and the
+// scheduler place its pod, the kubelet pulls its image from the registry
+// and mounts its ConfigMap from the API.
 
 import (
 	"bytes"
@@ -33,15 +33,12 @@ import (
 )
 
 const (
-	// guestChart is the chart in the initramfs (integration/vm guestChart).
-	guestChart = "/cgd/chart/cgdelegate"
 	// helmRelease and helmNamespace are the release's name and namespace,
 	// as docs/deploying.md installs it.
 	helmRelease   = "cgdelegate"
 	helmNamespace = "kube-system"
-	// helmInstallTimeout bounds helm install --wait: importing the image
-	// and starting two containers under TCG took up to 4 minutes for the
-	// static pod.
+	// helmInstallTimeout bounds helm install --wait: pulling the image
+	// and starting two containers under TCG.
 	helmInstallTimeout = 8 * time.Minute
 	// dsSelector selects the DaemonSet's pods.
 	dsSelector = "app.kubernetes.io/name=cgdelegate"
@@ -77,15 +74,12 @@ func helmCmd(ctx context.Context, args ...string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// chartImage is the image the chart runs by default, the one `make image
-// IMAGE_TAG=dev` writes.
-const chartImage = "ghcr.io/cgdelegate/cgdelegate:dev"
-
-// helmValues are the --set arguments of the cluster's install: CPU
-// pinning with CPU 0 reserved (the resize scenario's pinned pod gets
-// another), as pluginConfigYAML configures the external plugin of the
-// Cluster variants; a namespace allowed by name; and the host network,
-// as the VM has no pod network (its CNI plugin connects nothing).
+// helmValues are the --set arguments of the cluster's install besides the
+// registry: CPU pinning with CPU 0 reserved (the pinning, resize and
+// upgrade scenarios' pinned pods get another), as pluginConfigYAML
+// configures the external plugin of the Cluster variants; a namespace
+// allowed by name (ClusterAdmissionPolicy); and the host network, as the
+// VM has no pod network (its CNI plugin connects nothing).
 func helmValues() []string {
 	return []string{
 		"--set", "hostNetwork=true",
@@ -118,32 +112,26 @@ func (e *guestEnv) requireHelmPlugin(t *testing.T) *helmInstall {
 	return e.helm
 }
 
-// installChart imports the release image and installs the chart, waiting
-// (helm --wait) for the DaemonSet and then for cgdelegate to register with
-// containerd.
+// installChart installs the first release from the cluster's registry
+// as a user types it (helm install oci://... --version, no --set but the
+// registry's image repository and helmValues), waiting (helm --wait) for
+// the DaemonSet, whose image the kubelet pulls, and then for cgdelegate
+// to register with containerd.
 func (e *guestEnv) installChart(ctx context.Context) (*helmInstall, error) {
-	imported, err := e.importRelease(ctx)
-	if err != nil {
-		return nil, err
+	if e.registry == nil {
+		return nil, fmt.Errorf("variant %s has no registry to install from (%s)", e.variant.Name, variant.RegistryFile)
 	}
-	// The harness's image is named for its version; README's is :dev.
-	if imported != chartImage {
-		if _, err := e.ctr(ctx, "images", "tag", imported, chartImage); err != nil {
-			return nil, err
-		}
-	}
-	h := &helmInstall{image: chartImage, args: append([]string{"--namespace", helmNamespace, "--wait", "--timeout", helmInstallTimeout.String()}, helmValues()...)}
+	rel := e.registry.Releases[0]
+	h := &helmInstall{image: imageRef(e.registry, rel), args: registryArgs(e.registry, rel)}
 	from := fileSize(e.paths.ContainerdLog)
 	start := time.Now()
-	out, err := helmCmd(ctx, append([]string{"install", helmRelease, guestChart}, h.args...)...)
+	out, err := helmCmd(ctx, append([]string{"install", helmRelease, chartRef(e.registry)}, h.args...)...)
 	h.took = time.Since(start)
 	if err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, e.describeDaemonSet(ctx))
 	}
-	e.log.Info("helm install", "took", h.took, "output", string(out))
-	err = waitLog(ctx, e.paths.ContainerdLog, from, 3*time.Minute, func(l string) bool {
-		return strings.Contains(l, "cgdelegate") && strings.Contains(l, "connected and synchronized")
-	}, func() error {
+	e.log.Info("helm install", "took", h.took, "command", "helm install "+helmRelease+" "+chartRef(e.registry)+" "+strings.Join(h.args, " "), "output", string(out))
+	err = waitLog(ctx, e.paths.ContainerdLog, from, 3*time.Minute, pluginBack, func() error {
 		if !e.kubelet.daemon.Running() {
 			return errors.New("the kubelet exited")
 		}
@@ -201,15 +189,17 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// clusterHelmInstall (issue 20, a): `helm install` of the chart places
-// cgdelegate's DaemonSet pod on the Node through the DaemonSet controller
-// and the scheduler, and it runs; its config is the chart's ConfigMap as
+// clusterRegistryInstall: `helm install` of the chart from the registry
+// places cgdelegate's DaemonSet pod on the Node through the DaemonSet
+// controller and the scheduler, and it runs the image the kubelet pulled
+// from the registry (the pushed digest; nothing imported); its config is the chart's ConfigMap as
 // the API serves it, mounted by the kubelet; `cgdelegate status` on the
 // node says supported; an annotated Deployment's pod is delegated: a
 // writable cgroup2 mount with nsdelegate, and the bounds on its pod
 // cgroup hold.
-func clusterHelmInstall(t *testing.T, e *guestEnv) {
+func clusterRegistryInstall(t *testing.T, e *guestEnv) {
 	h := e.requireHelmPlugin(t)
+	r := e.requireRegistry(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
@@ -234,6 +224,8 @@ func clusterHelmInstall(t *testing.T, e *guestEnv) {
 	if img := p.Spec.Containers[0].Image; img != h.image {
 		t.Errorf("pod %s runs image %s, want the chart's %s", p.Name, img, h.image)
 	}
+	assertDSRelease(ctx, t, e, r, r.Releases[0])
+	assertNothingImported(ctx, t, e, r, r.Releases[0])
 	// Placed by the scheduler (the DaemonSet controller only sets a node
 	// affinity): its Scheduled event comes from default-scheduler.
 	scheduledBy, err := kubectl(ctx, nil, "-n", helmNamespace, "get", "events", "--field-selector",
@@ -289,7 +281,7 @@ func clusterHelmInstall(t *testing.T, e *guestEnv) {
 	assertWritableMount(ctx, t, c)
 	assertDelegates(ctx, t, c)
 	assertBoundsHold(ctx, t, c, podCg)
-	clusterMetric(t, "ClusterHelmInstall", "cluster_helm_install", map[string]float64{
+	clusterMetric(t, "ClusterRegistryInstall", "cluster_registry_install", map[string]float64{
 		"helm_install_seconds": seconds(h.took), "registered_seconds": seconds(h.registered),
 		"deployment_pod_running_seconds": seconds(running),
 	})

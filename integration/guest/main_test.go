@@ -102,6 +102,9 @@ type guestEnv struct {
 	// helm is cgdelegate installed with helm by the first scenario that
 	// needs it (requireHelmPlugin); its failure is pluginErr.
 	helm *helmInstall
+	// registry is the cluster's registry and the releases in it; nil
+	// outside the cluster boot.
+	registry *variant.Registry
 	// setupErr fails every scenario when the VM could not be prepared.
 	setupErr error
 	// pluginErr says why the plugin is not running.
@@ -180,6 +183,15 @@ func (e *guestEnv) setup() error {
 	}
 	if err := os.WriteFile(e.paths.ContainerdConfig, []byte(containerdConfig(e.variant)), 0o644); err != nil {
 		return fmt.Errorf("setup: containerd config: %w", err)
+	}
+	reg, err := loadRegistry()
+	if err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	if e.registry = reg; reg != nil {
+		if err := writeRegistryHosts(e.registry.Host); err != nil {
+			return fmt.Errorf("setup: %w", err)
+		}
 	}
 	e.pluginErr = e.pluginAvailable()
 	// The DaemonSet's pod brings its own config (the ConfigMap's).
@@ -483,6 +495,8 @@ state = '/run/containerd'
   snapshotter = 'overlayfs'
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = '` + pauseImage + `'
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = '` + containerdHostsDir + `'
 
 [plugins.'io.containerd.cri.v1.runtime']
   [plugins.'io.containerd.cri.v1.runtime'.containerd]

@@ -11,14 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/cpuset"
-
-	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
 )
-
-// nextImage is the image helm upgrade rolls to: the same binaries under
-// another tag, as a new release would be.
-const nextImage = "ghcr.io/cgdelegate/cgdelegate:next"
 
 // pluginGone and pluginBack match containerd's log lines for cgdelegate's
 // connection closing and a (new) one synchronized.
@@ -30,55 +23,34 @@ func pluginBack(l string) bool {
 	return strings.Contains(l, "cgdelegate") && strings.Contains(l, "connected and synchronized")
 }
 
-// clusterHelmUpgrade (issue 20, c): `helm upgrade` to another image while
-// a writable pod and a pinned pod run. The DaemonSet rolls its pod; in the
-// window without a plugin, a pod asking for a writable cgroup and
-// requiring the plugin (fail closed) waits and starts, delegated, once
-// the new plugin is up; pods that ask for nothing start throughout; the
+// clusterRegistryUpgrade: `helm upgrade` to the next release in the
+// registry (another chart version whose appVersion names another image
+// digest) while a writable pod and a pinned pod run, with the same values
+// as the install, as a user types it. The DaemonSet rolls its pod onto
+// the next release's digest; in the window without a plugin, a pod
+// asking for a writable cgroup and requiring the plugin (fail closed)
+// waits and starts, delegated, once the new plugin is up; pods that ask for nothing start throughout; the
 // running pods keep their delegation and their CPUs. It reports the
 // window (the old plugin's connection closed to the new one
 // synchronized) and how long the waiting pod waited.
-func clusterHelmUpgrade(t *testing.T, e *guestEnv) {
+func clusterRegistryUpgrade(t *testing.T, e *guestEnv) {
 	e.requireHelmPlugin(t)
+	r := e.requireRegistry(t)
+	next := r.Releases[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	t.Cleanup(e.pluginLogFrom(t))
 
 	// The running workloads.
-	ns := admissionNamespace(t, ctx, "upgrade")
-	keep := admissionPod("keep", ns, true)
-	pinned := loadPod(t, "cluster-pinned.yaml")
-	pinned.Name = "upgrade-pinned"
-	for _, p := range []*corev1.Pod{keep, pinned} {
-		if _, err := applyObject(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { deletePods(t, clusterNamespace, pinned.Name) })
-	kp := waitNamespacedPod(ctx, t, ns, keep.Name, "work", 4*time.Minute)
-	pp := waitNamespacedPod(ctx, t, clusterNamespace, pinned.Name, "exclusive", 4*time.Minute)
-	w := e.kubeletContainer(ctx, t, kp, "work")
-	shOK(ctx, t, w, "mkdir /sys/fs/cgroup/keep && echo kept > /tmp/marker")
-	pinnedCg := e.clusterContainerCgroup(t, pp, "exclusive")
-	var before cpuset.CPUSet
-	if err := poll(ctx, 250*time.Millisecond, func() (bool, error) {
-		s, err := cpuset.Parse(readCgroupFile(t, pinnedCg, "cpuset.cpus.effective"))
-		before = s
-		return err == nil && s.Size() == 1, nil
-	}); err != nil {
-		t.Fatalf("pinned container: cpus %s, want one exclusive CPU: %v", before, err)
-	}
+	wl := startKeptWorkloads(ctx, t, e, "upgrade")
+	ns := "upgrade"
 
 	// The upgrade, in the background.
-	if _, err := e.ctr(ctx, "images", "tag", chartImage, nextImage); err != nil {
-		t.Fatal(err)
-	}
 	from := fileSize(e.paths.ContainerdLog)
 	started := time.Now()
 	upgradeDone := make(chan error, 1)
 	go func() {
-		_, err := helmCmd(ctx, "upgrade", helmRelease, guestChart, "--namespace", helmNamespace, "--reuse-values",
-			"--set", "image.tag=next", "--wait", "--timeout", helmInstallTimeout.String())
+		_, err := helmCmd(ctx, append([]string{"upgrade", helmRelease, chartRef(r)}, registryArgs(r, next)...)...)
 		upgradeDone <- err
 	}()
 
@@ -137,10 +109,7 @@ func clusterHelmUpgrade(t *testing.T, e *guestEnv) {
 	waited := time.Since(gone)
 	assertWritableMount(ctx, t, e.kubeletContainer(ctx, t, wp, "work"))
 
-	pods, err := dsPods(ctx)
-	if err != nil || len(pods) != 1 || pods[0].Spec.Containers[0].Image != nextImage || !kubelet.Running(&pods[0], dsPluginContainer) {
-		t.Errorf("after the upgrade the DaemonSet's pods are %d (%v), want one running %s\n%s", len(pods), err, nextImage, e.describeDaemonSet(ctx))
-	}
+	assertDSRelease(ctx, t, e, r, next)
 	plainMu.Lock()
 	names := append([]string(nil), plain...)
 	plainMu.Unlock()
@@ -149,16 +118,10 @@ func clusterHelmUpgrade(t *testing.T, e *guestEnv) {
 	}
 
 	// The running pods kept everything.
-	if out := shOK(ctx, t, w, "cat /tmp/marker; mkdir /sys/fs/cgroup/keep/again && echo ok"); !strings.Contains(out, "kept") || !strings.Contains(out, "ok") {
-		t.Errorf("the writable pod lost its delegated cgroup across the upgrade: %q", out)
-	}
-	assertWritableMount(ctx, t, w)
-	if after, err := cpuset.Parse(readCgroupFile(t, pinnedCg, "cpuset.cpus.effective")); err != nil || !after.Equals(before) {
-		t.Errorf("the pinned container's CPUs changed across the upgrade: %s -> %s (%v)", before, after, err)
-	}
+	wl.check(ctx, t, "upgrade")
 	t.Logf("upgrade: %s; plugin window %s; the fail-closed pod ran %s after the old plugin left; %d plain pods started during it",
 		upgraded.Round(100*time.Millisecond), window.Round(100*time.Millisecond), waited.Round(100*time.Millisecond), len(names))
-	clusterMetric(t, "ClusterHelmUpgrade", "cluster_helm_upgrade", map[string]float64{
+	clusterMetric(t, "ClusterRegistryUpgrade", "cluster_registry_upgrade", map[string]float64{
 		"upgrade_seconds": seconds(upgraded), "plugin_window_seconds": seconds(window),
 		"failclosed_pod_running_seconds": seconds(waited), "plain_pods": float64(len(names)),
 	})

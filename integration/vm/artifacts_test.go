@@ -510,6 +510,12 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet, 
 		// cgdelegate-init as inPodTools built it.
 		a.ReleaseImage, a.PluginErr = b.releaseImage(plugin, hook, filepath.Join(b.workDir, "cgdelegate-init"))
 	}
+	if a.PluginErr == nil && withCluster {
+		// The cluster's registry gets the releases, the same binaries.
+		if a.Cluster.Releases, err = b.buildReleases(ctx, a.Cluster.Helm, a.Cluster.Chart, plugin, hook, filepath.Join(b.workDir, "cgdelegate-init")); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
 }
 

@@ -52,9 +52,9 @@ const (
 	// guestNetModules holds the modules init.sh and guest-run.sh load for
 	// eth0 (not under lib/, a symlink in the systemd root filesystem).
 	guestNetModules = "cgd/net"
-	// guestHelm and guestChart are helm and the chart of chartDir.
-	guestHelm  = "usr/local/bin/helm"
-	guestChart = "cgd/chart/cgdelegate"
+	// guestHelm is helm; the chart is not in the guest: helm installs it
+	// from the cluster's registry (registry_harness_test.go).
+	guestHelm = "usr/local/bin/helm"
 )
 
 // clusterIdentity is one client certificate of the cluster and the

@@ -51,12 +51,18 @@ var controlPlaneCommands = []string{"kube-apiserver", "kube-controller-manager",
 // clusterArtifacts are the host paths of what a Cluster variant needs.
 type clusterArtifacts struct {
 	// Bin holds controlPlaneCommands; Etcd is our etcd; Helm is the helm
-	// command and Chart the chart's directory, both for the guest.
+	// command (for the guest, and to package and push the chart) and
+	// Chart the chart's directory.
 	Bin, Etcd, Helm, Chart string
 	// PKI is the certificates and kubeconfigs, made for this run; the
 	// guest's kubeconfigs name its port, so the API server must listen
 	// there.
 	PKI clusterPKI
+	// RegistryPort is the registry's port, chosen with the API server's
+	// (the guest is told it before the registry starts); Releases are
+	// what the harness pushes there, empty when the plugin did not build.
+	RegistryPort int
+	Releases     []builtRelease
 }
 
 // controlPlaneBinaries builds controlPlaneCommands at kubeletVersion with
@@ -100,7 +106,7 @@ func (b *builder) etcd(ctx context.Context) (string, error) {
 }
 
 // chartDir is the Helm chart the cluster boots install, relative to the
-// repository; the guest finds it at guestChart.
+// repository; the harness packages it for the registry (buildReleases).
 const chartDir = "contrib/helm/cgdelegate"
 
 // helm is the helm command of go.mod's tool directive, built as `make
@@ -148,6 +154,13 @@ func (b *builder) buildCluster(ctx context.Context) (*clusterArtifacts, error) {
 	if err != nil {
 		return nil, err
 	}
+	registryPort, err := apiServerPort()
+	for err == nil && registryPort == port {
+		registryPort, err = apiServerPort()
+	}
+	if err != nil {
+		return nil, err
+	}
 	dir := filepath.Join(b.workDir, "cluster", "pki")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -160,7 +173,7 @@ func (b *builder) buildCluster(ctx context.Context) (*clusterArtifacts, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clusterArtifacts{Bin: bin, Etcd: etcd, Helm: helm, Chart: filepath.Join(b.repo, chartDir), PKI: pki}, nil
+	return &clusterArtifacts{Bin: bin, Etcd: etcd, Helm: helm, Chart: filepath.Join(b.repo, chartDir), PKI: pki, RegistryPort: registryPort}, nil
 }
 
 // netModuleFiles are the modules Debian's 6.12 kernel needs for a
@@ -221,10 +234,10 @@ func (b *builder) netModules(ctx context.Context, kernelKey string) ([]string, e
 }
 
 // apiServerPort is a port free on 127.0.0.1 below Linux's default
-// ephemeral range (32768 and up). It is chosen when the guest's
-// kubeconfigs are written, which can be many boots before the API server
-// listens there; below that range no outgoing connection takes it in
-// between.
+// ephemeral range (32768 and up), for the API server and the registry. It
+// is chosen when the guest's kubeconfigs are written, which can be many
+// boots before the API server listens there; below that range no
+// outgoing connection takes it in between.
 func apiServerPort() (int, error) {
 	const lo, hi = 20000, 32767
 	start := lo + int(time.Now().UnixNano()%int64(hi-lo+1))

@@ -228,3 +228,83 @@ func TestControlPlaneValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestRegistryConfig: the registry listens on the host's loopback only,
+// stores in its own directory, and the guest's address for it is
+// 10.0.2.2 on the same port.
+func TestRegistryConfig(t *testing.T) {
+	r := registryServer{Port: 25000, Dir: "/work/registry"}
+	if err := r.validate(); err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Version string `json:"version"`
+		Storage struct {
+			Filesystem struct {
+				Root string `json:"rootdirectory"`
+			} `json:"filesystem"`
+		} `json:"storage"`
+		HTTP struct {
+			Addr string `json:"addr"`
+			TLS  any    `json:"tls"`
+		} `json:"http"`
+		Auth any `json:"auth"`
+	}
+	if err := yaml.Unmarshal([]byte(r.Config()), &cfg); err != nil {
+		t.Fatalf("config: %v\n%s", err, r.Config())
+	}
+	if cfg.Version != "0.1" || cfg.HTTP.Addr != "127.0.0.1:25000" || cfg.Storage.Filesystem.Root != "/work/registry/storage" ||
+		cfg.HTTP.TLS != nil || cfg.Auth != nil {
+		t.Errorf("config %+v, want version 0.1, 127.0.0.1:25000, /work/registry/storage, no TLS, no auth:\n%s", cfg, r.Config())
+	}
+	if got := r.GuestHost(); got != "10.0.2.2:25000" {
+		t.Errorf("GuestHost = %s", got)
+	}
+	if got := r.ConfigPath(); got != "/work/registry/config.yml" {
+		t.Errorf("ConfigPath = %s", got)
+	}
+}
+
+func TestRegistryValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		r     registryServer
+		words []string
+	}{
+		{"no port", registryServer{Dir: "/r"}, []string{"port 0"}},
+		{"port too big", registryServer{Port: 70000, Dir: "/r"}, []string{"port 70000"}},
+		{"relative dir", registryServer{Port: 5000, Dir: "r"}, []string{`dir "r"`}},
+		{"both", registryServer{}, []string{"port 0", `dir ""`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.r.validate()
+			if !errors.Is(err, errRegistry) {
+				t.Fatalf("err %v, want errRegistry", err)
+			}
+			for _, w := range tc.words {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestClusterReleases: two releases, each image tag the chart's
+// appVersion, no two alike (the upgrade must change the chart and the
+// image digest).
+func TestClusterReleases(t *testing.T) {
+	if len(clusterReleases) != 2 {
+		t.Fatalf("%d releases, want two: install, upgrade to, roll back from", len(clusterReleases))
+	}
+	a, b := clusterReleases[0], clusterReleases[1]
+	if a.Chart == b.Chart || a.AppVersion == b.AppVersion {
+		t.Errorf("releases %+v and %+v: want different chart versions and appVersions", a, b)
+	}
+	for _, r := range clusterReleases {
+		if "v"+r.Chart != r.AppVersion {
+			t.Errorf("release %+v: appVersion is not v<chart version>", r)
+		}
+	}
+}

@@ -8,12 +8,12 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
 // nullCNIConfig gives pods that ask for their own network namespace one
@@ -170,12 +170,16 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 		w.HostFile(guestAdminKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("guest-admin"))
 		w.HostFile(guestKubeletKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("kubelet"))
 		w.HostFile(guestHelm, 0o755, a.Cluster.Helm)
-		if err := writeDir(w, guestChart, a.Cluster.Chart); err != nil {
-			return err
-		}
 		for _, m := range a.NetModules {
 			w.HostFile(guestNetModules+"/"+filepath.Base(m), 0o644, m)
 		}
+		// The registry and its releases (the registry starts with the
+		// boot; its port is chosen already).
+		reg, err := guestRegistry(registryServer{Port: a.Cluster.RegistryPort}, a.Cluster.Releases)
+		if err != nil {
+			return err
+		}
+		w.Bytes(variant.RegistryFile, 0o644, reg)
 		versions += "kubectl=" + kubeletVersion + "\n"
 	}
 	if a.Plugin != "" {
@@ -210,27 +214,4 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 	w.Bytes("etc/resolv.conf", 0o644, []byte("# no network in the integration VM\nnameserver 127.0.0.1\n"))
 	w.Bytes("cgd/versions", 0o644, []byte(versions))
 	return nil
-}
-
-// writeDir writes the regular files and directories below src at dst.
-func writeDir(w *cpioWriter, dst, src string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return fmt.Errorf("initramfs: %w", err)
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return fmt.Errorf("initramfs: %w", err)
-		}
-		name := path.Join(dst, filepath.ToSlash(rel))
-		switch {
-		case d.IsDir():
-			w.Dir(name, 0o755)
-		case d.Type().IsRegular():
-			w.HostFile(name, 0o644, p)
-		default:
-			return fmt.Errorf("initramfs: %s is neither a file nor a directory", p)
-		}
-		return nil
-	})
 }

@@ -4,10 +4,11 @@
 # libseccomp-dev + a C toolchain for a static runc, cpio/xz/zstd for the
 # initramfs and the Debian kernel modules, mmdebstrap for the Debian root
 # filesystem of the systemd variants, podman for TestPodmanLoad: `podman load`
-# of `make image`'s archive).
+# of `make image`'s archive, docker-registry (the CNCF distribution registry)
+# for the cluster boot's registry, which the harness starts itself).
 set -euo pipefail
 
-pkgs=(qemu-system-x86 busybox-static libseccomp-dev gcc libc6-dev pkg-config cpio zstd xz-utils mmdebstrap podman)
+pkgs=(qemu-system-x86 busybox-static libseccomp-dev gcc libc6-dev pkg-config cpio zstd xz-utils mmdebstrap podman docker-registry)
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -28,3 +29,10 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# The harness runs its own registry (docker-registry serve <config>, on a
+# loopback port, for one boot); the Debian package's service would serve
+# one on :5000 for good.
+if [[ " ${missing[*]} " == *" docker-registry "* ]] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+	$SUDO systemctl disable --now docker-registry.service || true
+fi

@@ -223,7 +223,7 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 type bootKind struct {
 	containerd       string
 	systemd, kubelet bool
-	release          bool // the release image (variant.NeedsReleaseImage)
+	release          bool // the release image's archive (variant.CarriesReleaseArchive)
 	// cluster: kubectl, the guest's kubeconfigs and the network modules
 	// (variant.Variant.Cluster).
 	cluster bool
@@ -233,7 +233,7 @@ type bootKind struct {
 
 // bootOf is the initramfs v boots.
 func bootOf(v variant.Variant) bootKind {
-	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.RunsKubelet(), release: v.NeedsReleaseImage(), cluster: v.Cluster, engines: v.NeedsEngines()}
+	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.RunsKubelet(), release: v.CarriesReleaseArchive(), cluster: v.Cluster, engines: v.NeedsEngines()}
 }
 
 func (k bootKind) String() string {
@@ -300,6 +300,15 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		}
 		if cp, err = startControlPlane(t, log.With("variant", v.Name), arts.Cluster, dir); err != nil {
 			t.Fatalf("control plane for %s: %v", v.Name, err)
+		}
+		// The registry the guest pulls and installs from, the releases
+		// pushed before the guest boots.
+		reg := registryServer{Port: arts.Cluster.RegistryPort, Dir: filepath.Join(dir, "registry")}
+		if err := startRegistry(t, log.With("variant", v.Name), reg); err != nil {
+			t.Fatalf("registry for %s: %v", v.Name, err)
+		}
+		if err := publishReleases(context.Background(), log.With("variant", v.Name), reg, arts.Cluster.Helm, arts.Cluster.Releases); err != nil {
+			t.Fatalf("publishing the releases for %s: %v", v.Name, err)
 		}
 	}
 	if slices.Contains(v.Scenarios, variant.KubeletPinningOracle) {

@@ -167,11 +167,14 @@ const (
 	// Ready; a Pod applied with kubectl is scheduled onto it by the
 	// scheduler and runs.
 	ClusterNodeReady Scenario = "ClusterNodeReady"
-	// ClusterHelmInstall (issue 20, a): helm install of the chart; the
-	// DaemonSet controller and the scheduler place cgdelegate's pod, which
-	// runs with the ConfigMap the API serves; `cgdelegate status` on the
-	// node says supported; an annotated Deployment's pod is delegated.
-	ClusterHelmInstall Scenario = "ClusterHelmInstall"
+	// ClusterRegistryInstall: helm install of the chart from the cluster's
+	// registry (oci://, the first release the harness pushed); the
+	// DaemonSet controller and the scheduler place cgdelegate's pod, whose
+	// image the kubelet pulled from the registry (its image ID is the
+	// pushed digest; nothing was imported with ctr), and which runs with
+	// the ConfigMap the API serves; `cgdelegate status` on the node says
+	// supported; an annotated Deployment's pod is delegated.
+	ClusterRegistryInstall Scenario = "ClusterRegistryInstall"
 	// ClusterAdmissionPolicy (issue 20, b): kube-apiserver type-checks the
 	// chart's admission policy without a warning and enforces it: a pod
 	// asking for a writable cgroup is denied outside the allowed
@@ -185,12 +188,19 @@ const (
 	// token, stolen, can neither label another Node nor change anything
 	// else on its own.
 	ClusterNodeLabel Scenario = "ClusterNodeLabel"
-	// ClusterHelmUpgrade (issue 20, c): helm upgrade to another image
-	// while a writable and a pinned pod run: they keep their delegation
-	// and CPUs; a fail-closed writable pod created while no plugin runs
-	// waits and starts once the new one is up; plain pods start
-	// throughout; the window is reported.
-	ClusterHelmUpgrade Scenario = "ClusterHelmUpgrade"
+	// ClusterRegistryUpgrade: helm upgrade to the next release in the
+	// registry (another chart version, another image digest) while a
+	// writable and a pinned pod run: they keep their delegation and CPUs;
+	// a fail-closed writable pod created while no plugin runs waits and
+	// starts once the new one is up; plain pods start throughout; the
+	// DaemonSet's pod runs the next release's digest; the window is
+	// reported.
+	ClusterRegistryUpgrade Scenario = "ClusterRegistryUpgrade"
+	// ClusterRegistryRollback: helm rollback to the first revision while a
+	// writable and a pinned pod run: the DaemonSet's pod is back on the
+	// first release's digest, the running pods keep their delegation and
+	// CPUs.
+	ClusterRegistryRollback Scenario = "ClusterRegistryRollback"
 	// ClusterHelmUninstall (issue 20, g): helm uninstall while a writable
 	// pod runs: the node label is withdrawn (the chart's pre-delete
 	// hook), a pod selecting it stays Pending with the scheduler's reason,
@@ -274,7 +284,8 @@ var scenarios = []Scenario{
 	Demo, BenchNode,
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 	KubeletPinningOracle,
-	ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned, ClusterHelmUninstall,
+	ClusterNodeReady, ClusterRegistryInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterRegistryUpgrade, ClusterRegistryRollback,
+	ClusterResizeUnpinned, ClusterHelmUninstall,
 	ClusterEphemeralContainers, ClusterResizeBubble, ClusterPinningOracle,
 	ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit,
 	NodeDelegationBudget, DyingCgroups, UnsafeAfterStart,

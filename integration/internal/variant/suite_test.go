@@ -120,6 +120,9 @@ func TestDaemonSetVariants(t *testing.T) {
 		if v.NeedsReleaseImage() != ds {
 			t.Errorf("%s: NeedsReleaseImage %v, plugin %s", v.Name, v.NeedsReleaseImage(), v.Plugin)
 		}
+		if v.CarriesReleaseArchive() != (v.Plugin == PluginDaemonSet) {
+			t.Errorf("%s: CarriesReleaseArchive %v, plugin %s: only the static pod imports the archive, helm pulls", v.Name, v.CarriesReleaseArchive(), v.Plugin)
+		}
 		if ds && !v.FailClosed {
 			t.Errorf("%s runs the DaemonSet's pod without the shipped containerd drop-in", v.Name)
 		}

@@ -26,7 +26,8 @@ const (
 	// PluginHelm: the first scenario that needs cgdelegate installs the
 	// chart contrib/helm/cgdelegate with helm into the cluster
 	// (Variant.Cluster): the DaemonSet controller and the scheduler place
-	// its pod, from the release image imported with ctr.
+	// its pod, and the kubelet pulls the release image from the cluster's
+	// registry (Registry), where the harness pushed it with the chart.
 	PluginHelm Plugin = "helm"
 )
 
@@ -40,6 +41,11 @@ func (p Plugin) valid() bool {
 func (v Variant) NeedsReleaseImage() bool {
 	return v.Plugin == PluginDaemonSet || v.Plugin == PluginHelm
 }
+
+// CarriesReleaseArchive reports whether the boot carries the release
+// image's archive for `ctr images import`: only the static DaemonSet's pod
+// needs it; helm's pulls from the cluster's registry.
+func (v Variant) CarriesReleaseArchive() bool { return v.Plugin == PluginDaemonSet }
 
 // NeedsEngines reports whether the boot needs the engines image in its
 // initramfs (about 300 MB): only a variant with a scenario that runs it.
