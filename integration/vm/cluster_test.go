@@ -77,13 +77,15 @@ func TestClusterPKI(t *testing.T) {
 		t.Fatal(err)
 	}
 	serving := readCert(t, servingPEM)
-	for _, host := range []string{"127.0.0.1", "10.0.2.2", "10.96.0.1", "kubernetes.default.svc"} {
+	for _, host := range []string{"127.0.0.1", "10.213.0.1", "10.96.0.1", "kubernetes.default.svc"} {
 		if _, err := serving.Verify(x509.VerifyOptions{DNSName: host, Roots: roots, CurrentTime: now}); err != nil {
 			t.Errorf("serving certificate for %s: %v", host, err)
 		}
 	}
-	if _, err := serving.Verify(x509.VerifyOptions{DNSName: "10.0.2.15", Roots: roots, CurrentTime: now}); err == nil {
-		t.Error("the serving certificate verifies for 10.0.2.15, an address it must not name")
+	for _, other := range []string{"10.0.2.2", "10.213.0.2"} {
+		if _, err := serving.Verify(x509.VerifyOptions{DNSName: other, Roots: roots, CurrentTime: now}); err == nil {
+			t.Errorf("the serving certificate verifies for %s, an address it must not name", other)
+		}
 	}
 	for _, f := range []string{"ca.key", "apiserver.key", "sa.key", "sa.pub"} {
 		if b, err := os.ReadFile(p.Path(f)); err != nil || !strings.HasPrefix(string(b), "-----BEGIN ") {
@@ -95,11 +97,12 @@ func TestClusterPKI(t *testing.T) {
 		file, server, user string
 		groups             []string
 	}{
-		{"admin", "https://127.0.0.1:6443", "cgd-admin", []string{"system:masters"}},
-		{"controller-manager", "https://127.0.0.1:6443", "system:kube-controller-manager", nil},
-		{"scheduler", "https://127.0.0.1:6443", "system:kube-scheduler", nil},
-		{"kubelet", "https://10.0.2.2:6443", "system:node:cgd-vm", []string{"system:nodes"}},
-		{"guest-admin", "https://10.0.2.2:6443", "cgd-admin", []string{"system:masters"}},
+		{"admin", "https://10.213.0.1:6443", "cgd-admin", []string{"system:masters"}},
+		{"controller-manager", "https://10.213.0.1:6443", "system:kube-controller-manager", nil},
+		{"scheduler", "https://10.213.0.1:6443", "system:kube-scheduler", nil},
+		{"kubelet", "https://10.213.0.1:6443", "system:node:cgd-vm", []string{"system:nodes"}},
+		{"kube-proxy", "https://10.213.0.1:6443", "system:kube-proxy", nil},
+		{"guest-admin", "https://10.213.0.1:6443", "cgd-admin", []string{"system:masters"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
@@ -153,7 +156,7 @@ func testControlPlane() controlPlane {
 }
 
 // TestControlPlaneArgs: the flags the components run with, as the task
-// needs them (a cluster the guest reaches at 10.0.2.2, Node and RBAC
+// needs them (a cluster the guests reach on the host's bridge, Node and RBAC
 // authorization, each component its own identity).
 func TestControlPlaneArgs(t *testing.T) {
 	c := testControlPlane()
@@ -168,8 +171,8 @@ func TestControlPlaneArgs(t *testing.T) {
 		{"etcd", c.EtcdArgs(), "data-dir", "/data/etcd"},
 		{"apiserver", c.APIServerArgs(), "etcd-servers", "http://127.0.0.1:2379"},
 		{"apiserver", c.APIServerArgs(), "secure-port", "6443"},
-		{"apiserver", c.APIServerArgs(), "bind-address", "127.0.0.1"},
-		{"apiserver", c.APIServerArgs(), "advertise-address", "10.0.2.2"},
+		{"apiserver", c.APIServerArgs(), "bind-address", "10.213.0.1"},
+		{"apiserver", c.APIServerArgs(), "advertise-address", "10.213.0.1"},
 		{"apiserver", c.APIServerArgs(), "authorization-mode", "Node,RBAC"},
 		{"apiserver", c.APIServerArgs(), "client-ca-file", "/pki/ca.crt"},
 		{"apiserver", c.APIServerArgs(), "service-account-signing-key-file", "/pki/sa.key"},
@@ -190,7 +193,7 @@ func TestControlPlaneArgs(t *testing.T) {
 			}
 		})
 	}
-	if got := c.APIServerURL(); got != "https://127.0.0.1:6443" {
+	if got := c.APIServerURL(); got != "https://10.213.0.1:6443" {
 		t.Errorf("APIServerURL = %s", got)
 	}
 }

@@ -46,8 +46,8 @@ func packInitramfs(dst string, a *artifacts, boot bootKind) (err error) {
 	if boot.kubelet && a.Kubelet == "" {
 		return fmt.Errorf("initramfs: the kubelet was not built")
 	}
-	if boot.cluster && (a.Cluster == nil || len(a.NetModules) != len(netModuleFiles)) {
-		return fmt.Errorf("initramfs: the cluster's kubectl, kubeconfigs or network modules were not built")
+	if boot.cluster && (a.Cluster == nil || len(a.NetModules) != len(netModuleFiles) || a.PodNet == nil) {
+		return fmt.Errorf("initramfs: the cluster's kubectl, kubeconfigs, network modules or pod network were not built")
 	}
 	ctrDir, ok := a.Containerd[containerdVersion]
 	if !ok {
@@ -177,6 +177,9 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 			w.HostFile(guestNetModules+"/"+filepath.Base(m), 0o644, m)
 		}
 		versions += "kubectl=" + kubeletVersion + "\n"
+		if err := writePodNet(w, a); err != nil {
+			return err
+		}
 	}
 	if a.Plugin != "" {
 		w.HostFile("usr/local/bin/cgdelegate", 0o755, a.Plugin)
@@ -202,14 +205,34 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 	// The shipped containerd drop-in; the guest imports it in fail-closed
 	// variants.
 	w.HostFile("etc/containerd/conf.d/cgdelegate.toml", 0o644, a.ContainerdDropIn)
+	// A cluster boot has a pod network (writePodNet, before this: the
+	// first entry of a path wins); the others give pods a network
+	// namespace wired to nothing.
 	w.HostFile("opt/cni/bin/nullcni", 0o755, a.NullCNI)
-	w.Symlink("opt/cni/bin/loopback", "nullcni")
-	w.Bytes("etc/cni/net.d/10-null.conflist", 0o644, []byte(nullCNIConfig))
+	if !boot.cluster {
+		w.Symlink("opt/cni/bin/loopback", "nullcni")
+		w.Bytes("etc/cni/net.d/10-null.conflist", 0o644, []byte(nullCNIConfig))
+	}
 
 	w.Bytes("etc/hosts", 0o644, []byte("127.0.0.1\tlocalhost cgd-vm\n::1\tlocalhost ip6-localhost\n"))
 	w.Bytes("etc/resolv.conf", 0o644, []byte("# no network in the integration VM\nnameserver 127.0.0.1\n"))
 	w.Bytes("cgd/versions", 0o644, []byte(versions))
 	return nil
+}
+
+// writePodNet writes what a node of the pod network needs: kube-proxy,
+// its kubeconfig and the cluster CA, the CNI plugins and the netfilter
+// modules (the guest runs depmod and writes the CNI network list for the
+// node it is; see integration/internal/podnet).
+func writePodNet(w *cpioWriter, a *artifacts) error {
+	pn := a.PodNet
+	w.HostFile(guestKubeProxy, 0o755, pn.KubeProxy)
+	w.HostFile(guestKubeProxyKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("kube-proxy"))
+	for _, p := range cniPlugins {
+		w.HostFile(guestCNIBin+"/"+p, 0o755, filepath.Join(pn.CNIDir, p))
+	}
+	w.Dir("etc/cni/net.d", 0o755)
+	return writeDir(w, guestModulesDir(pn.Release), pn.Modules)
 }
 
 // writeDir writes the regular files and directories below src at dst.
