@@ -84,11 +84,11 @@ const chartImage = "ghcr.io/cgdelegate/cgdelegate:dev"
 // helmValues are the --set arguments of the cluster's install: CPU
 // pinning with CPU 0 reserved (the resize scenario's pinned pod gets
 // another), as pluginConfigYAML configures the external plugin of the
-// Cluster variants; a namespace allowed by name; and the host network,
-// as the VM has no pod network (its CNI plugin connects nothing).
+// Cluster variants, and a namespace allowed by name. The network is the
+// chart's default: the pod network, the API server through the
+// kubernetes Service.
 func helmValues() []string {
 	return []string{
-		"--set", "hostNetwork=true",
 		"--set", "config.cpuPinning=true",
 		"--set-string", "config.reservedCPUs=0",
 		"--set", "admissionPolicy.allowedNamespaces={" + allowedByName + "}",

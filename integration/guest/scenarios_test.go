@@ -56,6 +56,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.KubeletDaemonSetPod:             kubeletDaemonSetPod,
 	variant.KubeletPluginPodRestart:         kubeletPluginPodRestart,
 	variant.ClusterNodeReady:                clusterNodeReady,
+	variant.ClusterPodNetwork:               clusterPodNetwork,
 	variant.ClusterHelmInstall:              clusterHelmInstall,
 	variant.ClusterAdmissionPolicy:          clusterAdmissionPolicy,
 	variant.ClusterNodeLabel:                clusterNodeLabel,

@@ -167,6 +167,14 @@ const (
 	// Ready; a Pod applied with kubectl is scheduled onto it by the
 	// scheduler and runs.
 	ClusterNodeReady Scenario = "ClusterNodeReady"
+	// ClusterPodNetwork: the cluster's pod network and kube-proxy. A pod
+	// on the pod network gets an address of its node's pod CIDR; kubectl
+	// logs shows its output and kubectl exec runs in it (the API server
+	// reaches the kubelet on the node's address); from inside it, its own
+	// Service's ClusterIP answers (kube-proxy, hairpin on the node's
+	// bridge) and so does the kubernetes Service (the API server on the
+	// host); the node reaches the pod's address.
+	ClusterPodNetwork Scenario = "ClusterPodNetwork"
 	// ClusterHelmInstall (issue 20, a): helm install of the chart; the
 	// DaemonSet controller and the scheduler place cgdelegate's pod, which
 	// runs with the ConfigMap the API serves; `cgdelegate status` on the
@@ -274,7 +282,7 @@ var scenarios = []Scenario{
 	Demo, BenchNode,
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 	KubeletPinningOracle,
-	ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned, ClusterHelmUninstall,
+	ClusterNodeReady, ClusterPodNetwork, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned, ClusterHelmUninstall,
 	ClusterEphemeralContainers, ClusterResizeBubble, ClusterPinningOracle,
 	ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit,
 	NodeDelegationBudget, DyingCgroups, UnsafeAfterStart,

@@ -119,7 +119,7 @@ func Suite() []Variant {
 			Name: "ctd24-Systemd-numa-smp4-Cluster", Containerd: Containerd24, NSDelegate: true, Plugin: PluginHelm, FailClosed: true, Pinning: true,
 			SMP: 4, NUMA: true, Systemd: true, Cluster: true,
 			Scenarios: []Scenario{
-				ClusterNodeReady, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned,
+				ClusterNodeReady, ClusterPodNetwork, ClusterHelmInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterHelmUpgrade, ClusterResizeUnpinned,
 				ClusterEphemeralContainers, ClusterResizeBubble,
 				ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit, // issue 21: the user stories
 				ClusterHelmUninstall, // cgdelegate is gone after it
