@@ -75,8 +75,12 @@ func (e *guestEnv) setupPodNetwork() error {
 	}
 	// kube-proxy needs bridged traffic through netfilter: a pod reaching a
 	// Service whose endpoint is on the same bridge gets its reply un-NATed.
-	if err := run("modprobe", "br_netfilter"); err != nil {
-		return err
+	// kube-proxy writes conntrack's sysctls at its start, which exist only
+	// once nf_conntrack is loaded.
+	for _, m := range []string{"br_netfilter", "nf_conntrack"} {
+		if err := run("modprobe", m); err != nil {
+			return err
+		}
 	}
 	for path, value := range map[string]string{
 		"/proc/sys/net/ipv4/ip_forward":                  "1",
@@ -228,7 +232,7 @@ func clusterPodNetwork(t *testing.T, e *guestEnv) {
 	}
 	serviceTook := time.Since(start)
 	ip, port, _ := strings.Cut(kubernetesService, ":")
-	if out, err := kubectl(ctx, nil, "-n", clusterNamespace, "exec", name, "-c", "web", "--", "nc", "-z", "-w", "5", ip, port); err != nil {
+	if out, err := kubectl(ctx, nil, "-n", clusterNamespace, "exec", name, "-c", "web", "--", "nc", "-w", "5", ip, port, "-e", "true"); err != nil {
 		t.Errorf("the kubernetes Service %s from the pod: %q, %v\n%s", kubernetesService, out, err, e.describeNetwork(ctx))
 	}
 	// From the node: the pod's own address, through the node's bridge.
