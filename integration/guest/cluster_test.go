@@ -549,4 +549,3 @@ func (e *guestEnv) clusterResizePinnedRefused(ctx context.Context, t *testing.T,
 // kubelet gives every pod as KUBERNETES_SERVICE_HOST and _PORT; kube-proxy
 // forwards it to the API server on the host's bridge.
 const kubernetesService = "10.96.0.1:443"
-

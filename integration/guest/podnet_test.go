@@ -83,7 +83,7 @@ func (e *guestEnv) setupPodNetwork() error {
 		}
 	}
 	for path, value := range map[string]string{
-		"/proc/sys/net/ipv4/ip_forward":                  "1",
+		"/proc/sys/net/ipv4/ip_forward":                 "1",
 		"/proc/sys/net/bridge/bridge-nf-call-iptables":  "1",
 		"/proc/sys/net/bridge/bridge-nf-call-ip6tables": "1",
 	} {
@@ -248,7 +248,6 @@ func clusterPodNetwork(t *testing.T, e *guestEnv) {
 		"node_ready_seconds": seconds(c.ready),
 	})
 }
-
 
 // httpGet is the body of a GET of url, within five seconds.
 func httpGet(ctx context.Context, url string) (string, error) {

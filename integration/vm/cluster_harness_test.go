@@ -57,8 +57,8 @@ const (
 	guestKubeletKubeconfig   = "etc/kubernetes/kubelet.kubeconfig"
 	guestKubeProxyKubeconfig = "etc/kubernetes/kube-proxy.kubeconfig"
 	guestKubeProxy           = "usr/local/bin/kube-proxy"
-	guestAdminKubeconfig   = "root/.kube/config"
-	guestKubectl           = "usr/local/bin/kubectl"
+	guestAdminKubeconfig     = "root/.kube/config"
+	guestKubectl             = "usr/local/bin/kubectl"
 	// guestNetModules holds the modules init.sh and guest-run.sh load for
 	// eth0 (not under lib/, a symlink in the systemd root filesystem).
 	guestNetModules = "cgd/net"
