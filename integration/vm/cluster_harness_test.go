@@ -81,18 +81,37 @@ type clusterIdentity struct {
 	Server string
 }
 
-// clusterIdentities are the cluster's clients: the host components, the
-// guest's kubelet (a node, for the Node authorizer), kube-proxy (the
-// bootstrap RBAC binds system:kube-proxy to system:node-proxier, as on a
-// kubeadm cluster) and two admins, one for the host harness and one for
+// clusterIdentities are the cluster's clients: the host components, each
+// node's kubelet (system:node:<name>, for the Node authorizer), kube-proxy
+// (the bootstrap RBAC binds system:kube-proxy to system:node-proxier, as on
+// a kubeadm cluster) and two admins, one for the host harness and one for
 // kubectl in the guest.
-var clusterIdentities = []clusterIdentity{
-	{File: "admin", User: "cgd-admin", Groups: []string{"system:masters"}, Server: clusterHostIP},
-	{File: "controller-manager", User: "system:kube-controller-manager", Server: clusterHostIP},
-	{File: "scheduler", User: "system:kube-scheduler", Server: clusterHostIP},
-	{File: "kubelet", User: "system:node:" + clusterNode, Groups: []string{"system:nodes"}, Server: clusterHostIP},
-	{File: "kube-proxy", User: "system:kube-proxy", Server: clusterHostIP},
-	{File: "guest-admin", User: "cgd-admin", Groups: []string{"system:masters"}, Server: clusterHostIP},
+var clusterIdentities = clusterIdentitiesFor(clusterPlan)
+
+// clusterIdentitiesFor are the identities of a cluster on plan: the first
+// node's kubelet kubeconfig is "kubelet", another node's
+// "kubelet-<node name>".
+func clusterIdentitiesFor(plan podnet.Plan) []clusterIdentity {
+	ids := []clusterIdentity{
+		{File: "admin", User: "cgd-admin", Groups: []string{"system:masters"}, Server: clusterHostIP},
+		{File: "controller-manager", User: "system:kube-controller-manager", Server: clusterHostIP},
+		{File: "scheduler", User: "system:kube-scheduler", Server: clusterHostIP},
+		{File: "kube-proxy", User: "system:kube-proxy", Server: clusterHostIP},
+		{File: "guest-admin", User: "cgd-admin", Groups: []string{"system:masters"}, Server: clusterHostIP},
+	}
+	for i, n := range plan.Nodes {
+		ids = append(ids, clusterIdentity{File: kubeletKubeconfigName(i, n.Name), User: "system:node:" + n.Name, Groups: []string{"system:nodes"}, Server: clusterHostIP})
+	}
+	return ids
+}
+
+// kubeletKubeconfigName is the kubeconfig (without .kubeconfig) of node i
+// of the plan, named name.
+func kubeletKubeconfigName(i int, name string) string {
+	if i == 0 {
+		return "kubelet"
+	}
+	return "kubelet-" + name
 }
 
 // clusterPKI is a directory of the cluster's certificates, keys and

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/cgdelegate/cgdelegate/integration/internal/podnet"
 )
 
 // kubeconfigFile is what the tests read back of a kubeconfig.
@@ -137,6 +139,28 @@ func TestClusterPKI(t *testing.T) {
 				t.Errorf("client-key-data is not an EC private key")
 			}
 		})
+	}
+}
+
+// TestClusterIdentitiesFor: every node of a plan gets a kubelet identity
+// of its own, the first under the name the guest reads.
+func TestClusterIdentitiesFor(t *testing.T) {
+	ids := clusterIdentitiesFor(podnet.DefaultPlan(2))
+	byFile := map[string]clusterIdentity{}
+	for _, id := range ids {
+		if _, dup := byFile[id.File]; dup {
+			t.Errorf("kubeconfig %s twice", id.File)
+		}
+		byFile[id.File] = id
+	}
+	for file, user := range map[string]string{"kubelet": "system:node:cgd-vm", "kubelet-cgd-vm2": "system:node:cgd-vm2"} {
+		id, ok := byFile[file]
+		if !ok || id.User != user || !slices.Equal(id.Groups, []string{"system:nodes"}) {
+			t.Errorf("%s: %+v (found %v), want user %s in system:nodes", file, id, ok, user)
+		}
+	}
+	if len(ids) != len(clusterIdentities)+1 {
+		t.Errorf("%d identities for two nodes, %d for one", len(ids), len(clusterIdentities))
 	}
 }
 
