@@ -3,6 +3,7 @@
 package vm
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
 	"os"
@@ -119,5 +120,93 @@ func TestHostNetworkInvalidPlan(t *testing.T) {
 	_, err := upHostNetwork(slog.New(slog.DiscardHandler), plan, filepath.Join(t.TempDir(), "lock"))
 	if !errors.Is(err, podnet.ErrInvalidPlan) {
 		t.Errorf("err %v, want ErrInvalidPlan", err)
+	}
+}
+
+// fakeFile writes a small file at dir/name and returns its path.
+func fakeFile(t *testing.T, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(name), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSuiteFilesPodNet: a cluster boot's initramfs carries kube-proxy with
+// its kubeconfig, the real CNI plugins and the netfilter modules where the
+// guest's modprobe looks, and no null CNI network (which would shadow the
+// node's); another boot keeps the null network.
+func TestSuiteFilesPodNet(t *testing.T) {
+	dir := t.TempDir()
+	f := func(name string) string { return fakeFile(t, dir, name) }
+	ctr := filepath.Dir(f("containerd/containerd"))
+	f("containerd/ctr")
+	f("containerd/containerd-shim-runc-v2")
+	mods := filepath.Join(dir, "netfilter", "lib", "modules", "6.12.0-test")
+	fakeFile(t, mods, "kernel/net/netfilter/nf_tables.ko.xz")
+	pkiDir := filepath.Join(dir, "pki")
+	for _, id := range clusterIdentities {
+		fakeFile(t, pkiDir, id.File+".kubeconfig")
+	}
+	a := &artifacts{
+		Runc: f("runc"), Kubelet: f("kubelet"), Plugin: f("cgdelegate"), Hook: f("cgdelegate-hook"),
+		GuestTest: f("guest.test"), OverlayKO: f("overlay.ko"), ContainerdDropIn: f("cgdelegate.toml"), NullCNI: f("nullcni"),
+		Containerd: map[string]string{"v2.4.2": ctr},
+		Cluster: &clusterArtifacts{
+			Bin: filepath.Dir(f("cp/kubectl")), Helm: f("helm"), Chart: filepath.Dir(f("chart/Chart.yaml")),
+			PKI: clusterPKI{Dir: pkiDir, Port: 6443},
+		},
+		NetModules: []string{f("net/failover.ko"), f("net/net_failover.ko"), f("net/virtio_net.ko")},
+		PodNet: &podNetArtifacts{
+			KubeProxy: f("kube-proxy"), CNIDir: filepath.Dir(f("cni/bridge")), Modules: mods, Release: "6.12.0-test",
+		},
+	}
+	f("cni/host-local")
+	f("cni/loopback")
+	entries := func(boot bootKind) map[string]cpioEntry {
+		t.Helper()
+		var buf bytes.Buffer
+		w := newCPIOWriter(&buf)
+		if err := writeSuiteFiles(w, a, ctr, "v2.4.2", "cgd/overlay.ko", boot); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]cpioEntry{}
+		for _, e := range readCPIO(t, buf.Bytes()) {
+			m[e.name] = e
+		}
+		return m
+	}
+	cluster := entries(bootKind{containerd: "v2.4.2", systemd: true, kubelet: true, cluster: true})
+	for name, data := range map[string]string{
+		"usr/local/bin/kube-proxy":             "kube-proxy",
+		"etc/kubernetes/kube-proxy.kubeconfig": "kube-proxy.kubeconfig",
+		"opt/cni/bin/bridge":                   "cni/bridge",
+		"opt/cni/bin/host-local":               "cni/host-local",
+		"opt/cni/bin/loopback":                 "cni/loopback",
+		"usr/lib/modules/6.12.0-test/kernel/net/netfilter/nf_tables.ko.xz": "kernel/net/netfilter/nf_tables.ko.xz",
+	} {
+		if e, ok := cluster[name]; !ok || e.data != data {
+			t.Errorf("cluster boot: %s = %q (present %v), want %q", name, e.data, ok, data)
+		}
+	}
+	if _, ok := cluster["etc/cni/net.d/10-null.conflist"]; ok {
+		t.Error("the cluster boot carries the null CNI network")
+	}
+	plain := entries(bootKind{containerd: "v2.4.2", systemd: true})
+	if _, ok := plain["etc/cni/net.d/10-null.conflist"]; !ok {
+		t.Error("a boot without a cluster lacks the null CNI network")
+	}
+	if e := plain["opt/cni/bin/loopback"]; e.mode&cpioModeLink != cpioModeLink || e.data != "nullcni" {
+		t.Errorf("a boot without a cluster: loopback %+v, want the link to nullcni", e)
+	}
+	if _, ok := plain["usr/local/bin/kube-proxy"]; ok {
+		t.Error("a boot without a cluster carries kube-proxy")
 	}
 }
