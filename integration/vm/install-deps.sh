@@ -4,10 +4,10 @@
 # libseccomp-dev + a C toolchain for a static runc, cpio/xz/zstd for the
 # initramfs and the Debian kernel modules, mmdebstrap for the Debian root
 # filesystem of the systemd variants, podman for TestPodmanLoad: `podman load`
-# of `make image`'s archive).
+# of `make image`'s archive, iproute2 for the cluster boot's bridge and taps).
 set -euo pipefail
 
-pkgs=(qemu-system-x86 busybox-static libseccomp-dev gcc libc6-dev pkg-config cpio zstd xz-utils mmdebstrap podman)
+pkgs=(qemu-system-x86 busybox-static libseccomp-dev gcc libc6-dev pkg-config cpio zstd xz-utils mmdebstrap podman iproute2)
 
 missing=()
 for p in "${pkgs[@]}"; do

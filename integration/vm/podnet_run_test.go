@@ -193,6 +193,9 @@ func upHostNetwork(log *slog.Logger, plan podnet.Plan, lockPath string) (_ *host
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w; running as uid %d", errNotRoot, os.Geteuid())
 	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return nil, fmt.Errorf("the pod network needs ip(8) from iproute2 (run integration/vm/install-deps.sh): %w", err)
+	}
 	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("pod network lock: %w", err)
