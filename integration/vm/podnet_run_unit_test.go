@@ -4,20 +4,25 @@ package vm
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/podnet"
 )
 
-// inNetns re-runs the calling test in a new network namespace (unshare
-// --net), so its links never touch the host's, and reports whether this
-// is that run. It skips without root or unshare.
+// inNetns re-runs the calling test in a new network and mount namespace
+// (unshare --net --mount), so its links and network namespaces never touch
+// the host's, and reports whether this is that run. It skips without root
+// or unshare.
 func inNetns(t *testing.T) bool {
 	t.Helper()
 	if os.Getenv("CGD_IN_NETNS") == t.Name() {
@@ -32,7 +37,8 @@ func inNetns(t *testing.T) bool {
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("needs unshare(1) for a network namespace of its own")
 	}
-	cmd := exec.Command("unshare", "--net", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	// A mount namespace too, private: ip netns add mounts under /run/netns.
+	cmd := exec.Command("unshare", "--net", "--mount", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), "CGD_IN_NETNS="+t.Name())
 	out, err := cmd.CombinedOutput()
 	t.Logf("in a new network namespace:\n%s", out)
@@ -209,4 +215,131 @@ func TestSuiteFilesPodNet(t *testing.T) {
 	if _, ok := plain["usr/local/bin/kube-proxy"]; ok {
 		t.Error("a boot without a cluster carries kube-proxy")
 	}
+}
+
+// debianCNIPlugins is a directory with Debian's bridge, host-local and
+// loopback plugins: the cached ingredient, else the host's package.
+func debianCNIPlugins(t *testing.T) string {
+	t.Helper()
+	cached, _ := filepath.Glob(filepath.Join(defaultCacheDir(), "cni", "*", "bridge"))
+	for _, dir := range append(cached, "/usr/lib/cni/bridge") {
+		dir = filepath.Dir(dir)
+		if _, err := os.Stat(filepath.Join(dir, "host-local")); err == nil {
+			return dir
+		}
+	}
+	t.Skip("needs Debian's CNI plugins: the cni/ ingredient (make ingredients) or the containernetworking-plugins package")
+	return ""
+}
+
+// TestCNIConfigWithDebianPlugins: the network list a node writes
+// (podnet.CNIConfig) works with the CNI plugins the guest gets, run as
+// containerd runs them: a pod's network namespace gets an address of the
+// node's pod CIDR and a default route through the node's bridge, which
+// holds the gateway address; DEL takes the address back.
+func TestCNIConfigWithDebianPlugins(t *testing.T) {
+	pluginDir := debianCNIPlugins(t)
+	if !inNetns(t) {
+		return
+	}
+	plan := podnet.DefaultPlan(2)
+	node := plan.Nodes[1]
+	raw, err := plan.CNIConfig(node.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What libcni hands each plugin of a list: the plugin's config with
+	// the list's name and version; the leases in a directory of the test.
+	var list struct {
+		CNIVersion string           `json:"cniVersion"`
+		Name       string           `json:"name"`
+		Plugins    []map[string]any `json:"plugins"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		t.Fatal(err)
+	}
+	conf := list.Plugins[0]
+	conf["name"], conf["cniVersion"] = list.Name, list.CNIVersion
+	conf["ipam"].(map[string]any)["dataDir"] = t.TempDir()
+	stdin, err := json.Marshal(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pod's network namespace is a sleeping process's (ip netns add
+	// would create /run/netns/<name> on the host's file system).
+	pod := exec.Command("unshare", "--net", "sleep", "60")
+	if err := pod.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pod.Process.Kill(); _ = pod.Wait() })
+	podNS := fmt.Sprintf("/proc/%d/ns/net", pod.Process.Pid)
+	if err := waitNetns(podNS); err != nil {
+		t.Fatal(err)
+	}
+	inPod := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("nsenter", append([]string{"--net=" + podNS, "ip"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ip %s in the pod: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	cni := func(command string) []byte {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(pluginDir, "bridge"))
+		cmd.Env = append(os.Environ(), "CNI_COMMAND="+command, "CNI_CONTAINERID=cgdpod", "CNI_NETNS="+podNS,
+			"CNI_IFNAME=eth0", "CNI_PATH="+pluginDir)
+		cmd.Stdin = bytes.NewReader(stdin)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("bridge %s: %v: %s", command, err, out)
+		}
+		return out
+	}
+	var result struct {
+		IPs []struct {
+			Address string `json:"address"`
+			Gateway string `json:"gateway"`
+		} `json:"ips"`
+	}
+	out := cni("ADD")
+	if err := json.Unmarshal(out, &result); err != nil {
+		t.Fatalf("ADD result %s: %v", out, err)
+	}
+	if len(result.IPs) != 1 {
+		t.Fatalf("ADD result %s: want one address", out)
+	}
+	addr, err := netip.ParsePrefix(result.IPs[0].Address)
+	if err != nil || !node.PodCIDR.Contains(addr.Addr()) || addr.Bits() != node.PodCIDR.Bits() || result.IPs[0].Gateway != node.Gateway().String() {
+		t.Errorf("ADD gave %s via %s, want an address of %s via %s", result.IPs[0].Address, result.IPs[0].Gateway, node.PodCIDR, node.Gateway())
+	}
+	if got := ipOut(t, "-4", "-o", "addr", "show", "dev", podnet.CNIBridge); !strings.Contains(got, "inet "+node.Gateway().String()+"/24") {
+		t.Errorf("%s: %s, want the gateway %s", podnet.CNIBridge, got, node.Gateway())
+	}
+	if got := inPod("-4", "route"); !strings.Contains(got, "default via "+node.Gateway().String()+" dev eth0") {
+		t.Errorf("the pod's routes: %s", got)
+	}
+	if got := inPod("-4", "-o", "addr", "show", "dev", "eth0"); !strings.Contains(got, "inet "+addr.String()) {
+		t.Errorf("the pod's eth0: %s, want %s", got, addr)
+	}
+	cni("DEL")
+	if got := inPod("-o", "link"); strings.Contains(got, "eth0") {
+		t.Errorf("eth0 still in the pod after DEL: %s", got)
+	}
+}
+
+// waitNetns waits until the network namespace at path is not the test's
+// own any more (the unshare has happened).
+func waitNetns(path string) error {
+	self, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		return err
+	}
+	for range 100 {
+		if other, err := os.Readlink(path); err == nil && other != self {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%s never became a network namespace of its own", path)
 }
