@@ -30,6 +30,9 @@ import (
 
 // clusterPlan is the cluster's network (integration/internal/podnet): the
 // host's bridge, where the API server listens, and the guest nodes on it.
+// Each node's kubelet certificate says system:node:<its name>
+// (clusterIdentitiesFor); the first node is cgd-vm, the guest's
+// kubeletNode.
 var clusterPlan = podnet.DefaultPlan(1)
 
 // clusterHostIP is the host's address on the cluster's bridge: the API
@@ -38,10 +41,6 @@ var clusterPlan = podnet.DefaultPlan(1)
 var clusterHostIP = clusterPlan.Host.Addr().String()
 
 const (
-	// clusterNode is the guest kubelet's node name: its client certificate
-	// says system:node:<clusterNode>, and the guest starts it with
-	// --hostname-override of the same name (integration/guest kubeletNode).
-	clusterNode = podnet.DefaultNodeName
 	// serviceCIDR is the cluster's service range; its first address is the
 	// kubernetes Service's, which the serving certificate names too.
 	serviceCIDR      = "10.96.0.0/24"
