@@ -343,3 +343,39 @@ func waitNetns(path string) error {
 	}
 	return fmt.Errorf("%s never became a network namespace of its own", path)
 }
+
+// TestKubeProxyConfigAccepted: the kube-proxy the guest runs reads the
+// configuration a node writes (podnet.KubeProxyConfig) strictly, every
+// field known, and keeps nftables mode. It needs the kube-proxy/
+// ingredient (make ingredients).
+func TestKubeProxyConfigAccepted(t *testing.T) {
+	bin := filepath.Join(defaultCacheDir(), "kube-proxy", kubeletVersion, "kube-proxy")
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("needs the kube-proxy ingredient (make ingredients): %v", err)
+	}
+	dir := t.TempDir()
+	cfg, err := podnet.DefaultPlan(2).KubeProxyConfig("cgd-vm2", "/etc/kubernetes/kube-proxy.kubeconfig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := filepath.Join(dir, "in.yaml"), filepath.Join(dir, "out.yaml")
+	if err := os.WriteFile(in, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log, err := exec.Command(bin, "--config="+in, "--write-config-to="+out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kube-proxy --write-config-to: %v\n%s", err, log)
+	}
+	if strings.Contains(string(log), "strict decoding") {
+		t.Errorf("kube-proxy did not read the configuration strictly:\n%s", log)
+	}
+	written, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"mode: nftables", "hostnameOverride: cgd-vm2", "clusterCIDR: 10.244.0.0/16", "maxPerCore: 0"} {
+		if !strings.Contains(string(written), want) {
+			t.Errorf("kube-proxy's configuration lacks %q:\n%s", want, written)
+		}
+	}
+}
