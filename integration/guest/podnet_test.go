@@ -222,13 +222,17 @@ func clusterPodNetwork(t *testing.T, e *guestEnv) {
 		t.Fatal(err)
 	}
 	var body []byte
+	var lastErr error
 	start = time.Now()
-	if err := poll(ctx, time.Second, func() (bool, error) {
-		body, err = kubectl(ctx, nil, "-n", clusterNamespace, "exec", name, "-c", "web", "--",
+	// kube-proxy programs a new Service within a second or two.
+	svcCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := poll(svcCtx, time.Second, func() (bool, error) {
+		body, lastErr = kubectl(svcCtx, nil, "-n", clusterNamespace, "exec", name, "-c", "web", "--",
 			"wget", "-q", "-T", "5", "-O", "-", "http://"+strings.TrimSpace(string(svcIP))+"/")
-		return err == nil && strings.Contains(string(body), netServerText), nil
+		return lastErr == nil && strings.Contains(string(body), netServerText), nil
 	}); err != nil {
-		t.Errorf("the Service %s from its own pod: %q, %v\n%s", svcIP, body, err, e.describeNetwork(ctx))
+		t.Errorf("the Service %s from its own pod: %q, %v (last: %v)\n%s", svcIP, body, err, lastErr, e.describeNetwork(ctx))
 	}
 	serviceTook := time.Since(start)
 	ip, port, _ := strings.Cut(kubernetesService, ":")
@@ -275,6 +279,8 @@ func httpGet(ctx context.Context, url string) (string, error) {
 // describeNetwork is the node's addresses, routes and nftables ruleset
 // and kube-proxy's log tail, for failures.
 func (e *guestEnv) describeNetwork(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	var b strings.Builder
 	for _, args := range [][]string{{"ip", "-br", "addr"}, {"ip", "route"}, {"nft", "list", "ruleset"}} {
 		out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()

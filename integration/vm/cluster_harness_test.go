@@ -361,6 +361,10 @@ func (c controlPlane) APIServerArgs() []string {
 		"--bind-address=" + clusterHostIP,
 		"--secure-port=" + strconv.Itoa(c.PKI.Port),
 		"--advertise-address=" + clusterHostIP,
+		// The kubelets by their address on the bridge, as kubeadm has it:
+		// the default tries the node's host name first, which nothing
+		// resolves.
+		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 		"--client-ca-file=" + c.PKI.Path("ca.crt"),
 		"--tls-cert-file=" + c.PKI.Path("apiserver.crt"),
 		"--tls-private-key-file=" + c.PKI.Path("apiserver.key"),

@@ -197,6 +197,7 @@ func TestControlPlaneArgs(t *testing.T) {
 		{"apiserver", c.APIServerArgs(), "secure-port", "6443"},
 		{"apiserver", c.APIServerArgs(), "bind-address", "10.213.0.1"},
 		{"apiserver", c.APIServerArgs(), "advertise-address", "10.213.0.1"},
+		{"apiserver", c.APIServerArgs(), "kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname"},
 		{"apiserver", c.APIServerArgs(), "authorization-mode", "Node,RBAC"},
 		{"apiserver", c.APIServerArgs(), "client-ca-file", "/pki/ca.crt"},
 		{"apiserver", c.APIServerArgs(), "service-account-signing-key-file", "/pki/sa.key"},
