@@ -30,9 +30,6 @@ import (
 )
 
 const (
-	// clusterKubeconfig is the kubelet's kubeconfig (client certificate
-	// system:node:cgd-vm), written by integration/vm into the initramfs.
-	clusterKubeconfig = "/etc/kubernetes/kubelet.kubeconfig"
 	// clusterNamespace holds the scenarios' pods.
 	clusterNamespace = "default"
 	// resizeWithin bounds one in-place resize, from the patch to the pod
@@ -83,7 +80,7 @@ func (e *guestEnv) startClusterKubelet() (*clusterEnv, error) {
 		return nil, errors.New("the node's pod network was not set up")
 	}
 	start := time.Now()
-	if err := e.startKubelet(e.kubeletConfig(), "--kubeconfig="+clusterKubeconfig, "--node-ip="+e.podnet.node.IP.String()); err != nil {
+	if err := e.startKubelet(e.kubeletConfig(), "--kubeconfig="+e.kubeletKubeconfig(), "--node-ip="+e.clusterNodeIP()); err != nil {
 		return nil, err
 	}
 	c := &clusterEnv{k: e.kubelet}

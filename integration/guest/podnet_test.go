@@ -298,3 +298,13 @@ func (e *guestEnv) clusterNodeIP() string {
 	}
 	return e.podnet.node.IP.String()
 }
+
+// kubeletKubeconfig is the node's kubelet kubeconfig (client certificate
+// system:node:<node>), written by integration/vm into the initramfs.
+func (e *guestEnv) kubeletKubeconfig() string {
+	name := podnet.DefaultNodeName
+	if e.podnet != nil {
+		name = e.podnet.node.Name
+	}
+	return "/etc/kubernetes/" + podnet.KubeletKubeconfig(name) + ".kubeconfig"
+}

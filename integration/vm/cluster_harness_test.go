@@ -50,10 +50,12 @@ const (
 )
 
 // Where the guest finds the cluster's files (integration/guest reads the
-// same paths): the kubelet's kubeconfig, kube-proxy's and kubectl's
+// same paths): the kubelets' kubeconfigs, kube-proxy's and kubectl's
 // default one, all pointing at https://<clusterHostIP>:<port>.
 const (
-	guestKubeletKubeconfig   = "etc/kubernetes/kubelet.kubeconfig"
+	// guestKubeletKubeconfigs holds each node's kubelet kubeconfig,
+	// <podnet.KubeletKubeconfig>.kubeconfig.
+	guestKubeletKubeconfigs  = "etc/kubernetes"
 	guestKubeProxyKubeconfig = "etc/kubernetes/kube-proxy.kubeconfig"
 	guestKubeProxy           = "usr/local/bin/kube-proxy"
 	guestAdminKubeconfig     = "root/.kube/config"
@@ -87,9 +89,8 @@ type clusterIdentity struct {
 // kubectl in the guest.
 var clusterIdentities = clusterIdentitiesFor(clusterPlan)
 
-// clusterIdentitiesFor are the identities of a cluster on plan: the first
-// node's kubelet kubeconfig is "kubelet", another node's
-// "kubelet-<node name>".
+// clusterIdentitiesFor are the identities of a cluster on plan, each
+// node's kubelet under podnet.KubeletKubeconfig.
 func clusterIdentitiesFor(plan podnet.Plan) []clusterIdentity {
 	ids := []clusterIdentity{
 		{File: "admin", User: "cgd-admin", Groups: []string{"system:masters"}, Server: clusterHostIP},
@@ -98,19 +99,10 @@ func clusterIdentitiesFor(plan podnet.Plan) []clusterIdentity {
 		{File: "kube-proxy", User: "system:kube-proxy", Server: clusterHostIP},
 		{File: "guest-admin", User: "cgd-admin", Groups: []string{"system:masters"}, Server: clusterHostIP},
 	}
-	for i, n := range plan.Nodes {
-		ids = append(ids, clusterIdentity{File: kubeletKubeconfigName(i, n.Name), User: "system:node:" + n.Name, Groups: []string{"system:nodes"}, Server: clusterHostIP})
+	for _, n := range plan.Nodes {
+		ids = append(ids, clusterIdentity{File: podnet.KubeletKubeconfig(n.Name), User: "system:node:" + n.Name, Groups: []string{"system:nodes"}, Server: clusterHostIP})
 	}
 	return ids
-}
-
-// kubeletKubeconfigName is the kubeconfig (without .kubeconfig) of node i
-// of the plan, named name.
-func kubeletKubeconfigName(i int, name string) string {
-	if i == 0 {
-		return "kubelet"
-	}
-	return "kubelet-" + name
 }
 
 // clusterPKI is a directory of the cluster's certificates, keys and

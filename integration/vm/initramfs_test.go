@@ -14,6 +14,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/cgdelegate/cgdelegate/integration/internal/podnet"
 )
 
 // nullCNIConfig gives pods that ask for their own network namespace one
@@ -168,7 +170,10 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 		// kubelet's kubeconfig, and the modules init.sh loads for eth0.
 		w.HostFile(guestKubectl, 0o755, filepath.Join(a.Cluster.Bin, "kubectl"))
 		w.HostFile(guestAdminKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("guest-admin"))
-		w.HostFile(guestKubeletKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("kubelet"))
+		for _, n := range clusterPlan.Nodes {
+			name := podnet.KubeletKubeconfig(n.Name)
+			w.HostFile(guestKubeletKubeconfigs+"/"+name+".kubeconfig", 0o600, a.Cluster.PKI.Kubeconfig(name))
+		}
 		w.HostFile(guestHelm, 0o755, a.Cluster.Helm)
 		if err := writeDir(w, guestChart, a.Cluster.Chart); err != nil {
 			return err

@@ -70,6 +70,17 @@ func NodeName(i int) string {
 	return DefaultNodeName + strconv.Itoa(i+1)
 }
 
+// KubeletKubeconfig is the name (without .kubeconfig) of the kubeconfig
+// of node's kubelet, in the host's PKI directory and in the guest's
+// /etc/kubernetes: "kubelet" for the first node, "kubelet-<node>" for the
+// others.
+func KubeletKubeconfig(node string) string {
+	if node == DefaultNodeName {
+		return "kubelet"
+	}
+	return "kubelet-" + node
+}
+
 // DefaultPlan is the plan of a cluster of n nodes: bridge cgdbr0 with the
 // host at 10.213.0.1/24, node i (from 0) at 10.213.0.<i+2> on tap
 // cgdtap<i+1> with pods in 10.244.<i+1>.0/24, services in 10.96.0.0/24.

@@ -276,3 +276,11 @@ func TestKernelParams(t *testing.T) {
 		})
 	}
 }
+
+func TestKubeletKubeconfig(t *testing.T) {
+	for node, want := range map[string]string{"cgd-vm": "kubelet", "cgd-vm2": "kubelet-cgd-vm2"} {
+		if got := KubeletKubeconfig(node); got != want {
+			t.Errorf("KubeletKubeconfig(%s) = %s, want %s", node, got, want)
+		}
+	}
+}
