@@ -191,11 +191,12 @@ func TestSuiteFilesPodNet(t *testing.T) {
 	}
 	cluster := entries(bootKind{containerd: "v2.4.2", systemd: true, kubelet: true, cluster: true})
 	for name, data := range map[string]string{
-		"usr/local/bin/kube-proxy":             "kube-proxy",
-		"etc/kubernetes/kube-proxy.kubeconfig": "kube-proxy.kubeconfig",
-		"opt/cni/bin/bridge":                   "cni/bridge",
-		"opt/cni/bin/host-local":               "cni/host-local",
-		"opt/cni/bin/loopback":                 "cni/loopback",
+		"usr/local/bin/kube-proxy":                                         "kube-proxy",
+		"etc/kubernetes/kube-proxy.kubeconfig":                             "kube-proxy.kubeconfig",
+		"etc/kubernetes/kubelet.kubeconfig":                                "kubelet.kubeconfig",
+		"opt/cni/bin/bridge":                                               "cni/bridge",
+		"opt/cni/bin/host-local":                                           "cni/host-local",
+		"opt/cni/bin/loopback":                                             "cni/loopback",
 		"usr/lib/modules/6.12.0-test/kernel/net/netfilter/nf_tables.ko.xz": "kernel/net/netfilter/nf_tables.ko.xz",
 	} {
 		if e, ok := cluster[name]; !ok || e.data != data {
