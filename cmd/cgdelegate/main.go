@@ -2,6 +2,7 @@
 //
 //	cgdelegate [flags]          run as an NRI plugin (external, or started by the runtime)
 //	cgdelegate status [flags]   print the node's readiness as JSON; exit 1 when unsupported
+//	cgdelegate status -ready    the pod's readiness probe: exit 0 once configured by the runtime
 //	cgdelegate node-label withdraw [flags]
 //	                            remove the node label from every node; exit 1 if any failed
 //	cgdelegate -version         print the version

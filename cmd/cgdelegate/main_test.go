@@ -42,7 +42,7 @@ func statusHostAt(t *testing.T, nsdelegate bool, publish bool, pid int, updated 
 		t.Fatal(err)
 	}
 	if publish {
-		r := status.Evaluate(config.Default(), host.Status{Mounted: true, Version: 2, NsDelegate: true, FSType: "cgroup2"}, nil)
+		r := status.Evaluate(config.Default(), host.Status{CgroupRoot: h.CgroupRoot, Mounted: true, Version: 2, NsDelegate: true, FSType: "cgroup2"}, nil)
 		r.Runtime = &status.Runtime{Name: "containerd", Version: "v2.4.2"}
 		r.PluginPID = pid
 		r.UpdatedAt = updated
@@ -80,6 +80,36 @@ func TestStatus(t *testing.T) {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("status output lacks %s:\n%s", w, out.String())
 				}
+			}
+		})
+	}
+}
+
+// status -ready is the pod's readiness probe: ready once a live plugin has
+// been configured by its runtime, whether or not the node supports
+// writable cgroups; not ready, saying why, before that or once the
+// plugin is gone.
+func TestStatusReady(t *testing.T) {
+	tests := []struct {
+		name     string
+		nsdel    bool
+		publish  bool
+		updated  time.Duration
+		wantCode int
+		want     string
+	}{
+		{"configured", true, true, 0, 0, "ready: configured by containerd v2.4.2; supportsCgroupOptions true"},
+		{"configured without nsdelegate", false, true, 0, 0, "ready: configured by containerd v2.4.2"},
+		{"nothing published", true, false, 0, 1, "no running cgdelegate plugin"},
+		{"stale", true, true, -4 * time.Minute, 1, "the published status is stale"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			cfg := statusHostAt(t, tc.nsdel, tc.publish, os.Getpid(), time.Now().Add(tc.updated))
+			code := run([]string{"status", "-ready", "-config", cfg}, &out, &errOut)
+			if code != tc.wantCode || !strings.Contains(out.String()+errOut.String(), tc.want) {
+				t.Errorf("exit %d, want %d with %q; stdout=%s stderr=%s", code, tc.wantCode, tc.want, out.String(), errOut.String())
 			}
 		})
 	}

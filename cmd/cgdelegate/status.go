@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"time"
 
@@ -18,6 +19,12 @@ running, or older than three refresh periods, is stale: the node is then
 unsupported. Exits 0 when the node supports writable cgroups, 1 when it does
 not, 2 for a command line or config that can not run.
 
+With -ready it is the plugin pod's readiness probe instead: it reads only
+the published status (no host check of its own) and exits 0, printing one
+line, when a running plugin has been configured by its runtime over NRI and
+has checked the host, whether or not the node supports writable cgroups;
+otherwise 1, printing why.
+
 flags:
 `
 
@@ -30,6 +37,7 @@ const staleAfter = 3 * advert.StatusRefresh
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("cgdelegate status", statusUsage, stderr)
 	cfgPath := fs.String("config", "", "YAML config file (the same one the plugin uses)")
+	ready := fs.Bool("ready", false, "readiness probe: exit 0 when the running plugin is configured by its runtime and has checked the host")
 	if err := fs.Parse(args); err != nil {
 		return usageExit(err)
 	}
@@ -41,6 +49,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		logging.ErrorLine(stderr, "cgdelegate status", err)
 		return 2
+	}
+	if *ready {
+		return runReady(cfg.StatusFilePath(), stdout, stderr)
 	}
 	checker := host.NewChecker(cfg.MountinfoPath, cfg.CgroupRoot)
 	defer checker.Close()
@@ -56,5 +67,20 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if !r.Supported {
 		return 1
 	}
+	return 0
+}
+
+// runReady is `cgdelegate status -ready`: the readiness of the plugin
+// publishing at path (status.Ready), as one line and an exit code.
+func runReady(path string, stdout, stderr io.Writer) int {
+	pub, err := status.ReadPublished(path)
+	if err == nil {
+		err = status.CheckFresh(pub, time.Now(), staleAfter, status.PIDAlive)
+	}
+	if err := status.Ready(pub, err); err != nil {
+		logging.ErrorLine(stderr, "cgdelegate status -ready", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "ready: configured by %s %s; supportsCgroupOptions %t\n", pub.Runtime.Name, pub.Runtime.Version, pub.Supported)
 	return 0
 }

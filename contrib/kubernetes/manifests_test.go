@@ -3,6 +3,7 @@ package kubernetes_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -56,6 +57,16 @@ func decodeFile(t *testing.T, file string) []any {
 	if err != nil {
 		t.Fatal(err)
 	}
+	objs, err := decodeDocuments(data, kinds)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return objs
+}
+
+// decodeDocuments decodes every document of multi-document YAML strictly
+// into the type known names by apiVersion/kind; no document is an error.
+func decodeDocuments(data []byte, known map[string]func() any) ([]any, error) {
 	var objs []any
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for {
@@ -63,30 +74,30 @@ func decodeFile(t *testing.T, file string) []any {
 		if err := dec.Decode(&node); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			t.Fatalf("%s: %v", file, err)
+			return nil, err
 		}
 		doc, err := yaml.Marshal(&node)
 		if err != nil {
-			t.Fatalf("%s: %v", file, err)
+			return nil, err
 		}
 		var tm metav1.TypeMeta
 		if err := sigsyaml.Unmarshal(doc, &tm); err != nil {
-			t.Fatalf("%s: %v", file, err)
+			return nil, err
 		}
-		newObj, ok := kinds[tm.APIVersion+"/"+tm.Kind]
+		newObj, ok := known[tm.APIVersion+"/"+tm.Kind]
 		if !ok {
-			t.Fatalf("%s: unexpected apiVersion %q kind %q", file, tm.APIVersion, tm.Kind)
+			return nil, fmt.Errorf("unexpected apiVersion %q kind %q", tm.APIVersion, tm.Kind)
 		}
 		obj := newObj()
 		if err := sigsyaml.UnmarshalStrict(doc, obj); err != nil {
-			t.Fatalf("%s: %s: %v", file, tm.Kind, err)
+			return nil, fmt.Errorf("%s: %w", tm.Kind, err)
 		}
 		objs = append(objs, obj)
 	}
 	if len(objs) == 0 {
-		t.Fatalf("%s: no objects", file)
+		return nil, errors.New("no objects")
 	}
-	return objs
+	return objs, nil
 }
 
 // only returns the one object of type T in file.
@@ -207,8 +218,10 @@ func TestDaemonSet(t *testing.T) {
 	if !spec.HostPID {
 		t.Error("hostPID is off: the plugin reads the host's /proc/1/mountinfo and publishes its host PID")
 	}
-	if len(ds.Spec.Template.Annotations) != 0 {
-		t.Errorf("the plugin's pod needs no annotations, has %v", ds.Spec.Template.Annotations)
+	// The one annotation: the config's checksum, which rolls the pods when
+	// the config changes (no opt-in annotation on the plugin's own pod).
+	if a := ds.Spec.Template.Annotations; len(a) != 1 || !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(a["checksum/config"]) {
+		t.Errorf("the plugin's pod needs only the checksum/config annotation, has %v", a)
 	}
 	repo := imageRepo(t)
 	all := append(slices.Clone(spec.InitContainers), spec.Containers...)

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/cpuset"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
 	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
@@ -521,8 +522,16 @@ func applyPodFile(ctx context.Context, t *testing.T, file string) *corev1.Pod {
 		t.Fatal(err)
 	}
 	p := loadPod(t, file)
-	if _, err := kubectl(ctx, raw, "apply", "-f", "-"); err != nil {
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	a, err := theAPI()
+	if err != nil {
 		t.Fatal(err)
+	}
+	if _, ok, err := a.apply(ctx, js); !ok || err != nil {
+		t.Fatalf("apply %s: %v (a pod: %v)", file, err, ok)
 	}
 	t.Cleanup(func() { deletePodsNow(t, p) })
 	return p
@@ -542,8 +551,13 @@ func deletePodsNow(t *testing.T, pods ...*corev1.Pod) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	a, err := theAPI()
+	if err != nil {
+		t.Errorf("delete pods: %v", err)
+		return
+	}
 	for _, p := range pods {
-		if _, err := kubectl(ctx, nil, "-n", p.Namespace, "delete", "pod", p.Name, "--ignore-not-found", "--wait=true", "--timeout=90s"); err != nil {
+		if err := a.deletePod(ctx, p.Namespace, p.Name); err != nil {
 			t.Errorf("delete pod %s/%s: %v", p.Namespace, p.Name, err)
 		}
 	}

@@ -245,13 +245,7 @@ func applyPod(ctx context.Context, t *testing.T, file string) (string, time.Time
 	if _, err := kubectl(ctx, raw, "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if _, err := kubectl(ctx, nil, "-n", clusterNamespace, "delete", "pod", p.Name, "--wait=true", "--timeout=90s"); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	t.Cleanup(func() { deletePods(t, clusterNamespace, p.Name) })
 	return p.Name, applied
 }
 

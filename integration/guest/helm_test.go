@@ -357,11 +357,20 @@ func admissionPod(name, namespace string, writable bool) *corev1.Pod {
 
 func ptr[T any](v T) *T { return &v }
 
-// applyObject applies v (as JSON) with kubectl.
+// applyObject applies v (as JSON): a Pod or a Namespace by server-side
+// apply from the scenario's own API client (apiClient.apply), anything
+// else with kubectl apply.
 func applyObject(ctx context.Context, v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
+	}
+	a, err := theAPI()
+	if err != nil {
+		return nil, err
+	}
+	if out, ok, err := a.apply(ctx, b); ok {
+		return out, err
 	}
 	return kubectl(ctx, b, "apply", "-f", "-")
 }
@@ -451,13 +460,7 @@ func clusterAdmissionPolicy(t *testing.T, e *guestEnv) {
 			t.Fatalf("pod %s/%s: %v", p.Namespace, p.Name, err)
 		}
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if _, err := kubectl(ctx, nil, "-n", clusterNamespace, "delete", "pod", plain.Name, "--wait=true", "--timeout=90s"); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	t.Cleanup(func() { deletePods(t, clusterNamespace, plain.Name) })
 	for _, want := range pods {
 		p := waitNamespacedPod(ctx, t, want.Namespace, want.Name, "work", 4*time.Minute)
 		c := e.kubeletContainer(ctx, t, p, "work")
@@ -532,8 +535,8 @@ func admissionUpdates(ctx context.Context, t *testing.T) {
 		step{gatedAsking.Name + ": tolerate-missing-plugins", append(slices.Clone(on), "tolerate-missing-plugins.cgdelegate.io=true"), changed},
 		step{gatedAsking.Name + ": another annotation", append(slices.Clone(on), "example.com/note=kept"), ""},
 	)
-	for _, s := range steps {
-		out, err := kubectl(ctx, nil, s.args...)
+	for i, s := range steps {
+		out, err := annotateOrLabel(ctx, i == 0, s.args)
 		switch {
 		case s.want == "" && err != nil:
 			t.Errorf("%s: refused, want admitted: %v", s.what, err)
@@ -565,6 +568,52 @@ func admissionUpdates(ctx context.Context, t *testing.T) {
 			}
 		}
 	}
+}
+
+// annotateOrLabel runs `kubectl [-n ns] annotate|label pod name k=v|k-
+// [--overwrite]` (args without "kubectl"): with kubectl when typed is
+// true, as a user would, else as the JSON merge patch kubectl sends, from
+// the scenario's own API client (a kubectl run costs seconds under TCG).
+func annotateOrLabel(ctx context.Context, typed bool, args []string) ([]byte, error) {
+	if typed {
+		return kubectl(ctx, nil, args...)
+	}
+	var ns, verb, name string
+	set := map[string]any{}
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-n" && i+1 < len(args):
+			ns = args[i+1]
+			i++
+		case a == "--overwrite":
+		case verb == "" && (a == "annotate" || a == "label"):
+			verb = a
+		case verb != "" && name == "" && a == "pod":
+		case verb != "" && name == "":
+			name = a
+		case strings.HasSuffix(a, "-") && !strings.Contains(a, "="):
+			set[strings.TrimSuffix(a, "-")] = nil
+		case strings.Contains(a, "="):
+			k, v, _ := strings.Cut(a, "=")
+			set[k] = v
+		default:
+			return nil, fmt.Errorf("annotateOrLabel: argument %q not understood in %q", a, args)
+		}
+	}
+	path, ok := objectPath("Pod", ns, name)
+	if !ok || verb == "" || len(set) == 0 {
+		return nil, fmt.Errorf("annotateOrLabel: %q is not kubectl -n <ns> annotate|label pod <name> k=v...", args)
+	}
+	field := map[string]string{"annotate": "annotations", "label": "labels"}[verb]
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{field: set}})
+	if err != nil {
+		return nil, err
+	}
+	a, err := theAPI()
+	if err != nil {
+		return nil, err
+	}
+	return nil, a.mergePatch(ctx, path, patch)
 }
 
 // waitNamespacedPod waits until pod namespace/name runs container.

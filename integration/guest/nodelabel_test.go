@@ -44,11 +44,7 @@ func (e *guestEnv) pluginToken(t *testing.T, p *corev1.Pod) string {
 // kubectlAs runs kubectl against the admin kubeconfig's API server with
 // token as its only credential (no client certificate).
 func kubectlAs(ctx context.Context, token string, args ...string) ([]byte, error) {
-	server, err := kubectl(ctx, nil, "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
-	if err != nil {
-		return nil, err
-	}
-	ca, err := kubectl(ctx, nil, "config", "view", "--minify", "--raw", "-o", "jsonpath={.clusters[0].cluster.certificate-authority-data}")
+	server, ca, err := adminCluster()
 	if err != nil {
 		return nil, err
 	}
@@ -109,13 +105,7 @@ func clusterNodeLabel(t *testing.T, e *guestEnv) {
 	if _, err := applyObject(ctx, sel); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if _, err := kubectl(ctx, nil, "-n", clusterNamespace, "delete", "pod", sel.Name, "--wait=true", "--timeout=90s"); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	t.Cleanup(func() { deletePods(t, clusterNamespace, sel.Name) })
 	p := waitNamespacedPod(ctx, t, clusterNamespace, sel.Name, "work", 3*time.Minute)
 	if p.Spec.NodeName != kubeletNode {
 		t.Errorf("pod %s selecting %s runs on %q, want %s", sel.Name, nodeLabel, p.Spec.NodeName, kubeletNode)

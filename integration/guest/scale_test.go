@@ -32,10 +32,12 @@ import (
 // shares their fleet, their restart and their footprint.
 const (
 	// churnWaves waves of churnPerWave pods each are created and removed;
-	// the first is the warm-up. Under TCG on a 2-core machine a wave of 10
-	// takes about 20 s (200 pods in waves of 20 took over 5 minutes): 70
-	// pods keep the scenario within about 3 minutes.
-	churnWaves   = 7
+	// the first is the warm-up, the last churnRSSReadings are judged.
+	// Under TCG on a 2-core machine a wave of 10 takes 20 to 35 s (200
+	// pods in waves of 20 took over 5 minutes): 50 pods keep the scenario
+	// within about 2.5 minutes. The leak checks at full size are
+	// TestChurnThousandPods (in process) and make bench-node.
+	churnWaves   = 5
 	churnPerWave = 10
 	// churnRSSReadings is how many of the readings after the last waves
 	// the RSS at the end is the lowest of (bench.WithLowestRSS).
@@ -49,7 +51,9 @@ const (
 	settleWithin = 30 * time.Second
 	// restartFleet node-shared containers, fleetPerPod to a pod, run beside
 	// the pinned pods when ScaleRestart kills the plugin.
-	restartFleet = 60
+	// 30 keep the scenario (whose start and removal of the fleet are most
+	// of it) within about 2 minutes; the bench restarts at 100 and 250.
+	restartFleet = 30
 )
 
 // churnRSSTolerance is how far the plugin's RSS may end a churn above its
@@ -59,8 +63,8 @@ const (
 // collects (GOGC=100) and gives freed pages back to the kernel only
 // gradually, so two readings of the same idle process can differ by about
 // one heap, and nothing outside the process can force a collection. A leak
-// must pass that to show: at about 20 MiB, one of about 85 KiB per churned
-// pod (5 MiB over the 60 after the warm-up). The RSS judged is the lowest
+// must pass that to show: at about 20 MiB, one of about 130 KiB per churned
+// pod (5 MiB over the 40 after the warm-up). The RSS judged is the lowest
 // of the readings after the last waves and at the end: a leak raises them
 // all, a collection not yet run only some. Smaller leaks of the pinning
 // state show in the allocation table, which must be the same as after the

@@ -193,8 +193,14 @@ func deletePods(t *testing.T, namespace string, names ...string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	args := append([]string{"-n", namespace, "delete", "pod"}, names...)
-	if _, err := kubectl(ctx, nil, append(args, "--wait=true", "--timeout=90s")...); err != nil {
+	a, err := theAPI()
+	if err != nil {
 		t.Errorf("cleanup: %v", err)
+		return
+	}
+	for _, name := range names {
+		if err := a.deletePod(ctx, namespace, name); err != nil {
+			t.Errorf("cleanup: delete pod %s/%s: %v", namespace, name, err)
+		}
 	}
 }

@@ -1,6 +1,11 @@
-// Package doccheck holds no code, only tests: they check the relative links
-// of the documentation, README.md, docs/*.md and docs/*/*.md, and that the
-// manifests the pages show are the ones the VM suite applies.
+// Package doccheck checks the documentation (README.md, docs/*.md and
+// docs/*/*.md) in its tests: the relative links, that the manifests the
+// pages show are the ones the VM suite applies, and that
+// docs/troubleshooting.md has an entry for every refusal cause and every
+// error the code defines. Its one piece of code, Blocks, reads a page's
+// fenced code blocks and the marks before them; contrib/kubernetes uses it
+// to check every YAML block of the docs against the chart's admission
+// policy (TestDocsManifests).
 //
 // Every relative link must point to a file or directory that exists, and
 // every #anchor, in the same file or as file.md#anchor, must match a heading
@@ -14,6 +19,11 @@
 // <!-- manifest: PATH -->, PATH from the module's root; the block must equal
 // the file byte for byte, and every file of
 // integration/guest/testdata/stories/ must be shown on some page.
+//
+// docs/troubleshooting.md needs a heading naming each cause of
+// refusal.Causes in a code span (### `policy`: ...), and the text of each
+// package-level errors.New under internal/, delegate/ and cmd/ in some code
+// span of the page.
 //
 // Use it by running go test ./...; add a page to the check by putting it in
 // docs/. It does not check the prose, the wording of the quick-start commands

@@ -314,6 +314,29 @@ func Live(live Report, pub Report, pubErr error) Report {
 	return out
 }
 
+// ErrNotReady is wrapped by every reason Ready gives.
+var ErrNotReady = errors.New("the plugin is not ready")
+
+// Ready is the pod's readiness (the chart's readiness probe, `cgdelegate
+// status -ready`), decided from what the running plugin published: pub and
+// pubErr as ReadPublished and CheckFresh return them. It is nil when a live
+// plugin has been configured by its runtime over NRI and has checked the
+// host. A node that does not support writable cgroups (no cgroup2, no
+// nsdelegate) is ready all the same: the plugin works there, keeps the
+// node unadvertised and refuses the pods that ask, saying why. Readiness
+// means "working", not "supports writable cgroups" (that is Supported).
+func Ready(pub Report, pubErr error) error {
+	switch {
+	case pubErr != nil:
+		return fmt.Errorf("%w: %w", ErrNotReady, pubErr)
+	case pub.Runtime == nil:
+		return fmt.Errorf("%w: no runtime has configured it over NRI yet (is NRI enabled in the node's runtime, and its socket mounted at the plugin's?)", ErrNotReady)
+	case pub.Host.CgroupRoot == "" && len(pub.Problems) == 0:
+		return fmt.Errorf("%w: its status holds no host check", ErrNotReady)
+	}
+	return nil
+}
+
 // UnsafeProblem is the readiness problem of writable containers running on
 // an unsafe host: how many, the first few by name, and what to do.
 func UnsafeProblem(cs []WritableContainer) string {

@@ -341,3 +341,37 @@ func TestKubeletStateMissing(t *testing.T) {
 		})
 	}
 }
+
+// Ready: a live plugin configured by its runtime, with its host check
+// published, is ready, whether or not the node supports writable cgroups.
+func TestReady(t *testing.T) {
+	checked, noNsdelegate := good, noNsdel
+	rt := &Runtime{Name: "containerd", Version: "2.1.0"}
+	tests := []struct {
+		name   string
+		pub    Report
+		pubErr error
+		want   string // "" for ready
+	}{
+		{"configured, supported", Report{Supported: true, Host: checked, Runtime: rt}, nil, ""},
+		{"configured, no nsdelegate", Report{Host: noNsdelegate, Runtime: rt, Problems: []string{"no nsdelegate"}}, nil, ""},
+		{"configured, host check failed", Report{Runtime: rt, Problems: []string{"read mountinfo: EACCES"}}, nil, ""},
+		{"not configured", Report{Supported: true, Host: checked}, nil, "no runtime has configured it over NRI"},
+		{"no host check", Report{Runtime: rt}, nil, "no host check"},
+		{"nothing published", Report{}, ErrNoPlugin, ErrNoPlugin.Error()},
+		{"stale", Report{Host: checked, Runtime: rt}, ErrStale, ErrStale.Error()},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Ready(tc.pub, tc.pubErr)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Ready: %v, want ready", err)
+			case tc.want != "" && (!errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Ready: %v, want ErrNotReady naming %q", err, tc.want)
+			case tc.pubErr != nil && !errors.Is(err, tc.pubErr):
+				t.Errorf("Ready: %v does not wrap %v", err, tc.pubErr)
+			}
+		})
+	}
+}

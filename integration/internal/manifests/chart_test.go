@@ -181,17 +181,8 @@ func TestChartConfig(t *testing.T) {
 	if len(ports) != 1 || ports[0].Name != "metrics" || ports[0].ContainerPort != 9100 {
 		t.Errorf("ports %+v, want metrics 9100", ports)
 	}
-	// The plugin, not the chart, refuses a bad key or value, naming it.
-	for _, tc := range []struct{ set, want string }{
-		{"config.guardMode=warn", "guardMode"},
-		{"config.guard=audit", `guard: "audit"`},
-		{"config.maxDepth=deep", "maxDepth"},
-	} {
-		cm := render[corev1.ConfigMap](t, "configmap.yaml", "--set", tc.set)
-		if _, err := config.Parse(strings.NewReader(cm.Data["config.yaml"])); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("--set %s: the plugin's config.Parse says %v, want an error naming %s", tc.set, err, tc.want)
-		}
-	}
+	// A bad key or value never reaches the ConfigMap: the schema refuses
+	// it (TestChartRefusesBadConfig).
 }
 
 func equalYAML(t *testing.T, a, b config.Config) bool {
@@ -335,5 +326,171 @@ func TestChartServiceMonitor(t *testing.T) {
 	}
 	if _, ok := def["servicemonitor.yaml"]; ok {
 		t.Error("the default values render a ServiceMonitor")
+	}
+}
+
+// A config change changes the pod template (checksum/config), so helm
+// upgrade rolls the pods; the same config keeps it.
+func TestChartConfigChecksum(t *testing.T) {
+	needGo(t)
+	sum := func(args ...string) string {
+		t.Helper()
+		ds := render[appsv1.DaemonSet](t, "daemonset.yaml", args...)
+		s := ds.Spec.Template.Annotations["checksum/config"]
+		if len(s) != 64 {
+			t.Fatalf("%v: checksum/config %q, want a sha256", args, s)
+		}
+		return s
+	}
+	def, again := sum(), sum()
+	changed := sum("--set", "config.maxDepth=7")
+	metrics := sum("--set", "metrics.enabled=true")
+	if def != again {
+		t.Errorf("the same values give checksums %s and %s", def, again)
+	}
+	if changed == def || metrics == def {
+		t.Errorf("a changed config keeps checksum/config %s (maxDepth 7: %s, metrics on: %s)", def, changed, metrics)
+	}
+}
+
+// The readiness probe runs the plugin's status -ready with the config the
+// plugin runs with.
+func TestChartReadinessProbe(t *testing.T) {
+	needGo(t)
+	ds := render[appsv1.DaemonSet](t, "daemonset.yaml")
+	c := ds.Spec.Template.Spec.Containers[0]
+	p := c.ReadinessProbe
+	if p == nil || p.Exec == nil {
+		t.Fatalf("container %s: readinessProbe %+v, want an exec probe", c.Name, p)
+	}
+	want := []string{"/usr/local/bin/cgdelegate", "status", "-ready", "-config", "/etc/cgdelegate/config.yaml"}
+	if !slices.Equal(p.Exec.Command, want) {
+		t.Errorf("probe command %q, want %q", p.Exec.Command, want)
+	}
+	if i := slices.Index(c.Args, "-config"); i < 0 || i+1 >= len(c.Args) || c.Args[i+1] != want[4] {
+		t.Errorf("plugin args %q: not the probe's -config %s", c.Args, want[4])
+	}
+	if p.PeriodSeconds < 5 || p.PeriodSeconds > 30 || p.TimeoutSeconds < 5 {
+		t.Errorf("probe period %ds timeout %ds: want a modest period (5-30 s) and a timeout a slow node meets", p.PeriodSeconds, p.TimeoutSeconds)
+	}
+}
+
+// The install-hook container installs the hook at the config's hookPath,
+// from a hostPath volume of its directory.
+func TestChartHookPath(t *testing.T) {
+	needGo(t)
+	for _, tc := range []struct{ hookPath, dir string }{
+		{"", "/usr/local/bin"},
+		{"/opt/cgdelegate/bin/hook", "/opt/cgdelegate/bin"},
+	} {
+		var args []string
+		want := config.DefaultHookPath
+		if tc.hookPath != "" {
+			args, want = []string{"--set", "config.hookPath=" + tc.hookPath}, tc.hookPath
+		}
+		ds := render[appsv1.DaemonSet](t, "daemonset.yaml", args...)
+		spec := ds.Spec.Template.Spec
+		ic := spec.InitContainers[0]
+		if i := slices.Index(ic.Command, "-install-to"); i < 0 || i+1 >= len(ic.Command) {
+			t.Fatalf("%v: install-hook command %q has no -install-to", args, ic.Command)
+		} else if got, m := hostPathOf(t, spec, ic, ic.Command[i+1]); got != want || m.ReadOnly {
+			t.Errorf("%v: install-hook writes %s on the node (-install-to %s, mount read-only %t), want %s, writable", args, got, ic.Command[i+1], m.ReadOnly, want)
+		}
+		for _, v := range spec.Volumes {
+			if v.Name == "host-bin" && v.HostPath.Path != tc.dir {
+				t.Errorf("%v: host-bin volume %s, want %s", args, v.HostPath.Path, tc.dir)
+			}
+		}
+	}
+}
+
+// Every object's name starts with the release's (cgdelegate.fullname), and
+// the policies and bindings name that release's service accounts: a
+// release team-a renders no object of the default release's names.
+func TestChartReleaseName(t *testing.T) {
+	needGo(t)
+	out, err := manifests.Helm(t.Context(), root, "template", "team-a", manifests.ChartDir, "--namespace", "ops",
+		"--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "admissionPolicy.requireUserNamespace=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := manifests.Split(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type object struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name   string            `json:"name"`
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	n := 0
+	for file, data := range files {
+		for doc := range strings.SplitSeq(string(data), "\n---\n") {
+			var o object
+			if err := sigsyaml.Unmarshal([]byte(doc), &o); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			n++
+			if !strings.HasPrefix(o.Metadata.Name, "team-a-cgdelegate") {
+				t.Errorf("%s: %s %q does not carry the release's name team-a-cgdelegate", file, o.Kind, o.Metadata.Name)
+			}
+			if o.Metadata.Labels != nil && o.Metadata.Labels["app.kubernetes.io/instance"] != "team-a" {
+				t.Errorf("%s: %s %s labels %v, want app.kubernetes.io/instance team-a", file, o.Kind, o.Metadata.Name, o.Metadata.Labels)
+			}
+		}
+		if strings.Contains(string(data), ":cgdelegate'") || strings.Contains(string(data), ":cgdelegate-uninstall'") {
+			t.Errorf("%s names the default release's service account", file)
+		}
+	}
+	if n < 15 {
+		t.Errorf("%d objects rendered, want every template's", n)
+	}
+	for _, tc := range []struct{ release, want string }{
+		{"cgdelegate", "cgdelegate"},
+		{"my-cgdelegate-2", "my-cgdelegate-2"},
+		{"a-very-long-release-name-that-goes-on-and-on", "a-very-long-release-name-that-goes-on-and"},
+	} {
+		out, err := manifests.Helm(t.Context(), root, "template", tc.release, manifests.ChartDir, "--show-only", "templates/daemonset.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ds appsv1.DaemonSet
+		if err := sigsyaml.Unmarshal(out, &ds); err != nil {
+			t.Fatal(err)
+		}
+		if ds.Name != tc.want {
+			t.Errorf("release %s: DaemonSet %q, want %q", tc.release, ds.Name, tc.want)
+		}
+	}
+}
+
+// NOTES.txt gives commands that work after a helm install: kubectl exec
+// into the release's DaemonSet with the plugin's config, no command to run
+// on the node; and it says what uninstall leaves on the nodes.
+func TestChartNotes(t *testing.T) {
+	needGo(t)
+	out, err := manifests.Helm(t.Context(), root, "install", "team-a", manifests.ChartDir, "--namespace", "ops", "--dry-run=client",
+		"--set", "config.hookPath=/opt/cgd/hook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, notes, ok := strings.Cut(string(out), "NOTES:\n")
+	if !ok {
+		t.Fatalf("no NOTES in\n%s", out)
+	}
+	for _, want := range []string{
+		"kubectl -n ops exec ds/team-a-cgdelegate -c cgdelegate -- /usr/local/bin/cgdelegate status -config /etc/cgdelegate/config.yaml",
+		"kubectl -n ops logs ds/team-a-cgdelegate -c cgdelegate",
+		"kubectl get nodes -l cgdelegate.io/supports-cgroup-options=true",
+		"rm -f /opt/cgd/hook /run/cgdelegate/status.json",
+	} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES lack %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, "on the node)") {
+		t.Errorf("NOTES give a command to run on the node:\n%s", notes)
 	}
 }

@@ -15,9 +15,13 @@ func Suite() []Variant {
 		Harness, AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
 		HookRefusesAfterRemount, UsernsPod, PluginMode, Restarts,
 	}
-	// The in-pod helper (issue 10) runs on one containerd only: what it
-	// proves is the kernel's and runc's, not containerd's.
-	inPod := []Scenario{InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd}
+	// The in-pod helper runs on one containerd only: what it proves is the
+	// kernel's and runc's, not containerd's. On this cgroupfs host the
+	// helper's own scenarios; the nested engines (runc, systemd as PID 1)
+	// see the same cgroup namespace on either driver and run on the
+	// systemd host (ctd24-Systemd-Kubelet), as kubeadm sets nodes up, and
+	// in the cluster's user stories: each costs 40 to 90 s under TCG.
+	inPod := []Scenario{InPodWorkers, InPodExecAfterLeafMove}
 	noNSDelegate := []Scenario{Harness, RefusedWithoutNSDelegate, GuardCgroupWritable}
 	// The node budget of delegated cgroups, the dying cgroups and the
 	// writable containers a remount without nsdelegate leaves running.

@@ -70,9 +70,62 @@ when the config is the built-in defaults.
 {{- join "\n" $lines -}}
 {{- end }}
 
+{{/*
+cgdelegate.fullname starts the name of every object the chart makes: the
+release name when it contains the chart's name (the default release
+cgdelegate gives the names the plain manifests use), else
+<release>-cgdelegate; cut to 42 characters so that the longest name it
+starts (<fullname>-node-label-uninstall, a Job's) fits in 63.
+*/}}
+{{- define "cgdelegate.fullname" -}}
+{{- $name := .Release.Name -}}
+{{- if not (contains .Chart.Name .Release.Name) -}}
+{{- $name = printf "%s-%s" .Release.Name .Chart.Name -}}
+{{- end -}}
+{{- $name | trunc 42 | trimSuffix "-" -}}
+{{- end }}
+
+{{/*
+cgdelegate.selectorLabels select the plugin's pods (the DaemonSet's
+selector, the metrics Service's). They name the chart only: a DaemonSet's
+selector can not change, and one release per cluster is all there is
+(cgdelegate.refuseSecondRelease).
+*/}}
+{{- define "cgdelegate.selectorLabels" -}}
+{app.kubernetes.io/name: cgdelegate}
+{{- end }}
+
 {{/* cgdelegate.labels are the labels every object carries. */}}
 {{- define "cgdelegate.labels" -}}
-{app.kubernetes.io/name: cgdelegate}
+{app.kubernetes.io/name: cgdelegate, app.kubernetes.io/instance: {{ .Release.Name }}}
+{{- end }}
+
+{{/*
+cgdelegate.refuseSecondRelease fails the install when a cgdelegate
+DaemonSet of another release (or the plain manifests) already runs in the
+cluster: two would both install the hook at the same hookPath, publish the
+same feature and status files, register with NRI under the same plugin
+name and own the same node label and cluster-wide policies. helm template
+(no cluster) looks up nothing and renders.
+*/}}
+{{- define "cgdelegate.refuseSecondRelease" -}}
+{{- $all := lookup "apps/v1" "DaemonSet" "" "" | default dict -}}
+{{- range $ds := (get $all "items" | default list) -}}
+{{- $labels := $ds.metadata.labels | default dict -}}
+{{- if and (eq (get $labels "app.kubernetes.io/name" | toString) "cgdelegate") (or (ne $ds.metadata.namespace $.Release.Namespace) (ne $ds.metadata.name (include "cgdelegate.fullname" $))) -}}
+{{- $owner := get ($ds.metadata.annotations | default dict) "meta.helm.sh/release-name" | default "none: applied without helm" -}}
+{{- fail (printf "DaemonSet %s/%s (release %s) already runs cgdelegate in this cluster: one cgdelegate per cluster (two would install the same hook, files, NRI plugin name, node label and cluster-wide policies); upgrade that release, or uninstall it first" $ds.metadata.namespace $ds.metadata.name $owner) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+cgdelegate.hookPath is the config's hookPath: where the init container
+installs the OCI hook on the node and where the plugin tells the runtime to
+run it.
+*/}}
+{{- define "cgdelegate.hookPath" -}}
+{{- (include "cgdelegate.config" . | fromJson).hookPath | default "/usr/local/bin/cgdelegate-hook" -}}
 {{- end }}
 
 {{/* cgdelegate.image is the image both containers run. */}}
@@ -82,7 +135,7 @@ when the config is the built-in defaults.
 
 {{/* cgdelegate.serviceAccount is the user name of the plugin's token. */}}
 {{- define "cgdelegate.serviceAccount" -}}
-system:serviceaccount:{{ .Release.Namespace }}:cgdelegate
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "cgdelegate.fullname" . }}
 {{- end }}
 
 {{/*
@@ -90,7 +143,7 @@ cgdelegate.uninstallServiceAccount is the user name of the token of the
 pre-delete Job that withdraws the node label (node-label-uninstall.yaml).
 */}}
 {{- define "cgdelegate.uninstallServiceAccount" -}}
-system:serviceaccount:{{ .Release.Namespace }}:cgdelegate-uninstall
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "cgdelegate.fullname" . }}-uninstall
 {{- end }}
 
 {{/*
