@@ -4,8 +4,10 @@ package vm
 // pure part: its certificates, keys and kubeconfigs (clusterPKI) and the
 // flags of etcd, kube-apiserver, kube-controller-manager and kube-scheduler
 // (controlPlane). cluster_run_test.go builds the binaries and runs them on
-// the host's loopback; the guest reaches the API server through qemu's user
-// network at https://10.0.2.2:<port>.
+// the host, the API server on the pod network's bridge
+// (integration/internal/podnet), where the guests reach it at
+// https://10.213.0.1:<port>; etcd and the other components' health ports
+// stay on the host's loopback.
 
 import (
 	"crypto/ecdsa"
