@@ -166,7 +166,7 @@ func clusterPinningOracle(t *testing.T, e *guestEnv) {
 
 	start := time.Now()
 	e.stopKubelet(t)
-	if err := e.startKubelet(e.oracleKubeletConfig(true), "--kubeconfig="+clusterKubeconfig, "--node-ip="+clusterNodeIP); err != nil {
+	if err := e.startKubelet(e.oracleKubeletConfig(true), "--kubeconfig="+e.kubeletKubeconfig(), "--node-ip="+e.clusterNodeIP()); err != nil {
 		e.kubeletErr = err
 		t.Fatalf("kubelet with its pod-level resource managers: %v", err)
 	}

@@ -14,9 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -33,11 +30,6 @@ import (
 )
 
 const (
-	// clusterKubeconfig is the kubelet's kubeconfig (client certificate
-	// system:node:cgd-vm), written by integration/vm into the initramfs.
-	clusterKubeconfig = "/etc/kubernetes/kubelet.kubeconfig"
-	// clusterNodeIP is the guest's address on qemu's user network.
-	clusterNodeIP = "10.0.2.15"
 	// clusterNamespace holds the scenarios' pods.
 	clusterNamespace = "default"
 	// resizeWithin bounds one in-place resize, from the patch to the pod
@@ -84,8 +76,11 @@ func (e *guestEnv) requireCluster(t *testing.T) *clusterEnv {
 }
 
 func (e *guestEnv) startClusterKubelet() (*clusterEnv, error) {
+	if e.podnet == nil {
+		return nil, errors.New("the node's pod network was not set up")
+	}
 	start := time.Now()
-	if err := e.startKubelet(e.kubeletConfig(), "--kubeconfig="+clusterKubeconfig, "--node-ip="+clusterNodeIP); err != nil {
+	if err := e.startKubelet(e.kubeletConfig(), "--kubeconfig="+e.kubeletKubeconfig(), "--node-ip="+e.clusterNodeIP()); err != nil {
 		return nil, err
 	}
 	c := &clusterEnv{k: e.kubelet}
@@ -119,7 +114,7 @@ func (e *guestEnv) startClusterKubelet() (*clusterEnv, error) {
 		return nil, fmt.Errorf("service account %s/default never appeared (is kube-controller-manager running?): %w", clusterNamespace, err)
 	}
 	c.serviceAccountWait = time.Since(saStart)
-	if err := e.serveKubernetesService(ctx); err != nil {
+	if err := e.startKubeProxy(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -351,8 +346,8 @@ func clusterNodeReady(t *testing.T, e *guestEnv) {
 			internal = append(internal, a.Address)
 		}
 	}
-	if len(internal) != 1 || internal[0] != clusterNodeIP {
-		t.Errorf("node %s: internal IPs %v, want [%s]", kubeletNode, internal, clusterNodeIP)
+	if want := e.podnet.node.IP.String(); len(internal) != 1 || internal[0] != want {
+		t.Errorf("node %s: internal IPs %v, want [%s]", kubeletNode, internal, want)
 	}
 
 	name, applied := applyPod(ctx, t, "cluster-plain.yaml")
@@ -548,68 +543,6 @@ func (e *guestEnv) clusterResizePinnedRefused(ctx context.Context, t *testing.T,
 // kubernetesService is the ClusterIP and port of the default namespace's
 // kubernetes Service (integration/vm: the API server's
 // --service-cluster-ip-range and its serving certificate's SAN), which the
-// kubelet gives every pod as KUBERNETES_SERVICE_HOST and _PORT.
+// kubelet gives every pod as KUBERNETES_SERVICE_HOST and _PORT; kube-proxy
+// forwards it to the API server on the host's bridge.
 const kubernetesService = "10.96.0.1:443"
-
-// serveKubernetesService does for the kubernetes Service what kube-proxy
-// does on a node: connections to its ClusterIP reach the API server. The
-// VM has no kube-proxy (nor iptables), so the ClusterIP goes on lo and a
-// proxy in this process forwards each connection to the API server the
-// admin kubeconfig names. Pods on the host network (cgdelegate's) reach
-// the API as in-cluster clients do.
-func (e *guestEnv) serveKubernetesService(ctx context.Context) error {
-	server, err := kubectl(ctx, nil, "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
-	if err != nil {
-		return err
-	}
-	u, err := url.Parse(strings.TrimSpace(string(server)))
-	if err != nil {
-		return fmt.Errorf("the admin kubeconfig's server %q: %w", server, err)
-	}
-	if u.Host == "" {
-		return fmt.Errorf("the admin kubeconfig's server %q has no host", server)
-	}
-	ip, _, _ := net.SplitHostPort(kubernetesService)
-	if out, err := exec.CommandContext(ctx, "ip", "addr", "add", ip+"/32", "dev", "lo").CombinedOutput(); err != nil {
-		return fmt.Errorf("ip addr add %s/32 dev lo: %w: %s", ip, err, out)
-	}
-	l, err := net.Listen("tcp", kubernetesService)
-	if err != nil {
-		return fmt.Errorf("the kubernetes Service: %w", err)
-	}
-	target := u.Host
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go forward(c, target)
-		}
-	}()
-	e.log.Info("the kubernetes Service forwards to the API server", "service", kubernetesService, "apiserver", target)
-	return nil
-}
-
-// forward copies between c and a new connection to target until either
-// side closes.
-func forward(c net.Conn, target string) {
-	defer c.Close()
-	up, err := net.DialTimeout("tcp", target, 10*time.Second)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		if tc, ok := dst.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
-		}
-		done <- struct{}{}
-	}
-	go cp(up, c)
-	go cp(c, up)
-	<-done
-	<-done
-}

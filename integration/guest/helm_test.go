@@ -74,15 +74,17 @@ func helmCmd(ctx context.Context, args ...string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// helmValues are the --set arguments of the cluster's install besides the
-// registry: CPU pinning with CPU 0 reserved (the pinning, resize and
-// upgrade scenarios' pinned pods get another), as pluginConfigYAML
-// configures the external plugin of the Cluster variants; a namespace
-// allowed by name (ClusterAdmissionPolicy); and the host network, as the
-// VM has no pod network (its CNI plugin connects nothing).
-func helmValues() []string {
+// configValues are the --set arguments ClusterHelmSetConfig adds to the
+// release with `helm upgrade --reuse-values`, as a platform team turns on
+// a feature after the install: CPU pinning with CPU 0 reserved (the
+// pinning, resize and upgrade scenarios' pinned pods get another), as
+// pluginConfigYAML configures the external plugin of the Cluster
+// variants, and a namespace allowed by name (ClusterAdmissionPolicy).
+// The install itself sets nothing but the registry: the network is the
+// chart's default, the pod network, the API server through the
+// kubernetes Service.
+func configValues() []string {
 	return []string{
-		"--set", "hostNetwork=true",
 		"--set", "config.cpuPinning=true",
 		"--set-string", "config.reservedCPUs=0",
 		"--set", "admissionPolicy.allowedNamespaces={" + allowedByName + "}",
@@ -234,25 +236,15 @@ func clusterRegistryInstall(t *testing.T, e *guestEnv) {
 		t.Errorf("pod %s: no Scheduled event from default-scheduler (%v): %q", p.Name, err, scheduledBy)
 	}
 
-	// The config is the ConfigMap the API serves, as the kubelet projected it.
-	var cm corev1.ConfigMap
-	if err := getJSON(ctx, &cm, "-n", helmNamespace, "configmap", helmRelease); err != nil {
-		t.Fatal(err)
+	// The config is the chart's default ConfigMap as the API serves it,
+	// as the kubelet projected it.
+	served := assertProjectedConfig(ctx, t, e, p)
+	if strings.Contains(served, "cpuPinning: true") {
+		t.Errorf("configmap %s pins CPUs after an install with the chart's defaults:\n%s", helmRelease, served)
 	}
-	served := cm.Data["config.yaml"]
-	for _, want := range []string{"cpuPinning: true", `reservedCPUs: "0"`} {
-		if !strings.Contains(served, want) {
-			t.Errorf("configmap %s: config.yaml lacks %q (the --set values):\n%s", helmRelease, want, served)
-		}
-	}
-	projected := filepath.Join(e.paths.KubeletRoot, "pods", string(p.UID), "volumes", "kubernetes.io~configmap", "config", "config.yaml")
-	if b, err := os.ReadFile(projected); err != nil || string(b) != served {
-		t.Errorf("the kubelet's copy %s of the ConfigMap (%v):\n%s\nwant what the API serves:\n%s", projected, err, b, served)
-	}
-
 	rep, raw := e.cgdelegateStatus(t)
-	if !rep.Supported || rep.Pinning == nil || !rep.Pinning.Active {
-		t.Errorf("cgdelegate status on the node: supported %v, pinning %+v; want supported with pinning active:\n%s", rep.Supported, rep.Pinning, raw)
+	if !rep.Supported || (rep.Pinning != nil && rep.Pinning.Active) {
+		t.Errorf("cgdelegate status on the node: supported %v, pinning %+v; want supported, pinning off (the default):\n%s", rep.Supported, rep.Pinning, raw)
 	}
 	if rep.PluginPID == 0 {
 		t.Errorf("cgdelegate status names no plugin process:\n%s", raw)
@@ -652,4 +644,71 @@ func dsLogs(since time.Time) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// assertProjectedConfig checks that the plugin pod p reads the chart's
+// ConfigMap as the API serves it (the kubelet's projected copy) and
+// returns its config.yaml.
+func assertProjectedConfig(ctx context.Context, t *testing.T, e *guestEnv, p *corev1.Pod) string {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := getJSON(ctx, &cm, "-n", helmNamespace, "configmap", helmRelease); err != nil {
+		t.Fatal(err)
+	}
+	served := cm.Data["config.yaml"]
+	projected := filepath.Join(e.paths.KubeletRoot, "pods", string(p.UID), "volumes", "kubernetes.io~configmap", "config", "config.yaml")
+	if b, err := os.ReadFile(projected); err != nil || string(b) != served {
+		t.Errorf("the kubelet's copy %s of the ConfigMap (%v):\n%s\nwant what the API serves:\n%s", projected, err, b, served)
+	}
+	return served
+}
+
+// clusterHelmSetConfig: a platform team turns on CPU pinning and allows a
+// namespace by name after the install, with `helm upgrade --reuse-values
+// --set ...` of the same chart version. The config's checksum in the pod
+// template rolls the DaemonSet's pod (a new pod, same image), which
+// reads the new ConfigMap; the registry value set at the install is kept;
+// `cgdelegate status` says pinning is active.
+func clusterHelmSetConfig(t *testing.T, e *guestEnv) {
+	e.requireHelmPlugin(t)
+	r := e.requireRegistry(t)
+	rel := r.Releases[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	t.Cleanup(e.pluginLogFrom(t))
+
+	before, err := dsPods(ctx)
+	if err != nil || len(before) != 1 {
+		t.Fatalf("the DaemonSet's pods: %d (%v), want 1\n%s", len(before), err, e.describeDaemonSet(ctx))
+	}
+	from := fileSize(e.paths.ContainerdLog)
+	start := time.Now()
+	if _, err := helmCmd(ctx, append([]string{"upgrade", helmRelease, chartRef(r)}, upgradeArgs(rel, configValues()...)...)...); err != nil {
+		t.Fatalf("%v\n%s", err, e.describeDaemonSet(ctx))
+	}
+	took := time.Since(start)
+	if err := waitLog(ctx, e.paths.ContainerdLog, from, 3*time.Minute, pluginBack, func() error { return nil }); err != nil {
+		t.Errorf("the plugin with the new config never connected: %v\n%s", err, e.describeDaemonSet(ctx))
+	}
+	registered := time.Since(start)
+	after, err := dsPods(ctx)
+	if err != nil || len(after) != 1 {
+		t.Fatalf("the DaemonSet's pods after the upgrade: %d (%v), want 1\n%s", len(after), err, e.describeDaemonSet(ctx))
+	}
+	if after[0].UID == before[0].UID {
+		t.Errorf("pod %s kept running across a config change: the checksum annotation did not roll it", after[0].Name)
+	}
+	assertDSRelease(ctx, t, e, r, rel)
+	served := assertProjectedConfig(ctx, t, e, &after[0])
+	for _, want := range []string{"cpuPinning: true", `reservedCPUs: "0"`} {
+		if !strings.Contains(served, want) {
+			t.Errorf("configmap %s: config.yaml lacks %q (the --set values):\n%s", helmRelease, want, served)
+		}
+	}
+	if rep, raw := e.cgdelegateStatus(t); !rep.Supported || rep.Pinning == nil || !rep.Pinning.Active {
+		t.Errorf("cgdelegate status on the node: supported %v, pinning %+v; want supported with pinning active:\n%s", rep.Supported, rep.Pinning, raw)
+	}
+	clusterMetric(t, "ClusterHelmSetConfig", "cluster_helm_set_config", map[string]float64{
+		"upgrade_seconds": seconds(took), "registered_seconds": seconds(registered),
+	})
 }

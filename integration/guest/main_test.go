@@ -105,6 +105,8 @@ type guestEnv struct {
 	// registry is the cluster's registry and the releases in it; nil
 	// outside the cluster boot.
 	registry *variant.Registry
+	// podnet is the cluster's pod network on this node (Cluster variants).
+	podnet *podNetwork
 	// setupErr fails every scenario when the VM could not be prepared.
 	setupErr error
 	// pluginErr says why the plugin is not running.
@@ -202,6 +204,12 @@ func (e *guestEnv) setup() error {
 	}
 	if e.pluginErr == nil && e.variant.Plugin == variant.PluginPreregistered {
 		if err := e.preinstallPlugin(); err != nil {
+			return err
+		}
+	}
+	// The CNI network list before containerd reads its directory.
+	if e.variant.Cluster {
+		if err := e.setupPodNetwork(); err != nil {
 			return err
 		}
 	}

@@ -96,15 +96,28 @@ func imageRef(r *variant.Registry, rel variant.Release) string {
 }
 
 // registryArgs are the helm arguments after the chart that install
-// release rel from the registry: its version, plain HTTP, the registry's
-// image repository (the one registry setting) and helmValues.
+// release rel from the registry: its version, plain HTTP and the
+// registry's image repository, the one value set (the chart's defaults
+// name the project's public registry).
 func registryArgs(r *variant.Registry, rel variant.Release) []string {
-	args := []string{
+	return append(chartArgs(rel), "--set", "image.repository="+r.Host+"/"+r.ImageRepo)
+}
+
+// chartArgs are the helm arguments after the chart that pick release
+// rel's chart from the plain-HTTP registry, in cgdelegate's namespace,
+// and wait for the DaemonSet.
+func chartArgs(rel variant.Release) []string {
+	return []string{
 		"--version", rel.Chart, "--plain-http",
 		"--namespace", helmNamespace, "--wait", "--timeout", helmInstallTimeout.String(),
-		"--set", "image.repository=" + r.Host + "/" + r.ImageRepo,
 	}
-	return append(args, helmValues()...)
+}
+
+// upgradeArgs are the helm upgrade arguments after the chart that move
+// the release to rel's chart keeping every value set so far
+// (--reuse-values), plus set.
+func upgradeArgs(rel variant.Release, set ...string) []string {
+	return append(append(chartArgs(rel), "--reuse-values"), set...)
 }
 
 // assertDSRelease checks that the DaemonSet's one pod runs rel: its
@@ -154,10 +167,11 @@ func assertNothingImported(ctx context.Context, t *testing.T, e *guestEnv, r *va
 	}
 }
 
-// clusterRegistryRollback: `helm rollback` to the first revision while a
+// clusterRegistryRollback: `helm rollback` to the previous revision (the
+// first release with the config ClusterHelmSetConfig set) while a
 // writable pod and a pinned pod run: the DaemonSet's pod is back on the
 // first release's digest, the running pods keep their delegated cgroup
-// and their CPUs.
+// and their CPUs, and the config is the one of that revision.
 func clusterRegistryRollback(t *testing.T, e *guestEnv) {
 	e.requireHelmPlugin(t)
 	r := e.requireRegistry(t)
@@ -169,14 +183,14 @@ func clusterRegistryRollback(t *testing.T, e *guestEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before.Revision < 2 {
-		t.Fatalf("release %s is at revision %d (chart %s): roll back needs an upgrade first (ClusterRegistryUpgrade)", helmRelease, before.Revision, before.Chart)
+	if want := "cgdelegate-" + r.Releases[1].Chart; before.Revision < 2 || before.Chart != want {
+		t.Fatalf("release %s is at revision %d (chart %s): roll back needs the upgrade to %s first (ClusterRegistryUpgrade)", helmRelease, before.Revision, before.Chart, want)
 	}
 	wl := startKeptWorkloads(ctx, t, e, "rollback")
 
 	from := fileSize(e.paths.ContainerdLog)
 	start := time.Now()
-	if _, err := helmCmd(ctx, "rollback", helmRelease, "1", "--namespace", helmNamespace, "--wait", "--timeout", helmInstallTimeout.String()); err != nil {
+	if _, err := helmCmd(ctx, "rollback", helmRelease, "--namespace", helmNamespace, "--wait", "--timeout", helmInstallTimeout.String()); err != nil {
 		t.Fatalf("%v\n%s", err, e.describeDaemonSet(ctx))
 	}
 	took := time.Since(start)
@@ -193,6 +207,9 @@ func clusterRegistryRollback(t *testing.T, e *guestEnv) {
 	}
 	assertDSRelease(ctx, t, e, r, r.Releases[0])
 	wl.check(ctx, t, "rollback")
+	if rep, raw := e.cgdelegateStatus(t); !rep.Supported || rep.Pinning == nil || !rep.Pinning.Active {
+		t.Errorf("after the rollback: supported %v, pinning %+v; want the previous revision's config, pinning active:\n%s", rep.Supported, rep.Pinning, raw)
+	}
 	t.Logf("helm rollback: %s (revision %d, %s); the plugin registered after %s", took.Round(100*time.Millisecond), after.Revision, after.Chart, registered.Round(100*time.Millisecond))
 	clusterMetric(t, "ClusterRegistryRollback", "cluster_registry_rollback", map[string]float64{
 		"rollback_seconds": seconds(took), "registered_seconds": seconds(registered),

@@ -25,8 +25,8 @@ func pluginBack(l string) bool {
 
 // clusterRegistryUpgrade: `helm upgrade` to the next release in the
 // registry (another chart version whose appVersion names another image
-// digest) while a writable pod and a pinned pod run, with the same values
-// as the install, as a user types it. The DaemonSet rolls its pod onto
+// digest) while a writable pod and a pinned pod run, keeping the values
+// set so far (--reuse-values), as a user types it. The DaemonSet rolls its pod onto
 // the next release's digest; in the window without a plugin, a pod
 // asking for a writable cgroup and requiring the plugin (fail closed)
 // waits and starts, delegated, once the new plugin is up; pods that ask for nothing start throughout; the
@@ -50,7 +50,7 @@ func clusterRegistryUpgrade(t *testing.T, e *guestEnv) {
 	started := time.Now()
 	upgradeDone := make(chan error, 1)
 	go func() {
-		_, err := helmCmd(ctx, append([]string{"upgrade", helmRelease, chartRef(r)}, registryArgs(r, next)...)...)
+		_, err := helmCmd(ctx, append([]string{"upgrade", helmRelease, chartRef(r)}, upgradeArgs(next)...)...)
 		upgradeDone <- err
 	}()
 

@@ -88,6 +88,10 @@ type artifacts struct {
 	// NetModules are the guest kernel's virtio-net modules, in load order
 	// (netModules); only cluster boots carry them.
 	NetModules []string
+	// PodNet is kube-proxy, the CNI plugins and the netfilter modules of
+	// the cluster's pod network; nil when no selected variant runs a
+	// cluster.
+	PodNet *podNetArtifacts
 }
 
 // defaultCacheDir is $CGDELEGATE_CACHE, else ~/.cache/cgdelegate-integration
@@ -479,6 +483,9 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet, 
 			return nil, err
 		}
 		if a.NetModules, err = b.netModules(ctx, kname); err != nil {
+			return nil, err
+		}
+		if a.PodNet, err = b.buildPodNet(ctx, kname); err != nil {
 			return nil, err
 		}
 	}

@@ -4,8 +4,10 @@ package vm
 // pure part: its certificates, keys and kubeconfigs (clusterPKI) and the
 // flags of etcd, kube-apiserver, kube-controller-manager and kube-scheduler
 // (controlPlane). cluster_run_test.go builds the binaries and runs them on
-// the host's loopback; the guest reaches the API server through qemu's user
-// network at https://10.0.2.2:<port>.
+// the host, the API server on the pod network's bridge
+// (integration/internal/podnet), where the guests reach it at
+// https://10.213.0.1:<port>; etcd and the other components' health ports
+// stay on the host's loopback.
 
 import (
 	"crypto/ecdsa"
@@ -24,16 +26,23 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cgdelegate/cgdelegate/integration/internal/podnet"
 )
 
+// clusterPlan is the cluster's network (integration/internal/podnet): the
+// host's bridge, where the API server listens, and the guest nodes on it.
+// Each node's kubelet certificate says system:node:<its name>
+// (clusterIdentitiesFor); the first node is cgd-vm, the guest's
+// kubeletNode.
+var clusterPlan = podnet.DefaultPlan(1)
+
+// clusterHostIP is the host's address on the cluster's bridge: the API
+// server binds and advertises it (the kubernetes Service's endpoint), and
+// every kubeconfig names it.
+var clusterHostIP = clusterPlan.Host.Addr().String()
+
 const (
-	// clusterNode is the guest kubelet's node name: its client certificate
-	// says system:node:<clusterNode>, and the guest starts it with
-	// --hostname-override of the same name (integration/guest kubeletNode).
-	clusterNode = "cgd-vm"
-	// guestHostIP is the host as qemu's user network shows it to the guest:
-	// a connection to it reaches the host's 127.0.0.1.
-	guestHostIP = "10.0.2.2"
 	// serviceCIDR is the cluster's service range; its first address is the
 	// kubernetes Service's, which the serving certificate names too.
 	serviceCIDR      = "10.96.0.0/24"
@@ -43,12 +52,16 @@ const (
 )
 
 // Where the guest finds the cluster's files (integration/guest reads the
-// same paths): the kubelet's kubeconfig and kubectl's default one, both
-// pointing at https://10.0.2.2:<port>.
+// same paths): the kubelets' kubeconfigs, kube-proxy's and kubectl's
+// default one, all pointing at https://<clusterHostIP>:<port>.
 const (
-	guestKubeletKubeconfig = "etc/kubernetes/kubelet.kubeconfig"
-	guestAdminKubeconfig   = "root/.kube/config"
-	guestKubectl           = "usr/local/bin/kubectl"
+	// guestKubeletKubeconfigs holds each node's kubelet kubeconfig,
+	// <podnet.KubeletKubeconfig>.kubeconfig.
+	guestKubeletKubeconfigs  = "etc/kubernetes"
+	guestKubeProxyKubeconfig = "etc/kubernetes/kube-proxy.kubeconfig"
+	guestKubeProxy           = "usr/local/bin/kube-proxy"
+	guestAdminKubeconfig     = "root/.kube/config"
+	guestKubectl             = "usr/local/bin/kubectl"
 	// guestNetModules holds the modules init.sh and guest-run.sh load for
 	// eth0 (not under lib/, a symlink in the systemd root filesystem).
 	guestNetModules = "cgd/net"
@@ -66,28 +79,40 @@ type clusterIdentity struct {
 	// reads as the user name and groups.
 	User   string
 	Groups []string
-	// Server is the API server host the kubeconfig names: 127.0.0.1 for
-	// the host's components, guestHostIP for the guest's.
+	// Server is the API server host the kubeconfig names: clusterHostIP,
+	// where the API server listens, for every one.
 	Server string
 }
 
-// clusterIdentities are the cluster's clients: the host components, the
-// guest's kubelet (a node, for the Node authorizer) and two admins, one
-// for the host harness and one for kubectl in the guest.
-var clusterIdentities = []clusterIdentity{
-	{File: "admin", User: "cgd-admin", Groups: []string{"system:masters"}, Server: "127.0.0.1"},
-	{File: "controller-manager", User: "system:kube-controller-manager", Server: "127.0.0.1"},
-	{File: "scheduler", User: "system:kube-scheduler", Server: "127.0.0.1"},
-	{File: "kubelet", User: "system:node:" + clusterNode, Groups: []string{"system:nodes"}, Server: guestHostIP},
-	{File: "guest-admin", User: "cgd-admin", Groups: []string{"system:masters"}, Server: guestHostIP},
+// clusterIdentities are the cluster's clients: the host components, each
+// node's kubelet (system:node:<name>, for the Node authorizer), kube-proxy
+// (the bootstrap RBAC binds system:kube-proxy to system:node-proxier, as on
+// a kubeadm cluster) and two admins, one for the host harness and one for
+// kubectl in the guest.
+var clusterIdentities = clusterIdentitiesFor(clusterPlan)
+
+// clusterIdentitiesFor are the identities of a cluster on plan, each
+// node's kubelet under podnet.KubeletKubeconfig.
+func clusterIdentitiesFor(plan podnet.Plan) []clusterIdentity {
+	ids := []clusterIdentity{
+		{File: "admin", User: "cgd-admin", Groups: []string{"system:masters"}, Server: clusterHostIP},
+		{File: "controller-manager", User: "system:kube-controller-manager", Server: clusterHostIP},
+		{File: "scheduler", User: "system:kube-scheduler", Server: clusterHostIP},
+		{File: "kube-proxy", User: "system:kube-proxy", Server: clusterHostIP},
+		{File: "guest-admin", User: "cgd-admin", Groups: []string{"system:masters"}, Server: clusterHostIP},
+	}
+	for _, n := range plan.Nodes {
+		ids = append(ids, clusterIdentity{File: podnet.KubeletKubeconfig(n.Name), User: "system:node:" + n.Name, Groups: []string{"system:nodes"}, Server: clusterHostIP})
+	}
+	return ids
 }
 
 // clusterPKI is a directory of the cluster's certificates, keys and
 // kubeconfigs, made by newClusterPKI:
 //
 //	ca.crt ca.key                  the cluster CA (clients and serving)
-//	apiserver.crt apiserver.key    serving, for 127.0.0.1, 10.0.2.2 and the
-//	                               kubernetes Service
+//	apiserver.crt apiserver.key    serving, for 127.0.0.1, clusterHostIP
+//	                               and the kubernetes Service
 //	sa.key sa.pub                  the service-account token key pair
 //	<identity>.kubeconfig          one per clusterIdentities entry
 type clusterPKI struct {
@@ -148,7 +173,7 @@ func newClusterPKI(dir string, port int, now time.Time) (clusterPKI, error) {
 	serving := certTemplate(pkix.Name{CommonName: "kube-apiserver"}, now)
 	serving.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	serving.DNSNames = []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}
-	for _, ip := range []string{"127.0.0.1", guestHostIP, kubernetesSvcIP} {
+	for _, ip := range []string{"127.0.0.1", clusterHostIP, kubernetesSvcIP} {
 		serving.IPAddresses = append(serving.IPAddresses, net.ParseIP(ip))
 	}
 	servingPEM, servingKey, err := issue(serving)
@@ -258,7 +283,8 @@ current-context: cgd
 }
 
 // controlPlane is where the host's control plane listens and keeps its
-// files; every port is on 127.0.0.1.
+// files: the API server on clusterHostIP (the bridge, which must be up),
+// every other port on 127.0.0.1.
 type controlPlane struct {
 	PKI clusterPKI
 	// DataDir holds etcd's data and the components' self-signed serving
@@ -303,8 +329,10 @@ func loopbackURL(scheme string, port int) string {
 	return scheme + "://127.0.0.1:" + strconv.Itoa(port)
 }
 
-// APIServerURL is the API server as the host reaches it.
-func (c controlPlane) APIServerURL() string { return loopbackURL("https", c.PKI.Port) }
+// APIServerURL is the API server, as the host and the guests reach it.
+func (c controlPlane) APIServerURL() string {
+	return "https://" + net.JoinHostPort(clusterHostIP, strconv.Itoa(c.PKI.Port))
+}
 
 // EtcdArgs are the flags of our etcd main (testdata/etcd).
 func (c controlPlane) EtcdArgs() []string {
@@ -315,17 +343,22 @@ func (c controlPlane) EtcdArgs() []string {
 	}
 }
 
-// APIServerArgs: kube-apiserver on 127.0.0.1 only, advertising the address
-// the guest reaches it at; client certificates signed by the cluster CA;
+// APIServerArgs: kube-apiserver on the host's bridge address only (the
+// nodes' network; it is also the kubernetes Service's endpoint), which it
+// reaches the kubelets from; client certificates signed by the cluster CA;
 // Node and RBAC authorization with the NodeRestriction admission plugin.
 // No feature gate is set: in 1.37 in-place resize
 // (InPlacePodVerticalScaling) is GA and PodLevelResources is beta and on.
 func (c controlPlane) APIServerArgs() []string {
 	return []string{
 		"--etcd-servers=" + loopbackURL("http", c.EtcdClient),
-		"--bind-address=127.0.0.1",
+		"--bind-address=" + clusterHostIP,
 		"--secure-port=" + strconv.Itoa(c.PKI.Port),
-		"--advertise-address=" + guestHostIP,
+		"--advertise-address=" + clusterHostIP,
+		// The kubelets by their address on the bridge, as kubeadm has it:
+		// the default tries the node's host name first, which nothing
+		// resolves.
+		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 		"--client-ca-file=" + c.PKI.Path("ca.crt"),
 		"--tls-cert-file=" + c.PKI.Path("apiserver.crt"),
 		"--tls-private-key-file=" + c.PKI.Path("apiserver.key"),

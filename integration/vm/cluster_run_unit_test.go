@@ -26,6 +26,16 @@ func TestQemuNet(t *testing.T) {
 	}
 }
 
+// TestQemuTap: a boot on a tap gets that tap, with its MAC, and no user
+// network.
+func TestQemuTap(t *testing.T) {
+	args := strings.Join(bootSpec{Kernel: "k", Initramfs: "i", SMP: 1, MemoryMiB: 512, Net: true, Tap: "cgdtap1", MAC: "52:54:00:cd:00:01"}.args(), " ")
+	want := "-netdev tap,id=n0,ifname=cgdtap1,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=52:54:00:cd:00:01"
+	if !strings.Contains(args, want) || strings.Contains(args, "user,") || strings.Contains(args, "-nic none") {
+		t.Errorf("args %s; want %q and no other network", args, want)
+	}
+}
+
 // TestHostProcStop: a process that ends on SIGTERM is stopped without an
 // error; one that ignores it is killed after the timeout, with an error
 // saying so.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/cgdelegate/cgdelegate/integration/internal/podnet"
 )
 
 // kubeconfigFile is what the tests read back of a kubeconfig.
@@ -77,13 +79,15 @@ func TestClusterPKI(t *testing.T) {
 		t.Fatal(err)
 	}
 	serving := readCert(t, servingPEM)
-	for _, host := range []string{"127.0.0.1", "10.0.2.2", "10.96.0.1", "kubernetes.default.svc"} {
+	for _, host := range []string{"127.0.0.1", "10.213.0.1", "10.96.0.1", "kubernetes.default.svc"} {
 		if _, err := serving.Verify(x509.VerifyOptions{DNSName: host, Roots: roots, CurrentTime: now}); err != nil {
 			t.Errorf("serving certificate for %s: %v", host, err)
 		}
 	}
-	if _, err := serving.Verify(x509.VerifyOptions{DNSName: "10.0.2.15", Roots: roots, CurrentTime: now}); err == nil {
-		t.Error("the serving certificate verifies for 10.0.2.15, an address it must not name")
+	for _, other := range []string{"10.0.2.2", "10.213.0.2"} {
+		if _, err := serving.Verify(x509.VerifyOptions{DNSName: other, Roots: roots, CurrentTime: now}); err == nil {
+			t.Errorf("the serving certificate verifies for %s, an address it must not name", other)
+		}
 	}
 	for _, f := range []string{"ca.key", "apiserver.key", "sa.key", "sa.pub"} {
 		if b, err := os.ReadFile(p.Path(f)); err != nil || !strings.HasPrefix(string(b), "-----BEGIN ") {
@@ -95,11 +99,12 @@ func TestClusterPKI(t *testing.T) {
 		file, server, user string
 		groups             []string
 	}{
-		{"admin", "https://127.0.0.1:6443", "cgd-admin", []string{"system:masters"}},
-		{"controller-manager", "https://127.0.0.1:6443", "system:kube-controller-manager", nil},
-		{"scheduler", "https://127.0.0.1:6443", "system:kube-scheduler", nil},
-		{"kubelet", "https://10.0.2.2:6443", "system:node:cgd-vm", []string{"system:nodes"}},
-		{"guest-admin", "https://10.0.2.2:6443", "cgd-admin", []string{"system:masters"}},
+		{"admin", "https://10.213.0.1:6443", "cgd-admin", []string{"system:masters"}},
+		{"controller-manager", "https://10.213.0.1:6443", "system:kube-controller-manager", nil},
+		{"scheduler", "https://10.213.0.1:6443", "system:kube-scheduler", nil},
+		{"kubelet", "https://10.213.0.1:6443", "system:node:cgd-vm", []string{"system:nodes"}},
+		{"kube-proxy", "https://10.213.0.1:6443", "system:kube-proxy", nil},
+		{"guest-admin", "https://10.213.0.1:6443", "cgd-admin", []string{"system:masters"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
@@ -137,6 +142,28 @@ func TestClusterPKI(t *testing.T) {
 	}
 }
 
+// TestClusterIdentitiesFor: every node of a plan gets a kubelet identity
+// of its own, the first under the name the guest reads.
+func TestClusterIdentitiesFor(t *testing.T) {
+	ids := clusterIdentitiesFor(podnet.DefaultPlan(2))
+	byFile := map[string]clusterIdentity{}
+	for _, id := range ids {
+		if _, dup := byFile[id.File]; dup {
+			t.Errorf("kubeconfig %s twice", id.File)
+		}
+		byFile[id.File] = id
+	}
+	for file, user := range map[string]string{"kubelet": "system:node:cgd-vm", "kubelet-cgd-vm2": "system:node:cgd-vm2"} {
+		id, ok := byFile[file]
+		if !ok || id.User != user || !slices.Equal(id.Groups, []string{"system:nodes"}) {
+			t.Errorf("%s: %+v (found %v), want user %s in system:nodes", file, id, ok, user)
+		}
+	}
+	if len(ids) != len(clusterIdentities)+1 {
+		t.Errorf("%d identities for two nodes, %d for one", len(ids), len(clusterIdentities))
+	}
+}
+
 func TestClusterPKIInvalidPort(t *testing.T) {
 	for _, port := range []int{0, -1, 70000} {
 		if _, err := newClusterPKI(t.TempDir(), port, time.Now()); err == nil || !strings.Contains(err.Error(), "port") {
@@ -153,7 +180,7 @@ func testControlPlane() controlPlane {
 }
 
 // TestControlPlaneArgs: the flags the components run with, as the task
-// needs them (a cluster the guest reaches at 10.0.2.2, Node and RBAC
+// needs them (a cluster the guests reach on the host's bridge, Node and RBAC
 // authorization, each component its own identity).
 func TestControlPlaneArgs(t *testing.T) {
 	c := testControlPlane()
@@ -168,8 +195,9 @@ func TestControlPlaneArgs(t *testing.T) {
 		{"etcd", c.EtcdArgs(), "data-dir", "/data/etcd"},
 		{"apiserver", c.APIServerArgs(), "etcd-servers", "http://127.0.0.1:2379"},
 		{"apiserver", c.APIServerArgs(), "secure-port", "6443"},
-		{"apiserver", c.APIServerArgs(), "bind-address", "127.0.0.1"},
-		{"apiserver", c.APIServerArgs(), "advertise-address", "10.0.2.2"},
+		{"apiserver", c.APIServerArgs(), "bind-address", "10.213.0.1"},
+		{"apiserver", c.APIServerArgs(), "advertise-address", "10.213.0.1"},
+		{"apiserver", c.APIServerArgs(), "kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname"},
 		{"apiserver", c.APIServerArgs(), "authorization-mode", "Node,RBAC"},
 		{"apiserver", c.APIServerArgs(), "client-ca-file", "/pki/ca.crt"},
 		{"apiserver", c.APIServerArgs(), "service-account-signing-key-file", "/pki/sa.key"},
@@ -190,7 +218,7 @@ func TestControlPlaneArgs(t *testing.T) {
 			}
 		})
 	}
-	if got := c.APIServerURL(); got != "https://127.0.0.1:6443" {
+	if got := c.APIServerURL(); got != "https://10.213.0.1:6443" {
 		t.Errorf("APIServerURL = %s", got)
 	}
 }
@@ -229,11 +257,11 @@ func TestControlPlaneValidate(t *testing.T) {
 	}
 }
 
-// TestRegistryConfig: the registry listens on the host's loopback only,
-// stores in its own directory, and the guest's address for it is
-// 10.0.2.2 on the same port.
+// TestRegistryConfig: the registry listens on the host's bridge address
+// only, stores in its own directory, and the guest reaches it at that
+// address.
 func TestRegistryConfig(t *testing.T) {
-	r := registryServer{Port: 25000, Dir: "/work/registry"}
+	r := registryServer{IP: "10.213.0.1", Port: 25000, Dir: "/work/registry"}
 	if err := r.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -253,11 +281,11 @@ func TestRegistryConfig(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(r.Config()), &cfg); err != nil {
 		t.Fatalf("config: %v\n%s", err, r.Config())
 	}
-	if cfg.Version != "0.1" || cfg.HTTP.Addr != "127.0.0.1:25000" || cfg.Storage.Filesystem.Root != "/work/registry/storage" ||
+	if cfg.Version != "0.1" || cfg.HTTP.Addr != "10.213.0.1:25000" || cfg.Storage.Filesystem.Root != "/work/registry/storage" ||
 		cfg.HTTP.TLS != nil || cfg.Auth != nil {
-		t.Errorf("config %+v, want version 0.1, 127.0.0.1:25000, /work/registry/storage, no TLS, no auth:\n%s", cfg, r.Config())
+		t.Errorf("config %+v, want version 0.1, 10.213.0.1:25000, /work/registry/storage, no TLS, no auth:\n%s", cfg, r.Config())
 	}
-	if got := r.GuestHost(); got != "10.0.2.2:25000" {
+	if got := r.GuestHost(); got != "10.213.0.1:25000" {
 		t.Errorf("GuestHost = %s", got)
 	}
 	if got := r.ConfigPath(); got != "/work/registry/config.yml" {
@@ -271,10 +299,11 @@ func TestRegistryValidate(t *testing.T) {
 		r     registryServer
 		words []string
 	}{
-		{"no port", registryServer{Dir: "/r"}, []string{"port 0"}},
-		{"port too big", registryServer{Port: 70000, Dir: "/r"}, []string{"port 70000"}},
-		{"relative dir", registryServer{Port: 5000, Dir: "r"}, []string{`dir "r"`}},
-		{"both", registryServer{}, []string{"port 0", `dir ""`}},
+		{"no port", registryServer{IP: "10.213.0.1", Dir: "/r"}, []string{"port 0"}},
+		{"port too big", registryServer{IP: "10.213.0.1", Port: 70000, Dir: "/r"}, []string{"port 70000"}},
+		{"relative dir", registryServer{IP: "10.213.0.1", Port: 5000, Dir: "r"}, []string{`dir "r"`}},
+		{"host name", registryServer{IP: "cgd-host", Port: 5000, Dir: "/r"}, []string{`ip "cgd-host"`}},
+		{"all", registryServer{}, []string{`ip ""`, "port 0", `dir ""`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

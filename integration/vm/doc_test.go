@@ -24,8 +24,12 @@
 //     shares their packages) and cached by version under controlplane/;
 //     our etcd (testdata/etcd, around go.etcd.io/etcd/server/v3/embed, in
 //     a module of its own) under etcd/; the kernel's virtio-net modules
-//     under netmodules/; and, every run, the cluster's PKI and kubeconfigs
-//     (cluster.go, crypto/x509, nothing downloaded);
+//     under netmodules/; the pod network's kube-proxy (built like the
+//     control plane) under kube-proxy/, the bridge, host-local and loopback
+//     CNI plugins of Debian's containernetworking-plugins under cni/, the
+//     kernel's netfilter, bridge and veth modules under netfilter/
+//     (podnet_run_test.go); and, every run, the cluster's PKI and
+//     kubeconfigs (cluster.go, crypto/x509, nothing downloaded);
 //   - for the systemd variants (Variant.Systemd), a Debian bookworm root
 //     filesystem (mmdebstrap minbase + systemd, dbus, kmod; builder
 //     debianRootfs, reusable for other package sets), cached as a tar under
@@ -54,16 +58,26 @@
 // more entry in systemdUnits.
 //
 // The cluster (cluster.go, cluster_run_test.go): before it boots a
-// Cluster variant, the harness starts etcd, kube-apiserver (Node,RBAC
+// Cluster variant, the harness brings up the pod network's host side
+// (podnet_run_test.go, the plan in integration/internal/podnet; root only):
+// a bridge, cgdbr0 with the host at 10.213.0.1/24, a tap per guest node in
+// it and a route to each node's pod CIDR (10.244.<n>.0/24) through the
+// node, under a lock (/run/cgdelegate-vm-net.lock) that also tells a killed
+// run's leftover links, which it removes, from a running one's. It then
+// starts etcd, kube-apiserver (on the bridge address, Node,RBAC
 // authorization, client certificates signed by the run's CA),
-// kube-controller-manager and kube-scheduler on the host's 127.0.0.1, each
-// after the one before answers its health check, and stops them when the
-// variant's test ends, passed or failed (process groups, SIGTERM then
-// SIGKILL; Pdeathsig kills them if the test binary dies first). The guest
-// gets a virtio-net NIC on qemu's user network (only that variant; every
-// other boots with -nic none), init.sh gives it 10.0.2.15/24 via 10.0.2.2,
-// and its kubelet registers as Node cgd-vm at https://10.0.2.2:<port>,
-// which qemu forwards to the host's loopback. The control plane runs on
+// kube-controller-manager and kube-scheduler, each after the one before
+// answers its health check, and stops them and takes the network down when
+// the variant's test ends, passed or failed (process groups, SIGTERM then
+// SIGKILL; Pdeathsig kills them if the test binary dies first). The guest's
+// NIC is on its tap (only that variant; every other boots with -nic none);
+// its cgdnet.* kernel parameters say which node it is, guest-run.sh gives
+// eth0 its address, and its kubelet registers as Node cgd-vm with that
+// InternalIP, which the API server reaches for kubectl logs and exec. The
+// guest writes the bridge CNI network for its pod CIDR before containerd
+// starts and runs kube-proxy (nftables mode) once its Node is Ready; pods,
+// cgdelegate's DaemonSet among them, reach the API server through the
+// kubernetes Service. The control plane runs on
 // the host rather than in the guest because under TCG it would take the
 // guest's CPU: the API server and etcd alone would compete with the
 // kubelet, containerd and the pods the scenarios time, on an emulated

@@ -13,8 +13,9 @@ insmod /cgd/overlay.ko || echo "CGD-FATAL insmod overlay"
 echo "CGD-TIMING systemd-unit uptime=$(cut -d' ' -f1 /proc/uptime)"
 echo "CGD-BOOT kernel=$(uname -r) cpus=$(nproc) init=$(cat /proc/1/comm) cgroup=$(grep ' /sys/fs/cgroup ' /proc/self/mountinfo | sed 's/.* - //')"
 
-# A cluster boot (cgd.cluster=1) reaches the control plane on the host's
-# loopback through qemu's user network, as in init.sh: the host is 10.0.2.2.
+# A cluster boot (cgd.cluster=1) is a node of the pod network
+# (integration/internal/podnet): its NIC is on the host's bridge, with the
+# address cgdnet.ip, and the host (the API server) at cgdnet.host.
 if grep -qw 'cgd.cluster=1' /proc/cmdline; then
 	for m in failover net_failover virtio_net; do
 		insmod /cgd/net/$m.ko || echo "CGD-FATAL insmod $m"
@@ -24,9 +25,12 @@ if grep -qw 'cgd.cluster=1' /proc/cmdline; then
 		n=$((n + 1))
 		sleep 0.1
 	done
-	ip addr add 10.0.2.15/24 dev eth0 || echo "CGD-FATAL eth0 address"
+	addr=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^cgdnet\.ip=//p')
+	gw=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^cgdnet\.host=//p')
+	[ -n "$addr" ] && [ -n "$gw" ] || echo "CGD-FATAL no cgdnet.ip or cgdnet.host on the kernel command line"
+	ip addr add "$addr" dev eth0 || echo "CGD-FATAL eth0 address $addr"
 	ip link set eth0 up || echo "CGD-FATAL eth0 up"
-	ip route add default via 10.0.2.2 || echo "CGD-FATAL default route via 10.0.2.2"
+	ip route add default via "$gw" || echo "CGD-FATAL default route via $gw"
 fi
 
 # Kubelet and cluster variants get longer, as in init.sh.

@@ -63,8 +63,9 @@ for c in $(cat /sys/fs/cgroup/cgroup.controllers); do
 	echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control || fatal "enable controller $c"
 done
 
-# A cluster boot (cgd.cluster=1) reaches the control plane on the host's
-# loopback through qemu's user network: the host is 10.0.2.2 there.
+# A cluster boot (cgd.cluster=1) is a node of the pod network
+# (integration/internal/podnet): its NIC is on the host's bridge, with the
+# address cgdnet.ip, and the host (the API server) at cgdnet.host.
 if grep -qw 'cgd.cluster=1' /proc/cmdline; then
 	for m in failover net_failover virtio_net; do
 		insmod /cgd/net/$m.ko || fatal "insmod $m"
@@ -75,9 +76,12 @@ if grep -qw 'cgd.cluster=1' /proc/cmdline; then
 		[ $n -le 100 ] || fatal "no eth0 10 s after loading virtio_net"
 		sleep 0.1
 	done
-	ip addr add 10.0.2.15/24 dev eth0 || fatal "eth0 address"
+	addr=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^cgdnet\.ip=//p')
+	gw=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^cgdnet\.host=//p')
+	[ -n "$addr" ] && [ -n "$gw" ] || fatal "no cgdnet.ip or cgdnet.host on the kernel command line"
+	ip addr add "$addr" dev eth0 || fatal "eth0 address $addr"
 	ip link set eth0 up || fatal "eth0 up"
-	ip route add default via 10.0.2.2 || fatal "default route via 10.0.2.2"
+	ip route add default via "$gw" || fatal "default route via $gw"
 fi
 
 echo "CGD-BOOT kernel=$(uname -r) cpus=$(nproc) cgroup=$(grep ' /sys/fs/cgroup ' /proc/self/mountinfo | sed 's/.* - //')"

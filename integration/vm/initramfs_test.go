@@ -8,11 +8,14 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 
+	"github.com/cgdelegate/cgdelegate/integration/internal/podnet"
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
@@ -46,8 +49,8 @@ func packInitramfs(dst string, a *artifacts, boot bootKind) (err error) {
 	if boot.kubelet && a.Kubelet == "" {
 		return fmt.Errorf("initramfs: the kubelet was not built")
 	}
-	if boot.cluster && (a.Cluster == nil || len(a.NetModules) != len(netModuleFiles)) {
-		return fmt.Errorf("initramfs: the cluster's kubectl, kubeconfigs or network modules were not built")
+	if boot.cluster && (a.Cluster == nil || len(a.NetModules) != len(netModuleFiles) || a.PodNet == nil) {
+		return fmt.Errorf("initramfs: the cluster's kubectl, kubeconfigs, network modules or pod network were not built")
 	}
 	ctrDir, ok := a.Containerd[containerdVersion]
 	if !ok {
@@ -168,19 +171,25 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 		// kubelet's kubeconfig, and the modules init.sh loads for eth0.
 		w.HostFile(guestKubectl, 0o755, filepath.Join(a.Cluster.Bin, "kubectl"))
 		w.HostFile(guestAdminKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("guest-admin"))
-		w.HostFile(guestKubeletKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("kubelet"))
+		for _, n := range clusterPlan.Nodes {
+			name := podnet.KubeletKubeconfig(n.Name)
+			w.HostFile(guestKubeletKubeconfigs+"/"+name+".kubeconfig", 0o600, a.Cluster.PKI.Kubeconfig(name))
+		}
 		w.HostFile(guestHelm, 0o755, a.Cluster.Helm)
 		for _, m := range a.NetModules {
 			w.HostFile(guestNetModules+"/"+filepath.Base(m), 0o644, m)
 		}
 		// The registry and its releases (the registry starts with the
 		// boot; its port is chosen already).
-		reg, err := guestRegistry(registryServer{Port: a.Cluster.RegistryPort}, a.Cluster.Releases)
+		reg, err := guestRegistry(registryServer{IP: clusterHostIP, Port: a.Cluster.RegistryPort}, a.Cluster.Releases)
 		if err != nil {
 			return err
 		}
 		w.Bytes(variant.RegistryFile, 0o644, reg)
 		versions += "kubectl=" + kubeletVersion + "\n"
+		if err := writePodNet(w, a); err != nil {
+			return err
+		}
 	}
 	if a.Plugin != "" {
 		w.HostFile("usr/local/bin/cgdelegate", 0o755, a.Plugin)
@@ -206,12 +215,55 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 	// The shipped containerd drop-in; the guest imports it in fail-closed
 	// variants.
 	w.HostFile("etc/containerd/conf.d/cgdelegate.toml", 0o644, a.ContainerdDropIn)
+	// A cluster boot has a pod network (writePodNet, before this: the
+	// first entry of a path wins); the others give pods a network
+	// namespace wired to nothing.
 	w.HostFile("opt/cni/bin/nullcni", 0o755, a.NullCNI)
-	w.Symlink("opt/cni/bin/loopback", "nullcni")
-	w.Bytes("etc/cni/net.d/10-null.conflist", 0o644, []byte(nullCNIConfig))
+	if !boot.cluster {
+		w.Symlink("opt/cni/bin/loopback", "nullcni")
+		w.Bytes("etc/cni/net.d/10-null.conflist", 0o644, []byte(nullCNIConfig))
+	}
 
 	w.Bytes("etc/hosts", 0o644, []byte("127.0.0.1\tlocalhost cgd-vm\n::1\tlocalhost ip6-localhost\n"))
 	w.Bytes("etc/resolv.conf", 0o644, []byte("# no network in the integration VM\nnameserver 127.0.0.1\n"))
 	w.Bytes("cgd/versions", 0o644, []byte(versions))
 	return nil
+}
+
+// writePodNet writes what a node of the pod network needs: kube-proxy,
+// its kubeconfig and the cluster CA, the CNI plugins and the netfilter
+// modules (the guest runs depmod and writes the CNI network list for the
+// node it is; see integration/internal/podnet).
+func writePodNet(w *cpioWriter, a *artifacts) error {
+	pn := a.PodNet
+	w.HostFile(guestKubeProxy, 0o755, pn.KubeProxy)
+	w.HostFile(guestKubeProxyKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("kube-proxy"))
+	for _, p := range cniPlugins {
+		w.HostFile(guestCNIBin+"/"+p, 0o755, filepath.Join(pn.CNIDir, p))
+	}
+	w.Dir("etc/cni/net.d", 0o755)
+	return writeDir(w, guestModulesDir(pn.Release), pn.Modules)
+}
+
+// writeDir writes the regular files and directories below src at dst.
+func writeDir(w *cpioWriter, dst, src string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("initramfs: %w", err)
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return fmt.Errorf("initramfs: %w", err)
+		}
+		name := path.Join(dst, filepath.ToSlash(rel))
+		switch {
+		case d.IsDir():
+			w.Dir(name, 0o755)
+		case d.Type().IsRegular():
+			w.HostFile(name, 0o644, p)
+		default:
+			return fmt.Errorf("initramfs: %s is neither a file nor a directory", p)
+		}
+		return nil
+	})
 }

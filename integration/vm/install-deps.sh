@@ -5,10 +5,11 @@
 # initramfs and the Debian kernel modules, mmdebstrap for the Debian root
 # filesystem of the systemd variants, podman for TestPodmanLoad: `podman load`
 # of `make image`'s archive, docker-registry (the CNCF distribution registry)
-# for the cluster boot's registry, which the harness starts itself).
+# for the cluster boot's registry, which the harness starts itself, iproute2
+# for the cluster boot's bridge and taps).
 set -euo pipefail
 
-pkgs=(qemu-system-x86 busybox-static libseccomp-dev gcc libc6-dev pkg-config cpio zstd xz-utils mmdebstrap podman docker-registry)
+pkgs=(qemu-system-x86 busybox-static libseccomp-dev gcc libc6-dev pkg-config cpio zstd xz-utils mmdebstrap podman docker-registry iproute2)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -26,7 +26,11 @@ type bootSpec struct {
 	// Net gives the guest a virtio-net NIC on qemu's user network (the
 	// host is 10.0.2.2 there, and reaches the host's loopback); without it
 	// the guest has no NIC.
-	Net         bool
+	Net bool
+	// Tap, instead, connects the guest's virtio-net NIC, with address MAC,
+	// to the host's tap device of that name (a cluster's pod network:
+	// integration/internal/podnet), which must exist.
+	Tap, MAC    string
 	MemoryMiB   int
 	Accel       string // qemu -accel value; empty means TCG
 	LogPath     string // full console log
@@ -51,9 +55,13 @@ func (s bootSpec) args() []string {
 		"-kernel", s.Kernel, "-initrd", s.Initramfs,
 		"-append", s.Cmdline,
 	}
-	if s.Net {
+	switch {
+	case s.Tap != "":
+		args = append(args, "-netdev", "tap,id=n0,ifname="+s.Tap+",script=no,downscript=no",
+			"-device", "virtio-net-pci,netdev=n0,mac="+s.MAC)
+	case s.Net:
 		args = append(args, "-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0")
-	} else {
+	default:
 		args = append(args, "-nic", "none")
 	}
 	if s.NUMA {

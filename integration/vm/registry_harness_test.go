@@ -3,12 +3,14 @@ package vm
 // The cluster boot's OCI registry, the pure part: the CNCF distribution
 // registry's config (registryConfig) and the releases the harness pushes
 // before the boot (clusterReleases). registry_run_test.go starts
-// `docker-registry serve` on the host's loopback and pushes; the guest
-// reaches it at 10.0.2.2:<port> over plain HTTP.
+// `docker-registry serve` on the host's address on the cluster's bridge
+// (clusterHostIP, where the API server listens too) and pushes; the
+// guest reaches it there over plain HTTP.
 
 import (
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
 )
@@ -38,9 +40,11 @@ var clusterReleases = []clusterRelease{
 	{Chart: "0.0.2-ci.1", AppVersion: "v0.0.2-ci.1"},
 }
 
-// registryServer is one run of the registry: where it listens (always
-// 127.0.0.1) and where it keeps its blobs.
+// registryServer is one run of the registry: where it listens (the
+// cluster boot's: clusterHostIP) and where it keeps its blobs.
 type registryServer struct {
+	// IP is the address it listens on and is reached at.
+	IP   string
 	Port int
 	// Dir holds the config file and, below it, the storage.
 	Dir string
@@ -51,6 +55,9 @@ var errRegistry = errors.New("invalid registry")
 
 func (r registryServer) validate() error {
 	var errs []error
+	if ip := net.ParseIP(r.IP); ip == nil {
+		errs = append(errs, fmt.Errorf("%w: ip %q: want an IP address", errRegistry, r.IP))
+	}
 	if r.Port < 1 || r.Port > 65535 {
 		errs = append(errs, fmt.Errorf("%w: port %d: want a TCP port", errRegistry, r.Port))
 	}
@@ -60,11 +67,12 @@ func (r registryServer) validate() error {
 	return errors.Join(errs...)
 }
 
-// Addr is the registry on the host's loopback.
-func (r registryServer) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.Port) }
+// Addr is where the registry listens, which the host's pushes and the
+// guest's pulls both use.
+func (r registryServer) Addr() string { return net.JoinHostPort(r.IP, strconv.Itoa(r.Port)) }
 
-// GuestHost is the registry as the guest reaches it.
-func (r registryServer) GuestHost() string { return guestHostIP + ":" + strconv.Itoa(r.Port) }
+// GuestHost is the registry as the guest reaches it: the same address.
+func (r registryServer) GuestHost() string { return r.Addr() }
 
 // ConfigPath is the config file docker-registry serve reads.
 func (r registryServer) ConfigPath() string { return filepath.Join(r.Dir, "config.yml") }
@@ -73,7 +81,7 @@ func (r registryServer) ConfigPath() string { return filepath.Join(r.Dir, "confi
 func (r registryServer) StorageDir() string { return filepath.Join(r.Dir, "storage") }
 
 // Config is the distribution registry's config: filesystem storage in
-// StorageDir, HTTP on 127.0.0.1 only (no TLS: the guest's containerd is
+// StorageDir, HTTP on IP only (no TLS: the guest's containerd is
 // told the registry is plain HTTP, as docs/deploying.md tells a user),
 // no authentication, no deletes, no access log (the pushes and pulls are
 // logged by their clients).

@@ -5,7 +5,7 @@ package vm
 // The cluster boot's OCI registry, the running part: the two releases
 // built (buildReleases: each release image as `make image` writes it, and
 // the chart packaged with `helm package`), the registry started on the
-// host's loopback (startRegistry: `docker-registry serve`, the CNCF
+// host's bridge address (startRegistry: `docker-registry serve`, the CNCF
 // distribution registry from Debian's docker-registry package) and the
 // releases pushed to it before the boot (publishReleases, as `make push`
 // does: the image with internal/ociimage, the chart with `helm push`).

@@ -42,7 +42,7 @@ func TestRegistryPublish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := registryServer{Port: ports[0], Dir: t.TempDir()}
+	r := registryServer{IP: "127.0.0.1", Port: ports[0], Dir: t.TempDir()}
 	if err := startRegistry(t, log, r); err != nil {
 		t.Fatal(err)
 	}

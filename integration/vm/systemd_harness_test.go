@@ -13,8 +13,10 @@ import (
 // kmod's insmod for overlayfs. containerd, runc and cgdelegate are static
 // binaries and need nothing else: no network tools (the pods use a null
 // CNI result or the host network), no iptables, no certificates.
-// iproute2 brings up a cluster boot's network (guest-run.sh).
-var systemdPackages = []string{"systemd", "systemd-sysv", "dbus", "kmod", "iproute2"}
+// iproute2 brings up a cluster boot's network (guest-run.sh); nftables'
+// nft is what kube-proxy in nftables mode runs there (and kmod's modprobe
+// and depmod load the netfilter modules it asks for).
+var systemdPackages = []string{"systemd", "systemd-sysv", "dbus", "kmod", "iproute2", "nftables"}
 
 // systemdRootfs is the systemd variants' root filesystem.
 var systemdRootfs = rootfsSpec{Name: "systemd", Packages: systemdPackages}

@@ -292,6 +292,19 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 	}
 	var cp *runningControlPlane
 	if v.Cluster {
+		// The pod network's bridge first: the API server listens on it.
+		h, err := upHostNetwork(log.With("variant", v.Name), clusterPlan, netLockPath)
+		if err != nil {
+			t.Fatalf("pod network for %s: %v", v.Name, err)
+		}
+		t.Cleanup(h.down)
+		node := clusterPlan.Nodes[0]
+		params, err := clusterPlan.KernelParams(node.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.Cmdline += " " + params
+		spec.Tap, spec.MAC = node.Tap, node.MAC
 		// The control plane runs on the host, not in the guest: under TCG
 		// it would take the guest's CPU (see doc.go).
 		dir := filepath.Join(workDir, "cluster", v.Name)
@@ -303,7 +316,7 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		}
 		// The registry the guest pulls and installs from, the releases
 		// pushed before the guest boots.
-		reg := registryServer{Port: arts.Cluster.RegistryPort, Dir: filepath.Join(dir, "registry")}
+		reg := registryServer{IP: clusterHostIP, Port: arts.Cluster.RegistryPort, Dir: filepath.Join(dir, "registry")}
 		if err := startRegistry(t, log.With("variant", v.Name), reg); err != nil {
 			t.Fatalf("registry for %s: %v", v.Name, err)
 		}

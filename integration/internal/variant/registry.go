@@ -9,7 +9,7 @@ const RegistryFile = "cgd/registry.json"
 // releases before the boot; the guest's containerd pulls from it over
 // plain HTTP and helm installs the charts from it.
 type Registry struct {
-	// Host is the registry's address from the guest: 10.0.2.2:<port>.
+	// Host is the registry's address from the guest: <the host's bridge address>:<port>.
 	Host string `json:"host"`
 	// ImageRepo is the image repository below Host; ChartRepo is the
 	// OCI repository helm pushed the charts to (oci://<Host>/<ChartRepo>

@@ -167,14 +167,28 @@ const (
 	// Ready; a Pod applied with kubectl is scheduled onto it by the
 	// scheduler and runs.
 	ClusterNodeReady Scenario = "ClusterNodeReady"
+	// ClusterPodNetwork: the cluster's pod network and kube-proxy. A pod
+	// on the pod network gets an address of its node's pod CIDR; kubectl
+	// logs shows its output and kubectl exec runs in it (the API server
+	// reaches the kubelet on the node's address); from inside it, its own
+	// Service's ClusterIP answers (kube-proxy, hairpin on the node's
+	// bridge) and so does the kubernetes Service (the API server on the
+	// host); the node reaches the pod's address.
+	ClusterPodNetwork Scenario = "ClusterPodNetwork"
 	// ClusterRegistryInstall: helm install of the chart from the cluster's
-	// registry (oci://, the first release the harness pushed); the
-	// DaemonSet controller and the scheduler place cgdelegate's pod, whose
-	// image the kubelet pulled from the registry (its image ID is the
-	// pushed digest; nothing was imported with ctr), and which runs with
-	// the ConfigMap the API serves; `cgdelegate status` on the node says
-	// supported; an annotated Deployment's pod is delegated.
+	// registry (oci://, the first release the harness pushed) with no
+	// value set but the registry's image repository; the DaemonSet
+	// controller and the scheduler place cgdelegate's pod on the pod
+	// network, whose image the kubelet pulled from the registry (its image
+	// ID is the pushed digest; nothing was imported with ctr), and which
+	// runs with the chart's default ConfigMap as the API serves it;
+	// `cgdelegate status` on the node says supported; an annotated
+	// Deployment's pod is delegated.
 	ClusterRegistryInstall Scenario = "ClusterRegistryInstall"
+	// ClusterHelmSetConfig: helm upgrade --reuse-values of the same chart
+	// with CPU pinning on and a namespace allowed by name; the config's
+	// checksum rolls the DaemonSet's pod, which reads the new ConfigMap.
+	ClusterHelmSetConfig Scenario = "ClusterHelmSetConfig"
 	// ClusterAdmissionPolicy (issue 20, b): kube-apiserver type-checks the
 	// chart's admission policy without a warning and enforces it: a pod
 	// asking for a writable cgroup is denied outside the allowed
@@ -196,10 +210,11 @@ const (
 	// DaemonSet's pod runs the next release's digest; the window is
 	// reported.
 	ClusterRegistryUpgrade Scenario = "ClusterRegistryUpgrade"
-	// ClusterRegistryRollback: helm rollback to the first revision while a
-	// writable and a pinned pod run: the DaemonSet's pod is back on the
-	// first release's digest, the running pods keep their delegation and
-	// CPUs.
+	// ClusterRegistryRollback: helm rollback to the previous revision (the
+	// first release, with ClusterHelmSetConfig's values) while a writable
+	// and a pinned pod run: the DaemonSet's pod is back on the first
+	// release's digest with that revision's config, the running pods keep
+	// their delegation and CPUs.
 	ClusterRegistryRollback Scenario = "ClusterRegistryRollback"
 	// ClusterHelmUninstall (issue 20, g): helm uninstall while a writable
 	// pod runs: the node label is withdrawn (the chart's pre-delete
@@ -284,8 +299,8 @@ var scenarios = []Scenario{
 	Demo, BenchNode,
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 	KubeletPinningOracle,
-	ClusterNodeReady, ClusterRegistryInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterRegistryUpgrade, ClusterRegistryRollback,
-	ClusterResizeUnpinned, ClusterHelmUninstall,
+	ClusterNodeReady, ClusterPodNetwork, ClusterRegistryInstall, ClusterHelmSetConfig, ClusterAdmissionPolicy, ClusterNodeLabel,
+	ClusterRegistryUpgrade, ClusterRegistryRollback, ClusterResizeUnpinned, ClusterHelmUninstall,
 	ClusterEphemeralContainers, ClusterResizeBubble, ClusterPinningOracle,
 	ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit,
 	NodeDelegationBudget, DyingCgroups, UnsafeAfterStart,

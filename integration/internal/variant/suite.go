@@ -123,8 +123,8 @@ func Suite() []Variant {
 			Name: "ctd24-Systemd-numa-smp4-Cluster", Containerd: Containerd24, NSDelegate: true, Plugin: PluginHelm, FailClosed: true, Pinning: true,
 			SMP: 4, NUMA: true, Systemd: true, Cluster: true,
 			Scenarios: []Scenario{
-				ClusterNodeReady, ClusterRegistryInstall, ClusterAdmissionPolicy, ClusterNodeLabel, ClusterRegistryUpgrade, ClusterRegistryRollback,
-				ClusterResizeUnpinned,
+				ClusterNodeReady, ClusterPodNetwork, ClusterRegistryInstall, ClusterNodeLabel, ClusterHelmSetConfig, ClusterAdmissionPolicy,
+				ClusterRegistryUpgrade, ClusterRegistryRollback, ClusterResizeUnpinned,
 				ClusterEphemeralContainers, ClusterResizeBubble,
 				ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit, // issue 21: the user stories
 				ClusterHelmUninstall, // cgdelegate is gone after it
