@@ -170,10 +170,10 @@ const (
 	// ClusterPodNetwork: the cluster's pod network and kube-proxy. A pod
 	// on the pod network gets an address of its node's pod CIDR; kubectl
 	// logs shows its output and kubectl exec runs in it (the API server
-	// reaches the kubelet on the node's address); from inside it, its own
-	// Service's ClusterIP answers (kube-proxy, hairpin on the node's
-	// bridge) and so does the kubernetes Service (the API server on the
-	// host); the node reaches the pod's address.
+	// reaches the kubelet on the node's address); from inside it the
+	// kubernetes Service answers (kube-proxy's DNAT to the API server on
+	// the host); from the node, its Service's ClusterIP and the pod's own
+	// address answer.
 	ClusterPodNetwork Scenario = "ClusterPodNetwork"
 	// ClusterRegistryInstall: helm install of the chart from the cluster's
 	// registry (oci://, the first release the harness pushed) with no
