@@ -127,7 +127,7 @@ demo:
 	@$(GO) test -tags integration_vm -c -o $(BINDIR)/integration-vm.test ./integration/vm/
 	@CGD_DEMO=1 ./$(BINDIR)/integration-vm.test -test.run '^TestDemo$$' -test.count=1 -test.timeout 30m
 
-# The node bench (issue 23; not part of CI, make integration or make boots):
+# The node bench (not part of CI, make integration or make boots):
 # boots one VM (integration/vm TestBenchNode, variant.BenchVariant) and prints
 # the exclusivity lag, the pinned pod start, the plugin's cost and its restart
 # with 0, 50, 100 and 250 node-shared containers (the kubelet anchor up to

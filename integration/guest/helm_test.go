@@ -350,7 +350,7 @@ func applyObject(ctx context.Context, v any) ([]byte, error) {
 	return kubectl(ctx, b, "apply", "-f", "-")
 }
 
-// clusterAdmissionPolicy (issue 20, b): kube-apiserver accepts the chart's
+// clusterAdmissionPolicy: kube-apiserver accepts the chart's
 // ValidatingAdmissionPolicy with no type-checking warning and enforces it:
 // a pod asking for a writable cgroup is denied in a namespace neither
 // labelled nor named in admissionPolicy.allowedNamespaces, with the

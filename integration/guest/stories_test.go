@@ -2,7 +2,7 @@
 
 package guest
 
-// The user stories of KEP-5474 (issue 21) on the cluster node: Docker and
+// The user stories of KEP-5474 on the cluster node: Docker and
 // Podman as Debian ships them inside an unprivileged, user-namespaced
 // writable pod, and a KubeVirt-style split of a pod's exclusive CPUs.
 // Each applies the manifest its page in docs/stories/ shows (the copies in

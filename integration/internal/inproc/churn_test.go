@@ -12,7 +12,8 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 )
 
-// TestChurnThousandPods is item 4 of issue 23 at its full size, in process
+// TestChurnThousandPods is the churn check (no growth over a churn) at its
+// full size, in process
 // (the VM's ScaleChurn runs 70 pods under emulation): 1,000 pods started
 // and removed through the real ttrpc connection beside 20 running
 // node-shared containers, every third pod pinned (a 2-CPU budget with an
