@@ -3,6 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -172,5 +173,118 @@ func TestDecideCheck(t *testing.T) {
 				t.Errorf("decideCheck(%+v)\n got %+v\nwant %+v", tc.f, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDecideCheckAllPaths plays Check's loop over every combination of
+// the Checker's state and the answers of the change detection, the probe
+// and the table, and checks the rules on the outcome, whatever the path:
+// the loop ends, nothing is looked at twice, a verdict comes from the
+// cache only when it is safe, fresh and unchanged, only a safe verdict is
+// kept, and the probe is trusted only after it agreed with a safe table.
+func TestDecideCheckAllPaths(t *testing.T) {
+	safe := Status{CgroupRoot: "/sys/fs/cgroup", Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true, SuperOptions: "rw,nsdelegate"}
+	unsafe := safe
+	unsafe.NsDelegate, unsafe.SuperOptions = false, "rw"
+	other := safe
+	other.SuperOptions = "rw,nsdelegate,memory_recursiveprot"
+	cached := []*Status{nil, &safe, &unsafe}
+	ages := []time.Duration{0, 2 * time.Second}
+	trusts := []probeTrust{probeAbsent, probeUntrusted, probeTrusted}
+	polls := []pollResult{pollQuiet, pollChanged, pollFailed}
+	answers := []probeAnswer{{st: safe, safe: true}, {st: other, safe: true}, {}, {err: errors.New("ENOSYS")}}
+	type tableAnswer struct {
+		st  Status
+		err error
+	}
+	tables := []tableAnswer{{st: safe}, {st: unsafe}, {st: Status{}, err: errors.New("EIO")}}
+	n := 0
+	for _, c := range cached {
+		for _, age := range ages {
+			for _, trust := range trusts {
+				for _, poll := range polls {
+					for _, ans := range answers {
+						for _, tab := range tables {
+							name := fmt.Sprintf("cached %v age %v trust %d poll %d probe %+v table %+v", c, age, trust, poll, ans, tab)
+							f := checkFacts{cached: c, age: age, maxAge: time.Second, probe: trust}
+							var seen []checkStep
+							var d checkDecision
+							for d = decideCheck(f); d.next != stepDone; d = decideCheck(f) {
+								if slices.Contains(seen, d.next) || len(seen) == 3 {
+									t.Fatalf("%s: step %d again after %v", name, d.next, seen)
+								}
+								seen = append(seen, d.next)
+								switch d.next {
+								case stepPoll:
+									f.poll = poll
+								case stepProbe:
+									if d.consume != (trust == probeTrusted) {
+										t.Errorf("%s: probe asked with consume %t", name, d.consume)
+									}
+									if trust == probeUntrusted && (f.table == nil || f.table.Err() != nil) {
+										t.Errorf("%s: an untrusted probe asked before a safe table", name)
+									}
+									if trust == probeTrusted && f.table != nil {
+										t.Errorf("%s: a trusted probe asked after the table", name)
+									}
+									a := ans
+									f.probed = &a
+								case stepTable:
+									st := tab.st
+									f.table, f.tableErr = &st, tab.err
+								default:
+									t.Fatalf("%s: unknown step %d", name, d.next)
+								}
+							}
+							checkOutcome(t, name, f, d)
+							n++
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d paths", n)
+}
+
+// checkOutcome checks the rules on the final decision d after the facts f.
+func checkOutcome(t *testing.T, name string, f checkFacts, d checkDecision) {
+	t.Helper()
+	var verdict *Status
+	switch d.from {
+	case fromCache:
+		if f.cached == nil || f.cached.Err() != nil || f.age >= f.maxAge || f.poll != pollQuiet {
+			t.Errorf("%s: served from the cache", name)
+		}
+		verdict = f.cached
+	case fromProbe:
+		if f.probe != probeTrusted || f.probed == nil || !f.probed.safe {
+			t.Errorf("%s: the verdict came from the probe", name)
+		}
+		verdict = &f.probed.st
+	case fromTable:
+		verdict = f.table
+	case fromError:
+		if f.tableErr == nil || d.keep {
+			t.Errorf("%s: error verdict without an error, or kept", name)
+		}
+		return
+	}
+	if verdict == nil {
+		t.Fatalf("%s: no verdict (%+v)", name, d)
+	}
+	if d.keep && verdict.Err() != nil {
+		t.Errorf("%s: an unsafe verdict kept", name)
+	}
+	if d.probe == probeTrusted && f.probe != probeTrusted {
+		if f.table == nil || f.table.Err() != nil || f.probed == nil || !f.probed.safe || f.probed.st != *f.table {
+			t.Errorf("%s: the probe trusted without agreeing with a safe table", name)
+		}
+	}
+	if d.probe == probeTrusted && f.probed != nil && f.probed.err != nil {
+		t.Errorf("%s: a failed probe is still trusted", name)
+	}
+	if f.probe == probeAbsent && d.probe != probeAbsent {
+		t.Errorf("%s: a probe that is not there is trusted %d", name, d.probe)
 	}
 }
