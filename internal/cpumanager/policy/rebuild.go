@@ -74,9 +74,13 @@ type RebuildResult struct {
 //
 // Every stamp that was not kept is reported in Conflicts.
 //
-// Each step takes what it reads and returns what it produces. The state
-// being built, the CPUs claimed so far and the conflicts are passed along
-// explicitly; the admitted snapshot is read-only after step 1.
+// Each step is a function of what it reads that returns what it
+// produces, the lists of pods and containers still to place above all.
+// Three accumulators are passed along explicitly: st, the state being
+// built, whose entries each step completes; cl, the CPUs claimed so far,
+// which the steps that keep or carve CPUs check and extend (2, 3, 4, 6
+// and 7); and log, the conflicts. The admitted snapshot is read-only
+// after step 1.
 func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 	// Hold the lock throughout, so that no event interleaves with the
 	// rebuild and is lost when the new state replaces the old.

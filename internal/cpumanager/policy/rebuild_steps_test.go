@@ -17,8 +17,8 @@ func stamped(spec ContainerSpec, stamp, cpus string) ContainerState {
 	return ContainerState{Spec: spec, Stamp: stamp, CPUs: set(cpus), Mems: set("0-1")}
 }
 
-// admitted runs Rebuild's first step on a snapshot.
-func admitted(pods []PodSpec, ctrs []ContainerState) (*state, snapshot, conflicts) {
+// admitSnapshot runs Rebuild's first step on a snapshot.
+func admitSnapshot(pods []PodSpec, ctrs []ContainerState) (*state, snapshot, conflicts) {
 	var log conflicts
 	st := admitPods(pods, &log)
 	snap := admitContainers(st, ctrs, &log)
@@ -102,7 +102,7 @@ func TestKeepStampedBubbles(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := mustNew(t, dualHT(), Options{Reserved: set(tc.reserved)})
-			st, snap, log := admitted(tc.pods, tc.ctrs)
+			st, snap, log := admitSnapshot(tc.pods, tc.ctrs)
 			cl := newClaims()
 			fresh := p.keepStampedBubbles(st, snap, cl, &log)
 			if !slices.Equal(fresh, tc.fresh) {
@@ -213,7 +213,7 @@ func TestKeepAndAdoptSlices(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := mustNew(t, dualHT(), Options{Scope: config.ScopeContainer, Reserved: set(tc.reserved), StrictReservation: true})
-			st, snap, log := admitted([]PodSpec{{ID: "p", Name: "ns/p"}}, tc.ctrs)
+			st, snap, log := admitSnapshot([]PodSpec{{ID: "p", Name: "ns/p"}}, tc.ctrs)
 			cl := newClaims()
 			unstamped, fresh := p.keepStampedSlices(st, snap, cl, &log)
 			fresh = append(fresh, p.adoptUnstampedSlices(st, snap, cl, unstamped)...)
