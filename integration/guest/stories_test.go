@@ -109,7 +109,10 @@ func (e *guestEnv) startEnginesImport() {
 			imp.err = fmt.Errorf("engines image: %w (the host puts it in the initramfs of variants with an engines scenario)", imp.err)
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		// 105 to 122 s on a quiet machine; nothing waits for it before
+		// the engine stories, about 20 minutes into the boot, so a busy
+		// machine gets 20 minutes before the import counts as failed.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 		defer cancel()
 		if _, imp.err = e.ctr(ctx, "images", "import", enginesImageTar); imp.err != nil {
 			return
