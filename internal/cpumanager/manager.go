@@ -90,14 +90,8 @@ func New(cfg config.Config, log *slog.Logger) *Manager {
 }
 
 // ConfigChanged reports whether the pinning state must be rebuilt when the
-// config changes from a to b.
-func ConfigChanged(a, b config.Config) bool {
-	return a.CPUPinning != b.CPUPinning || a.TopologyScope != b.TopologyScope ||
-		a.ReservedCPUs != b.ReservedCPUs || a.StrictCPUReservation != b.StrictCPUReservation ||
-		a.ReservedMemory != b.ReservedMemory || a.SysfsRoot != b.SysfsRoot ||
-		a.KubeletCPUManagerState != b.KubeletCPUManagerState ||
-		a.AllowKubeletStaticCPUManager != b.AllowKubeletStaticCPUManager
-}
+// config changes from a to b: whether a key of config.Pinning changed.
+func ConfigChanged(a, b config.Config) bool { return a.Pinning != b.Pinning }
 
 // Active reports whether CPUs are pinned.
 func (m *Manager) Active() bool { return m != nil && m.policy != nil && m.suspended.Load() == nil }

@@ -173,6 +173,11 @@ func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (ap
 		p.mu.Unlock()
 		return 0, fmt.Errorf("configure from %s %s: %w", runtime, version, err)
 	}
+	for _, c := range config.Changes(p.base, cfg, config.PartStartOnly) {
+		p.log.Warn("the runtime's config sets a key read only at start-up, from the config file; the file's value stays",
+			"key", c.Key, "inForce", c.Old, "runtimeValue", c.New)
+	}
+	cfg.StartOnly = p.base.StartOnly
 	p.blob = blob
 	// The runtime first: admission rules built from cfg may depend on it.
 	p.runtime.Store(&status.Runtime{Name: runtime, Version: version})
@@ -201,9 +206,11 @@ var ErrReload = errors.New("config not reloaded")
 // Reload takes base as the new config before any blob (a re-read config
 // file): the runtime's last Configure blob is merged over it again, and the
 // result replaces the config in force, as Configure does. A config that
-// does not validate, or that changes the CPU pinning settings (they need
-// the runtime's Synchronize and event subscription, so a restart), is
-// refused and the config in force stays.
+// does not validate, or that changes a key that needs a restart
+// (config.RestartKeys: the CPU pinning settings, which need the runtime's
+// Synchronize and event subscription, and the keys read at start-up), is
+// refused with an error naming each such key with its value in force and
+// the value asked, and the config in force stays.
 func (p *Plugin) Reload(base config.Config) error {
 	p.mu.Lock()
 	cfg, err := config.Merge(base, p.blob)
@@ -211,10 +218,11 @@ func (p *Plugin) Reload(base config.Config) error {
 		p.mu.Unlock()
 		return fmt.Errorf("%w: %w", ErrReload, err)
 	}
-	if cpumanager.ConfigChanged(p.h.Load().cfg, cfg) {
+	// The blob's start-only keys never apply (Configure says so).
+	cfg.StartOnly = base.StartOnly
+	if err := config.RestartChanges(p.h.Load().cfg, cfg); err != nil {
 		p.mu.Unlock()
-		return fmt.Errorf("%w: the CPU pinning settings (cpuPinning, topologyScope, reservedCPUs, strictCPUReservation, reservedMemory, "+
-			"sysfsRoot, kubeletCPUManagerState, allowKubeletStaticCPUManager) changed; they take effect when the plugin restarts", ErrReload)
+		return fmt.Errorf("%w: %w", ErrReload, err)
 	}
 	p.base = base
 	p.apply(cfg)
