@@ -108,11 +108,13 @@ func (m *Manager) Status() *status.Pinning {
 	case m == nil:
 		return nil
 	case m.Suspended():
-		return &status.Pinning{Active: false, Reason: *m.suspended.Load(), Allocations: m.policy.Snapshot()}
+		table := m.policy.Snapshot()
+		return &status.Pinning{Active: false, Reason: *m.suspended.Load(), Allocations: &table}
 	case !m.Active():
 		return &status.Pinning{Active: false, Reason: m.reason}
 	}
-	return &status.Pinning{Active: true, Allocations: m.policy.Snapshot()}
+	table := m.policy.Snapshot()
+	return &status.Pinning{Active: true, Allocations: &table}
 }
 
 // RecheckKubelet reads the kubelet's CPU manager state again when its file

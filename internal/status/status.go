@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 	"github.com/cgdelegate/cgdelegate/internal/host"
 )
 
@@ -140,8 +141,9 @@ type Pinning struct {
 	Active bool `json:"active"`
 	// Reason explains an inactive manager.
 	Reason string `json:"reason,omitempty"`
-	// Allocations is the allocation table: pods, bubbles, slices, pools.
-	Allocations any `json:"allocations,omitempty"`
+	// Allocations is the allocation table: pods, bubbles, slices, pools;
+	// nil before pinning has one.
+	Allocations *policy.Status `json:"allocations,omitempty"`
 }
 
 // Evaluate turns a host check into a report for cfg. With CPU pinning on
