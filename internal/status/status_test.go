@@ -3,9 +3,9 @@ package status
 import (
 	"errors"
 	"os"
-	"reflect"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"

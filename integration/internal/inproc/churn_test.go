@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
-
 )
 
 // TestChurnThousandPods is the churn check (no growth over a churn) at its
