@@ -150,6 +150,7 @@ func (b *builder) cached(key string, fill func(tmp string) error) (string, error
 	}
 	defer os.RemoveAll(tmp)
 	start := time.Now()
+	b.log.Info("building", "what", key)
 	if err := fill(tmp); err != nil {
 		return "", fmt.Errorf("build %s: %w", key, err)
 	}
