@@ -79,10 +79,12 @@ var ErrNeedsRestart = errors.New("keys changed that take effect only when the pl
 
 // Change is a key whose value differs between two configs.
 type Change struct {
-	Key  string
-	Part Part
-	// Old and New are the values as JSON: "pod", true, 3.
-	Old, New string
+	Key  string `json:"key"`
+	Part Part   `json:"part"`
+	// Old (the value in force) and New (the value asked) are the values
+	// as JSON: "pod", true, 3.
+	Old string `json:"inForce"`
+	New string `json:"asked"`
 }
 
 func (c Change) String() string {
@@ -104,11 +106,16 @@ func Changes(old, cfg Config, in ...Part) []Change {
 	return out
 }
 
-// RestartChanges returns nil when a reload from old to cfg changes no key
-// that needs a restart, and otherwise an error wrapping ErrNeedsRestart that
-// names every such key with its value in force and the value asked.
-func RestartChanges(old, cfg Config) error {
-	changes := Changes(old, cfg, PartPinning, PartStartOnly)
+// RestartChanges lists the keys that need a restart (RestartKeys) whose
+// values differ from old, the config in force, to cfg, a reloaded one.
+func RestartChanges(old, cfg Config) []Change {
+	return Changes(old, cfg, PartPinning, PartStartOnly)
+}
+
+// RestartError returns nil for no changes, and otherwise an error wrapping
+// ErrNeedsRestart that names every changed key with its value in force and
+// the value asked.
+func RestartError(changes []Change) error {
 	if len(changes) == 0 {
 		return nil
 	}

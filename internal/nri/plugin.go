@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -77,6 +78,9 @@ type Plugin struct {
 	send *cpumanager.Sender
 	// runtime is what Configure said about the runtime; nil before it.
 	runtime atomic.Pointer[status.Runtime]
+	// pending are the keys that need a restart the last reload asked to
+	// change (it was refused); nil after a reload that changed none.
+	pending atomic.Pointer[[]config.Change]
 	// configured is called after every successful Configure or Reload.
 	configured atomic.Pointer[func()]
 	// writable is the node's live writable pods and containers: the node
@@ -161,6 +165,16 @@ func (p *Plugin) runtimeName() string {
 	return ""
 }
 
+// RestartPending lists the keys that need a restart whose change the last
+// reload asked for, and was refused: the config file says one value, the
+// plugin runs with another until it restarts. Nil when there are none.
+func (p *Plugin) RestartPending() []config.Change {
+	if c := p.pending.Load(); c != nil {
+		return slices.Clone(*c)
+	}
+	return nil
+}
+
 // Pinning is the CPU pinning state; nil when pinning is off.
 func (p *Plugin) Pinning() *status.Pinning { return p.pin.Load().Status() }
 
@@ -220,10 +234,12 @@ func (p *Plugin) Reload(base config.Config) error {
 	}
 	// The blob's start-only keys never apply (Configure says so).
 	cfg.StartOnly = base.StartOnly
-	if err := config.RestartChanges(p.h.Load().cfg, cfg); err != nil {
+	if changes := config.RestartChanges(p.h.Load().cfg, cfg); len(changes) > 0 {
+		p.pending.Store(&changes)
 		p.mu.Unlock()
-		return fmt.Errorf("%w: %w", ErrReload, err)
+		return fmt.Errorf("%w: %w", ErrReload, config.RestartError(changes))
 	}
+	p.pending.Store(nil)
 	p.base = base
 	p.apply(cfg)
 	withBlob := p.blob != ""

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -201,6 +202,9 @@ func TestReloadEveryKey(t *testing.T) {
 				if got := p.Config(); !reflect.DeepEqual(got, next) {
 					t.Fatalf("reload of %s not in force:\n got %+v\nwant %+v", k.Name, got, next)
 				}
+				if got := p.RestartPending(); got != nil {
+					t.Fatalf("RestartPending after a reload of %s = %v, want none", k.Name, got)
+				}
 				return
 			}
 			if !errors.Is(err, ErrReload) || !errors.Is(err, config.ErrNeedsRestart) {
@@ -212,6 +216,17 @@ func TestReloadEveryKey(t *testing.T) {
 			}
 			if got := p.Config(); !reflect.DeepEqual(got, before) {
 				t.Fatalf("config changed by a refused reload:\n got %+v\nwant %+v", got, before)
+			}
+			// The change waits for a restart, for `cgdelegate status`;
+			// putting the file back clears it.
+			if got := p.RestartPending(); !slices.Contains(got, c) {
+				t.Fatalf("RestartPending = %v, want it to hold %v", got, c)
+			}
+			if err := p.Reload(h.Config()); err != nil {
+				t.Fatal(err)
+			}
+			if got := p.RestartPending(); got != nil {
+				t.Fatalf("RestartPending after the file was put back = %v, want none", got)
 			}
 		})
 	}
