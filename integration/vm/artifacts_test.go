@@ -327,9 +327,12 @@ func (b *builder) goBuild(ctx context.Context, out, pkg string, test bool, tags 
 		args = append(args, "-ldflags", "-X github.com/cgdelegate/cgdelegate/internal/version.linked="+b.version)
 	}
 	args = append(args, pkg)
+	start := time.Now()
+	b.log.Info("building", "what", out)
 	if _, err := b.run(ctx, b.repo, []string{"CGO_ENABLED=0", "GOFLAGS=-buildvcs=false"}, "go", args...); err != nil {
 		return "", err
 	}
+	b.log.Info("built", "what", out, "took", time.Since(start).Round(time.Second))
 	return dst, nil
 }
 
