@@ -122,9 +122,15 @@ bench:
 
 # The demo boots one VM (integration/vm TestDemo) and tells what cgdelegate
 # did there, from real observations; it fails if any step was not observed.
+# Each step says on stderr when it starts and how long it took: from a fresh
+# clone the first run spends minutes building before the VM boots.
 demo:
-	@bash integration/vm/install-deps.sh >/dev/null
-	@$(GO) test -tags integration_vm -c -o $(BINDIR)/integration-vm.test ./integration/vm/
+	@echo "make demo: host packages (integration/vm/install-deps.sh)..." >&2
+	@start=$$(date +%s); bash integration/vm/install-deps.sh >/dev/null && \
+		echo "make demo: host packages ready in $$(( $$(date +%s) - start )) s" >&2
+	@echo "make demo: compiling the VM harness (integration/vm; a fresh clone downloads its Go modules first)..." >&2
+	@start=$$(date +%s); $(GO) test -tags integration_vm -c -o $(BINDIR)/integration-vm.test ./integration/vm/ && \
+		echo "make demo: VM harness compiled in $$(( $$(date +%s) - start )) s" >&2
 	@CGD_DEMO=1 ./$(BINDIR)/integration-vm.test -test.run '^TestDemo$$' -test.count=1 -test.timeout 30m
 
 # The node bench (not part of CI, make integration or make boots):
