@@ -5,13 +5,15 @@ package guest
 // A mixed fleet: the cluster boot's second node (variant.MixedFleetNode,
 // Node cgd-vm2: one CPU, cgroup2 without nsdelegate) joins for
 // ClusterMixedFleet and leaves after it. The two guests share no files;
-// they signal each other through the API server with an annotation each
-// may write and the other may read: the first node's scenario (as the
-// admin) annotates its own Node cgd-vm, which the second node's kubelet
-// identity may read (the Node authorizer lets a node read every Node),
-// and the second node answers on its own Node (NodeRestriction lets it
-// write that one). Until the first asks, the second runs only containerd:
-// no kubelet, no kube-proxy, a read of one Node every few seconds.
+// they signal each other through the API server, each with an object the
+// other may read. The first node's scenario (as the admin) makes a
+// headless Service, which the second node's kubelet identity may read
+// (the Node authorizer lets a node read Services, for their environment
+// variables, but since selector authorization no Node but its own, which
+// does not exist before it registers); the second answers on its own
+// Node, which NodeRestriction lets it write. Until the first asks, the
+// second runs only containerd: no kubelet, no kube-proxy, one read of the
+// Service every few seconds.
 
 import (
 	"context"
@@ -33,9 +35,13 @@ import (
 
 const (
 	// fleetSignal is the annotation the two nodes talk through: on the
-	// first node's Node, fleetJoin then fleetDone (ClusterMixedFleet); on
-	// the second's, fleetLeft once its kubelet has stopped.
+	// Service fleetService, fleetJoin then fleetDone (ClusterMixedFleet);
+	// on the second node's Node, fleetLeft once its kubelet has stopped.
 	fleetSignal = "cgdelegate.test/mixed-fleet"
+	// fleetService is the headless Service (no cluster IP: kube-proxy
+	// programs nothing for it) in clusterNamespace that carries the first
+	// node's signal.
+	fleetService = "cgd-mixed-fleet"
 	fleetJoin   = "join"
 	fleetDone   = "done"
 	fleetLeft   = "left"
@@ -57,17 +63,36 @@ func (e *guestEnv) fleetNodes(t *testing.T) (first, second string) {
 	return e.podnet.plan.Nodes[0].Name, e.podnet.plan.Nodes[1].Name
 }
 
-// nodeAnnotation reads node's fleetSignal annotation with client.
-func nodeAnnotation(ctx context.Context, client *apiClient, node string) (string, error) {
-	raw, err := client.get(ctx, "/api/v1/nodes/"+node)
+// signalOf reads the fleetSignal annotation of the object at path with
+// client.
+func signalOf(ctx context.Context, client *apiClient, path string) (string, error) {
+	raw, err := client.get(ctx, path)
 	if err != nil {
 		return "", err
 	}
-	var n corev1.Node
-	if err := json.Unmarshal(raw, &n); err != nil {
-		return "", fmt.Errorf("node %s: %w", node, err)
+	var m metav1.PartialObjectMetadata
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
 	}
-	return n.Annotations[fleetSignal], nil
+	return m.Annotations[fleetSignal], nil
+}
+
+// fleetServicePath is the signal Service's API path.
+const fleetServicePath = "/api/v1/namespaces/" + clusterNamespace + "/services/" + fleetService
+
+// setFleetSignal makes or updates the signal Service with value, as the
+// admin.
+func setFleetSignal(ctx context.Context, value string) error {
+	svc := &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fleetService, Namespace: clusterNamespace,
+			Annotations: map[string]string{fleetSignal: value},
+		},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "none", Port: 1}}},
+	}
+	_, err := applyObject(ctx, svc)
+	return err
 }
 
 // annotationPatch sets (or with value "" removes) fleetSignal.
@@ -91,13 +116,13 @@ func (e *guestEnv) kubeletClient() (*apiClient, error) {
 	return newAPIClient(f)
 }
 
-// waitSignal polls the first node's fleetSignal with client until it is
-// one of want, and returns it.
-func waitSignal(ctx context.Context, client *apiClient, first string, want ...string) (string, error) {
+// waitSignal polls the first node's signal with client until it is one
+// of want, and returns it.
+func waitSignal(ctx context.Context, client *apiClient, want ...string) (string, error) {
 	var got string
 	var last error
 	err := poll(ctx, fleetPoll, func() (bool, error) {
-		v, err := nodeAnnotation(ctx, client, first)
+		v, err := signalOf(ctx, client, fleetServicePath)
 		if err != nil {
 			last = err
 			return false, nil
@@ -106,7 +131,7 @@ func waitSignal(ctx context.Context, client *apiClient, first string, want ...st
 		return slices.Contains(want, v), nil
 	})
 	if err != nil {
-		return got, fmt.Errorf("node %s never had %s in %v (last %q, %v): %w", first, fleetSignal, want, got, last, err)
+		return got, fmt.Errorf("service %s/%s never had %s in %v (last %q, %v): %w", clusterNamespace, fleetService, fleetSignal, want, got, last, err)
 	}
 	return got, nil
 }
@@ -125,7 +150,7 @@ func clusterMixedFleetNode(t *testing.T, e *guestEnv) {
 	ctx, cancel := context.WithTimeout(context.Background(), 32*time.Minute)
 	defer cancel()
 	start := time.Now()
-	got, err := waitSignal(ctx, client, first, fleetJoin, fleetDone)
+	got, err := waitSignal(ctx, client, fleetJoin, fleetDone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +161,7 @@ func clusterMixedFleetNode(t *testing.T, e *guestEnv) {
 	joined := time.Now()
 	e.requireCluster(t) // kubelet, Ready, kube-proxy
 	t.Logf("joined as Node %s in %s", second, time.Since(joined).Round(100*time.Millisecond))
-	if _, err := waitSignal(ctx, client, first, fleetDone); err != nil {
+	if _, err := waitSignal(ctx, client, fleetDone); err != nil {
 		t.Fatal(err)
 	}
 	// Leave: no kubelet, no kube-proxy, then say so on the own Node.
@@ -163,10 +188,10 @@ func clusterMixedFleet(t *testing.T, e *guestEnv) {
 	defer cancel()
 
 	start := time.Now()
-	if _, err := kubectl(ctx, nil, "annotate", "node", first, fleetSignal+"="+fleetJoin, "--overwrite"); err != nil {
+	if err := setFleetSignal(ctx, fleetJoin); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.fleetLeave(t, first, second) })
+	t.Cleanup(func() { e.fleetLeave(t, second) })
 
 	// The second node registers and becomes Ready: its kubelet starts
 	// within fleetPoll, and registers in well under a minute on one CPU.
@@ -343,13 +368,13 @@ func waitFleetPods(ctx context.Context, t *testing.T, n int, within time.Duratio
 // Deployment goes, the second node is told to leave, and once it has (or
 // after a bound) its Node and the pods bound to it are deleted, as an
 // admin removes a node, so the later scenarios see one node again.
-func (e *guestEnv) fleetLeave(t *testing.T, first, second string) {
+func (e *guestEnv) fleetLeave(t *testing.T, second string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if _, err := kubectl(ctx, nil, "delete", "namespace", fleetNamespace, "--wait=false", "--ignore-not-found"); err != nil {
 		t.Errorf("cleanup: %v", err)
 	}
-	if _, err := kubectl(ctx, nil, "annotate", "node", first, fleetSignal+"="+fleetDone, "--overwrite"); err != nil {
+	if err := setFleetSignal(ctx, fleetDone); err != nil {
 		t.Errorf("cleanup: %v", err)
 	}
 	admin, err := theAPI()
@@ -359,7 +384,7 @@ func (e *guestEnv) fleetLeave(t *testing.T, first, second string) {
 	}
 	start := time.Now()
 	if err := poll(ctx, 2*time.Second, func() (bool, error) {
-		v, err := nodeAnnotation(ctx, admin, second)
+		v, err := signalOf(ctx, admin, "/api/v1/nodes/"+second)
 		return err == nil && v == fleetLeft || errors.Is(err, errNotFound), nil
 	}); err != nil {
 		t.Errorf("node %s never said it left (%v); deleting it anyway", second, err)
@@ -375,7 +400,7 @@ func (e *guestEnv) fleetLeave(t *testing.T, first, second string) {
 		"--force", "--grace-period=0", "--ignore-not-found"); err != nil {
 		t.Errorf("cleanup: %v", err)
 	}
-	if _, err := kubectl(ctx, nil, "annotate", "node", first, fleetSignal+"-"); err != nil {
+	if _, err := kubectl(ctx, nil, "-n", clusterNamespace, "delete", "service", fleetService, "--ignore-not-found"); err != nil {
 		t.Errorf("cleanup: %v", err)
 	}
 	var ds appsv1.DaemonSet
