@@ -42,9 +42,10 @@ const (
 	// programs nothing for it) in clusterNamespace that carries the first
 	// node's signal.
 	fleetService = "cgd-mixed-fleet"
-	fleetJoin   = "join"
-	fleetDone   = "done"
-	fleetLeft   = "left"
+	// The signal's values.
+	fleetJoin = "join"
+	fleetDone = "done"
+	fleetLeft = "left"
 	// fleetPoll is how often the idle second node reads the signal.
 	fleetPoll = 5 * time.Second
 	// fleetNamespace holds ClusterMixedFleet's Deployment, allowed
@@ -131,7 +132,7 @@ func waitSignal(ctx context.Context, client *apiClient, want ...string) (string,
 		return slices.Contains(want, v), nil
 	})
 	if err != nil {
-		return got, fmt.Errorf("service %s/%s never had %s in %v (last %q, %v): %w", clusterNamespace, fleetService, fleetSignal, want, got, last, err)
+		return got, fmt.Errorf("service %s/%s never had %s in %v (last %q, %w): %w", clusterNamespace, fleetService, fleetSignal, want, got, last, err)
 	}
 	return got, nil
 }
@@ -157,13 +158,23 @@ func clusterMixedFleetNode(t *testing.T, e *guestEnv) {
 	if got == fleetDone {
 		t.Fatalf("node %s said %s before it asked this node to join", first, fleetDone)
 	}
-	t.Logf("asked to join after %s idle", time.Since(start).Round(time.Second))
+	idle := time.Since(start)
+	t.Logf("asked to join after %s idle", idle.Round(time.Second))
+	memIdle := memAvailableMiB()
 	joined := time.Now()
 	e.requireCluster(t) // kubelet, Ready, kube-proxy
-	t.Logf("joined as Node %s in %s", second, time.Since(joined).Round(100*time.Millisecond))
+	join := time.Since(joined)
+	t.Logf("joined as Node %s in %s", second, join.Round(100*time.Millisecond))
 	if _, err := waitSignal(ctx, client, fleetDone); err != nil {
 		t.Fatal(err)
 	}
+	// What the node's memory must hold (followerMemoryMiB in
+	// integration/vm): its files in the tmpfs, the release image and the
+	// node's daemons and pods.
+	clusterMetric(t, "ClusterMixedFleetNode", "mixed_fleet_node", map[string]float64{
+		"idle_seconds": seconds(idle), "join_seconds": seconds(join),
+		"mem_total_mib": memInfoMiB("MemTotal"), "mem_available_idle_mib": memIdle, "mem_available_joined_mib": memAvailableMiB(),
+	})
 	// Leave: no kubelet, no kube-proxy, then say so on the own Node.
 	if pn := e.podnet; pn.proxy != nil {
 		if err := pn.proxy.Stop(10 * time.Second); err != nil {
@@ -178,6 +189,26 @@ func clusterMixedFleetNode(t *testing.T, e *guestEnv) {
 	}
 	t.Logf("left after %s in the cluster", time.Since(joined).Round(time.Second))
 }
+
+// memInfoMiB is a /proc/meminfo field in MiB, -1 when unreadable.
+func memInfoMiB(field string) float64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, field+":"); ok {
+			var kib float64
+			if _, err := fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kib); err == nil {
+				return kib / 1024
+			}
+		}
+	}
+	return -1
+}
+
+// memAvailableMiB is the node's available memory in MiB.
+func memAvailableMiB() float64 { return memInfoMiB("MemAvailable") }
 
 // clusterMixedFleet: see variant.ClusterMixedFleet. It runs on the first
 // node while the second idles until asked.

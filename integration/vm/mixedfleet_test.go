@@ -81,13 +81,18 @@ type follower struct {
 	err error
 }
 
-// startFollower boots f in the background; stop ends it.
-func startFollower(log *slog.Logger, f variant.Variant, spec bootSpec) *follower {
+// startFollower boots f in the background; stop ends it. Its console's
+// marker lines go to onLine (the first node's test log).
+func startFollower(log *slog.Logger, f variant.Variant, spec bootSpec, onLine func(string)) *follower {
 	ctx, cancel := context.WithCancel(context.Background())
 	fl := &follower{v: f, spec: spec, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(fl.done)
-		fl.rep, fl.err = boot(ctx, log, spec, nil)
+		fl.rep, fl.err = boot(ctx, log, spec, func(line string) {
+			if strings.HasPrefix(line, "CGD-") || strings.HasPrefix(line, "--- ") {
+				onLine(line)
+			}
+		})
 	}()
 	return fl
 }
@@ -134,6 +139,9 @@ func (fl *follower) report(t *testing.T) {
 		t.Run(string(sc), func(t *testing.T) {
 			res, ok := rep.Results[sc]
 			out := strings.Join(rep.Output[sc], "\n")
+			for _, m := range rep.Metrics[sc] {
+				t.Logf("%s", m)
+			}
 			switch {
 			case !ok:
 				t.Fatalf("no result from the second node %s for %s (console log %s)\n%s", fl.v.Name, sc, fl.spec.LogPath, out)
@@ -163,5 +171,5 @@ func startSecondNode(t *testing.T, log *slog.Logger, arts *artifacts, initrds ma
 		t.Fatal(err)
 	}
 	spec.LogPath = filepath.Join(workDir, "console-"+f.Name+".log")
-	return startFollower(log.With("variant", f.Name), f, spec)
+	return startFollower(log.With("variant", f.Name), f, spec, func(line string) { t.Log("second node: " + line) })
 }

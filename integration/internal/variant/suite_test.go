@@ -204,7 +204,7 @@ func TestMixedFleetNode(t *testing.T) {
 		t.Errorf("MixedFleetNode(%s) = %+v; want one CPU, no nsdelegate, no engines, the chart's plugin, only %s", leader.Name, f, ClusterMixedFleetNode)
 	}
 	at := func(s Scenario) int { return slices.Index(leader.Scenarios, s) }
-	if !(at(ClusterNodeLabel) < at(ClusterMixedFleet) && at(ClusterMixedFleet) < at(ClusterHelmUninstall)) {
+	if at(ClusterNodeLabel) >= at(ClusterMixedFleet) || at(ClusterMixedFleet) >= at(ClusterHelmUninstall) {
 		t.Errorf("%s runs %v; want %s after %s and before %s", leader.Name, leader.Scenarios, ClusterMixedFleet, ClusterNodeLabel, ClusterHelmUninstall)
 	}
 	without := leader
