@@ -1,6 +1,9 @@
 package variant
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // The containerd releases the suite runs against: the current release and
 // the newest 2.3 LTS the module proxy served when the suite was written.
@@ -162,8 +165,9 @@ func MixedFleetNode(leader Variant) (v Variant, ok bool) {
 	if !leader.Cluster || !slices.Contains(leader.Scenarios, ClusterMixedFleet) {
 		return Variant{}, false
 	}
+	release, _, _ := strings.Cut(leader.Name, "-") // ctd24
 	return Variant{
-		Name: leader.Containerd + "-" + SystemdMark + "-" + ClusterMark + "-node2", Containerd: leader.Containerd,
+		Name: release + "-" + SystemdMark + "-" + ClusterMark + "-node2", Containerd: leader.Containerd,
 		Plugin: PluginHelm, FailClosed: true, Systemd: true, SMP: 1, Cluster: true,
 		Scenarios: []Scenario{ClusterMixedFleetNode},
 	}, true
