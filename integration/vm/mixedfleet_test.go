@@ -25,11 +25,14 @@ import (
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
-// followerMemoryMiB is the second node's memory: its initramfs (the
-// systemd root filesystem, containerd, the kubelet, kube-proxy, kubectl
-// and helm, about 600 MB) twice while init copies it into the tmpfs, then
-// once, beside the release image containerd pulls and the node's daemons.
-const followerMemoryMiB = 1536
+// followerMemoryMiB is the second node's memory. Its initramfs is the
+// first node's without the engines image (about 600 MB: the systemd root
+// filesystem, containerd, the kubelet, kube-proxy, kubectl and helm), which
+// the kernel unpacks while it still holds the image, and which init then
+// copies into the tmpfs: with 1536 MiB the kernel's unpacking failed
+// ("Initramfs unpacking failed: write error", no init) on 2026-11-27, so
+// it gets what the first node gets without the engines image.
+const followerMemoryMiB = 2048
 
 // withFollowers is vs and the second nodes their cluster boots start
 // (variant.MixedFleetNode), each once: prepare packs their initramfs too.
