@@ -66,6 +66,16 @@ func TestReloadOnHangup(t *testing.T) {
 	if got := p.Config().OptIn.Namespaces; len(got) != 1 || got[0] != "team-*" {
 		t.Fatalf("config after a bad reload: %q, want the old one", got)
 	}
+
+	// A key read only at start-up: the reload is refused and the log names
+	// the key, the value in force and the value asked.
+	write("optIn:\n  namespaces: [ml]\nmetricsAddress: 127.0.0.1:9767\n")
+	hup <- syscall.SIGHUP
+	want := `metricsAddress: \"\" in force, \"127.0.0.1:9767\" asked`
+	waitFor("a start-only key's change was not reported", func() bool { return strings.Contains(logs.String(), want) })
+	if got := p.Config(); got.MetricsAddress != "" || got.OptIn.Namespaces[0] != "team-*" {
+		t.Fatalf("config after a reload that changes a start-only key: %+v, want the old one", got)
+	}
 }
 
 func TestReloadWithoutFile(t *testing.T) {

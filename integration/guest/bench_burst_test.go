@@ -26,7 +26,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/metrics"
 )
 
-// The writable pod burst (issue 23, item 3).
+// The writable pod burst.
 const (
 	// burstPods pods are created at once in a burst.
 	burstPods = 50

@@ -35,7 +35,7 @@ const (
 	benchSamples = 3
 )
 
-// benchNode is `make bench-node` (issue 23): it grows a fleet of node-shared
+// benchNode is `make bench-node`: it grows a fleet of node-shared
 // containers (busybox sleep, BestEffort and Burstable pods of fleetPerPod
 // containers) to each size of the cgdbench.sizes kernel parameter, and at
 // each size starts benchSamples pinned pods (a 2-CPU budget, a Guaranteed

@@ -2,7 +2,7 @@
 
 package guest
 
-// The dynamic containers a real cluster has (issue 20, d and e): kubectl
+// The dynamic containers a real cluster has: kubectl
 // debug adds an ephemeral container to a running pod, and kubectl patch
 // --subresource resize changes a running pod's resources. Both run twice
 // on the cluster node: under cgdelegate's pinning (ClusterEphemeralContainers,
@@ -64,7 +64,7 @@ const whyDebugger = "the kubelet runs an ephemeral container in the node shared 
 // ClusterPinningOracle.
 type clusterObservations map[string]oracle.Observation
 
-// clusterEphemeralContainers (issue 20, d): kubectl debug into a writable
+// clusterEphemeralContainers: kubectl debug into a writable
 // pod gives the debugger the writable cgroup the pod-wide annotation asks
 // for, and a read-only one where the annotation names another container;
 // kubectl debug into two pinned pods, one whose bubble has a shared CPU and
@@ -110,7 +110,7 @@ func clusterEphemeralContainers(t *testing.T, e *guestEnv) {
 	})
 }
 
-// clusterResizeBubble (issue 20, e): the resize steps of resizeObserve
+// clusterResizeBubble: the resize steps of resizeObserve
 // under cgdelegate; a step cgdelegate refuses must be refused with the
 // kubelet's reason. The views are kept for ClusterPinningOracle.
 func clusterResizeBubble(t *testing.T, e *guestEnv) {
@@ -139,7 +139,7 @@ func clusterResizeBubble(t *testing.T, e *guestEnv) {
 	clusterMetric(t, "ClusterResizeBubble", "cluster_resize_bubble", map[string]float64{"seconds": seconds(time.Since(start))})
 }
 
-// clusterPinningOracle (issue 20, d and e): with cgdelegate uninstalled
+// clusterPinningOracle: with cgdelegate uninstalled
 // (ClusterHelmUninstall ran), the kubelet restarts with the static CPU
 // manager, the Static memory manager and PodLevelResourceManagers, as
 // KubeletPinningOracle's kubelet pass; the debug and resize steps run

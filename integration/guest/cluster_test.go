@@ -381,14 +381,14 @@ type resizeStep struct {
 	file, want string
 }
 
-// resizeSteps: CPU limit up, CPU limit down, memory limit up (issue 22).
+// resizeSteps: CPU limit up, CPU limit down, memory limit up.
 var resizeSteps = []resizeStep{
 	{name: "cpu_up", resource: corev1.ResourceCPU, limit: "750m", file: "cpu.max", want: "75000 100000"},
 	{name: "cpu_down", resource: corev1.ResourceCPU, limit: "400m", file: "cpu.max", want: "40000 100000"},
 	{name: "memory_up", resource: corev1.ResourceMemory, limit: "96Mi", file: "memory.max", want: strconv.Itoa(96 * mib)},
 }
 
-// clusterResizeUnpinned (issue 22): with cgdelegate pinning, the ordinary
+// clusterResizeUnpinned: with cgdelegate pinning, the ordinary
 // Burstable pod of cluster-resize.yaml is resized in place beside the
 // Guaranteed pod of cluster-pinned.yaml, whose container has an exclusive
 // CPU. Each resize (resizeSteps, with kubectl patch --subresource resize)
@@ -490,7 +490,7 @@ func clusterResizeUnpinned(t *testing.T, e *guestEnv) {
 	clusterMetric(t, "ClusterResizeUnpinned", "cluster_resize", timings)
 }
 
-// clusterResizePinnedRefused (issue 22, item 4): the in-place resize of the
+// clusterResizePinnedRefused: the in-place resize of the
 // pinned pod (its exclusive container from 1 CPU to 2) is one cgdelegate
 // refuses, as the kubelet's static CPU manager refuses it for a Guaranteed
 // pod. The refusal reaches the pod, not only the plugin's log: the kubelet

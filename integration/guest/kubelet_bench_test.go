@@ -21,7 +21,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
-// The kubelet anchor of `make bench-node` (issue 23): the same fleet and
+// The kubelet anchor of `make bench-node`: the same fleet and
 // pinned pods as benchNode's, as the kubelet's static pods, with the
 // kubelet's static CPU manager and PodLevelResourceManagers pinning (the
 // oracle's kubelet configuration, CPU 0 reserved) and cgdelegate stopped.

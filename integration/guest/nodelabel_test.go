@@ -72,7 +72,7 @@ current-context: c
 	return out, nil
 }
 
-// clusterNodeLabel (issue 20, f): while cgdelegate runs, its Node carries
+// clusterNodeLabel: while cgdelegate runs, its Node carries
 // the label cgdelegate.io/supports-cgroup-options=true, written by the
 // plugin with its own service account; a pod that selects the label is
 // scheduled onto the Node. The account's token, stolen, cannot label

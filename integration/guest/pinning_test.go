@@ -24,7 +24,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 )
 
-// The CPU pinning scenarios of issue 4. They run in a variant booted with
+// The CPU pinning scenarios. They run in a variant booted with
 // -smp 4 and two NUMA nodes (0-1 and 2-3) and cgdelegate started with
 // cpuPinning: true; reservedCPUs is empty, and the policy keeps at least
 // one CPU in the node shared pool, so at most 3 CPUs go to bubbles.

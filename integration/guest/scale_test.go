@@ -26,8 +26,8 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 )
 
-// The scale checks of issue 23 in the suite: its items 4 (no growth over a
-// churn) and 5 (a restart at size changes nothing) at a smaller N than
+// The scale checks in the suite: no growth over a churn, and a restart at
+// size changes nothing, at a smaller N than
 // `make bench-node`, sized to run in a few minutes under TCG; the bench
 // shares their fleet, their restart and their footprint.
 const (

@@ -21,7 +21,7 @@ var errUninstalled = errors.New("cgdelegate was uninstalled (ClusterHelmUninstal
 // the uninstall to count as waiting.
 const failClosedWait = 30 * time.Second
 
-// clusterHelmUninstall (issue 20, g): `helm uninstall` while a writable pod
+// clusterHelmUninstall: `helm uninstall` while a writable pod
 // runs. The chart's pre-delete hook withdraws the node label before the
 // plugin goes; a new pod selecting the label stays Pending with the
 // scheduler's reason; the running pod keeps its delegated cgroup; a new

@@ -150,6 +150,7 @@ func (b *builder) cached(key string, fill func(tmp string) error) (string, error
 	}
 	defer os.RemoveAll(tmp)
 	start := time.Now()
+	b.log.Info("building", "what", key)
 	if err := fill(tmp); err != nil {
 		return "", fmt.Errorf("build %s: %w", key, err)
 	}
@@ -326,9 +327,12 @@ func (b *builder) goBuild(ctx context.Context, out, pkg string, test bool, tags 
 		args = append(args, "-ldflags", "-X github.com/cgdelegate/cgdelegate/internal/version.linked="+b.version)
 	}
 	args = append(args, pkg)
+	start := time.Now()
+	b.log.Info("building", "what", out)
 	if _, err := b.run(ctx, b.repo, []string{"CGO_ENABLED=0", "GOFLAGS=-buildvcs=false"}, "go", args...); err != nil {
 		return "", err
 	}
+	b.log.Info("built", "what", out, "took", time.Since(start).Round(time.Second))
 	return dst, nil
 }
 

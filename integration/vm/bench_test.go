@@ -21,7 +21,7 @@ import (
 // initramfs copied into the tmpfs root.
 const benchMemoryMiB = 6144
 
-// TestBenchNode is `make bench-node` (issue 23): it builds (or reuses) the
+// TestBenchNode is `make bench-node`: it builds (or reuses) the
 // VM artifacts, boots variant.BenchVariant once with the sizes of
 // CGD_BENCH_SIZES (default 0,50,100,250) on the kernel command line, and prints
 // the guest's BenchNode measurements as a table: cgdelegate's rows and the

@@ -1,7 +1,7 @@
 package vm
 
 // The engines image of the user-story scenarios ClusterDocker and
-// ClusterPodman (issue 21): Debian's docker.io and podman, as a user's
+// ClusterPodman: Debian's docker.io and podman, as a user's
 // image would carry them, with cgdelegate-init and a busybox image to load
 // (never a registry: the VM has none).
 

@@ -48,6 +48,9 @@ type Source interface {
 	// Delegation is the node's writable pods and containers, looked at
 	// now (nri.Plugin.Delegation: cgroupfs reads of the writable pods).
 	Delegation() *status.Delegation
+	// RestartPending are the keys whose change waits for a restart
+	// (nri.Plugin.RestartPending).
+	RestartPending() []config.Change
 }
 
 // Advertiser writes the feature file and the status file.
@@ -119,6 +122,10 @@ func (a *Advertiser) readinessReport() status.Report {
 	r.MountCheck = a.src.MountCheck()
 	r.Runtime = a.src.Runtime()
 	r.NodeLabel = a.NodeLabel()
+	r.RestartPending = a.src.RestartPending()
+	for _, c := range r.RestartPending {
+		r.Warnings = append(r.Warnings, status.RestartWarning(c))
+	}
 	r.PluginPID = os.Getpid()
 	r.UpdatedAt = time.Now().UTC()
 	return r

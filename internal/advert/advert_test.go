@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ type source struct {
 	runtime *status.Runtime
 	pinning *status.Pinning
 	deleg   status.Delegation
+	pending []config.Change
 	// tables counts the calls of Pinning: the allocation tables built.
 	tables int
 }
@@ -46,6 +48,12 @@ func (s *source) Pinning() *status.Pinning {
 	defer s.mu.Unlock()
 	s.tables++
 	return s.pinning
+}
+
+func (s *source) RestartPending() []config.Change {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending
 }
 
 func (s *source) Delegation() *status.Delegation {
@@ -177,6 +185,35 @@ func TestReportHostError(t *testing.T) {
 	src.err = errors.New("open mount table: denied")
 	if r := New(src, nil).Report(); r.Supported || !strings.Contains(strings.Join(r.Problems, " "), "denied") {
 		t.Fatalf("report %+v, want unsupported naming the read error", r)
+	}
+}
+
+// TestRestartPending: a change that waits for a restart is published with
+// the key and both values, and as a warning that says so; the status
+// command (status.Live) shows both.
+func TestRestartPending(t *testing.T) {
+	src := newSource(t)
+	a := New(src, nil)
+	a.Refresh()
+	if pub, err := status.ReadPublished(src.cfg.StatusFile); err != nil || pub.RestartPending != nil || len(pub.Warnings) != 0 {
+		t.Fatalf("published %+v, %v: want no pending restart", pub, err)
+	}
+	change := config.Change{Key: "cpuPinning", Part: config.PartPinning, Old: "false", New: "true"}
+	src.mu.Lock()
+	src.pending = []config.Change{change}
+	src.mu.Unlock()
+	a.Refresh()
+	pub, err := status.ReadPublished(src.cfg.StatusFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "config key cpuPinning: the config file asks true, the plugin runs with false until it restarts"
+	if len(pub.RestartPending) != 1 || pub.RestartPending[0] != change || len(pub.Warnings) != 1 || !strings.Contains(pub.Warnings[0], want) {
+		t.Fatalf("published restartPending %+v, warnings %q: want %+v and a warning %q", pub.RestartPending, pub.Warnings, change, want)
+	}
+	live := status.Live(status.Evaluate(src.cfg, safe, nil), pub, nil)
+	if len(live.RestartPending) != 1 || !slices.ContainsFunc(live.Warnings, func(w string) bool { return strings.Contains(w, want) }) {
+		t.Fatalf("status shows restartPending %+v, warnings %q", live.RestartPending, live.Warnings)
 	}
 }
 

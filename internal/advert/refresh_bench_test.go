@@ -35,7 +35,7 @@ func BenchmarkRefresh(b *testing.B) {
 
 // fleetTable is an allocation table of n node-shared containers in pods of
 // five, as policy.Snapshot writes it.
-func fleetTable(n int) policy.Status {
+func fleetTable(n int) *policy.Status {
 	s := policy.Status{Scope: "container", UsableCPUs: "0-3", ReservedCPUs: "", NodeSharedPool: "0-3", NodeSharedMems: "0-1"}
 	for i := range n {
 		if i%5 == 0 {
@@ -44,5 +44,5 @@ func fleetTable(n int) policy.Status {
 		pod := &s.Pods[len(s.Pods)-1]
 		pod.Containers = append(pod.Containers, policy.ContainerStatus{ID: fmt.Sprintf("%064x", 1000+i), Name: "sleep", Pool: policy.PoolNodeShared, CPUs: "0-3", Mems: "0-1"})
 	}
-	return s
+	return &s
 }

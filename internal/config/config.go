@@ -91,7 +91,29 @@ const (
 // Config is the whole plugin configuration. Every field has a default, so an
 // empty file is a valid config. A field's YAML key is its json tag name, and
 // a key that is present replaces the default with the value as written.
+//
+// The keys are grouped in three parts by when they take effect; the YAML
+// is flat all the same (a part's keys are top-level keys):
+//   - Reloadable: put in force by every Configure from the runtime and by a
+//     reload (SIGHUP);
+//   - Pinning: the CPU pinning settings, put in force when the runtime
+//     configures the plugin (at start and when it reconnects), never by a
+//     reload;
+//   - StartOnly: read once, when the plugin starts.
+//
+// A reload that changes a key of Pinning or StartOnly is refused
+// (RestartChanges), and RestartKeys lists those keys.
 type Config struct {
+	Reloadable
+	Pinning
+	StartOnly
+}
+
+// Reloadable holds the keys a reload (SIGHUP) or a Configure puts in force:
+// the host paths of the writable check, the hook, the guard, the bounds,
+// the node budget, the published files, the opt-in policy and the runtime
+// config files read for the validator settings.
+type Reloadable struct {
 	// CgroupRoot is the host's cgroup2 mount point. Writable cgroups need it
 	// to be a cgroup2 (unified) mount with nsdelegate.
 	CgroupRoot string `json:"cgroupRoot,omitempty"`
@@ -100,9 +122,6 @@ type Config struct {
 	MountinfoPath string `json:"mountinfoPath,omitempty"`
 	// ProcRoot is the host /proc, used by the hook to compare namespaces.
 	ProcRoot string `json:"procRoot,omitempty"`
-	// SysfsRoot is the host /sys, used for /sys/kernel/cgroup/delegate and
-	// CPU topology discovery.
-	SysfsRoot string `json:"sysfsRoot,omitempty"`
 	// HookPath is the cgdelegate-hook binary injected into writable
 	// containers, as seen by the runtime.
 	HookPath string `json:"hookPath,omitempty"`
@@ -131,7 +150,33 @@ type Config struct {
 	// StatusFile is where the running plugin publishes its readiness and
 	// allocation table for `cgdelegate status`. "none" disables it.
 	StatusFile string `json:"statusFile,omitempty"`
+	// OptIn is the node's opt-in policy: which pods may have writable
+	// cgroups at all. Empty allows every pod that asks.
+	OptIn OptIn `json:"optIn,omitzero"`
+	// ContainerdConfig is containerd's config file, read (with its imports)
+	// for NRI's default validator settings: a container whose adjustment
+	// the validator is set to refuse (reject_oci_hook_adjustment,
+	// reject_namespace_adjustment) is refused by cgdelegate first, with an
+	// error naming the setting. Missing or "none": nothing is read.
+	ContainerdConfig string `json:"containerdConfig,omitempty"`
+	// CRIOConfig is CRI-O's main config file (crio --config), read for
+	// the same settings under [crio.nri.default_validator]
+	// (nri_validator_reject_oci_hook_adjustment,
+	// nri_validator_reject_namespace_adjustment) when the runtime is CRI-O.
+	// Missing or "none": nothing is read from it.
+	CRIOConfig string `json:"crioConfig,omitempty"`
+	// CRIOConfigDir is CRI-O's drop-in directory (crio --config-dir),
+	// read after CRIOConfig as CRI-O reads it: every file in it and below,
+	// in lexical order, each overriding the keys it sets. Missing or
+	// "none": nothing is read from it.
+	CRIOConfigDir string `json:"crioConfigDir,omitempty"`
+}
 
+// Pinning holds the CPU pinning settings. The pinning state is built from
+// them when the runtime configures the plugin, and filled by the runtime's
+// Synchronize that follows; a reload can not rebuild it, so a change needs
+// a restart (or a reconnect of the runtime).
+type Pinning struct {
 	// CPUPinning enables the pod-level resource manager (exclusive cpusets
 	// and memory nodes from pod budgets).
 	CPUPinning bool `json:"cpuPinning,omitempty"`
@@ -153,34 +198,20 @@ type Config struct {
 	// default) reserves nothing: the kubelet has no default either, its
 	// static memory manager refuses to start without one.
 	ReservedMemory string `json:"reservedMemory,omitempty"`
+	// SysfsRoot is the host /sys, used for /sys/kernel/cgroup/delegate and
+	// CPU topology discovery.
+	SysfsRoot string `json:"sysfsRoot,omitempty"`
 	// KubeletCPUManagerState is the kubelet cpu_manager_state file. When it
 	// names the static policy, cgdelegate refuses to pin CPUs.
 	KubeletCPUManagerState string `json:"kubeletCPUManagerState,omitempty"`
 	// AllowKubeletStaticCPUManager overrides that refusal.
 	AllowKubeletStaticCPUManager bool `json:"allowKubeletStaticCPUManager,omitempty"`
+}
 
-	// OptIn is the node's opt-in policy: which pods may have writable
-	// cgroups at all. Empty allows every pod that asks.
-	OptIn OptIn `json:"optIn,omitzero"`
-
-	// ContainerdConfig is containerd's config file, read (with its imports)
-	// for NRI's default validator settings: a container whose adjustment
-	// the validator is set to refuse (reject_oci_hook_adjustment,
-	// reject_namespace_adjustment) is refused by cgdelegate first, with an
-	// error naming the setting. Missing or "none": nothing is read.
-	ContainerdConfig string `json:"containerdConfig,omitempty"`
-	// CRIOConfig is CRI-O's main config file (crio --config), read for
-	// the same settings under [crio.nri.default_validator]
-	// (nri_validator_reject_oci_hook_adjustment,
-	// nri_validator_reject_namespace_adjustment) when the runtime is CRI-O.
-	// Missing or "none": nothing is read from it.
-	CRIOConfig string `json:"crioConfig,omitempty"`
-	// CRIOConfigDir is CRI-O's drop-in directory (crio --config-dir),
-	// read after CRIOConfig as CRI-O reads it: every file in it and below,
-	// in lexical order, each overriding the keys it sets. Missing or
-	// "none": nothing is read from it.
-	CRIOConfigDir string `json:"crioConfigDir,omitempty"`
-
+// StartOnly holds the keys read once, when the plugin starts: the metrics
+// server's address and profiling, and the node label. A change needs a
+// restart.
+type StartOnly struct {
 	// MetricsAddress is the host:port where the plugin serves Prometheus
 	// metrics at /metrics, e.g. "127.0.0.1:9767"; empty (the default)
 	// serves none. It is read from the config file at start-up.
@@ -192,7 +223,6 @@ type Config struct {
 	// who reaches the address can take a profile, which holds the
 	// plugin's memory and command line. It is read at start-up.
 	Profiling bool `json:"profiling,omitempty"`
-
 	// NodeLabel keeps the advertisement as the label
 	// cgdelegate.io/supports-cgroup-options on the plugin's own Node object
 	// (named by $NODE_NAME), set to "true" while the node supports writable
@@ -232,25 +262,31 @@ func (o OptIn) IsZero() bool {
 // Default returns the built-in configuration.
 func Default() Config {
 	return Config{
-		CgroupRoot:              DefaultCgroupRoot,
-		MountinfoPath:           DefaultMountinfoPath,
-		ProcRoot:                DefaultProcRoot,
-		SysfsRoot:               DefaultSysfsRoot,
-		HookPath:                DefaultHookPath,
-		HookTimeout:             DefaultHookTimeout,
-		Guard:                   GuardEnforce,
-		MaxDescendants:          DefaultMaxDescendants,
-		MaxDepth:                DefaultMaxDepth,
-		NodeMaxDelegatedCgroups: DefaultNodeMaxDelegatedCgroups,
-		FeatureFile:             DefaultFeatureFile,
-		StatusFile:              DefaultStatusFile,
-		TopologyScope:           ScopePod,
-		KubeletCPUManagerState:  DefaultKubeletCPUState,
-		ContainerdConfig:        DefaultContainerdConfig,
-		CRIOConfig:              DefaultCRIOConfig,
-		CRIOConfigDir:           DefaultCRIOConfigDir,
-		NodeLabel:               NodeLabelAuto,
-		ServiceAccountDir:       DefaultServiceAccountDir,
+		Reloadable: Reloadable{
+			CgroupRoot:              DefaultCgroupRoot,
+			MountinfoPath:           DefaultMountinfoPath,
+			ProcRoot:                DefaultProcRoot,
+			HookPath:                DefaultHookPath,
+			HookTimeout:             DefaultHookTimeout,
+			Guard:                   GuardEnforce,
+			MaxDescendants:          DefaultMaxDescendants,
+			MaxDepth:                DefaultMaxDepth,
+			NodeMaxDelegatedCgroups: DefaultNodeMaxDelegatedCgroups,
+			FeatureFile:             DefaultFeatureFile,
+			StatusFile:              DefaultStatusFile,
+			ContainerdConfig:        DefaultContainerdConfig,
+			CRIOConfig:              DefaultCRIOConfig,
+			CRIOConfigDir:           DefaultCRIOConfigDir,
+		},
+		Pinning: Pinning{
+			SysfsRoot:              DefaultSysfsRoot,
+			TopologyScope:          ScopePod,
+			KubeletCPUManagerState: DefaultKubeletCPUState,
+		},
+		StartOnly: StartOnly{
+			NodeLabel:         NodeLabelAuto,
+			ServiceAccountDir: DefaultServiceAccountDir,
+		},
 	}
 }
 

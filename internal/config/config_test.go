@@ -185,18 +185,26 @@ func TestParse(t *testing.T) {
 // field of a kind the decoder does not handle fails here.
 func TestEveryKeyDecodes(t *testing.T) {
 	want := Config{
-		CgroupRoot: "/a", MountinfoPath: "/b", ProcRoot: "/c", SysfsRoot: "/d", HookPath: "/e",
-		HookTimeout: 3, Guard: GuardWarn, MaxDescendants: 4, MaxDepth: 5, NodeMaxDelegatedCgroups: 6, FeatureFile: Disabled, StatusFile: "/f",
-		CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", StrictCPUReservation: true, ReservedMemory: "0:memory=1Gi",
-		KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true, MetricsAddress: "127.0.0.1:9767", Profiling: true, ContainerdConfig: "/h",
-		CRIOConfig: "/i", CRIOConfigDir: "/j", NodeLabel: NodeLabelOff, ServiceAccountDir: "/k",
-		OptIn: OptIn{Namespaces: []string{"team-*"}, RuntimeHandlers: []string{"runc"}, RequireUserNamespace: true},
+		Reloadable: Reloadable{
+			CgroupRoot: "/a", MountinfoPath: "/b", ProcRoot: "/c", HookPath: "/e",
+			HookTimeout: 3, Guard: GuardWarn, MaxDescendants: 4, MaxDepth: 5, NodeMaxDelegatedCgroups: 6, FeatureFile: Disabled, StatusFile: "/f",
+			ContainerdConfig: "/h", CRIOConfig: "/i", CRIOConfigDir: "/j",
+			OptIn: OptIn{Namespaces: []string{"team-*"}, RuntimeHandlers: []string{"runc"}, RequireUserNamespace: true},
+		},
+		Pinning: Pinning{
+			SysfsRoot: "/d", CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", StrictCPUReservation: true, ReservedMemory: "0:memory=1Gi",
+			KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true,
+		},
+		StartOnly: StartOnly{MetricsAddress: "127.0.0.1:9767", Profiling: true, NodeLabel: NodeLabelOff, ServiceAccountDir: "/k"},
 	}
 	v := reflect.ValueOf(want)
-	for i := range v.NumField() {
-		if v.Field(i).IsZero() {
-			t.Fatalf("field %s is not set by this test", v.Type().Field(i).Name)
+	for _, k := range Keys() {
+		if v.FieldByIndex(k.index).IsZero() {
+			t.Fatalf("key %s is not set by this test", k.Name)
 		}
+	}
+	if n := len(fieldIndex(v.Type())); n != len(Keys()) {
+		t.Fatalf("the decoder knows %d keys, Keys lists %d: a field of Config is not in a part", n, len(Keys()))
 	}
 	data, err := json.Marshal(want)
 	if err != nil {

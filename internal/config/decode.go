@@ -74,7 +74,7 @@ func decodeStruct(v reflect.Value, prefix string, m *yaml.Node) error {
 			errs = append(errs, fmt.Errorf("%s: set twice (lines %d and %d)", key, line, k.Line))
 		default:
 			seen[key] = k.Line
-			if err := setField(v.Field(idx), key, val); err != nil {
+			if err := setField(v.FieldByIndex(idx), key, val); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -83,12 +83,20 @@ func decodeStruct(v reflect.Value, prefix string, m *yaml.Node) error {
 }
 
 // fieldIndex maps every YAML key (the field's json tag name) to the field's
-// index in t.
-func fieldIndex(t reflect.Type) map[string]int {
-	index := make(map[string]int, t.NumField())
+// index in t. The fields of an embedded struct (a part of Config) are keys
+// of t, as encoding/json flattens them.
+func fieldIndex(t reflect.Type) map[string][]int {
+	index := make(map[string][]int, t.NumField())
 	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		index[name] = i
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			for name, sub := range fieldIndex(f.Type) {
+				index[name] = append([]int{i}, sub...)
+			}
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		index[name] = []int{i}
 	}
 	return index
 }

@@ -1,5 +1,7 @@
-// Package config holds cgdelegate's configuration: one documented struct,
-// its defaults, YAML decoding and Validate.
+// Package config holds cgdelegate's configuration: one documented struct in
+// three parts by when its keys take effect (Reloadable, Pinning,
+// StartOnly), its defaults, YAML decoding, Validate, and the list of the
+// keys that need a restart (RestartKeys, RestartChanges).
 //
 // Use it to turn a config file or an NRI Configure blob into a Config that
 // the rest of the plugin can trust. It does no host I/O beyond reading the

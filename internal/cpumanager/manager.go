@@ -90,14 +90,8 @@ func New(cfg config.Config, log *slog.Logger) *Manager {
 }
 
 // ConfigChanged reports whether the pinning state must be rebuilt when the
-// config changes from a to b.
-func ConfigChanged(a, b config.Config) bool {
-	return a.CPUPinning != b.CPUPinning || a.TopologyScope != b.TopologyScope ||
-		a.ReservedCPUs != b.ReservedCPUs || a.StrictCPUReservation != b.StrictCPUReservation ||
-		a.ReservedMemory != b.ReservedMemory || a.SysfsRoot != b.SysfsRoot ||
-		a.KubeletCPUManagerState != b.KubeletCPUManagerState ||
-		a.AllowKubeletStaticCPUManager != b.AllowKubeletStaticCPUManager
-}
+// config changes from a to b: whether a key of config.Pinning changed.
+func ConfigChanged(a, b config.Config) bool { return a.Pinning != b.Pinning }
 
 // Active reports whether CPUs are pinned.
 func (m *Manager) Active() bool { return m != nil && m.policy != nil && m.suspended.Load() == nil }
@@ -114,11 +108,13 @@ func (m *Manager) Status() *status.Pinning {
 	case m == nil:
 		return nil
 	case m.Suspended():
-		return &status.Pinning{Active: false, Reason: *m.suspended.Load(), Allocations: m.policy.Snapshot()}
+		table := m.policy.Snapshot()
+		return &status.Pinning{Active: false, Reason: *m.suspended.Load(), Allocations: &table}
 	case !m.Active():
 		return &status.Pinning{Active: false, Reason: m.reason}
 	}
-	return &status.Pinning{Active: true, Allocations: m.policy.Snapshot()}
+	table := m.policy.Snapshot()
+	return &status.Pinning{Active: true, Allocations: &table}
 }
 
 // RecheckKubelet reads the kubelet's CPU manager state again when its file

@@ -15,16 +15,17 @@ import (
 // (fixtures, copies) are re-read when their inode, size or modification time
 // changed. Watch uses the same change detection.
 //
-// As a safety net against a missed notification, an unsafe verdict is
-// never served from the cache (a refusal costs one re-read, and a restored
-// nsdelegate is seen at once), and no verdict is older than MaxAge.
-//
 // After a change, a /proc/<pid>/mountinfo table is not read again whole
 // once the kernel's own answer about the cgroup root (statmount(2), Linux
 // 6.11+; mountProbe) agreed with the table on a safe verdict: the probe
-// costs a few system calls whatever the node's number of mounts. Any other
-// verdict, and any probe that fails, goes back to the table. Mode says
+// costs a few system calls whatever the node's number of mounts. Mode says
 // which is in use.
+//
+// decideCheck holds every rule about what is served from the cache and
+// when the probe is trusted; among them, as a safety net against a missed
+// notification, an unsafe verdict is never cached (a refusal costs one
+// re-read, and a restored nsdelegate is seen at once), and no verdict is
+// older than MaxAge.
 //
 // Nothing watches the table in the background: every pod a runtime starts
 // changes it several times, and a watcher woken at each change cost more
@@ -38,18 +39,19 @@ type Checker struct {
 
 	mu sync.Mutex
 	// w is the open table; nil before the first read and after a failed
-	// one, so that no verdict is cached then.
-	w      *tableWatcher
-	last   Status
+	// one.
+	w *tableWatcher
+	// cached is the verdict kept for later checks, read at readAt; nil
+	// when there is none (w is nil, or the last verdict was not safe).
+	cached *Status
 	readAt time.Time
 	buf    bytes.Buffer
 	// probe answers a safe verdict without reading the table (statmount.go)
-	// once it agreed with the table; probeTried is set after the first
-	// attempt to open one, and probeNote says why there is none.
-	probe      *mountProbe
-	probeOK    bool
-	probeTried bool
-	probeNote  string
+	// once it agreed with the table (probeOK). It is opened with the
+	// table, and probeNote says why there is none.
+	probe     *mountProbe
+	probeOK   bool
+	probeNote string
 }
 
 // DefaultMaxAge is the Checker's default MaxAge.
@@ -69,21 +71,80 @@ func (c *Checker) CgroupRoot() string { return c.root }
 
 // Check returns the current status and its safety verdict (Status.Err). The
 // first error is about reading the table; the verdict is in Status.Err.
+// It looks at what decideCheck asks for, one thing at a time.
 func (c *Checker) Check() (Status, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.w != nil && c.last.Err() == nil && time.Since(c.readAt) < c.MaxAge {
-		if changed, err := c.w.changed(nil, 0); err == nil && !changed {
-			return c.last, nil
+	if c.w == nil {
+		if err := c.open(); err != nil {
+			_ = c.closeLocked()
+			return Status{CgroupRoot: c.root}, err
 		}
 	}
-	st, err := c.read()
-	if err != nil {
-		_ = c.closeLocked()
-		return st, err
+	f := checkFacts{cached: c.cached, age: time.Since(c.readAt), maxAge: c.MaxAge, probe: c.trust()}
+	for {
+		d := decideCheck(f)
+		if d.consume {
+			// Best effort: after a failed poll the next one fails too, and
+			// the verdict is not served from the cache.
+			_, _ = c.w.changed(nil, 0)
+		}
+		switch d.next {
+		case stepPoll:
+			f.poll = pollQuiet
+			if changed, err := c.w.changed(nil, 0); err != nil {
+				f.poll = pollFailed
+			} else if changed {
+				f.poll = pollChanged
+			}
+		case stepProbe:
+			st, ok, err := c.probe.safe(c.root)
+			f.probed = &probeAnswer{st: st, safe: ok, err: err}
+		case stepTable:
+			st, err := c.readTable()
+			f.table, f.tableErr = &st, err
+		default:
+			return c.apply(d, f)
+		}
 	}
-	c.last, c.readAt = st, time.Now()
+}
+
+// apply carries out decideCheck's final decision d on the facts f.
+func (c *Checker) apply(d checkDecision, f checkFacts) (Status, error) {
+	switch {
+	case d.probe == probeAbsent && c.probe != nil:
+		c.dropProbe(d.note)
+	case d.probe == probeTrusted:
+		c.probeOK = true
+	}
+	var st Status
+	switch d.from {
+	case fromCache:
+		return *c.cached, nil
+	case fromError:
+		_ = c.closeLocked()
+		return *f.table, f.tableErr
+	case fromProbe:
+		st = f.probed.st
+	case fromTable:
+		st = *f.table
+	}
+	c.cached = nil
+	if d.keep {
+		c.cached, c.readAt = &st, time.Now()
+	}
 	return st, nil
+}
+
+// trust says how far the probe is trusted now.
+func (c *Checker) trust() probeTrust {
+	switch {
+	case c.probe == nil:
+		return probeAbsent
+	case c.probeOK:
+		return probeTrusted
+	}
+	return probeUntrusted
 }
 
 // Close releases the mount table file.
@@ -95,7 +156,7 @@ func (c *Checker) Close() error {
 
 func (c *Checker) closeLocked() error {
 	c.dropProbe("")
-	c.probeTried = false
+	c.cached = nil
 	if c.w == nil {
 		return nil
 	}
@@ -104,52 +165,31 @@ func (c *Checker) closeLocked() error {
 	return err
 }
 
-func (c *Checker) read() (Status, error) {
-	if c.w == nil {
-		w, err := openTable(c.path)
-		if err != nil {
-			return Status{CgroupRoot: c.root}, err
-		}
-		c.w = w
+// open opens the table and, for a procfs table, the probe.
+func (c *Checker) open() error {
+	w, err := openTable(c.path)
+	if err != nil {
+		return err
 	}
-	if !c.probeTried && c.w.procfs {
-		c.probeTried = true
+	c.w = w
+	if w.procfs {
 		p, err := openProbe(c.path, c.root)
 		if err != nil {
 			c.probeNote = err.Error()
 		}
 		c.probe = p
 	}
-	if c.probe != nil && c.probeOK {
-		st, ok, err := c.probe.safe(c.root)
-		if err != nil {
-			c.dropProbe(err.Error())
-		}
-		if ok {
-			// The table's pending change notification is older than this
-			// answer.
-			_, _ = c.w.changed(nil, 0)
-			return st, nil
-		}
-	}
+	return nil
+}
+
+// readTable reads and parses the whole table.
+func (c *Checker) readTable() (Status, error) {
 	if err := c.w.readAll(&c.buf); err != nil {
 		return Status{CgroupRoot: c.root}, err
 	}
 	st, err := ParseMountinfo(bytes.NewReader(c.buf.Bytes()), c.root)
 	if err != nil {
 		return st, fmt.Errorf("mount table %q: %w", c.path, err)
-	}
-	if c.probe != nil && !c.probeOK && st.Err() == nil {
-		// Trust the probe once it agrees with the table on a safe verdict.
-		pst, ok, err := c.probe.safe(c.root)
-		switch {
-		case err != nil:
-			c.dropProbe(err.Error())
-		case !ok || pst != st:
-			c.dropProbe(fmt.Sprintf("statmount says %+v, the mount table %+v", pst, st))
-		default:
-			c.probeOK = true
-		}
 	}
 	return st, nil
 }

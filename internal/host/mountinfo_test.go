@@ -450,7 +450,8 @@ func BenchmarkCheck(b *testing.B) {
 			if _, err := c.Check(); err != nil {
 				b.Skip(err)
 			}
-			c.last = Status{CgroupRoot: bc.root, Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}
+			c.cached = &Status{CgroupRoot: bc.root, Mounted: true, FSType: "cgroup2", Version: 2, NsDelegate: true}
+			c.readAt = time.Now()
 			for b.Loop() {
 				st, err := c.Check()
 				if err != nil || st.Err() != nil {
@@ -458,5 +459,28 @@ func BenchmarkCheck(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// An unsafe verdict empties the cache: the safe verdict read before it is
+// not served again, not even while the table does not change.
+func TestCheckerUnsafeEmptiesCache(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(path, []byte(mountsV2Nsdelegate), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := NewChecker(path, "/sys/fs/cgroup")
+	defer c.Close()
+	c.MaxAge = time.Hour
+	if st, err := c.Check(); err != nil || st.Err() != nil {
+		t.Fatalf("first check: %v / %v", err, st.Err())
+	}
+	if err := os.WriteFile(path, []byte(mountsV2Plain), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if st, err := c.Check(); err != nil || !errors.Is(st.Err(), ErrNoNsdelegate) {
+			t.Fatalf("check %d after the remount: %v / %v, want ErrNoNsdelegate", i, err, st.Err())
+		}
 	}
 }

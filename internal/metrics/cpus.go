@@ -29,14 +29,10 @@ func (c *cpus) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *cpus) Collect(ch chan<- prometheus.Metric) {
 	st := c.pinning()
-	if st == nil || !st.Active {
+	if st == nil || !st.Active || st.Allocations == nil {
 		return
 	}
-	alloc, ok := st.Allocations.(policy.Status)
-	if !ok {
-		return
-	}
-	for pool, n := range PoolSizes(alloc) {
+	for pool, n := range PoolSizes(*st.Allocations) {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), pool)
 	}
 }

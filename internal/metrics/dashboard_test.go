@@ -84,7 +84,7 @@ func registeredNames(t *testing.T) map[string]bool {
 	r := New(Options{
 		Supported: func() bool { return true },
 		Pinning: func() *status.Pinning {
-			return &status.Pinning{Active: true, Allocations: policy.Status{ReservedCPUs: "0", NodeSharedPool: "1-3"}}
+			return &status.Pinning{Active: true, Allocations: &policy.Status{ReservedCPUs: "0", NodeSharedPool: "1-3"}}
 		},
 	})
 	families, err := r.Registry().Gather()

@@ -250,7 +250,7 @@ func TestCPUs(t *testing.T) {
 	}{
 		{"pinning off", nil, ""},
 		{"inactive", &status.Pinning{Reason: "static CPU manager"}, ""},
-		{"active", &status.Pinning{Active: true, Allocations: alloc}, `
+		{"active", &status.Pinning{Active: true, Allocations: &alloc}, `
 # HELP cgdelegate_cpus CPUs by pool while CPU pinning is active: reserved (never handed out), node_shared (the node shared pool), pod_bubbles (in pod bubbles), exclusive (held by exclusive containers).
 # TYPE cgdelegate_cpus gauge
 cgdelegate_cpus{pool="exclusive"} 3

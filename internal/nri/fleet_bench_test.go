@@ -9,7 +9,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 )
 
-// BenchmarkCreateContainerFleet is item 4 of issue 23 in process: the
+// BenchmarkCreateContainerFleet is the fleet cost in process: the
 // plugin's cost of one node-shared container's CreateContainer and
 // RemoveContainer beside n others in pods of five, as the VM bench's fleet
 // (no runtime: the updates go nowhere), on the dual-socket topology.

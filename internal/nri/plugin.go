@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -77,6 +78,9 @@ type Plugin struct {
 	send *cpumanager.Sender
 	// runtime is what Configure said about the runtime; nil before it.
 	runtime atomic.Pointer[status.Runtime]
+	// pending are the keys that need a restart the last reload asked to
+	// change (it was refused); nil after a reload that changed none.
+	pending atomic.Pointer[[]config.Change]
 	// configured is called after every successful Configure or Reload.
 	configured atomic.Pointer[func()]
 	// writable is the node's live writable pods and containers: the node
@@ -161,6 +165,16 @@ func (p *Plugin) runtimeName() string {
 	return ""
 }
 
+// RestartPending lists the keys that need a restart whose change the last
+// reload asked for, and was refused: the config file says one value, the
+// plugin runs with another until it restarts. Nil when there are none.
+func (p *Plugin) RestartPending() []config.Change {
+	if c := p.pending.Load(); c != nil {
+		return slices.Clone(*c)
+	}
+	return nil
+}
+
 // Pinning is the CPU pinning state; nil when pinning is off.
 func (p *Plugin) Pinning() *status.Pinning { return p.pin.Load().Status() }
 
@@ -173,6 +187,11 @@ func (p *Plugin) Configure(_ context.Context, blob, runtime, version string) (ap
 		p.mu.Unlock()
 		return 0, fmt.Errorf("configure from %s %s: %w", runtime, version, err)
 	}
+	for _, c := range config.Changes(p.base, cfg, config.PartStartOnly) {
+		p.log.Warn("the runtime's config sets a key read only at start-up, from the config file; the file's value stays",
+			"key", c.Key, "inForce", c.Old, "runtimeValue", c.New)
+	}
+	cfg.StartOnly = p.base.StartOnly
 	p.blob = blob
 	// The runtime first: admission rules built from cfg may depend on it.
 	p.runtime.Store(&status.Runtime{Name: runtime, Version: version})
@@ -201,9 +220,11 @@ var ErrReload = errors.New("config not reloaded")
 // Reload takes base as the new config before any blob (a re-read config
 // file): the runtime's last Configure blob is merged over it again, and the
 // result replaces the config in force, as Configure does. A config that
-// does not validate, or that changes the CPU pinning settings (they need
-// the runtime's Synchronize and event subscription, so a restart), is
-// refused and the config in force stays.
+// does not validate, or that changes a key that needs a restart
+// (config.RestartKeys: the CPU pinning settings, which need the runtime's
+// Synchronize and event subscription, and the keys read at start-up), is
+// refused with an error naming each such key with its value in force and
+// the value asked, and the config in force stays.
 func (p *Plugin) Reload(base config.Config) error {
 	p.mu.Lock()
 	cfg, err := config.Merge(base, p.blob)
@@ -211,11 +232,14 @@ func (p *Plugin) Reload(base config.Config) error {
 		p.mu.Unlock()
 		return fmt.Errorf("%w: %w", ErrReload, err)
 	}
-	if cpumanager.ConfigChanged(p.h.Load().cfg, cfg) {
+	// The blob's start-only keys never apply (Configure says so).
+	cfg.StartOnly = base.StartOnly
+	if changes := config.RestartChanges(p.h.Load().cfg, cfg); len(changes) > 0 {
+		p.pending.Store(&changes)
 		p.mu.Unlock()
-		return fmt.Errorf("%w: the CPU pinning settings (cpuPinning, topologyScope, reservedCPUs, strictCPUReservation, reservedMemory, "+
-			"sysfsRoot, kubeletCPUManagerState, allowKubeletStaticCPUManager) changed; they take effect when the plugin restarts", ErrReload)
+		return fmt.Errorf("%w: %w", ErrReload, config.RestartError(changes))
 	}
+	p.pending.Store(nil)
 	p.base = base
 	p.apply(cfg)
 	withBlob := p.blob != ""

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 	"github.com/cgdelegate/cgdelegate/internal/host"
 )
 
@@ -55,6 +56,10 @@ type Report struct {
 	UpdatedAt time.Time `json:"updatedAt,omitzero"`
 	// Config is the configuration in force.
 	Config config.Config `json:"config"`
+	// RestartPending are the keys that need a restart whose change a
+	// reload asked for and was refused: the config file says one value,
+	// the plugin runs with the other until it restarts.
+	RestartPending []config.Change `json:"restartPending,omitempty"`
 	// Pinning describes the pod-level resource manager (nil when off).
 	Pinning *Pinning `json:"pinning,omitempty"`
 	// NodeLabel is the last request about the label on the Node object
@@ -140,8 +145,9 @@ type Pinning struct {
 	Active bool `json:"active"`
 	// Reason explains an inactive manager.
 	Reason string `json:"reason,omitempty"`
-	// Allocations is the allocation table: pods, bubbles, slices, pools.
-	Allocations any `json:"allocations,omitempty"`
+	// Allocations is the allocation table: pods, bubbles, slices, pools;
+	// nil before pinning has one.
+	Allocations *policy.Status `json:"allocations,omitempty"`
 }
 
 // Evaluate turns a host check into a report for cfg. With CPU pinning on
@@ -292,6 +298,7 @@ func Live(live Report, pub Report, pubErr error) Report {
 	out.Pinning = pub.Pinning
 	out.NodeLabel = pub.NodeLabel
 	out.Delegation = pub.Delegation
+	out.RestartPending = pub.RestartPending
 	// What the plugin saw from its own mount namespace, e.g. a kubelet
 	// directory not mounted into its container.
 	out.Warnings = slices.Clone(live.Warnings)
@@ -335,6 +342,13 @@ func Ready(pub Report, pubErr error) error {
 		return fmt.Errorf("%w: its status holds no host check", ErrNotReady)
 	}
 	return nil
+}
+
+// RestartWarning is the warning for a key whose change waits for a
+// restart of the plugin.
+func RestartWarning(c config.Change) string {
+	return fmt.Sprintf("config key %s: the config file asks %s, the plugin runs with %s until it restarts (a %s key, which a reload does not change)",
+		c.Key, c.New, c.Old, c.Part)
 }
 
 // UnsafeProblem is the readiness problem of writable containers running on

@@ -5,12 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 	"github.com/cgdelegate/cgdelegate/internal/host"
 )
 
@@ -100,7 +102,7 @@ func TestPublishMode(t *testing.T) {
 				}
 			}
 			pub := Evaluate(config.Default(), good, nil)
-			pub.Pinning = &Pinning{Active: true, Allocations: map[string]string{"pod": "tenant-a/secret-project"}}
+			pub.Pinning = &Pinning{Active: true, Allocations: &policy.Status{Pods: []policy.PodStatus{{ID: "p1", Name: "tenant-a/secret-project"}}}}
 			if _, err := NewPublisher(path, time.Hour).Publish(pub); err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +113,9 @@ func TestPublishMode(t *testing.T) {
 			if got := fi.Mode().Perm(); got != FileMode {
 				t.Fatalf("status file mode %v, want %v", got, os.FileMode(FileMode))
 			}
-			if got, err := ReadPublished(path); err != nil || got.Pinning == nil {
+			// The table reads back typed, as metrics and the status command use it.
+			if got, err := ReadPublished(path); err != nil || got.Pinning == nil || got.Pinning.Allocations == nil ||
+				!reflect.DeepEqual(*got.Pinning.Allocations, *pub.Pinning.Allocations) {
 				t.Fatalf("ReadPublished = %+v, %v", got, err)
 			}
 			entries, err := os.ReadDir(dir)

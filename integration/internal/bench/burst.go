@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// MetricBurst is one burst of the writable pod burst (issue 23, item 3):
+// MetricBurst is one burst of the writable pod burst:
 // BurstPods pods annotated for writable cgroups created at once through
 // the CRI, with cgdelegate running or stopped, in rounds that alternate
 // which goes first.

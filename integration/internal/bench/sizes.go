@@ -20,8 +20,8 @@ const SizesParam = "cgdbench.sizes"
 var DefaultSizes = []int{0, 50, 100, 250}
 
 // MaxSize bounds a size: each container of the fleet costs a shim share and
-// a sleep process in a VM of a few GiB. Issue 23 asks for the plugin's
-// cost and restart at 250 containers.
+// a sleep process in a VM of a few GiB. The plugin's cost and restart
+// are judged at 250 containers.
 const MaxSize = 300
 
 // KubeletMaxSize is the largest size the kubelet anchor measures: its

@@ -115,7 +115,7 @@ const (
 	SuffixEnd   = "_end"
 )
 
-// Goals of issue 23, judged at GoalSize (the largest size when it was not
+// The bench's goals, judged at GoalSize (the largest size when it was not
 // measured).
 const (
 	GoalSize       = 100

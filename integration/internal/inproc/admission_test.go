@@ -67,7 +67,7 @@ func TestPinningAdmissionAtRunPodSandbox(t *testing.T) {
 				e.mustRunPod(p)
 			}
 			e.applyAsync()
-			before := e.p.Pinning().Allocations.(policy.Status)
+			before := e.p.Pinning().Allocations
 
 			err := e.runPod(tc.pod)
 			if err == nil {
@@ -78,7 +78,7 @@ func TestPinningAdmissionAtRunPodSandbox(t *testing.T) {
 					t.Errorf("RunPodSandbox err = %v\nwant it to contain %q", err, w)
 				}
 			}
-			if after := e.p.Pinning().Allocations.(policy.Status); !reflect.DeepEqual(before, after) {
+			if after := e.p.Pinning().Allocations; !reflect.DeepEqual(before, after) {
 				t.Errorf("refusal changed the state:\nbefore %+v\nafter  %+v", before, after)
 			}
 			if ups := e.applyAsync(); len(ups) != 0 {
@@ -122,7 +122,7 @@ func TestPinningQoS(t *testing.T) {
 			c := Container(tc.pod, "app", append([]ContainerOption{WithGuaranteedCPUs(1, gi)}, tc.opts...)...)
 			resp := e.mustCreate(tc.pod, c)
 			e.applyAsync()
-			st := e.p.Pinning().Allocations.(policy.Status)
+			st := e.p.Pinning().Allocations
 			bubble := mustSet(t, st.Pods[0].Bubble)
 			if bubble.Size() != tc.wantBubble {
 				t.Fatalf("bubble %q, want %d cpus (status %+v)", st.Pods[0].Bubble, tc.wantBubble, st.Pods[0])
@@ -145,7 +145,7 @@ func TestPinningQoS(t *testing.T) {
 func TestPinningReservedMemory(t *testing.T) {
 	t.Run("kept back from the bubbles", func(t *testing.T) {
 		e := setupPinning(t, func(c *config.Config) { c.ReservedMemory = "0:memory=4Gi;1:memory=4Gi" })
-		if got := e.p.Pinning().Allocations.(policy.Status).ReservedMemory; got != "0:memory=4Gi;1:memory=4Gi" {
+		if got := e.p.Pinning().Allocations.ReservedMemory; got != "0:memory=4Gi;1:memory=4Gi" {
 			t.Errorf("status reservedMemory = %q", got)
 		}
 		err := e.runPod(WithPodResources(Pod("fat", "p1", cgroupfsParent, nil), 2000, 2000, 30*gi))
@@ -158,7 +158,7 @@ func TestPinningReservedMemory(t *testing.T) {
 			}
 		}
 		e.mustRunPod(WithPodResources(Pod("fits", "p2", cgroupfsParent, nil), 2000, 2000, 20*gi))
-		if mems := e.p.Pinning().Allocations.(policy.Status).Pods[0].Mems; mems != "0-1" {
+		if mems := e.p.Pinning().Allocations.Pods[0].Mems; mems != "0-1" {
 			t.Errorf("20Gi on two 12Gi nodes: memory nodes %q, want 0-1", mems)
 		}
 	})

@@ -8,11 +8,10 @@ import (
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
-
-	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 )
 
-// TestChurnThousandPods is item 4 of issue 23 at its full size, in process
+// TestChurnThousandPods is the churn check (no growth over a churn) at its
+// full size, in process
 // (the VM's ScaleChurn runs 70 pods under emulation): 1,000 pods started
 // and removed through the real ttrpc connection beside 20 running
 // node-shared containers, every third pod pinned (a 2-CPU budget with an
@@ -57,12 +56,12 @@ func TestChurnThousandPods(t *testing.T) {
 		}
 	}
 	churn(0, warmup)
-	want := e.p.Pinning().Allocations.(policy.Status)
+	want := e.p.Pinning().Allocations
 	before := footprint(t)
 	churn(warmup, warmup+pods)
 	after := footprint(t)
 
-	if got := e.p.Pinning().Allocations.(policy.Status); len(got.Pods) != 1 || len(got.Pods[0].Containers) != 20 || got.NodeSharedPool != want.NodeSharedPool {
+	if got := e.p.Pinning().Allocations; len(got.Pods) != 1 || len(got.Pods[0].Containers) != 20 || got.NodeSharedPool != want.NodeSharedPool {
 		t.Errorf("allocation table after the churn: %d pods, node shared pool %s; want only the fleet's 20 containers and %s", len(got.Pods), got.NodeSharedPool, want.NodeSharedPool)
 	}
 	t.Logf("%d pods: live heap %d -> %d KiB, goroutines %d -> %d, fds %d -> %d",

@@ -446,8 +446,8 @@ func TestPinningPodBudget(t *testing.T) {
 	if pinning == nil || !pinning.Active {
 		t.Fatalf("status pinning = %+v, want active", pinning)
 	}
-	st, ok := pinning.Allocations.(policy.Status)
-	if !ok || len(st.Pods) != 1 || st.Pods[0].Bubble != bubble.String() || len(st.Pods[0].Containers) != 2 {
+	st := pinning.Allocations
+	if st == nil || len(st.Pods) != 1 || st.Pods[0].Bubble != bubble.String() || len(st.Pods[0].Containers) != 2 {
 		t.Errorf("status allocations = %+v", pinning.Allocations)
 	}
 
@@ -456,7 +456,7 @@ func TestPinningPodBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.node.removePod(pod.Id)
-	if st := e.p.Pinning().Allocations.(policy.Status); len(st.Pods) != 0 || st.NodeSharedPool != "0-15" {
+	if st := e.p.Pinning().Allocations; len(st.Pods) != 0 || st.NodeSharedPool != "0-15" {
 		t.Errorf("after RemovePodSandbox: %+v", st)
 	}
 }
@@ -535,13 +535,13 @@ func TestPinningRejections(t *testing.T) {
 			e.mustRunPod(pod)
 			first := tc.first(pod)
 			e.mustCreate(pod, first)
-			before := e.p.Pinning().Allocations.(policy.Status)
+			before := e.p.Pinning().Allocations
 
 			_, err := e.create(pod, tc.second(pod))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
-			after := e.p.Pinning().Allocations.(policy.Status)
+			after := e.p.Pinning().Allocations
 			if len(after.Pods[0].Containers) != 1 || after.Pods[0].SharedPool != before.Pods[0].SharedPool {
 				t.Errorf("refusal changed the state: before %+v after %+v", before, after)
 			}
@@ -720,7 +720,7 @@ func TestPinningRestartDuringChurn(t *testing.T) {
 	if g3cpus := e.node.stamp(t, g3.Id).CPUs; !g3cpus.IsSubsetOf(e.node.cpus(t, s1.Id)) {
 		t.Errorf("s1 runs on %s; stopped g3's %s was not returned to it", e.node.cpus(t, s1.Id), g3cpus)
 	}
-	st := e.p.Pinning().Allocations.(policy.Status)
+	st := e.p.Pinning().Allocations
 	for _, pod := range st.Pods {
 		for _, c := range pod.Containers {
 			if c.ID == g3.Id {
@@ -752,7 +752,7 @@ func podOf(c *api.Container, pods ...*api.PodSandbox) *api.PodSandbox {
 
 func stampOf(t *testing.T, p *nri.Plugin, id string) string {
 	t.Helper()
-	st := p.Pinning().Allocations.(policy.Status)
+	st := p.Pinning().Allocations
 	for _, pod := range st.Pods {
 		for _, c := range pod.Containers {
 			if c.ID == id {
@@ -784,7 +784,7 @@ func TestPinningWritableRefusalHoldsNoCPUs(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nsdelegate") {
 		t.Fatalf("err = %v, want an nsdelegate refusal", err)
 	}
-	st := e.p.Pinning().Allocations.(policy.Status)
+	st := e.p.Pinning().Allocations
 	if len(st.Pods) != 1 || len(st.Pods[0].Containers) != 0 || st.Pods[0].SharedPool != st.Pods[0].Bubble {
 		t.Fatalf("refused container holds cpus: %+v", st.Pods)
 	}
@@ -1079,7 +1079,7 @@ func TestPinningForgedStampIgnored(t *testing.T) {
 	if got := e.node.cpus(t, ag.Id); !got.Intersection(bubble).IsEmpty() {
 		t.Errorf("the attacker runs on %s, in the victim's bubble %s", got, bubble)
 	}
-	for _, ps := range e.p.Pinning().Allocations.(policy.Status).Pods {
+	for _, ps := range e.p.Pinning().Allocations.Pods {
 		if ps.ID == attacker.GetId() && !mustSet(t, ps.Bubble).Intersection(bubble).IsEmpty() {
 			t.Errorf("the attacker's bubble %s overlaps the victim's %s", ps.Bubble, bubble)
 		}

@@ -89,8 +89,8 @@ func TestChartConfigSchema(t *testing.T) {
 			t.Errorf("%s: schema type %q additionalProperties %v, want an object with additionalProperties false", strings.TrimSuffix(prefix, "."), n.Type, string(n.AdditionalProperties))
 		}
 		var keys []string
-		for i := range typ.NumField() {
-			f := typ.Field(i)
+		for _, i := range keyFields(typ) {
+			f := typ.FieldByIndex(i)
 			key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 			keys = append(keys, key)
 			path := prefix + key
@@ -100,7 +100,7 @@ func TestChartConfigSchema(t *testing.T) {
 				continue
 			}
 			p = deref(p)
-			fv := val.Field(i)
+			fv := val.FieldByIndex(i)
 			want := map[reflect.Kind]string{
 				reflect.String: "string", reflect.Int: "integer", reflect.Bool: "boolean",
 				reflect.Slice: "array", reflect.Struct: "object",
@@ -149,6 +149,24 @@ func TestChartConfigSchema(t *testing.T) {
 		}
 	}
 	walk("", defaults.Type(), defaults, node)
+}
+
+// keyFields returns the index of every field of t that is a YAML key: the
+// fields of an embedded struct (a part of config.Config) are keys of t, as
+// the plugin's decoder and encoding/json flatten them.
+func keyFields(t reflect.Type) [][]int {
+	var out [][]int
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			for _, sub := range keyFields(f.Type) {
+				out = append(out, append([]int{i}, sub...))
+			}
+			continue
+		}
+		out = append(out, []int{i})
+	}
+	return out
 }
 
 // A misspelt or unknown config key, or a value of the wrong type or out of

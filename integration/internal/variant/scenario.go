@@ -10,7 +10,7 @@ import (
 // every scenario of a variant and fails the scenario when there is none.
 type Scenario string
 
-// The scenarios. Those of issue 3 were numbered S01 to S10; each says its
+// The scenarios. The first ten were numbered S01 to S10; each says its
 // number.
 const (
 	// Harness checks the VM itself, without cgdelegate.
@@ -108,14 +108,14 @@ const (
 	// go to another pod's exclusive container, and the real cgroups show
 	// the first one moved off them (its quota back), never sharing them.
 	PinningLiveInitContainer Scenario = "PinningLiveInitContainer"
-	// ScaleChurn (issue 23, item 4, at a smaller N): pods are created and
+	// ScaleChurn (the churn check at a smaller N than `make bench-node`): pods are created and
 	// removed through the CRI in waves (BestEffort, Burstable and pinned
 	// pods whose budgets carve bubbles and return them); after the churn
 	// the plugin's allocation table holds none of the churned pods, its
 	// goroutines are back to the start and its open fds and RSS within a
 	// stated tolerance of their values after the first (warm-up) wave.
 	ScaleChurn Scenario = "ScaleChurn"
-	// ScaleRestart (issue 23, item 5, at a smaller N): with a fleet of
+	// ScaleRestart (the restart check at a smaller N than `make bench-node`): with a fleet of
 	// node-shared containers and pinned pods (exclusive and pod-shared
 	// containers) running, the plugin is SIGKILLed and started again; its
 	// allocation table and every container's cpuset.cpus, cpuset.mems and
@@ -124,7 +124,7 @@ const (
 	ScaleRestart Scenario = "ScaleRestart"
 	// Demo is `make demo`: the story of what cgdelegate does to a pod.
 	Demo Scenario = "Demo"
-	// BenchNode is `make bench-node` (issue 23), never part of the suite:
+	// BenchNode is `make bench-node`, never part of the suite:
 	// with 0, 50, 100 and 250 node-shared containers running (or the sizes of
 	// the cgdbench.sizes kernel parameter), the lag until a pinned pod's
 	// CPUs are exclusive, the pinned pod's start, the plugin's own cost and
@@ -134,7 +134,7 @@ const (
 	// no Kubelet scenario: the kubelet starts only after cgdelegate's part.
 	BenchNode Scenario = "BenchNode"
 
-	// The Kubelet scenarios (issue 8) run a standalone kubelet with static
+	// The Kubelet scenarios run a standalone kubelet with static
 	// pods from the manifests in integration/guest/testdata/pods; see
 	// NeedsKubelet.
 
@@ -170,10 +170,10 @@ const (
 	// ClusterPodNetwork: the cluster's pod network and kube-proxy. A pod
 	// on the pod network gets an address of its node's pod CIDR; kubectl
 	// logs shows its output and kubectl exec runs in it (the API server
-	// reaches the kubelet on the node's address); from inside it, its own
-	// Service's ClusterIP answers (kube-proxy, hairpin on the node's
-	// bridge) and so does the kubernetes Service (the API server on the
-	// host); the node reaches the pod's address.
+	// reaches the kubelet on the node's address); from inside it the
+	// kubernetes Service answers (kube-proxy's DNAT to the API server on
+	// the host); from the node, its Service's ClusterIP and the pod's own
+	// address answer.
 	ClusterPodNetwork Scenario = "ClusterPodNetwork"
 	// ClusterRegistryInstall: helm install of the chart from the cluster's
 	// registry (oci://, the first release the harness pushed) with no
@@ -189,14 +189,14 @@ const (
 	// with CPU pinning on and a namespace allowed by name; the config's
 	// checksum rolls the DaemonSet's pod, which reads the new ConfigMap.
 	ClusterHelmSetConfig Scenario = "ClusterHelmSetConfig"
-	// ClusterAdmissionPolicy (issue 20, b): kube-apiserver type-checks the
+	// ClusterAdmissionPolicy: kube-apiserver type-checks the
 	// chart's admission policy without a warning and enforces it: a pod
 	// asking for a writable cgroup is denied outside the allowed
 	// namespaces with the policy's message, admitted and delegated in one
 	// allowed by name and in one allowed by label; a pod that asks for
 	// nothing is admitted and runs.
 	ClusterAdmissionPolicy Scenario = "ClusterAdmissionPolicy"
-	// ClusterNodeLabel (issue 20, f): cgdelegate labels its own Node
+	// ClusterNodeLabel: cgdelegate labels its own Node
 	// cgdelegate.io/supports-cgroup-options=true with its service account
 	// and a pod selecting the label is scheduled there; the account's
 	// token, stolen, can neither label another Node nor change anything
@@ -233,37 +233,37 @@ const (
 	// release's digest with that revision's config, the running pods keep
 	// their delegation and CPUs.
 	ClusterRegistryRollback Scenario = "ClusterRegistryRollback"
-	// ClusterHelmUninstall (issue 20, g): helm uninstall while a writable
+	// ClusterHelmUninstall: helm uninstall while a writable
 	// pod runs: the node label is withdrawn (the chart's pre-delete
 	// hook), a pod selecting it stays Pending with the scheduler's reason,
 	// the running pod keeps its cgroup, a new fail-closed pod waits and a
 	// plain pod starts. Last in its boot: cgdelegate is gone after it.
 	ClusterHelmUninstall Scenario = "ClusterHelmUninstall"
-	// ClusterResizeUnpinned (issue 22): with CPU pinning on, an ordinary
+	// ClusterResizeUnpinned: with CPU pinning on, an ordinary
 	// Burstable pod is resized in place three times (kubectl patch
 	// --subresource resize: CPU limit up, CPU limit down, memory limit up)
 	// beside a Guaranteed pod with an exclusive CPU; each resize completes,
 	// the cgroup files show it, and the exclusive CPU never appears in the
 	// resized container's cpuset.
 	ClusterResizeUnpinned Scenario = "ClusterResizeUnpinned"
-	// ClusterEphemeralContainers (issue 20, d): kubectl debug into a
+	// ClusterEphemeralContainers: kubectl debug into a
 	// writable pod (the debugger's cgroup mount is the one the pod's
 	// annotation asks for) and into two pinned pods (never refused); the
 	// pinned observations are kept for ClusterPinningOracle.
 	ClusterEphemeralContainers Scenario = "ClusterEphemeralContainers"
-	// ClusterResizeBubble (issue 20, e): in-place resizes of a Burstable
+	// ClusterResizeBubble: in-place resizes of a Burstable
 	// container in a bubble pod, of the bubble pod itself and of a
 	// container in the node shared pool; observations kept for
 	// ClusterPinningOracle.
 	ClusterResizeBubble Scenario = "ClusterResizeBubble"
-	// ClusterPinningOracle (issue 20, d and e): after cgdelegate is gone,
+	// ClusterPinningOracle: after cgdelegate is gone,
 	// the kubelet restarts with its own pod-level resource managers and
 	// the same debug and resize steps run again; what the containers see
 	// must match what they saw under cgdelegate, or differ as
 	// docs/cpu-pinning.md says.
 	ClusterPinningOracle Scenario = "ClusterPinningOracle"
 
-	// The user stories of KEP-5474 (issue 21), each the manifest of its
+	// The user stories of KEP-5474, each the manifest of its
 	// page in docs/stories/ applied with kubectl in a namespace the
 	// admission policy allows, under the kubelet on the systemd driver.
 

@@ -48,7 +48,7 @@ func Suite() []Variant {
 		},
 		// The shipped containerd drop-in, fail closed per pod; the
 		// writable scenario shows the validator lets cgdelegate's own
-		// adjustments through. The operator scenarios (issue 9) share the
+		// adjustments through. The operator scenarios share the
 		// boot: the opt-in policy by SIGHUP, /metrics (served in this
 		// variant only), and the validator told to reject hooks, then
 		// namespaces, last because they restart containerd.
@@ -56,7 +56,7 @@ func Suite() []Variant {
 			Name: "ctd24-failclosed", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, FailClosed: true, SMP: 2,
 			Scenarios: []Scenario{
 				Harness, AnnotatedWritable, FailClosedPerPod,
-				OptInPolicy, MetricsScraped, ValidatorRejectsHook, ValidatorRejectsNamespace, // issue 9: operator controls
+				OptInPolicy, MetricsScraped, ValidatorRejectsHook, ValidatorRejectsNamespace, // operator controls
 			},
 		},
 		{Name: "ctd23-no-nsdelegate", Containerd: Containerd23, Plugin: PluginExternal, SMP: 2, Scenarios: noNSDelegate},
@@ -71,30 +71,30 @@ func Suite() []Variant {
 			Scenarios: []Scenario{KubeletDaemonSetPod, KubeletPluginPodRestart},
 		},
 		// PID 1 is systemd and runc uses its systemd cgroup driver: pod
-		// cgroups are kubepods-<qos>-pod<uid>.slice units (issue 8).
+		// cgroups are kubepods-<qos>-pod<uid>.slice units.
 		{
 			Name: "ctd24-Systemd-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Systemd: true, SMP: 2,
 			Kubelet: true,
 			Scenarios: []Scenario{
 				Harness, AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
 				HookRefusesAfterRemount, UsernsPod,
-				// The in-pod stories (issue 10) under runc's systemd driver.
+				// The in-pod stories under runc's systemd driver.
 				InPodWorkers, InPodExecAfterLeafMove, InPodNestedRunc, InPodSystemd,
 				// Last: the kubelet (systemd driver) kills pods it did
 				// not make.
 				KubeletWritable, KubeletUserns,
 			},
 		},
-		// The CPU pinning scenarios (issue 4), on four CPUs in two NUMA
+		// The CPU pinning scenarios, on four CPUs in two NUMA
 		// nodes; PinningContainerScope restarts cgdelegate in container
-		// scope (issue 11, item 8) and back. The kubelet starts only for
+		// scope and back. The kubelet starts only for
 		// the Kubelet scenarios, after the CRI ones (a kubelet kills pods
 		// it did not make): the pod-level pinning, then the real kubelet
-		// with static pods on a cgroupfs host (issue 8; the systemd host
+		// with static pods on a cgroupfs host (the systemd host
 		// is ctd24-Systemd-Kubelet), which share this boot as every boot
 		// costs about 20 s before its first scenario; last the start
-		// latency, which stops and starts cgdelegate. The scale checks of
-		// issue 23 (a churn of pods, a restart with a fleet running) run
+		// latency, which stops and starts cgdelegate. The scale checks
+		// (a churn of pods, a restart with a fleet running) run
 		// here too, before the kubelet starts.
 		{
 			Name: "ctd24-numa-smp4-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
@@ -106,7 +106,7 @@ func Suite() []Variant {
 			},
 		},
 		// The kubelet's own pod-level resource managers against cgdelegate's
-		// pinning (issue 11), on eight CPUs in two NUMA nodes: with CPU 0
+		// pinning, on eight CPUs in two NUMA nodes: with CPU 0
 		// reserved, a node of four free CPUs holds the three-exclusive pod,
 		// and a six-CPU pod needs both nodes. Four CPUs are too few for that.
 		{
@@ -114,14 +114,14 @@ func Suite() []Variant {
 			Kubelet:   true,
 			Scenarios: []Scenario{KubeletPinningOracle},
 		},
-		// A real cluster (issue 20): a control plane on the host's
+		// A real cluster: a control plane on the host's
 		// loopback (integration/vm), the guest's kubelet registered as its
 		// Node, kubectl and helm in the guest; systemd as PID 1 and the
 		// systemd cgroup driver, as kubeadm sets a node up; cgdelegate
 		// installed with helm install of the chart, the containerd drop-in
 		// as shipped (FailClosed), with pinning (CPU 0
 		// reserved) on four CPUs in two NUMA nodes, so that an in-place
-		// resize meets an exclusive CPU beside it (issue 22).
+		// resize meets an exclusive CPU beside it.
 		{
 			Name: "ctd24-Systemd-numa-smp4-Cluster", Containerd: Containerd24, NSDelegate: true, Plugin: PluginHelm, FailClosed: true, Pinning: true,
 			SMP: 4, NUMA: true, Systemd: true, Cluster: true,
@@ -131,13 +131,12 @@ func Suite() []Variant {
 				ClusterHelmSetConfig, ClusterAdmissionPolicy,
 				ClusterRegistryUpgrade, ClusterRegistryRollback, ClusterResizeUnpinned,
 				ClusterEphemeralContainers, ClusterResizeBubble,
-				ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit, // issue 21: the user stories
+				ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit, // the user stories
 				ClusterHelmUninstall, // cgdelegate is gone after it
 				ClusterPinningOracle, // last: the kubelet pins
 			},
 		},
-		// containerd 2.3: the writable scenarios and pinning (issue 11,
-		// item 8) share one boot, as they share a production node: every
+		// containerd 2.3: the writable scenarios and pinning share one boot, as they share a production node: every
 		// boot costs about 20 s of kernel, containerd and plugin start
 		// under TCG before its first scenario.
 		{
@@ -146,7 +145,7 @@ func Suite() []Variant {
 		},
 		// The plugin pre-registered (started by containerd from
 		// /opt/nri/plugins, its config in the Configure blob), with pinning
-		// (issue 11, item 8) in the same boot.
+		// in the same boot.
 		{
 			Name: "ctd24-preregistered", Containerd: Containerd24, NSDelegate: true, Plugin: PluginPreregistered, Pinning: true, SMP: 4, NUMA: true,
 			Scenarios: []Scenario{Harness, AnnotatedWritable, PluginMode, Restarts, PinningPodBudget, PinningDynamicAdd, NUMATopology},

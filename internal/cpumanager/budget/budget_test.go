@@ -226,7 +226,7 @@ func TestSameCPURequest(t *testing.T) {
 		want bool
 	}{
 		{250, 250, true},
-		{250, 232, true}, // issue 22: 250m read back through cpu.weight
+		{250, 232, true}, // a 250m request read back through cpu.weight
 		{2000, 1999, true},
 		{0, 1, true}, // both the floor of 2 shares
 		{250, 300, false},

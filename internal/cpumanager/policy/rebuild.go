@@ -73,79 +73,94 @@ type RebuildResult struct {
 //     from the result.
 //
 // Every stamp that was not kept is reported in Conflicts.
+//
+// Each step is a function of what it reads that returns what it
+// produces, the lists of pods and containers still to place above all.
+// Three accumulators are passed along explicitly: st, the state being
+// built, whose entries each step completes; cl, the CPUs claimed so far,
+// which the steps that keep or carve CPUs check and extend (2, 3, 4, 6
+// and 7); and log, the conflicts. The admitted snapshot is read-only
+// after step 1.
 func (p *Policy) Rebuild(pods []PodSpec, ctrs []ContainerState) RebuildResult {
 	// Hold the lock throughout, so that no event interleaves with the
 	// rebuild and is lost when the new state replaces the old.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	r := &rebuild{
-		p: p, st: newState(), stamps: map[string]*Stamp{}, current: map[string]ContainerState{},
-		claimed: cpuset.New(), podClaimed: map[string]cpuset.CPUSet{},
-	}
-	r.admitPods(pods)
-	r.admitContainers(ctrs)
-	r.keepStampedBubbles()
-	r.keepStampedSlices()
-	r.adoptUnstampedSlices()
-	r.keptMemory()
-	r.allocateBubbles()
-	r.carveSlices()
-	v := r.placeShared()
-	r.diff(v)
-	p.st, p.v = r.st, v
-	return r.res
+	var log conflicts
+	st := admitPods(pods, &log)
+	snap := admitContainers(st, ctrs, &log)
+	cl := newClaims()
+	freshPods := p.keepStampedBubbles(st, snap, cl, &log)
+	unstamped, freshCtrs := p.keepStampedSlices(st, snap, cl, &log)
+	freshCtrs = append(freshCtrs, p.adoptUnstampedSlices(st, snap, cl, unstamped)...)
+	p.keptMemory(st, snap)
+	freshCtrs = p.allocateBubbles(st, cl, freshPods, freshCtrs, &log)
+	p.carveSlices(st, snap, cl, freshCtrs, &log)
+	v := p.placeShared(st, snap, &log)
+	updates := p.diff(st, v, snap, &log)
+	p.st, p.v = st, v
+	return RebuildResult{Updates: updates, Conflicts: log}
 }
 
-// rebuild is one Rebuild in progress: the state it builds and what its
-// steps hand to each other.
-type rebuild struct {
-	p   *Policy
-	st  *state
-	res RebuildResult
-	// stamps holds the stamps that parse, by container id.
+// conflicts collects RebuildResult.Conflicts.
+type conflicts []string
+
+func (l *conflicts) add(format string, args ...any) {
+	*l = append(*l, fmt.Sprintf(format, args...))
+}
+
+// snapshot is the Synchronize snapshot as step 1 admitted it; the later
+// steps only read it.
+type snapshot struct {
+	// stamps holds the stamps that parse and agree with the container's
+	// cpuset, by container id.
 	stamps map[string]*Stamp
-	// current holds the admitted containers of the snapshot, by id.
+	// current holds the admitted containers, by id.
 	current map[string]ContainerState
 	// podIDs and ctrIDs are the admitted ids, sorted.
 	podIDs, ctrIDs []string
-	// claimed holds the bubbles and node-level slices kept so far.
-	claimed cpuset.CPUSet
-	// podClaimed holds the slices kept so far inside each bubble.
-	podClaimed map[string]cpuset.CPUSet
-	// freshPods need a new bubble; freshCtrs need a new slice; unstamped
-	// are exclusive-eligible containers without a stamp.
-	freshPods, freshCtrs, unstamped []string
 }
 
-func (r *rebuild) note(format string, args ...any) {
-	r.res.Conflicts = append(r.res.Conflicts, fmt.Sprintf(format, args...))
+// claims holds the CPUs kept so far: the bubbles and node-level slices
+// (node), and the slices inside each bubble (pods, by pod id).
+type claims struct {
+	node cpuset.CPUSet
+	pods map[string]cpuset.CPUSet
 }
 
-// admitPods records the valid pods of the snapshot (step 1).
-func (r *rebuild) admitPods(pods []PodSpec) {
+func newClaims() *claims {
+	return &claims{node: cpuset.New(), pods: map[string]cpuset.CPUSet{}}
+}
+
+// admitPods returns a state holding the valid pods of the snapshot
+// (step 1).
+func admitPods(pods []PodSpec, log *conflicts) *state {
+	st := newState()
 	pods = slices.Clone(pods)
 	slices.SortFunc(pods, func(a, b PodSpec) int { return cmp.Compare(a.ID, b.ID) })
 	for _, ps := range pods {
-		switch _, dup := r.st.pods[ps.ID]; {
+		switch _, dup := st.pods[ps.ID]; {
 		case ps.ID == "":
-			r.note("pod %q without id ignored", ps.Name)
+			log.add("pod %q without id ignored", ps.Name)
 			continue
 		case dup:
-			r.note("pod %s listed twice; the second is ignored", ps.ID)
+			log.add("pod %s listed twice; the second is ignored", ps.ID)
 			continue
 		}
 		if err := ps.Budget.Validate(); err != nil {
-			r.note("pod %s budget ignored: %v", ps.ID, err)
+			log.add("pod %s budget ignored: %v", ps.ID, err)
 			ps.Budget = budget.Budget{}
 		}
-		r.st.addPod(podState{spec: ps, bubble: cpuset.New(), extraMems: cpuset.New()})
+		st.addPod(podState{spec: ps, bubble: cpuset.New(), extraMems: cpuset.New()})
 	}
+	return st
 }
 
-// admitContainers records the containers of the snapshot that hold CPUs,
-// all in the node shared pool for now, and parses their stamps (step 1).
-// A container of an unlisted pod gets a pod without budget.
-func (r *rebuild) admitContainers(ctrs []ContainerState) {
+// admitContainers adds to st the containers of the snapshot that hold
+// CPUs, all in the node shared pool for now, and returns them with their
+// stamps (step 1). A container of an unlisted pod gets a pod without
+// budget.
+func admitContainers(st *state, ctrs []ContainerState, log *conflicts) snapshot {
 	ctrs = slices.Clone(ctrs)
 	slices.SortFunc(ctrs, func(a, b ContainerState) int { return cmp.Compare(a.Spec.ID, b.Spec.ID) })
 	hasRegular := map[string]bool{}
@@ -154,57 +169,67 @@ func (r *rebuild) admitContainers(ctrs []ContainerState) {
 			hasRegular[cs.Spec.PodID] = true
 		}
 	}
+	snap := snapshot{stamps: map[string]*Stamp{}, current: map[string]ContainerState{}}
 	for _, cs := range ctrs {
-		spec := cs.Spec
-		switch _, dup := r.current[spec.ID]; {
-		case spec.ID == "" || spec.PodID == "":
-			r.note("container %q without id or pod id ignored", spec.Name)
+		switch _, dup := snap.current[cs.Spec.ID]; {
+		case cs.Spec.ID == "" || cs.Spec.PodID == "":
+			log.add("container %q without id or pod id ignored", cs.Spec.Name)
 			continue
 		case dup:
-			r.note("container %s listed twice; the second is ignored", spec.ID)
+			log.add("container %s listed twice; the second is ignored", cs.Spec.ID)
 			continue
 		}
 		// An init container listed beside an app container of its pod has
 		// not stopped (Synchronize lists live containers only): its CPUs
 		// belong to the app containers, and it runs in the node shared
 		// pool until it goes (Policy.release).
-		released := spec.Lifecycle == LifecycleInit && hasRegular[spec.PodID]
-		if _, ok := r.st.pods[spec.PodID]; !ok {
-			r.note("container %s (%q) refers to unknown pod %s; placed in the node shared pool", spec.ID, spec.Name, spec.PodID)
-			r.st.addPod(podState{spec: PodSpec{ID: spec.PodID}, bubble: cpuset.New(), extraMems: cpuset.New()})
-		}
-		switch spec.Lifecycle {
-		case LifecycleRegular, LifecycleInit, LifecycleSidecar:
-		default:
-			r.note("container %s lifecycle %q treated as regular", spec.ID, spec.Lifecycle)
-			spec.Lifecycle = LifecycleRegular
-		}
-		stamp, stampErr := cs.parsedStamp()
-		if err := stamp.agrees(cs.CPUs); err != nil {
-			// A released init container left its slice: its stamp is
-			// stale, and says nothing worth a note.
-			if !released {
-				r.note("container %s: %v; stamp ignored", spec.ID, err)
-			}
-			stamp = nil
-		}
-		spec = restoreLimit(spec, stamp, cs.CPUQuota)
-		if err := spec.Resources.Validate(); err != nil {
-			r.note("container %s resources ignored: %v", spec.ID, err)
-			spec.Resources = budget.NewContainer(budget.Budget{})
-		}
-		cs.Spec = spec
-		r.current[spec.ID] = cs
-		r.st.addCtr(ctrState{spec: spec, pool: PoolNodeShared, released: released})
-		if stampErr != nil {
-			r.note("container %s: %v; ignored", spec.ID, stampErr)
-		}
+		released := cs.Spec.Lifecycle == LifecycleInit && hasRegular[cs.Spec.PodID]
+		admitted, stamp := admitContainer(st, cs, released, log)
+		snap.current[admitted.Spec.ID] = admitted
 		if stamp != nil {
-			r.stamps[spec.ID] = stamp
+			snap.stamps[admitted.Spec.ID] = stamp
 		}
 	}
-	r.podIDs = slices.Sorted(maps.Keys(r.st.pods))
-	r.ctrIDs = slices.Sorted(maps.Keys(r.st.ctrs))
+	snap.podIDs = slices.Sorted(maps.Keys(st.pods))
+	snap.ctrIDs = slices.Sorted(maps.Keys(st.ctrs))
+	return snap
+}
+
+// admitContainer adds one container with an id to st, repaired, and
+// returns it with its stamp, nil when it has none that parses and agrees
+// with its cpuset.
+func admitContainer(st *state, cs ContainerState, released bool, log *conflicts) (ContainerState, *Stamp) {
+	spec := cs.Spec
+	if _, ok := st.pods[spec.PodID]; !ok {
+		log.add("container %s (%q) refers to unknown pod %s; placed in the node shared pool", spec.ID, spec.Name, spec.PodID)
+		st.addPod(podState{spec: PodSpec{ID: spec.PodID}, bubble: cpuset.New(), extraMems: cpuset.New()})
+	}
+	switch spec.Lifecycle {
+	case LifecycleRegular, LifecycleInit, LifecycleSidecar:
+	default:
+		log.add("container %s lifecycle %q treated as regular", spec.ID, spec.Lifecycle)
+		spec.Lifecycle = LifecycleRegular
+	}
+	stamp, stampErr := cs.parsedStamp()
+	if err := stamp.agrees(cs.CPUs); err != nil {
+		// A released init container left its slice: its stamp is
+		// stale, and says nothing worth a note.
+		if !released {
+			log.add("container %s: %v; stamp ignored", spec.ID, err)
+		}
+		stamp = nil
+	}
+	spec = restoreLimit(spec, stamp, cs.CPUQuota)
+	if err := spec.Resources.Validate(); err != nil {
+		log.add("container %s resources ignored: %v", spec.ID, err)
+		spec.Resources = budget.NewContainer(budget.Budget{})
+	}
+	cs.Spec = spec
+	st.addCtr(ctrState{spec: spec, pool: PoolNodeShared, released: released})
+	if stampErr != nil {
+		log.add("container %s: %v; ignored", spec.ID, stampErr)
+	}
+	return cs, stamp
 }
 
 // parsedStamp returns the container's stamp: nil when it has none or when
@@ -271,43 +296,53 @@ func restoreLimit(spec ContainerSpec, stamp *Stamp, quota int64) ContainerSpec {
 }
 
 // keepStampedBubbles keeps the stamped bubbles that are still valid and
-// lists the budget pods that need a fresh one (step 2).
-func (r *rebuild) keepStampedBubbles() {
-	for _, id := range r.podIDs {
-		ps := r.st.pods[id]
-		if !r.p.wantsBubble(ps.spec) {
+// claims them; it returns the budget pods that need a fresh one (step 2).
+func (p *Policy) keepStampedBubbles(st *state, snap snapshot, cl *claims, log *conflicts) (fresh []string) {
+	for _, id := range snap.podIDs {
+		ps := st.pods[id]
+		if !p.wantsBubble(ps.spec) {
 			continue
 		}
-		if c, ok := r.st.notGuaranteed(id); ok {
+		if c, ok := st.notGuaranteed(id); ok {
 			ps.degraded = demoted(c)
-			r.st.pods[id] = ps
+			st.pods[id] = ps
 			continue
 		}
-		cand, votes := stampedBubble(r.st, r.stamps, id)
+		cand, votes := stampedBubble(st, snap.stamps, id)
 		if len(votes) > 1 {
-			r.note("pod %s containers disagree on the bubble (%v); trying %s", id, votes, cand)
+			log.add("pod %s containers disagree on the bubble (%v); trying %s", id, votes, cand)
 		}
 		n := ps.spec.Budget.BubbleCPUs()
 		switch {
 		case cand.IsEmpty():
-			r.freshPods = append(r.freshPods, id)
+			fresh = append(fresh, id)
 			continue
 		case cand.Size() != n:
-			r.note("pod %s stamped bubble %s has %d cpus, its budget needs %d; reallocated", id, cand, cand.Size(), n)
-		case !cand.IsSubsetOf(r.p.usable):
-			r.note("pod %s stamped bubble %s includes unusable cpus %s (reserved, isolated or offline); reallocated",
-				id, cand, cand.Difference(r.p.usable))
-		case !cand.Intersection(r.claimed).IsEmpty():
-			r.note("cpus %s claimed twice: pod %s stamped bubble %s overlaps an earlier claim; reallocated",
-				cand.Intersection(r.claimed), id, cand)
+			log.add("pod %s stamped bubble %s has %d cpus, its budget needs %d; reallocated", id, cand, cand.Size(), n)
+		case !cand.IsSubsetOf(p.usable):
+			log.add("pod %s stamped bubble %s includes unusable cpus %s (reserved, isolated or offline); reallocated",
+				id, cand, cand.Difference(p.usable))
+		case !cand.Intersection(cl.node).IsEmpty():
+			log.add("cpus %s claimed twice: pod %s stamped bubble %s overlaps an earlier claim; reallocated",
+				cand.Intersection(cl.node), id, cand)
 		default:
 			ps.bubble = cand
-			r.st.pods[id] = ps
-			r.claimed = r.claimed.Union(cand)
+			st.pods[id] = ps
+			cl.node = cl.node.Union(cand)
 			continue
 		}
-		r.freshPods = append(r.freshPods, id)
+		fresh = append(fresh, id)
 	}
+	return fresh
+}
+
+// memHolder is a kept bubble or node-level slice whose memory keptMemory
+// reserves.
+type memHolder struct {
+	pod, ctr string // one of them
+	cpuNodes cpuset.CPUSet
+	extra    cpuset.CPUSet
+	mem      int64
 }
 
 // keptMemory gives the kept bubbles and node-level slices their memory
@@ -317,223 +352,237 @@ func (r *rebuild) keepStampedBubbles() {
 // is reserved there within the nodes' capacity when possible
 // (memory.spread), beyond it otherwise (what runs, runs). Holders on fewer
 // memory nodes go first, pods before containers, each by id.
-func (r *rebuild) keptMemory() {
-	type holder struct {
-		pod, ctr string // one of them
-		cpuNodes cpuset.CPUSet
-		extra    cpuset.CPUSet
-		mem      int64
-	}
-	var hs []holder
-	for _, id := range r.podIDs {
-		ps := r.st.pods[id]
-		if ps.bubble.IsEmpty() {
-			continue
-		}
-		cpuNodes := r.p.topo.MemsOf(ps.bubble)
-		for _, cid := range r.st.podContainers(id) {
-			if st := r.stamps[cid]; st != nil && st.Pool != PoolNodeShared && st.Bubble.Equals(ps.bubble) {
-				ps.extraMems = ps.extraMems.Union(st.Mems.Difference(cpuNodes))
-			}
-		}
-		ps.extraMems = ps.extraMems.Intersection(r.p.memNodes)
-		r.st.pods[id] = ps
-		hs = append(hs, holder{pod: id, cpuNodes: cpuNodes, extra: ps.extraMems, mem: podMemory(ps.spec.Budget)})
-	}
-	for _, id := range r.ctrIDs {
-		c := r.st.ctrs[id]
-		if c.pool != PoolExclusive || !r.st.pods[c.spec.PodID].bubble.IsEmpty() {
-			continue
-		}
-		cpuNodes := r.p.topo.MemsOf(c.slice)
-		mems := r.current[id].Mems
-		if st := r.stamps[id]; st != nil {
-			mems = st.Mems
-		}
-		c.extraMems = mems.Difference(cpuNodes).Intersection(r.p.memNodes)
-		r.st.addCtr(c)
-		hs = append(hs, holder{ctr: id, cpuNodes: cpuNodes, extra: c.extraMems, mem: podMemory(c.spec.Resources.Budget)})
-	}
-	slices.SortStableFunc(hs, func(a, b holder) int {
-		return cmp.Compare(a.cpuNodes.Union(a.extra).Size(), b.cpuNodes.Union(b.extra).Size())
-	})
-	if !r.p.mem.known {
+func (p *Policy) keptMemory(st *state, snap snapshot) {
+	hs := append(p.keptBubbleMemory(st, snap), p.keptSliceMemory(st, snap)...)
+	if !p.mem.known {
 		return
 	}
+	slices.SortStableFunc(hs, func(a, b memHolder) int {
+		return cmp.Compare(a.cpuNodes.Union(a.extra).Size(), b.cpuNodes.Union(b.extra).Size())
+	})
 	var ds []demand
-	var with []holder
+	var with []memHolder
 	for _, h := range hs {
 		if h.mem > 0 {
 			ds = append(ds, demand{group: h.cpuNodes.Union(h.extra).List(), first: h.cpuNodes, mem: h.mem})
 			with = append(with, h)
 		}
 	}
-	for k, share := range r.p.mem.spread(ds) {
+	for k, share := range p.mem.spread(ds) {
 		if h := with[k]; h.pod != "" {
-			ps := r.st.pods[h.pod]
+			ps := st.pods[h.pod]
 			ps.memShare = share
-			r.st.pods[h.pod] = ps
+			st.pods[h.pod] = ps
 		} else {
-			c := r.st.ctrs[h.ctr]
+			c := st.ctrs[h.ctr]
 			c.memShare = share
-			r.st.addCtr(c)
+			st.addCtr(c)
 		}
 	}
+}
+
+// keptBubbleMemory sets the memory nodes of the kept bubbles beyond their
+// CPUs' and returns the bubbles as holders, by pod id.
+func (p *Policy) keptBubbleMemory(st *state, snap snapshot) []memHolder {
+	var hs []memHolder
+	for _, id := range snap.podIDs {
+		ps := st.pods[id]
+		if ps.bubble.IsEmpty() {
+			continue
+		}
+		cpuNodes := p.topo.MemsOf(ps.bubble)
+		for _, cid := range st.podContainers(id) {
+			if s := snap.stamps[cid]; s != nil && s.Pool != PoolNodeShared && s.Bubble.Equals(ps.bubble) {
+				ps.extraMems = ps.extraMems.Union(s.Mems.Difference(cpuNodes))
+			}
+		}
+		ps.extraMems = ps.extraMems.Intersection(p.memNodes)
+		st.pods[id] = ps
+		hs = append(hs, memHolder{pod: id, cpuNodes: cpuNodes, extra: ps.extraMems, mem: podMemory(ps.spec.Budget)})
+	}
+	return hs
+}
+
+// keptSliceMemory sets the memory nodes of the kept node-level slices
+// beyond their CPUs' and returns the slices as holders, by container id.
+func (p *Policy) keptSliceMemory(st *state, snap snapshot) []memHolder {
+	var hs []memHolder
+	for _, id := range snap.ctrIDs {
+		c := st.ctrs[id]
+		if c.pool != PoolExclusive || !st.pods[c.spec.PodID].bubble.IsEmpty() {
+			continue
+		}
+		cpuNodes := p.topo.MemsOf(c.slice)
+		mems := snap.current[id].Mems
+		if s := snap.stamps[id]; s != nil {
+			mems = s.Mems
+		}
+		c.extraMems = mems.Difference(cpuNodes).Intersection(p.memNodes)
+		st.addCtr(c)
+		hs = append(hs, memHolder{ctr: id, cpuNodes: cpuNodes, extra: c.extraMems, mem: podMemory(c.spec.Resources.Budget)})
+	}
+	return hs
 }
 
 // sliceRoom returns where c's slice may lie (domain) and what of it is
 // taken so far: its pod's bubble and the slices kept in it, or, without a
 // bubble, the usable cpus and the bubbles and node-level slices kept.
-func (r *rebuild) sliceRoom(c ctrState) (domain, taken cpuset.CPUSet) {
-	if b := r.st.pods[c.spec.PodID].bubble; !b.IsEmpty() {
-		return b, r.podClaimed[c.spec.PodID]
+func (p *Policy) sliceRoom(st *state, cl *claims, c ctrState) (domain, taken cpuset.CPUSet) {
+	if b := st.pods[c.spec.PodID].bubble; !b.IsEmpty() {
+		return b, cl.pods[c.spec.PodID]
 	}
-	return r.p.usable, r.claimed
+	return p.usable, cl.node
 }
 
-// keepSlice makes slice c's exclusive slice and claims it.
-func (r *rebuild) keepSlice(c ctrState, slice cpuset.CPUSet) {
+// keepSlice makes slice c's exclusive slice in st and claims it.
+func keepSlice(st *state, cl *claims, c ctrState, slice cpuset.CPUSet) {
 	c.pool, c.slice = PoolExclusive, slice
-	r.st.addCtr(c)
-	if pid := c.spec.PodID; !r.st.pods[pid].bubble.IsEmpty() {
-		r.podClaimed[pid] = r.podClaimed[pid].Union(slice)
+	st.addCtr(c)
+	if pid := c.spec.PodID; !st.pods[pid].bubble.IsEmpty() {
+		cl.pods[pid] = cl.pods[pid].Union(slice)
 	} else {
-		r.claimed = r.claimed.Union(slice)
+		cl.node = cl.node.Union(slice)
 	}
 }
 
 // keepStampedSlices keeps the stamped exclusive slices that are still
-// valid, and sorts the other exclusive-eligible containers whose pool is
-// known into unstamped and fresh (step 3).
-func (r *rebuild) keepStampedSlices() {
-	for _, id := range r.ctrIDs {
-		c := r.st.ctrs[id]
-		n := r.p.exclusiveCPUs(r.st.pods[c.spec.PodID], c.spec)
-		ps := r.st.pods[c.spec.PodID]
-		if n == 0 || c.released || (ps.bubble.IsEmpty() && (r.p.scope != config.ScopeContainer || r.p.wantsBubble(ps.spec))) {
+// valid and claims them. Of the other exclusive-eligible containers whose
+// pool is known, it returns those without a stamp (unstamped) and those
+// that need a fresh slice (fresh) (step 3).
+func (p *Policy) keepStampedSlices(st *state, snap snapshot, cl *claims, log *conflicts) (unstamped, fresh []string) {
+	for _, id := range snap.ctrIDs {
+		c := st.ctrs[id]
+		ps := st.pods[c.spec.PodID]
+		n := p.exclusiveCPUs(ps, c.spec)
+		if n == 0 || c.released || (ps.bubble.IsEmpty() && (p.scope != config.ScopeContainer || p.wantsBubble(ps.spec))) {
 			continue
 		}
-		s := r.stamps[id]
+		s := snap.stamps[id]
 		if s == nil {
-			r.unstamped = append(r.unstamped, id)
+			unstamped = append(unstamped, id)
 			continue
 		}
 		if s.Pool != PoolExclusive {
-			r.freshCtrs = append(r.freshCtrs, id)
+			fresh = append(fresh, id)
 			continue
 		}
-		domain, taken := r.sliceRoom(c)
+		domain, taken := p.sliceRoom(st, cl, c)
 		switch {
 		case s.CPUs.Size() != n:
-			r.note("container %s stamped slice %s has %d cpus, it needs %d; recarved", id, s.CPUs, s.CPUs.Size(), n)
+			log.add("container %s stamped slice %s has %d cpus, it needs %d; recarved", id, s.CPUs, s.CPUs.Size(), n)
 		case !s.CPUs.IsSubsetOf(domain):
-			r.note("container %s stamped slice %s lies outside %s; recarved", id, s.CPUs, domain)
+			log.add("container %s stamped slice %s lies outside %s; recarved", id, s.CPUs, domain)
 		case !s.CPUs.Intersection(taken).IsEmpty():
-			r.note("cpus %s claimed twice: container %s stamped slice %s overlaps an earlier claim; recarved",
+			log.add("cpus %s claimed twice: container %s stamped slice %s overlaps an earlier claim; recarved",
 				s.CPUs.Intersection(taken), id, s.CPUs)
 		default:
-			r.keepSlice(c, s.CPUs)
+			keepSlice(st, cl, c, s.CPUs)
 			continue
 		}
-		r.freshCtrs = append(r.freshCtrs, id)
+		fresh = append(fresh, id)
 	}
+	return unstamped, fresh
 }
 
-// adoptUnstampedSlices keeps the current cpuset of an unstamped container
-// when it would be a valid slice (step 4). Stamped slices were kept first:
-// a stamp wins.
-func (r *rebuild) adoptUnstampedSlices() {
-	for _, id := range r.unstamped {
-		c := r.st.ctrs[id]
-		cur := r.current[id].CPUs
-		n := r.p.exclusiveCPUs(r.st.pods[c.spec.PodID], c.spec)
-		domain, taken := r.sliceRoom(c)
+// adoptUnstampedSlices keeps and claims the current cpuset of each
+// unstamped container when it would be a valid slice, and returns the
+// others: they need a fresh slice (step 4). Stamped slices were kept
+// first: a stamp wins.
+func (p *Policy) adoptUnstampedSlices(st *state, snap snapshot, cl *claims, unstamped []string) (fresh []string) {
+	for _, id := range unstamped {
+		c := st.ctrs[id]
+		cur := snap.current[id].CPUs
+		n := p.exclusiveCPUs(st.pods[c.spec.PodID], c.spec)
+		domain, taken := p.sliceRoom(st, cl, c)
 		free := domain.Difference(taken)
 		fits := cur.Size() == n && cur.IsSubsetOf(free)
-		if !r.st.pods[c.spec.PodID].bubble.IsEmpty() {
+		if !st.pods[c.spec.PodID].bubble.IsEmpty() {
 			// The pod's shared containers keep a CPU...
-			fits = fits && (free.Size() > n || !r.podSharedNeeded(c.spec.PodID))
+			fits = fits && (free.Size() > n || !podSharedNeeded(st, snap.stamps, c.spec.PodID))
 		} else {
 			// ...and the node shared pool keeps one (container scope).
 			fits = fits && free.Size() > n
 		}
 		if !fits {
-			r.freshCtrs = append(r.freshCtrs, id)
+			fresh = append(fresh, id)
 			continue
 		}
-		r.keepSlice(c, cur)
+		keepSlice(st, cl, c, cur)
 	}
+	return fresh
 }
 
-// allocateBubbles gives the pods in freshPods a new bubble, or degrades
-// them to the node shared pool; the exclusive-eligible containers of a pod
-// that got one need a fresh slice (step 6).
-func (r *rebuild) allocateBubbles() {
-	for _, id := range r.freshPods {
-		ps := r.st.pods[id]
-		b, extra, share, err := r.p.placeBubble(r.st, r.p.usable.Difference(r.claimed), ps.spec.Budget.BubbleCPUs(), podMemory(ps.spec.Budget), "pod "+id+" bubble")
+// allocateBubbles gives the pods in freshPods a new bubble and claims it,
+// or degrades them to the node shared pool. It returns freshCtrs and the
+// exclusive-eligible containers of the pods that got a bubble: the
+// containers that need a fresh slice, sorted (step 6).
+func (p *Policy) allocateBubbles(st *state, cl *claims, freshPods, freshCtrs []string, log *conflicts) []string {
+	for _, id := range freshPods {
+		ps := st.pods[id]
+		b, extra, share, err := p.placeBubble(st, p.usable.Difference(cl.node), ps.spec.Budget.BubbleCPUs(), podMemory(ps.spec.Budget), "pod "+id+" bubble")
 		if err != nil {
 			ps.degraded = err.Error()
-			r.st.pods[id] = ps
-			r.note("pod %s gets no bubble, its containers run in the node shared pool: %v", id, err)
+			st.pods[id] = ps
+			log.add("pod %s gets no bubble, its containers run in the node shared pool: %v", id, err)
 			continue
 		}
 		ps.bubble, ps.extraMems, ps.memShare = b, extra, share
-		r.st.pods[id] = ps
-		r.claimed = r.claimed.Union(b)
-		for _, cid := range r.st.podContainers(id) {
-			if c := r.st.ctrs[cid]; r.p.exclusiveCPUs(ps, c.spec) > 0 && !c.released && !slices.Contains(r.freshCtrs, cid) {
-				r.freshCtrs = append(r.freshCtrs, cid)
+		st.pods[id] = ps
+		cl.node = cl.node.Union(b)
+		for _, cid := range st.podContainers(id) {
+			if c := st.ctrs[cid]; p.exclusiveCPUs(ps, c.spec) > 0 && !c.released && !slices.Contains(freshCtrs, cid) {
+				freshCtrs = append(freshCtrs, cid)
 			}
 		}
 	}
-	slices.Sort(r.freshCtrs)
+	slices.Sort(freshCtrs)
+	return freshCtrs
 }
 
-// carveSlices gives the containers in freshCtrs a new slice; one that does
-// not fit stays shared (step 7).
-func (r *rebuild) carveSlices() {
-	for _, id := range r.freshCtrs {
-		c := r.st.ctrs[id]
-		n := r.p.exclusiveCPUs(r.st.pods[c.spec.PodID], c.spec)
-		inBubble := !r.st.pods[c.spec.PodID].bubble.IsEmpty()
-		if !inBubble && r.p.scope != config.ScopeContainer {
+// carveSlices gives the containers in fresh a new slice and claims it; one
+// that does not fit stays shared (step 7).
+func (p *Policy) carveSlices(st *state, snap snapshot, cl *claims, fresh []string, log *conflicts) {
+	for _, id := range fresh {
+		c := st.ctrs[id]
+		n := p.exclusiveCPUs(st.pods[c.spec.PodID], c.spec)
+		inBubble := !st.pods[c.spec.PodID].bubble.IsEmpty()
+		if !inBubble && p.scope != config.ScopeContainer {
 			continue // degraded pod
 		}
-		domain, taken := r.sliceRoom(c)
+		domain, taken := p.sliceRoom(st, cl, c)
 		free := domain.Difference(taken)
 		var (
 			slice cpuset.CPUSet
 			err   error
 		)
 		switch {
-		case inBubble && free.Size() == n && r.podSharedNeeded(c.spec.PodID):
+		case inBubble && free.Size() == n && podSharedNeeded(st, snap.stamps, c.spec.PodID):
 			err = ErrNoSharedCPUs
 		case inBubble:
-			slice, err = r.p.takeFrom(free, n, fmt.Sprintf("container %s slice in pod %s bubble", id, c.spec.PodID))
+			slice, err = p.takeFrom(free, n, fmt.Sprintf("container %s slice in pod %s bubble", id, c.spec.PodID))
 		default:
 			mem := podMemory(c.spec.Resources.Budget)
 			var used map[int]int64
-			if mem > 0 && r.p.mem.known {
-				used = memUsed(r.st)
+			if mem > 0 && p.mem.known {
+				used = memUsed(st)
 			}
-			slice, c.extraMems, c.memShare, err = r.p.place(used, free, n, mem, "container "+id+" exclusive cpus")
+			slice, c.extraMems, c.memShare, err = p.place(used, free, n, mem, "container "+id+" exclusive cpus")
 		}
 		if err != nil {
-			r.note("container %s gets no exclusive cpus and runs in its shared pool: %v", id, err)
+			log.add("container %s gets no exclusive cpus and runs in its shared pool: %v", id, err)
 			continue
 		}
-		r.keepSlice(c, slice)
+		keepSlice(st, cl, c, slice)
 	}
 }
 
-// placeShared puts every container without a slice in its shared pool and
-// returns the pools of the new state (step 8). The pools depend only on
-// the bubbles and slices, which are final now.
-func (r *rebuild) placeShared() *view {
-	v := newView(r.p.usable, r.st)
-	for _, id := range r.ctrIDs {
-		c := r.st.ctrs[id]
+// placeShared puts every container of st without a slice in its shared
+// pool and returns the pools of the new state (step 8). The pools depend
+// only on the bubbles and slices, which are final now.
+func (p *Policy) placeShared(st *state, snap snapshot, log *conflicts) *view {
+	v := newView(p.usable, st)
+	for _, id := range snap.ctrIDs {
+		c := st.ctrs[id]
 		if c.pool == PoolExclusive || c.released {
 			continue
 		}
@@ -541,20 +590,20 @@ func (r *rebuild) placeShared() *view {
 		// A regular container finding its pod shared pool empty goes to
 		// the node shared pool, as in placeNew.
 		pool, ok := v.pod[c.spec.PodID]
-		if ok && !r.overflowed(c) && (!pool.IsEmpty() || c.spec.Lifecycle != LifecycleRegular) {
+		if ok && !overflowed(st, snap.stamps, c) && (!pool.IsEmpty() || c.spec.Lifecycle != LifecycleRegular) {
 			c.pool = PoolPodShared
 		}
-		r.st.addCtr(c)
+		st.addCtr(c)
 	}
-	for _, pid := range r.podIDs {
-		if pool, ok := v.pod[pid]; ok && pool.IsEmpty() && r.st.podSharedUsed(pid) {
-			r.note("pod %s: %v (after rebuild)", pid, ErrNoSharedCPUs)
+	for _, pid := range snap.podIDs {
+		if pool, ok := v.pod[pid]; ok && pool.IsEmpty() && st.podSharedUsed(pid) {
+			log.add("pod %s: %v (after rebuild)", pid, ErrNoSharedCPUs)
 		}
 	}
-	if r.p.nodeCPUs(v).IsEmpty() {
-		for _, id := range r.ctrIDs {
-			if r.st.ctrs[id].pool == PoolNodeShared {
-				r.note("the node shared pool is empty but container %s needs it", id)
+	if p.nodeCPUs(v).IsEmpty() {
+		for _, id := range snap.ctrIDs {
+			if st.ctrs[id].pool == PoolNodeShared {
+				log.add("the node shared pool is empty but container %s needs it", id)
 				break
 			}
 		}
@@ -562,21 +611,23 @@ func (r *rebuild) placeShared() *view {
 	return v
 }
 
-// diff reports an update for every container whose current cpuset differs
-// from its assignment under v (step 9).
-func (r *rebuild) diff(v *view) {
-	for _, id := range r.ctrIDs {
-		c := r.st.ctrs[id]
-		a := r.p.assign(r.st, v, c)
-		cur := r.current[id]
+// diff returns an update for every container whose current cpuset differs
+// from its assignment in st under v (step 9).
+func (p *Policy) diff(st *state, v *view, snap snapshot, log *conflicts) []Assignment {
+	var updates []Assignment
+	for _, id := range snap.ctrIDs {
+		c := st.ctrs[id]
+		a := p.assign(st, v, c)
+		cur := snap.current[id]
 		if lim := c.spec.Resources.CPULimit; c.pool != PoolExclusive && cur.CPUQuota == -1 && lim > 0 {
 			a.RestoreQuota = budget.QuotaFromMilliCPU(lim, budget.DefaultPeriod)
-			r.note("container %s runs without a cpu quota but is no longer exclusive; its quota for %s restored", id, budget.FormatMilliCPU(lim))
+			log.add("container %s runs without a cpu quota but is no longer exclusive; its quota for %s restored", id, budget.FormatMilliCPU(lim))
 		}
 		if !cur.CPUs.Equals(a.CPUs) || !cur.Mems.Equals(a.Mems) || a.RestoreQuota > 0 {
-			r.res.Updates = append(r.res.Updates, a)
+			updates = append(updates, a)
 		}
 	}
+	return updates
 }
 
 // stampedBubble returns the bubble most of the pod's pinned stamps name
@@ -618,10 +669,10 @@ func stampedBubble(st *state, stamps map[string]*Stamp, podID string) (cpuset.CP
 // podSharedNeeded reports whether the pod has a container without
 // exclusive CPUs that needs the pod's shared pool whatever the others get:
 // any but one that overflowed to the node shared pool.
-func (r *rebuild) podSharedNeeded(podID string) bool {
-	for id := range r.st.byPod[podID] {
-		c := r.st.ctrs[id]
-		if c.spec.Resources.ExclusiveCPUs() == 0 && !r.overflowed(c) && !c.released {
+func podSharedNeeded(st *state, stamps map[string]*Stamp, podID string) bool {
+	for id := range st.byPod[podID] {
+		c := st.ctrs[id]
+		if c.spec.Resources.ExclusiveCPUs() == 0 && !overflowed(st, stamps, c) && !c.released {
 			return true
 		}
 	}
@@ -636,9 +687,9 @@ func (r *rebuild) podSharedNeeded(podID string) bool {
 // whose containers are all node-shared gets a fresh bubble (its stamps do
 // not vote, see stampedBubble); they stay node-shared only if that is
 // the bubble they were stamped with.
-func (r *rebuild) overflowed(c ctrState) bool {
-	s := r.stamps[c.spec.ID]
-	bubble := r.st.pods[c.spec.PodID].bubble
+func overflowed(st *state, stamps map[string]*Stamp, c ctrState) bool {
+	s := stamps[c.spec.ID]
+	bubble := st.pods[c.spec.PodID].bubble
 	return c.spec.Lifecycle == LifecycleRegular && s != nil && s.Pool == PoolNodeShared &&
 		!bubble.IsEmpty() && s.Bubble.Equals(bubble)
 }

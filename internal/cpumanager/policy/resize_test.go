@@ -110,7 +110,7 @@ func TestResize(t *testing.T) {
 			},
 		},
 		{
-			// Issue 22: requests 250m, limit 500m -> 750m, beside a bubble.
+			// A Burstable pod's resize (requests 250m, limit 500m -> 750m), beside a bubble.
 			name: "node-shared cpu limit up beside a bubble", id: "b",
 			res:      budget.NewContainer(budget.Budget{CPURequest: 250, CPULimit: 750, MemoryLimit: 64 * mib}),
 			wantPool: PoolNodeShared,
@@ -198,8 +198,8 @@ func TestResize(t *testing.T) {
 
 func TestResizePod(t *testing.T) {
 	burst := budget.Budget{CPURequest: 1000, CPULimit: 2000, MemoryLimit: gib}
-	// issue22 is the pod of issue 22: requests 250m, limits 500m and 64Mi.
-	issue22 := budget.Budget{CPURequest: 250, CPULimit: 500, MemoryLimit: 64 * mib}
+	// small is a Burstable pod: requests 250m, limits 500m and 64Mi.
+	small := budget.Budget{CPURequest: 250, CPULimit: 500, MemoryLimit: 64 * mib}
 	burstableCtr := func(b budget.Budget) ContainerSpec {
 		c := ctr("c", "p", budget.NewContainer(b))
 		c.PodQoS = budget.QoSBurstable
@@ -229,20 +229,20 @@ func TestResizePod(t *testing.T) {
 		},
 		{name: "burstable pod grows", budget: burst, next: budget.Budget{CPURequest: 1500, CPULimit: 3000, MemoryLimit: gib}, want: budget.Budget{CPURequest: 1500, CPULimit: 3000, MemoryLimit: gib}},
 		{
-			// Issue 22: the limit step arrives with the request read back
+			// The limit step arrives with the request read back
 			// (250m -> 256 shares -> weight 10 -> 237 shares -> 232m).
-			name: "issue 22: cpu limit up, request read back", budget: issue22,
+			name: "small pod: cpu limit up, request read back", budget: small,
 			next: budget.Budget{CPURequest: 232, CPULimit: 750, MemoryLimit: 64 * mib},
 			want: budget.Budget{CPURequest: 232, CPULimit: 750, MemoryLimit: 64 * mib},
 		},
 		{
-			name: "issue 22: memory up, request read back", budget: issue22,
+			name: "small pod: memory up, request read back", budget: small,
 			next: budget.Budget{CPURequest: 232, CPULimit: 500, MemoryLimit: 96 * mib},
 			want: budget.Budget{CPURequest: 232, CPULimit: 500, MemoryLimit: 96 * mib},
 		},
 		{
-			name: "memory limit read back rounded to a page", budget: issue22,
-			next: budget.Budget{CPURequest: 250, CPULimit: 500, MemoryLimit: 64*mib - 4096}, want: issue22,
+			name: "memory limit read back rounded to a page", budget: small,
+			next: budget.Budget{CPURequest: 250, CPULimit: 500, MemoryLimit: 64*mib - 4096}, want: small,
 		},
 		{name: "fractional guaranteed pod would get a bubble", budget: podBudget(1500), next: podBudget(2000), wantErr: "would give it a bubble"},
 		{
