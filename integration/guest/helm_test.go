@@ -221,8 +221,8 @@ func clusterRegistryInstall(t *testing.T, e *guestEnv) {
 		t.Fatalf("the DaemonSet's pods: %d (%v), want 1\n%s", len(pods), err, e.describeDaemonSet(ctx))
 	}
 	p := &pods[0]
-	if p.Spec.NodeName != kubeletNode || p.Status.Phase != corev1.PodRunning || !kubelet.Running(p, dsPluginContainer) {
-		t.Errorf("pod %s: %s; want Running on %s", p.Name, describePod(p), kubeletNode)
+	if p.Spec.NodeName != e.nodeName() || p.Status.Phase != corev1.PodRunning || !kubelet.Running(p, dsPluginContainer) {
+		t.Errorf("pod %s: %s; want Running on %s", p.Name, describePod(p), e.nodeName())
 	}
 	if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].Kind != "DaemonSet" || p.OwnerReferences[0].Name != helmRelease {
 		t.Errorf("pod %s: owners %v, want the DaemonSet %s", p.Name, p.OwnerReferences, helmRelease)

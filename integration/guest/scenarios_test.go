@@ -61,6 +61,8 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.ClusterHelmSetConfig:            clusterHelmSetConfig,
 	variant.ClusterAdmissionPolicy:          clusterAdmissionPolicy,
 	variant.ClusterNodeLabel:                clusterNodeLabel,
+	variant.ClusterMixedFleet:               clusterMixedFleet,
+	variant.ClusterMixedFleetNode:           clusterMixedFleetNode,
 	variant.ClusterRegistryUpgrade:          clusterRegistryUpgrade,
 	variant.ClusterRegistryRollback:         clusterRegistryRollback,
 	variant.ClusterHelmUninstall:            clusterHelmUninstall,

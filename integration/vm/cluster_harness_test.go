@@ -33,9 +33,10 @@ import (
 // clusterPlan is the cluster's network (integration/internal/podnet): the
 // host's bridge, where the API server listens, and the guest nodes on it.
 // Each node's kubelet certificate says system:node:<its name>
-// (clusterIdentitiesFor); the first node is cgd-vm, the guest's
-// kubeletNode.
-var clusterPlan = podnet.DefaultPlan(1)
+// (clusterIdentitiesFor); the first node is cgd-vm, which runs the
+// scenarios, the second cgd-vm2, which the cluster boot starts beside it
+// for ClusterMixedFleet (variant.MixedFleetNode, mixedfleet_test.go).
+var clusterPlan = podnet.DefaultPlan(2)
 
 // clusterHostIP is the host's address on the cluster's bridge: the API
 // server binds and advertises it (the kubernetes Service's endpoint), and

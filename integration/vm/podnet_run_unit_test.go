@@ -194,6 +194,7 @@ func TestSuiteFilesPodNet(t *testing.T) {
 		"usr/local/bin/kube-proxy":                                         "kube-proxy",
 		"etc/kubernetes/kube-proxy.kubeconfig":                             "kube-proxy.kubeconfig",
 		"etc/kubernetes/kubelet.kubeconfig":                                "kubelet.kubeconfig",
+		"etc/kubernetes/kubelet-cgd-vm2.kubeconfig":                        "kubelet-cgd-vm2.kubeconfig",
 		"opt/cni/bin/bridge":                                               "cni/bridge",
 		"opt/cni/bin/host-local":                                           "cni/host-local",
 		"opt/cni/bin/loopback":                                             "cni/loopback",

@@ -75,7 +75,7 @@ func TestVM(t *testing.T) {
 	workDir := newWorkDir(t)
 	arts, initrds := prepare(t, log, vs, workDir)
 	for _, v := range vs {
-		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds[bootOf(v)], workDir, v) })
+		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds, workDir, v) })
 	}
 	log.Info("integration suite done", "took", time.Since(start).Round(time.Second))
 }
@@ -204,7 +204,7 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 	// One initramfs per containerd version, init, kubelet and release
 	// image: only the variants that need them carry their 90 and 35 MB.
 	initrds := map[bootKind]string{}
-	for _, v := range vs {
+	for _, v := range withFollowers(vs) {
 		k := bootOf(v)
 		if _, ok := initrds[k]; ok {
 			continue
@@ -260,7 +260,11 @@ func (k bootKind) String() string {
 // crashes (see runVariant).
 const maxBootAttempts = 3
 
-func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir string, v variant.Variant) {
+// runVariant boots v (and its cluster's second node, when it has one:
+// variant.MixedFleetNode) and reports each of its scenarios; initrds are
+// prepare's.
+func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrds map[bootKind]string, workDir string, v variant.Variant) {
+	initrd := initrds[bootOf(v)]
 	cl, err := cmdline(v)
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +294,10 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		// And 35 to the cluster boot's (guest-run.sh, init.sh).
 		spec.Timeout = 40 * time.Minute
 	}
-	var cp *runningControlPlane
+	var (
+		cp     *runningControlPlane
+		second *follower
+	)
 	if v.Cluster {
 		// The pod network's bridge first: the API server listens on it.
 		h, err := upHostNetwork(log.With("variant", v.Name), clusterPlan, netLockPath)
@@ -323,6 +330,11 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		if err := publishReleases(context.Background(), log.With("variant", v.Name), reg, arts.Cluster.Helm, arts.Cluster.Releases); err != nil {
 			t.Fatalf("publishing the releases for %s: %v", v.Name, err)
 		}
+		// The second node boots beside the first and idles until the
+		// first's ClusterMixedFleet asks it to join.
+		if second = startSecondNode(t, log, arts, initrds, workDir, v); second != nil {
+			defer second.stop() // before the control plane and the bridge go (t.Cleanup)
+		}
 	}
 	if slices.Contains(v.Scenarios, variant.KubeletPinningOracle) {
 		// The guest gives the oracle 45 minutes (init.sh).
@@ -353,6 +365,9 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 	}
 	for _, p := range rep.Problems {
 		t.Errorf("console: %s", p)
+	}
+	if second != nil {
+		second.report(t)
 	}
 	if cp != nil {
 		if err := cp.healthy(); err != nil {
