@@ -58,7 +58,7 @@ func TestFollowerSpec(t *testing.T) {
 	}
 	args := strings.Join(spec.args(), " ")
 	for _, want := range []string{
-		"-smp 1", "-m 2048", "-initrd node2.cpio",
+		"-smp 1", "-m 3072", "-initrd node2.cpio",
 		"-netdev tap,id=n0,ifname=cgdtap2,script=no,downscript=no", "virtio-net-pci,netdev=n0,mac=52:54:00:cd:00:02",
 	} {
 		if !strings.Contains(args, want) {
