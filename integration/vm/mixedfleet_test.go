@@ -70,7 +70,7 @@ func followerSpec(kernel, initrd, accel string, plan podnet.Plan, node string, f
 	return bootSpec{
 		Kernel: kernel, Initramfs: initrd, Cmdline: cl + " " + params,
 		SMP: f.SMP, Tap: n.Tap, MAC: n.MAC, MemoryMiB: followerMemoryMiB, Accel: accel,
-		BootTimeout: 8 * time.Minute, Timeout: 40 * time.Minute,
+		BootTimeout: 8 * time.Minute, Timeout: 50 * time.Minute,
 	}, nil
 }
 

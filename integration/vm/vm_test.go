@@ -291,8 +291,8 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrds map[boo
 		spec.Timeout = 25 * time.Minute
 	}
 	if v.Cluster {
-		// And 35 to the cluster boot's (guest-run.sh, init.sh).
-		spec.Timeout = 40 * time.Minute
+		// And 45 to the cluster boot's (guest-run.sh, init.sh).
+		spec.Timeout = 50 * time.Minute
 	}
 	var (
 		cp     *runningControlPlane
