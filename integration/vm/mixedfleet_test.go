@@ -139,23 +139,7 @@ func (fl *follower) report(t *testing.T) {
 	for _, p := range rep.Problems {
 		t.Errorf("second node %s console: %s", fl.v.Name, p)
 	}
-	for _, sc := range fl.v.Scenarios {
-		t.Run(string(sc), func(t *testing.T) {
-			res, ok := rep.Results[sc]
-			out := strings.Join(rep.Output[sc], "\n")
-			for _, m := range rep.Metrics[sc] {
-				t.Logf("%s", m)
-			}
-			switch {
-			case !ok:
-				t.Fatalf("no result from the second node %s for %s (console log %s)\n%s", fl.v.Name, sc, fl.spec.LogPath, out)
-			case res.Result == "pass":
-				t.Logf("passed on the second node in %.1fs", res.Seconds)
-			default:
-				t.Fatalf("%s on the second node (%.1fs):\n%s", res.Result, res.Seconds, out)
-			}
-		})
-	}
+	reportScenarios(t, rep, fl.v.Scenarios, "the second node "+fl.v.Name, fl.spec.LogPath)
 }
 
 // startSecondNode boots v's second node (variant.MixedFleetNode) on

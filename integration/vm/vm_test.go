@@ -377,7 +377,21 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrds map[boo
 	if rep.Done != nil && rep.Done.Exit != 0 {
 		t.Logf("guest test binary exited %d", rep.Done.Exit)
 	}
-	for _, sc := range v.Scenarios {
+	reportScenarios(t, rep, v.Scenarios, "the guest", spec.LogPath)
+	for sc := range rep.Results {
+		if !slices.Contains(v.Scenarios, sc) {
+			t.Errorf("guest reported unexpected scenario %s", sc)
+		}
+	}
+}
+
+// reportScenarios makes a subtest of each scenario of a guest (where, as
+// "the guest" or "the second node") from its console report: its metrics
+// logged, passed, or failed with its output (no result: the console log
+// at logPath says why).
+func reportScenarios(t *testing.T, rep *consoleReport, scenarios []variant.Scenario, where, logPath string) {
+	t.Helper()
+	for _, sc := range scenarios {
 		t.Run(string(sc), func(t *testing.T) {
 			res, ok := rep.Results[sc]
 			out := strings.Join(rep.Output[sc], "\n")
@@ -386,18 +400,13 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrds map[boo
 			}
 			switch {
 			case !ok:
-				t.Fatalf("no result from the guest for %s (console log %s)\n%s", sc, spec.LogPath, out)
+				t.Fatalf("no result from %s for %s (console log %s)\n%s", where, sc, logPath, out)
 			case res.Result == "pass":
-				t.Logf("passed in the guest in %.1fs", res.Seconds)
+				t.Logf("passed on %s in %.1fs", where, res.Seconds)
 			default:
-				t.Fatalf("%s in the guest (%.1fs):\n%s", res.Result, res.Seconds, out)
+				t.Fatalf("%s on %s (%.1fs):\n%s", res.Result, where, res.Seconds, out)
 			}
 		})
-	}
-	for sc := range rep.Results {
-		if !slices.Contains(v.Scenarios, sc) {
-			t.Errorf("guest reported unexpected scenario %s", sc)
-		}
 	}
 }
 
