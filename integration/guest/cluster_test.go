@@ -5,16 +5,14 @@ package guest
 // The cluster harness and its scenarios (variant.Variant.Cluster): the
 // control plane runs on the host (integration/vm), the guest's kubelet
 // registers with it as Node cgd-vm, and the scenarios drive it with
-// kubectl and the admin kubeconfig a user would have (/root/.kube/config),
-// reading cgroups from the node as before.
+// kubectl and helm on the host as an operator would from a workstation
+// (workstation_test.go), reading cgroups from the node as before.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/workstation"
 )
 
 const (
@@ -120,19 +119,11 @@ func (e *guestEnv) startClusterKubelet() (*clusterEnv, error) {
 	return c, nil
 }
 
-// kubectl runs kubectl with the guest's admin kubeconfig (its default,
-// /root/.kube/config), stdin as its input, and returns its stdout.
+// kubectl runs kubectl on the workstation with the admin's kubeconfig,
+// stdin as its input, and returns its stdout.
 func kubectl(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--request-timeout=30s"}, args...)...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.Bytes(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.Bytes(), nil
+	res, err := onWorkstation(ctx, workstation.Request{Tool: "kubectl", Args: append([]string{"--request-timeout=30s"}, args...), Stdin: stdin})
+	return res.Stdout, err
 }
 
 // getJSON decodes `kubectl get <kind> <name> -o json` into v, reading

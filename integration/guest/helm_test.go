@@ -9,14 +9,12 @@ package guest
 // and mounts its ConfigMap from the API.
 
 import (
-	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,6 +28,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/workstation"
 )
 
 const (
@@ -61,17 +60,11 @@ type helmInstall struct {
 	args []string
 }
 
-// helmCmd runs helm with the guest's admin kubeconfig (its default,
-// /root/.kube/config) and returns its combined output.
+// helmCmd runs helm on the workstation with the admin's kubeconfig and
+// returns its stdout.
 func helmCmd(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "helm", args...)
-	cmd.Env = append(os.Environ(), "HOME=/root")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return out.Bytes(), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
-	}
-	return out.Bytes(), nil
+	res, err := onWorkstation(ctx, workstation.Request{Tool: "helm", Args: args})
+	return res.Stdout, err
 }
 
 // configValues are the --set arguments ClusterHelmSetConfig adds to the

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgdelegate/cgdelegate/integration/internal/workstation"
 )
 
 const (
@@ -48,11 +49,6 @@ func kubectlAs(ctx context.Context, token string, args ...string) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "kubectl-as-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
 	kubeconfig := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters: [{name: c, cluster: {server: %q, certificate-authority-data: %q}}]
@@ -60,14 +56,10 @@ users: [{name: u, user: {token: %q}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 `, server, ca, strings.TrimSpace(token))
-	path := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig=" + path, "--request-timeout=30s"}, args...)...)
-	out, err := cmd.CombinedOutput()
+	res, err := onWorkstation(ctx, workstation.Request{Tool: "kubectl", Args: append([]string{"--request-timeout=30s"}, args...), Kubeconfig: []byte(kubeconfig)})
+	out := append(res.Stdout, res.Stderr...)
 	if err != nil {
-		return out, fmt.Errorf("kubectl (as the token's account) %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return out, fmt.Errorf("as the token's account: %w", err)
 	}
 	return out, nil
 }

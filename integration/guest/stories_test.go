@@ -10,14 +10,12 @@ package guest
 // the pages) with kubectl, in a namespace the admission policy allows.
 
 import (
-	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -34,6 +32,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
 	"github.com/cgdelegate/cgdelegate/integration/internal/inspect"
 	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
+	"github.com/cgdelegate/cgdelegate/integration/internal/workstation"
 )
 
 //go:embed testdata/stories/*.yaml
@@ -723,19 +722,12 @@ func kubectlExec(namespace, pod, container string) cri.Execer {
 		ctx, cancel := context.WithTimeout(ctx, timeout+30*time.Second)
 		defer cancel()
 		args := append([]string{"-n", namespace, "exec", pod, "-c", container, "--"}, argv...)
-		cmd := exec.CommandContext(ctx, "kubectl", args...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		r := cri.ExecResult{Stdout: stdout.String(), Stderr: stderr.String()}
-		var exit *exec.ExitError
-		if errors.As(err, &exit) && exit.ExitCode() > 0 && strings.Contains(r.Stderr, "command terminated with exit code") {
-			r.ExitCode = int32(exit.ExitCode())
+		res, err := onWorkstation(ctx, workstation.Request{Tool: "kubectl", Args: args})
+		r := cri.ExecResult{Stdout: string(res.Stdout), Stderr: string(res.Stderr)}
+		if res.ExitCode > 0 && res.Error == "" && strings.Contains(r.Stderr, "command terminated with exit code") {
+			r.ExitCode = int32(res.ExitCode)
 			return r, nil
 		}
-		if err != nil {
-			return r, fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(r.Stderr))
-		}
-		return r, nil
+		return r, err
 	}
 }

@@ -53,8 +53,11 @@ const (
 )
 
 // Where the guest finds the cluster's files (integration/guest reads the
-// same paths): the kubelets' kubeconfigs, kube-proxy's and kubectl's
-// default one, all pointing at https://<clusterHostIP>:<port>.
+// same paths): the kubelets' kubeconfigs, kube-proxy's and the admin's
+// (the guest's API client reads it), all pointing at
+// https://<clusterHostIP>:<port>. kubectl and helm are not in the guest:
+// they run on the host (startWorkstation), and helm installs the chart
+// from the cluster's registry (registry_harness_test.go).
 const (
 	// guestKubeletKubeconfigs holds each node's kubelet kubeconfig,
 	// <podnet.KubeletKubeconfig>.kubeconfig.
@@ -62,13 +65,9 @@ const (
 	guestKubeProxyKubeconfig = "etc/kubernetes/kube-proxy.kubeconfig"
 	guestKubeProxy           = "usr/local/bin/kube-proxy"
 	guestAdminKubeconfig     = "root/.kube/config"
-	guestKubectl             = "usr/local/bin/kubectl"
 	// guestNetModules holds the modules init.sh and guest-run.sh load for
 	// eth0 (not under lib/, a symlink in the systemd root filesystem).
 	guestNetModules = "cgd/net"
-	// guestHelm is helm; the chart is not in the guest: helm installs it
-	// from the cluster's registry (registry_harness_test.go).
-	guestHelm = "usr/local/bin/helm"
 )
 
 // clusterIdentity is one client certificate of the cluster and the

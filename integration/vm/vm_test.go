@@ -330,6 +330,10 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrds map[boo
 		if err := publishReleases(context.Background(), log.With("variant", v.Name), reg, arts.Cluster.Helm, arts.Cluster.Releases); err != nil {
 			t.Fatalf("publishing the releases for %s: %v", v.Name, err)
 		}
+		// kubectl and helm for the guest's scenarios, on the host.
+		if err := startWorkstation(t, log.With("variant", v.Name), arts.Cluster, dir); err != nil {
+			t.Fatalf("workstation for %s: %v", v.Name, err)
+		}
 		// The second node boots beside the first and idles until the
 		// first's ClusterMixedFleet asks it to join.
 		if second = startSecondNode(t, log, arts, initrds, workDir, v); second != nil {
