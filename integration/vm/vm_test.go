@@ -73,11 +73,15 @@ func TestVM(t *testing.T) {
 		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
 	}
 	workDir := newWorkDir(t)
-	arts, initrds := prepare(t, log, vs, workDir)
-	for _, v := range vs {
-		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds, workDir, v) })
+	lanes, err := vmLanes(os.Getenv("CGD_VM_LANES"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	log.Info("integration suite done", "took", time.Since(start).Round(time.Second))
+	arts, initrds := prepare(t, log, vs, workDir)
+	runInLanes(lanes, vs, func(v variant.Variant) {
+		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds, workDir, v) })
+	})
+	log.Info("integration suite done", "took", time.Since(start).Round(time.Second), "lanes", lanes)
 }
 
 // TestIngredients builds and caches what the selected variants boot (kernel,
