@@ -73,15 +73,11 @@ func TestVM(t *testing.T) {
 		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
 	}
 	workDir := newWorkDir(t)
-	lanes, err := vmLanes(os.Getenv("CGD_VM_LANES"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	arts, initrds := prepare(t, log, vs, workDir)
-	runInLanes(lanes, vs, func(v variant.Variant) {
+	for _, v := range vs {
 		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds, workDir, v) })
-	})
-	log.Info("integration suite done", "took", time.Since(start).Round(time.Second), "lanes", lanes)
+	}
+	log.Info("integration suite done", "took", time.Since(start).Round(time.Second))
 }
 
 // TestIngredients builds and caches what the selected variants boot (kernel,

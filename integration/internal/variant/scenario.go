@@ -328,18 +328,6 @@ var scenarios = []Scenario{
 // (Docker and Podman from Debian's packages, integration/vm).
 func (s Scenario) NeedsEngines() bool { return s == ClusterDocker || s == ClusterPodman }
 
-// Timed reports whether the scenario judges durations or rates against
-// a bound or a ratio (the churn and restart sizes, start latency, the
-// oracle's pinning timeouts, the node benchmark, the demo): its boot runs
-// alone on the machine, not beside another guest.
-func (s Scenario) Timed() bool {
-	switch s {
-	case ScaleChurn, ScaleRestart, KubeletStartLatency, KubeletPinningOracle, BenchNode, Demo:
-		return true
-	}
-	return false
-}
-
 // AllScenarios returns every scenario the guest implements.
 func AllScenarios() []Scenario { return slices.Clone(scenarios) }
 

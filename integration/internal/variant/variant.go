@@ -51,14 +51,6 @@ func (v Variant) CarriesReleaseArchive() bool { return v.Plugin == PluginDaemonS
 // initramfs (about 300 MB): only a variant with a scenario that runs it.
 func (v Variant) NeedsEngines() bool { return slices.ContainsFunc(v.Scenarios, Scenario.NeedsEngines) }
 
-// BootsAlone reports whether the boot must have the machine to itself:
-// a cluster (its control plane and registry run on the host too), more
-// than four CPUs, or a Timed scenario. Other boots may run beside one
-// another (integration/vm's lanes).
-func (v Variant) BootsAlone() bool {
-	return v.Cluster || v.SMP > 4 || slices.ContainsFunc(v.Scenarios, Scenario.Timed)
-}
-
 // RunsKubelet reports whether the boot carries a kubelet: the standalone
 // one (Kubelet) or the one a cluster registers (Cluster).
 func (v Variant) RunsKubelet() bool { return v.Kubelet || v.Cluster }
