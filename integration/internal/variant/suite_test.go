@@ -22,7 +22,7 @@ func withFollowers(vs []Variant) []Variant {
 }
 
 func TestSuite(t *testing.T) {
-	all := withFollowers(append(Suite(), DemoVariant(), BenchVariant()))
+	all := withFollowers(append(append(Suite(), Extended()...), DemoVariant(), BenchVariant()))
 	names := map[string]bool{}
 	expected := map[Scenario]bool{}
 	for _, v := range all {
@@ -126,7 +126,7 @@ func TestScenarioKnown(t *testing.T) {
 // written (FailClosed); no other variant carries the image.
 func TestDaemonSetVariants(t *testing.T) {
 	n := 0
-	for _, v := range withFollowers(append(Suite(), DemoVariant(), BenchVariant())) {
+	for _, v := range withFollowers(append(append(Suite(), Extended()...), DemoVariant(), BenchVariant())) {
 		ds := v.Plugin == PluginDaemonSet || v.Plugin == PluginHelm
 		if v.NeedsReleaseImage() != ds {
 			t.Errorf("%s: NeedsReleaseImage %v, plugin %s", v.Name, v.NeedsReleaseImage(), v.Plugin)
@@ -215,6 +215,31 @@ func TestMixedFleetNode(t *testing.T) {
 	for _, v := range Suite() {
 		if _, ok := MixedFleetNode(v); ok != v.Cluster {
 			t.Errorf("%s: second node %v, cluster %v", v.Name, ok, v.Cluster)
+		}
+	}
+}
+
+// TestExtended: the extended boots hold the size checks and the eight-CPU
+// oracle, and CI's suite none of them; each validates.
+func TestExtended(t *testing.T) {
+	long := []Scenario{ScaleChurn, ScaleRestart, KubeletPinningOracle}
+	var got []Scenario
+	for _, v := range Extended() {
+		if err := v.Validate(); err != nil {
+			t.Errorf("%s: %v", v.Name, err)
+		}
+		got = append(got, v.Scenarios...)
+	}
+	for _, s := range long {
+		if !slices.Contains(got, s) {
+			t.Errorf("Extended() does not run %s", s)
+		}
+	}
+	for _, v := range Suite() {
+		for _, s := range long {
+			if slices.Contains(v.Scenarios, s) {
+				t.Errorf("the CI suite's %s runs %s, an extended check", v.Name, s)
+			}
 		}
 	}
 }
