@@ -171,11 +171,10 @@ ingredients:
 	bash integration/vm/install-deps.sh
 	CGD_INGREDIENTS=1 $(GO) test -tags integration_vm -count=1 -v -run '^TestIngredients$$' -timeout 80m ./integration/vm/
 
-# The boots' limit: CI's suite (variant.Suite) took about 50 minutes on a
-# quiet 2-core machine on 2026-11-27 with kubectl and helm on the host's
-# workstation and the long checks in boots-extended (docs/development.md
-# has the measurements); 80 leaves room on a slower machine and keeps CI
-# (.ci/run, with make test and the ingredients before) under its hard 90.
+# The boots' limit: CI's suite (variant.Suite) takes 50 to 60 minutes on a
+# quiet 2-core machine (2026-11-27, with kubectl and helm on the host's
+# workstation and the long checks in boots-extended; docs/development.md
+# has the measurements); 80 leaves room on a slower machine.
 boots:
 	bash integration/vm/install-deps.sh
 	$(GO) test -tags integration_vm -count=1 -v -timeout 80m ./integration/vm/
