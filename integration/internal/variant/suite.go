@@ -159,8 +159,10 @@ func Extended() []Variant {
 		// the pinning scenarios, as when they ran in
 		// ctd24-numa-smp4-Kubelet: right after Harness, ScaleChurn found
 		// 17 goroutines after the churn against 16 before it (17 after
-		// its warm-up wave too), a goroutine the first pinned pods start
-		// and keep, not yet explained.
+		// its warm-up wave too); with the pinning scenarios first it
+		// found 16, 17 and 18 (2026-11-27). Not yet explained: a slow
+		// goroutine leak, or a retry outliving settleWithin; until then
+		// this boot fails.
 		{
 			Name: "ctd24-numa-smp4-scale", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
 			Scenarios: []Scenario{
