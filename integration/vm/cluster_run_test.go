@@ -71,13 +71,10 @@ type clusterArtifacts struct {
 	WorkstationToken string
 }
 
-// controlPlaneBinaries builds controlPlaneCommands at kubeletVersion with
-// the kubelet's module and flags (k8sBuild), cached by version under a key
-// of their own.
+// controlPlaneBinaries is the directory of controlPlaneCommands, from
+// kubernetes' build.
 func (b *builder) controlPlaneBinaries(ctx context.Context) (string, error) {
-	return b.cached("controlplane/"+kubeletVersion, func(tmp string) error {
-		return b.k8sBuild(ctx, tmp, kubeletVersion, controlPlaneCommands...)
-	})
+	return b.kubernetes(ctx)
 }
 
 // etcd builds testdata/etcd against etcdVersion, cached by the version and
