@@ -177,13 +177,9 @@ ingredients:
 # and runs make test beside it. CI's suite (variant.Suite) boots in 50 to
 # 60 minutes on a quiet 2-core machine (docs/development.md has the
 # measurements); 85 stays under CI's 90 with the builds.
-# TestVM runs first, on its own: the harness's other tests (podman load,
-# the registry's publish) build with the ingredients in the cache after it,
-# where on a cold machine they took minutes before the first build began.
 boots:
 	bash integration/vm/install-deps.sh
-	$(GO) test -tags integration_vm -count=1 -v -timeout 85m -run '^TestVM$$' ./integration/vm/
-	$(GO) test -tags integration_vm -count=1 -v -timeout 15m -skip '^TestVM$$' ./integration/vm/
+	$(GO) test -tags integration_vm -count=1 -v -timeout 85m ./integration/vm/
 
 # The long checks CI leaves out (variant.Extended): the scale boot and the
 # kubelet's pinning oracle on eight CPUs, about 11 minutes under TCG.
