@@ -141,10 +141,9 @@ func bootStages(vs []variant.Variant) (early, late []variant.Variant) {
 }
 
 // lateStage builds the ingredients of the later boots in the background:
-// the Kubernetes commands and the Debian root filesystems from the moment
-// it is made, the rest (and the initramfs images, in workDir/late) once
-// begin says the first stage's builds are done, so that no ingredient is
-// built twice at once.
+// the Kubernetes commands from the moment it is made, the rest (and the
+// initramfs images, in workDir/late) once begin says the first stage's
+// builds are done, so that no ingredient is built twice at once.
 type lateStage struct {
 	begun   chan struct{}
 	done    chan struct{}
