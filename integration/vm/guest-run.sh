@@ -33,8 +33,11 @@ if grep -qw 'cgd.cluster=1' /proc/cmdline; then
 	ip route add default via "$gw" || echo "CGD-FATAL default route via $gw"
 fi
 
-# 20 minutes, longer for the cluster and the oracle, as in init.sh.
-timeout=20m
+# Kubelet and cluster variants get longer, as in init.sh.
+timeout=10m
+if grep -qw -e 'cgd.kubelet=1' -e 'cgd.cluster=1' /proc/cmdline; then
+	timeout=20m
+fi
 # The cluster boot's scenarios took past 20 minutes on 2026-11-27, and
 # about 33 with the pod network, the registry and the second node.
 if grep -qw 'cgd.cluster=1' /proc/cmdline; then

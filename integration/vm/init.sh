@@ -86,12 +86,12 @@ fi
 
 echo "CGD-BOOT kernel=$(uname -r) cpus=$(nproc) cgroup=$(grep ' /sys/fs/cgroup ' /proc/self/mountinfo | sed 's/.* - //')"
 
-# The longest boot without a kubelet takes about 4 minutes on a quiet
-# machine, and up to three times that when it boots beside the Kubernetes
-# build and make test (TestVM's first stage, as CI runs it); a real
-# kubelet starts a pod several times slower than the CRI scenarios do (its
-# sync loop, the sandbox, under TCG). Both get 20 minutes.
-timeout=20m
+# A real kubelet starts a pod several times slower than the CRI scenarios
+# do (its sync loop, the sandbox, under TCG): kubelet variants get longer.
+timeout=10m
+if grep -qw -e 'cgd.kubelet=1' -e 'cgd.cluster=1' /proc/cmdline; then
+	timeout=20m
+fi
 # The cluster boot's scenarios took past 20 minutes on 2026-11-27, and
 # about 33 with the pod network, the registry and the second node.
 if grep -qw 'cgd.cluster=1' /proc/cmdline; then

@@ -429,8 +429,7 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrds map[boo
 		Kernel: arts.Kernel, Initramfs: initrd, Cmdline: cl,
 		SMP: v.SMP, NUMA: v.NUMA, Net: v.Cluster, MemoryMiB: 2048, Accel: os.Getenv("CGD_QEMU_ACCEL"),
 		BootTimeout: 3 * time.Minute,
-		// The guest gives its tests 20 minutes (init.sh).
-		Timeout: 25 * time.Minute,
+		Timeout:     15 * time.Minute,
 	}
 	if v.Systemd {
 		// Twice the initramfs, a copy into the tmpfs and systemd's own
@@ -442,6 +441,10 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrds map[boo
 		// copy into the tmpfs, containerd's content and snapshot) and the
 		// engines' own containers.
 		spec.MemoryMiB = 5120
+	}
+	if v.RunsKubelet() || slices.Contains(v.Scenarios, variant.ScaleChurn) {
+		// The guest gives the tests 20 minutes instead of 10 (init.sh).
+		spec.Timeout = 25 * time.Minute
 	}
 	if v.Cluster {
 		// And 45 to the cluster boot's (guest-run.sh, init.sh).
