@@ -3,11 +3,8 @@
 package vm
 
 import (
-	"slices"
 	"strings"
 	"testing"
-
-	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
 func TestSuiteOf(t *testing.T) {
@@ -53,56 +50,4 @@ func suiteNames(t *testing.T, env string) map[string]bool {
 		names[v.Name] = true
 	}
 	return names
-}
-
-// TestBootStages: the CI suite's quick boots come first (what TestVM
-// boots while the Kubernetes build goes on), none of them needs the
-// kubelet, systemd or the engines, and the split keeps every variant once,
-// in the suite's order within each stage.
-func TestBootStages(t *testing.T) {
-	vs := variant.Suite()
-	early, late := bootStages(vs)
-	if len(early) == 0 || len(late) == 0 {
-		t.Fatalf("bootStages(Suite) = %d early, %d late: CI boots nothing while the Kubernetes build runs", len(early), len(late))
-	}
-	for _, v := range early {
-		if v.RunsKubelet() || v.Systemd || v.NeedsEngines() || v.CarriesReleaseArchive() {
-			t.Errorf("%s boots early but needs a late ingredient", v.Name)
-		}
-	}
-	for _, v := range late {
-		if !v.RunsKubelet() && !v.Systemd && !v.NeedsEngines() && !v.CarriesReleaseArchive() {
-			t.Errorf("%s waits for the late stage but needs none of its ingredients", v.Name)
-		}
-	}
-	order := func(vs []variant.Variant) []string {
-		var names []string
-		for _, v := range vs {
-			names = append(names, v.Name)
-		}
-		return names
-	}
-	var all []variant.Variant
-	for _, v := range vs {
-		for _, w := range slices.Concat(early, late) {
-			if w.Name == v.Name {
-				all = append(all, w)
-			}
-		}
-	}
-	if got, want := order(all), order(vs); !slices.Equal(got, want) {
-		t.Errorf("the stages hold %v, want each of %v once", got, want)
-	}
-	for _, stage := range [][]variant.Variant{early, late} {
-		names := order(stage)
-		var inSuite []string
-		for _, v := range vs {
-			if slices.Contains(names, v.Name) {
-				inSuite = append(inSuite, v.Name)
-			}
-		}
-		if !slices.Equal(names, inSuite) {
-			t.Errorf("stage %v is not in the suite's order %v", names, inSuite)
-		}
-	}
 }

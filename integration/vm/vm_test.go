@@ -4,7 +4,6 @@ package vm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -80,11 +79,7 @@ func repoRoot(t *testing.T) string {
 }
 
 // TestVM builds everything, boots every variant and reports each guest
-// scenario as variant/scenario. The boots begin before every ingredient is
-// built (bootStages): the variants without a kubelet, systemd or the
-// engines boot first, while the Kubernetes build (begun at the start)
-// and the rest of the ingredients go on beside them; then the others, in
-// the suite's order.
+// scenario as variant/scenario.
 func TestVM(t *testing.T) {
 	start := time.Now()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -97,121 +92,11 @@ func TestVM(t *testing.T) {
 		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
 	}
 	workDir := newWorkDir(t)
-	early, late := bootStages(vs)
-	if len(early) == 0 || len(late) == 0 {
-		arts, initrds := prepare(t, log, vs, workDir)
-		for _, v := range vs {
-			t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds, workDir, v) })
-		}
-		log.Info("integration suite done", "took", time.Since(start).Round(time.Second))
-		return
-	}
-	late2 := prepareLate(t, log, late, workDir)
-	arts, initrds := prepare(t, log, early, workDir)
-	late2.begin()
-	for _, v := range early {
+	arts, initrds := prepare(t, log, vs, workDir)
+	for _, v := range vs {
 		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds, workDir, v) })
 	}
-	waited := time.Now()
-	lateArts, lateInitrds, err := late2.wait()
-	if err != nil {
-		t.Fatalf("the ingredients of %d boots: %v", len(late), err)
-	}
-	log.Info("the later boots' ingredients ready", "waited", time.Since(waited).Round(time.Second))
-	for _, v := range late {
-		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, lateArts, lateInitrds, workDir, v) })
-	}
 	log.Info("integration suite done", "took", time.Since(start).Round(time.Second))
-}
-
-// bootStages splits vs, keeping their order, into the variants whose
-// ingredients are quick to build (no kubelet, systemd or engines image:
-// the kernel, containerd, runc and our binaries) and the others, which
-// wait for the Kubernetes build (about 12 minutes cold on two cores) and
-// the Debian root filesystems.
-func bootStages(vs []variant.Variant) (early, late []variant.Variant) {
-	for _, v := range vs {
-		if v.RunsKubelet() || v.Systemd || v.NeedsEngines() || v.CarriesReleaseArchive() {
-			late = append(late, v)
-		} else {
-			early = append(early, v)
-		}
-	}
-	return early, late
-}
-
-// lateStage builds the ingredients of the later boots in the background:
-// the Kubernetes commands from the moment it is made, the rest (and the
-// initramfs images, in workDir/late) once begin says the first stage's
-// builds are done, so that no ingredient is built twice at once.
-type lateStage struct {
-	begun   chan struct{}
-	done    chan struct{}
-	arts    *artifacts
-	initrds map[bootKind]string
-	err     error
-}
-
-// prepareLate starts the late stage of vs; t's cleanup stops its builds
-// and waits for them.
-func prepareLate(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir string) *lateStage {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &lateStage{begun: make(chan struct{}), done: make(chan struct{})}
-	repo := repoRoot(t)
-	go func() {
-		defer close(s.done)
-		b := &builder{log: log, repo: repo, cacheDir: defaultCacheDir(), workDir: workDir}
-		// The Debian root filesystems beside it: mmdebstrap mostly waits
-		// on the archive and dpkg.
-		rootfs := make(chan error, 1)
-		go func() { rootfs <- lateRootfs(ctx, b, vs) }()
-		_, kerr := b.kubernetes(ctx)
-		kerr = errors.Join(kerr, <-rootfs)
-		select {
-		case <-s.begun:
-		case <-ctx.Done():
-			s.err = ctx.Err()
-			return
-		}
-		if kerr != nil {
-			s.err = kerr
-			return
-		}
-		s.arts, s.initrds, s.err = prepareArtifacts(ctx, log, repo, vs, filepath.Join(workDir, "late"))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-s.done
-	})
-	return s
-}
-
-// lateRootfs builds (or finds in the cache) the Debian root filesystems
-// vs boot, for prepareArtifacts to find.
-func lateRootfs(ctx context.Context, b *builder, vs []variant.Variant) error {
-	if slices.ContainsFunc(vs, func(v variant.Variant) bool {
-		return v.Systemd || slices.Contains(v.Scenarios, variant.InPodSystemd)
-	}) {
-		if _, err := b.debianRootfs(ctx, systemdRootfs); err != nil {
-			return err
-		}
-	}
-	if slices.ContainsFunc(vs, variant.Variant.NeedsEngines) {
-		if _, err := b.debianRootfs(ctx, enginesRootfs); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// begin lets the late stage build what it shares with the first.
-func (s *lateStage) begin() { close(s.begun) }
-
-// wait returns the late stage's artifacts once it is done.
-func (s *lateStage) wait() (*artifacts, map[bootKind]string, error) {
-	<-s.done
-	return s.arts, s.initrds, s.err
 }
 
 // TestIngredients builds and caches what the selected variants boot (kernel,
@@ -274,32 +159,11 @@ func newWorkDir(t *testing.T) string {
 }
 
 // prepare builds (or takes from the cache) everything vs boot and packs one
-// initramfs per boot kind (prepareArtifacts), and fails t when a build
-// failed; a failed build of the plugin or hook fails the subtest
-// build/plugin only: the scenarios that need them fail then.
+// initramfs per boot kind. The systemd root filesystem is built while the
+// Go builds run: mmdebstrap mostly waits on the archive and dpkg, one core
+// at most, so the two overlap well on a cold machine.
 func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir string) (*artifacts, map[bootKind]string) {
 	t.Helper()
-	arts, initrds, err := prepareArtifacts(context.Background(), log, repoRoot(t), vs, workDir)
-	if arts != nil {
-		t.Run("build/plugin", func(t *testing.T) {
-			if arts.PluginErr != nil {
-				t.Fatalf("cgdelegate or cgdelegate-hook did not build; the scenarios that need them will fail:\n%v", arts.PluginErr)
-			}
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return arts, initrds
-}
-
-// prepareArtifacts builds (or takes from the cache) everything vs boot
-// and packs one initramfs per boot kind into workDir. The systemd root
-// filesystem is built while the Go builds run: mmdebstrap mostly waits on
-// the archive and dpkg, one core at most, so the two overlap well on a
-// cold machine. The artifacts are returned whenever the Go builds ended,
-// even with an error, for their PluginErr.
-func prepareArtifacts(ctx context.Context, log *slog.Logger, repo string, vs []variant.Variant, workDir string) (*artifacts, map[bootKind]string, error) {
 	start := time.Now()
 	cacheDir := defaultCacheDir()
 	var versions []string
@@ -315,10 +179,8 @@ func prepareArtifacts(ctx context.Context, log *slog.Logger, repo string, vs []v
 		engines = engines || v.NeedsEngines()
 	}
 
-	if err := os.MkdirAll(workDir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("work dir: %w", err)
-	}
-	b := &builder{log: log, repo: repo, cacheDir: cacheDir, workDir: workDir}
+	b := &builder{log: log, repo: repoRoot(t), cacheDir: cacheDir, workDir: workDir}
+	ctx := context.Background()
 	type rootfsResult struct {
 		systemd, engines string
 		err              error
@@ -340,21 +202,26 @@ func prepareArtifacts(ctx context.Context, log *slog.Logger, repo string, vs []v
 	arts, err := b.buildAll(ctx, versions, withKubelet, withCluster)
 	r := <-rootfs // never leave the goroutine behind, even on a failed build
 	if err != nil {
-		return arts, nil, fmt.Errorf("building the VM: %w", err)
+		t.Fatalf("building the VM: %v", err)
 	}
 	log.Info("builds done", "took", time.Since(start).Round(time.Second))
+	t.Run("build/plugin", func(t *testing.T) {
+		if arts.PluginErr != nil {
+			t.Fatalf("cgdelegate or cgdelegate-hook did not build; the scenarios that need them will fail:\n%v", arts.PluginErr)
+		}
+	})
 	if r.err != nil {
-		return arts, nil, fmt.Errorf("building the root filesystems: %w", r.err)
+		t.Fatalf("building the root filesystems: %v", r.err)
 	}
 	arts.SystemdRootfs = r.systemd
 	if systemdPod {
 		if arts.SystemdPodImage, err = b.systemdPodImage(arts.SystemdRootfs); err != nil {
-			return arts, nil, fmt.Errorf("building the systemd pod image: %w", err)
+			t.Fatalf("building the systemd pod image: %v", err)
 		}
 	}
 	if engines {
 		if arts.EnginesImage, err = b.enginesImage(r.engines, arts.Busybox); err != nil {
-			return arts, nil, fmt.Errorf("building the engines image: %w", err)
+			t.Fatalf("building the engines image: %v", err)
 		}
 	}
 	// One initramfs per containerd version, init, kubelet and release
@@ -367,12 +234,12 @@ func prepareArtifacts(ctx context.Context, log *slog.Logger, repo string, vs []v
 		}
 		p := filepath.Join(workDir, "initramfs-"+k.String()+".cpio")
 		if err := packInitramfs(p, arts, k); err != nil {
-			return arts, nil, fmt.Errorf("initramfs: %w", err)
+			t.Fatalf("initramfs: %v", err)
 		}
 		initrds[k] = p
 	}
 	log.Info("artifacts ready", "took", time.Since(start).Round(time.Second), "cache", cacheDir, "work", workDir)
-	return arts, initrds, nil
+	return arts, initrds
 }
 
 // bootKind tells the initramfs images of a run apart.
