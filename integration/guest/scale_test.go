@@ -8,9 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -634,20 +632,11 @@ func (e *guestEnv) settledFootprint(ctx context.Context, t *testing.T, start, wa
 // goroutineDump is the plugin's /debug/pprof/goroutine?debug=1 (served with
 // profiling: true), or why it could not be read.
 func (e *guestEnv) goroutineDump(ctx context.Context) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metricsAddress+"/debug/pprof/goroutine?debug=1", nil)
+	b, err := pluginGet(ctx, "/debug/pprof/goroutine?debug=1")
 	if err != nil {
 		return err.Error()
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err.Error()
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return err.Error()
-	}
-	return resp.Status + "\n" + string(b)
+	return string(b[:min(len(b), 64<<10)])
 }
 
 // atInfoLevel runs the plugin at its default log level (info) for the
