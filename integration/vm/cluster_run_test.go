@@ -71,12 +71,6 @@ type clusterArtifacts struct {
 	WorkstationToken string
 }
 
-// controlPlaneBinaries is the directory of controlPlaneCommands, from
-// kubernetes' build.
-func (b *builder) controlPlaneBinaries(ctx context.Context) (string, error) {
-	return b.kubernetes(ctx)
-}
-
 // etcd builds testdata/etcd against etcdVersion, cached by the version and
 // the source's hash.
 func (b *builder) etcd(ctx context.Context) (string, error) {
@@ -145,7 +139,7 @@ func (b *builder) helm(ctx context.Context) (string, error) {
 // makes this run's PKI in workDir/cluster, for an API server on a free
 // loopback port.
 func (b *builder) buildCluster(ctx context.Context) (*clusterArtifacts, error) {
-	bin, err := b.controlPlaneBinaries(ctx)
+	bin, err := b.kubernetes(ctx) // controlPlaneCommands are among its commands
 	if err != nil {
 		return nil, err
 	}

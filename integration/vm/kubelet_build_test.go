@@ -73,6 +73,9 @@ func kubeletLDFlags(version string) string {
 // cluster's pod network) and the control plane (controlPlaneCommands).
 var kubernetesCommands = append([]string{"kubelet", "kube-proxy"}, controlPlaneCommands...)
 
+// kubernetesKey is the cache key of kubernetes' build.
+const kubernetesKey = "kubernetes/" + kubeletVersion
+
 // kubernetes builds kubernetesCommands at kubeletVersion in one go build
 // (static) and caches them by version: one module tidy, one package load
 // and one build for the packages they share, where three builds (the
@@ -80,7 +83,7 @@ var kubernetesCommands = append([]string{"kubelet", "kube-proxy"}, controlPlaneC
 // beside make test on 2026-11-27. With a warm Go build cache it links all
 // six in 1m20s (2026-11-28). It returns their directory.
 func (b *builder) kubernetes(ctx context.Context) (string, error) {
-	return b.cached("kubernetes/"+kubeletVersion, func(tmp string) error {
+	return b.cached(kubernetesKey, func(tmp string) error {
 		return b.k8sBuild(ctx, tmp, kubeletVersion, kubernetesCommands...)
 	})
 }

@@ -363,7 +363,7 @@ func waitNetns(path string) error {
 // field known, and keeps nftables mode. It needs the kubernetes/
 // ingredient (make ingredients).
 func TestKubeProxyConfigAccepted(t *testing.T) {
-	bin := filepath.Join(defaultCacheDir(), "kubernetes", kubeletVersion, "kube-proxy")
+	bin := filepath.Join(defaultCacheDir(), kubernetesKey, "kube-proxy")
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("needs the kube-proxy ingredient (make ingredients): %v", err)
 	}
