@@ -137,8 +137,8 @@ demo:
 # boots one VM (integration/vm TestBenchNode, variant.BenchVariant) and prints
 # the exclusivity lag, the pinned pod start, the plugin's cost and its restart
 # with 0, 50, 100 and 250 node-shared containers (the kubelet anchor up to
-# 100), after the in-process NRI round trip (item 6: CPU per
-# CreateContainer, no-op plugin against cgdelegate); CGD_BENCH_SIZES=0,10
+# 100), after the in-process NRI round trip (CPU per CreateContainer, a
+# no-op plugin against cgdelegate); CGD_BENCH_SIZES=0,10
 # picks the sizes. It fails only when a measurement could not be made or a
 # correctness check failed (docs/performance.md). About half an hour under
 # TCG on a quiet 2-core machine.
