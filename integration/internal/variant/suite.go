@@ -175,7 +175,7 @@ func Extended() []Variant {
 		// and together about 9 minutes of the boot. Then the uninstall
 		// and, with cgdelegate gone, the kubelet's own pod-level resource
 		// managers against what the debug and resize steps saw under it
-		// (3.3 minutes of CI's cold run on 2026-11-28). The chart is
+		// (3.3 minutes of the cold run of 2026-11-27). The chart is
 		// installed from the registry, the node labelled, and pinning and
 		// the stories' namespace set by ClusterHelmSetConfig, as in CI's.
 		{
