@@ -181,9 +181,11 @@ boots:
 
 # The checks CI leaves out (variant.Extended): the scale boot with the
 # static pod start latency, the kubelet's pinning oracle on eight CPUs, the
-# cluster boot with the second node and the user stories, and containerd
-# 2.3; about 45 minutes under TCG, with containerd 2.3 and the engines
-# image built here the first time (make ingredients builds CI's only).
+# cluster boot with the second node, the user stories, the uninstall and
+# the kubelet's pinning after it, the DaemonSet's pod as a static pod, and
+# containerd 2.3; about 40 minutes under TCG, with containerd 2.3 and the
+# engines image built here the first time (make ingredients builds CI's
+# only).
 boots-extended:
 	bash integration/vm/install-deps.sh
 	CGD_SUITE=extended $(GO) test -tags integration_vm -count=1 -v -timeout 90m -run '^TestVM$$' ./integration/vm/

@@ -14,7 +14,6 @@ const (
 
 // Suite returns the variants `make integration` boots, in order.
 func Suite() []Variant {
-	nsdelegate := nsdelegateScenarios()
 	// The in-pod helper runs on one containerd only: what it proves is the
 	// kernel's and runc's, not containerd's. On this cgroupfs host the
 	// helper's own scenarios; the nested engines (runc, systemd as PID 1)
@@ -22,20 +21,19 @@ func Suite() []Variant {
 	// systemd host (ctd24-Systemd-Kubelet), as kubeadm sets nodes up, and
 	// in the cluster's user stories: each costs 40 to 90 s under TCG.
 	inPod := []Scenario{InPodWorkers, InPodExecAfterLeafMove}
-	noNSDelegate := []Scenario{Harness, RefusedWithoutNSDelegate, GuardCgroupWritable}
 	// The node budget of delegated cgroups, the dying cgroups and the
 	// writable containers a remount without nsdelegate leaves running.
 	delegation := []Scenario{NodeDelegationBudget, DyingCgroups, UnsafeAfterStart}
 	return []Variant{
 		{
 			Name: "ctd24-nsdelegate-external", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2,
-			Scenarios: slices.Concat(nsdelegate, inPod, delegation),
+			Scenarios: slices.Concat(nsdelegateScenarios(), inPod, delegation),
 		},
 		// The kubelet's view of the same refusal shares the boot, last
 		// (a kubelet kills pods it did not make).
 		{
 			Name: "ctd24-no-nsdelegate-Kubelet", Containerd: Containerd24, Plugin: PluginExternal, SMP: 2, Kubelet: true,
-			Scenarios: append(slices.Clone(noNSDelegate), KubeletRefusedWithoutNSDelegate),
+			Scenarios: append(noNSDelegateScenarios(), KubeletRefusedWithoutNSDelegate),
 		},
 		// Every container of the default runtime is writable here, so the
 		// guard refuses them all: only the guard scenario fits.
@@ -124,7 +122,7 @@ func Suite() []Variant {
 // pod start latency, the kubelet's own pinning (on eight CPUs, and in the
 // cluster after the uninstall), the cluster's second node and user
 // stories, the DaemonSet's pod as a static pod, and containerd 2.3. They
-// take about 50 minutes under emulation, which CI
+// take about 40 minutes under emulation, which CI
 // (`make boots`, Suite only) leaves out to stay under its time goal: the
 // cold run is bound by CPU, and two VMs at once are each more than twice
 // as slow (docs/development.md). The same behaviours have smaller checks
@@ -206,12 +204,17 @@ func Extended() []Variant {
 		// containerd 2.3, the previous release: the refusal without
 		// nsdelegate, then the writable scenarios and pinning in one boot,
 		// as they share a production node.
-		{Name: "ctd23-no-nsdelegate", Containerd: Containerd23, Plugin: PluginExternal, SMP: 2, Scenarios: []Scenario{Harness, RefusedWithoutNSDelegate, GuardCgroupWritable}},
+		{Name: "ctd23-no-nsdelegate", Containerd: Containerd23, Plugin: PluginExternal, SMP: 2, Scenarios: noNSDelegateScenarios()},
 		{
 			Name: "ctd23-nsdelegate-pinning", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
 			Scenarios: append(nsdelegateScenarios(), PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology),
 		},
 	}
+}
+
+// noNSDelegateScenarios are the refusals of a host without nsdelegate.
+func noNSDelegateScenarios() []Scenario {
+	return []Scenario{Harness, RefusedWithoutNSDelegate, GuardCgroupWritable}
 }
 
 // nsdelegateScenarios are the writable-cgroup scenarios of a host with
