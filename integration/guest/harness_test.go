@@ -4,6 +4,8 @@ package guest
 
 import (
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,9 +77,49 @@ func harness(t *testing.T, e *guestEnv) {
 	if st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		t.Errorf("container state %s, want RUNNING", st.GetState())
 	}
+	// The node's AppArmor is what the variant says: on an AppArmor node
+	// containerd gives a container that asks for no profile its default
+	// one; elsewhere the container is unconfined.
+	checkAppArmorNode(t, e.variant.AppArmor)
+	label := strings.TrimSpace(shOK(ctx, t, c, "cat /proc/self/attr/apparmor/current 2>/dev/null || echo none"))
+	t.Logf("the container's AppArmor label: %q", label)
+	if got := label == defaultAppArmorLabel; got != e.variant.AppArmor {
+		t.Errorf("a container without a profile runs as %q; want %q exactly on an AppArmor node (%v)", label, defaultAppArmorLabel, e.variant.AppArmor)
+	}
 	// The pod cgroup is where the cgroup driver was told to put it (the
 	// slice, expanded, with the systemd driver).
 	if _, err := os.Stat(e.podCgroup(pod) + "/cgroup.procs"); err != nil {
 		t.Errorf("pod cgroup %s: %v", e.podCgroup(pod), err)
+	}
+}
+
+// defaultAppArmorLabel is the label of a container confined by
+// containerd's default AppArmor profile.
+const defaultAppArmorLabel = "cri-containerd.apparmor.d (enforce)"
+
+// checkAppArmorNode checks the node's LSMs: on an AppArmor node the kernel
+// lists apparmor (and not selinux) in securityfs, the module is enabled and
+// containerd finds apparmor_parser; on any other node the module is off or
+// securityfs is absent (the busybox init mounts none), so containerd
+// treats AppArmor as off.
+func checkAppArmorNode(t *testing.T, want bool) {
+	t.Helper()
+	lsm, lerr := os.ReadFile("/sys/kernel/security/lsm")
+	enabled, eerr := os.ReadFile("/sys/module/apparmor/parameters/enabled")
+	_, perr := exec.LookPath("apparmor_parser")
+	t.Logf("LSMs %q (%v); apparmor enabled %q (%v); apparmor_parser on PATH: %v", strings.TrimSpace(string(lsm)), lerr, strings.TrimSpace(string(enabled)), eerr, perr == nil)
+	on := lerr == nil && eerr == nil && strings.TrimSpace(string(enabled)) == "Y"
+	if on != want {
+		t.Errorf("AppArmor on the node: %v, variant wants %v", on, want)
+	}
+	if !want {
+		return
+	}
+	lsms := strings.Split(strings.TrimSpace(string(lsm)), ",")
+	if !slices.Contains(lsms, "apparmor") || slices.Contains(lsms, "selinux") {
+		t.Errorf("LSMs %q; want apparmor and not selinux", lsm)
+	}
+	if perr != nil {
+		t.Errorf("apparmor_parser: %v; containerd applies no profile without it", perr)
 	}
 }

@@ -409,7 +409,9 @@ const (
 
 // systemdPodImage writes the image of scenario InPodSystemd: the Debian
 // root filesystem rootfs as its one layer, systemd as PID 1, and the
-// container env var systemd reads to know it runs in a container.
+// container env var systemd reads to know it runs in a container. The
+// apparmor package's unit is masked in it: a pod has no securityfs, so
+// the unit could only fail.
 func (b *builder) systemdPodImage(rootfs string) (string, error) {
 	p := filepath.Join(b.workDir, "image-systemd.tar")
 	f, err := os.Create(p) //nolint:forbidigo // scratch file in our own work dir
@@ -418,6 +420,7 @@ func (b *builder) systemdPodImage(rootfs string) (string, error) {
 	}
 	werr := ociimage.WriteLayout(f, ociimage.Image{
 		Name: systemdImage, LayerTar: rootfs, Entrypoint: []string{"/sbin/init"}, Env: []string{"container=containerd"},
+		Files: []ociimage.File{{Name: "etc/systemd/system/apparmor.service", Linkname: "/dev/null"}},
 	})
 	if err := errors.Join(werr, f.Close()); err != nil {
 		return "", fmt.Errorf("image %s: %w", systemdImage, err)

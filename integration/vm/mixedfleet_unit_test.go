@@ -68,10 +68,14 @@ func TestFollowerSpec(t *testing.T) {
 	if strings.Contains(args, "-numa") || strings.Contains(args, "cgdtap1") {
 		t.Errorf("args %s; want no NUMA and not the first node's tap", args)
 	}
-	for _, want := range []string{"cgd.nsdelegate=0", "cgd.cluster=1", "cgdnet.nodes=2", "cgdnet.node=cgd-vm2", "cgdnet.ip=10.213.0.3/24", "cgdnet.host=10.213.0.1"} {
+	for _, want := range []string{"apparmor=0", "cgd.apparmor=0", "cgd.nsdelegate=0", "cgd.cluster=1", "cgdnet.nodes=2", "cgdnet.node=cgd-vm2", "cgdnet.ip=10.213.0.3/24", "cgdnet.host=10.213.0.1"} {
 		if !slices.Contains(strings.Fields(spec.Cmdline), want) {
 			t.Errorf("cmdline %q; want %s", spec.Cmdline, want)
 		}
+	}
+	leader, err := cmdline(clusterVariant(t))
+	if err != nil || slices.Contains(strings.Fields(leader), "apparmor=0") || !slices.Contains(strings.Fields(leader), "cgd.apparmor=1") {
+		t.Errorf("the first node's cmdline %q (%v); want AppArmor on", leader, err)
 	}
 	if _, n, err := podnet.FromKernelParams(spec.Cmdline); err != nil || n.Name != "cgd-vm2" {
 		t.Errorf("the guest reads node %q from the cmdline (%v), want cgd-vm2", n.Name, err)

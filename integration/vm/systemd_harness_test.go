@@ -15,11 +15,19 @@ import (
 // CNI result or the host network), no iptables, no certificates.
 // iproute2 brings up a cluster boot's network (guest-run.sh); nftables'
 // nft is what kube-proxy in nftables mode runs there (and kmod's modprobe
-// and depmod load the netfilter modules it asks for).
-var systemdPackages = []string{"systemd", "systemd-sysv", "dbus", "kmod", "iproute2", "nftables"}
+// and depmod load the netfilter modules it asks for). apparmor's
+// apparmor_parser makes an AppArmor variant's node one where containerd
+// applies its default profile (variant.Variant.AppArmor).
+var systemdPackages = []string{"systemd", "systemd-sysv", "dbus", "kmod", "iproute2", "nftables", "apparmor"}
 
-// systemdRootfs is the systemd variants' root filesystem.
-var systemdRootfs = rootfsSpec{Name: "systemd", Packages: systemdPackages}
+// systemdRootfs is the systemd variants' root filesystem. The apparmor
+// package's two profiles are left out: its postinst loads them into the
+// running kernel when AppArmor is on there, and mmdebstrap runs it on the
+// build host.
+var systemdRootfs = rootfsSpec{
+	Name: "systemd", Packages: systemdPackages,
+	Exclude: []string{"/etc/apparmor.d/lsb_release", "/etc/apparmor.d/nvidia_modprobe"},
+}
 
 // guestUnit is the unit that runs the guest scenarios and then powers the
 // VM off, whatever their outcome (qemu runs with -no-reboot): its script
@@ -87,6 +95,10 @@ var systemdMasked = []string{
 	"sys-kernel-config.mount",
 	"sys-fs-fuse-connections.mount",
 	"fstrim.timer",
+	// It loads /etc/apparmor.d at boot (seconds of the parser under TCG),
+	// where the suite needs nothing: containerd loads its own profile at
+	// the first container, and the suite loads cgdelegate's.
+	"apparmor.service",
 }
 
 // guestMachineID is the VM's fixed /etc/machine-id: a machine ID is

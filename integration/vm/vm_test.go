@@ -27,6 +27,12 @@ func cmdline(v variant.Variant) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if v.Systemd && !v.AppArmor {
+		// The systemd root filesystem has apparmor_parser, and the kernel
+		// enables AppArmor by default: a boot that is not an AppArmor node
+		// switches it off.
+		params = "apparmor=0 " + params
+	}
 	return kernelArgs + " " + params, nil
 }
 

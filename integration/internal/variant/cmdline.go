@@ -26,6 +26,7 @@ const (
 	keyPinning        = "pinning"
 	keyFailClosed     = "failclosed"
 	keySystemd        = "systemd"
+	keyAppArmor       = "apparmor"
 	keySMP            = "smp"
 	keyNUMA           = "numa"
 	keyKubelet        = "kubelet"
@@ -36,7 +37,7 @@ const (
 // keys are every parameter of a variant, in the order Encode writes them.
 var keys = []string{
 	keyName, keyContainerd, keyNSDelegate, keyPlugin, keyCgroupWritable,
-	keyPinning, keyFailClosed, keySystemd, keySMP, keyNUMA, keyKubelet, keyCluster, keyScenarios,
+	keyPinning, keyFailClosed, keySystemd, keyAppArmor, keySMP, keyNUMA, keyKubelet, keyCluster, keyScenarios,
 }
 
 // Sentinels of ParamError.
@@ -82,6 +83,7 @@ func (v Variant) params() map[string]string {
 		keyPinning:        formatBool(v.Pinning),
 		keyFailClosed:     formatBool(v.FailClosed),
 		keySystemd:        formatBool(v.Systemd),
+		keyAppArmor:       formatBool(v.AppArmor),
 		keySMP:            strconv.Itoa(v.SMP),
 		keyNUMA:           formatBool(v.NUMA),
 		keyKubelet:        formatBool(v.Kubelet),
@@ -151,6 +153,7 @@ func Decode(cmdline string) (Variant, error) {
 		Pinning:        d.bool(keyPinning),
 		FailClosed:     d.bool(keyFailClosed),
 		Systemd:        d.bool(keySystemd),
+		AppArmor:       d.bool(keyAppArmor),
 		SMP:            d.int(keySMP),
 		NUMA:           d.bool(keyNUMA),
 		Kubelet:        d.bool(keyKubelet),

@@ -20,11 +20,15 @@ func TestRoundTrip(t *testing.T) {
 		Name: "custom-Kubelet", Containerd: "v9.9.9", Plugin: PluginExternal, SMP: 2, Kubelet: true,
 		Scenarios: []Scenario{Harness, KubeletStartLatency},
 	}
+	apparmor := Variant{
+		Name: "custom-Systemd-AppArmor", Containerd: "v9.9.9", Plugin: PluginExternal, Systemd: true, AppArmor: true, SMP: 2,
+		Scenarios: []Scenario{Harness},
+	}
 	cluster := Variant{
 		Name: "custom-Cluster", Containerd: "v9.9.9", Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true, Cluster: true,
 		Scenarios: []Scenario{ClusterNodeReady},
 	}
-	for _, v := range append(Suite(), DemoVariant(), BenchVariant(), custom, kubelet, cluster) {
+	for _, v := range append(Suite(), DemoVariant(), BenchVariant(), custom, kubelet, apparmor, cluster) {
 		t.Run(v.Name, func(t *testing.T) {
 			enc, err := v.Encode()
 			if err != nil {
@@ -96,6 +100,9 @@ func TestEncodeInvalid(t *testing.T) {
 		{"scenario twice", func(v *Variant) { v.Scenarios = []Scenario{Demo, Demo} }, "scenarios", "Demo,Demo"},
 		{"systemd without the name mark", func(v *Variant) { v.Systemd = true }, "systemd", "1"},
 		{"name mark without systemd", func(v *Variant) { v.Name = "demo-Systemd" }, "systemd", "0"},
+		{"AppArmor without the name mark", func(v *Variant) { v.Name, v.Systemd, v.AppArmor = "demo-Systemd", true, true }, "apparmor", "1"},
+		{"AppArmor name mark without AppArmor", func(v *Variant) { v.Name, v.Systemd = "demo-Systemd-AppArmor", true }, "apparmor", "0"},
+		{"AppArmor without systemd", func(v *Variant) { v.Name, v.AppArmor = "demo-AppArmor", true }, "apparmor", "1"},
 		{"kubelet scenario without a kubelet", func(v *Variant) { v.Scenarios = []Scenario{KubeletWritable} }, "scenarios", "KubeletWritable"},
 		{"kubelet not named", func(v *Variant) { v.Kubelet = true }, "kubelet", "1"},
 		{"DaemonSet pod without a kubelet", func(v *Variant) { v.Plugin = PluginDaemonSet }, "plugin", "daemonset"},

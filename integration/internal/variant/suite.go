@@ -18,7 +18,7 @@ func Suite() []Variant {
 	// kernel's and runc's, not containerd's. On this cgroupfs host the
 	// helper's own scenarios; the nested engines (runc, systemd as PID 1)
 	// see the same cgroup namespace on either driver and run on the
-	// systemd host (ctd24-Systemd-Kubelet), as kubeadm sets nodes up, and
+	// systemd host (ctd24-Systemd-AppArmor-Kubelet), as kubeadm sets nodes up, and
 	// in the cluster's user stories: each costs 40 to 90 s under TCG.
 	inPod := []Scenario{InPodWorkers, InPodExecAfterLeafMove}
 	// The node budget of delegated cgroups, the dying cgroups and the
@@ -57,7 +57,7 @@ func Suite() []Variant {
 		// PID 1 is systemd and runc uses its systemd cgroup driver: pod
 		// cgroups are kubepods-<qos>-pod<uid>.slice units.
 		{
-			Name: "ctd24-Systemd-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Systemd: true, SMP: 2,
+			Name: "ctd24-Systemd-AppArmor-Kubelet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, Systemd: true, AppArmor: true, SMP: 2,
 			Kubelet: true,
 			Scenarios: []Scenario{
 				Harness, AnnotatedWritable, UnannotatedReadOnly, OwnLimitsProtected, PodBounds,
@@ -75,7 +75,7 @@ func Suite() []Variant {
 		// the Kubelet scenarios, after the CRI ones (a kubelet kills pods
 		// it did not make): the pod-level pinning, then the real kubelet
 		// with static pods on a cgroupfs host (the systemd host
-		// is ctd24-Systemd-Kubelet), which share this boot as every boot
+		// is ctd24-Systemd-AppArmor-Kubelet), which share this boot as every boot
 		// costs about 20 s before its first scenario. The scale checks
 		// and the start latency run in Extended.
 		{
@@ -96,10 +96,10 @@ func Suite() []Variant {
 		// reserved) on four CPUs in two NUMA nodes, so that an in-place
 		// resize meets an exclusive CPU beside it. The second node, the
 		// user stories, the uninstall and the kubelet's own pinning after
-		// it boot in Extended's cluster (ctd24-Systemd-numa-smp4-Cluster-fleet).
+		// it boot in Extended's cluster (ctd24-Systemd-AppArmor-numa-smp4-Cluster-fleet).
 		{
-			Name: "ctd24-Systemd-numa-smp4-Cluster", Containerd: Containerd24, NSDelegate: true, Plugin: PluginHelm, FailClosed: true, Pinning: true,
-			SMP: 4, NUMA: true, Systemd: true, Cluster: true,
+			Name: "ctd24-Systemd-AppArmor-numa-smp4-Cluster", Containerd: Containerd24, NSDelegate: true, Plugin: PluginHelm, FailClosed: true, Pinning: true,
+			SMP: 4, NUMA: true, Systemd: true, AppArmor: true, Cluster: true,
 			Scenarios: []Scenario{
 				ClusterNodeReady, ClusterPodNetwork, ClusterRegistryInstall, ClusterNodeLabel,
 				ClusterHelmSetConfig, ClusterAdmissionPolicy,
@@ -177,8 +177,8 @@ func Extended() []Variant {
 		// installed from the registry, the node labelled, and pinning and
 		// the stories' namespace set by ClusterHelmSetConfig, as in CI's.
 		{
-			Name: "ctd24-Systemd-numa-smp4-Cluster-fleet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginHelm, FailClosed: true, Pinning: true,
-			SMP: 4, NUMA: true, Systemd: true, Cluster: true,
+			Name: "ctd24-Systemd-AppArmor-numa-smp4-Cluster-fleet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginHelm, FailClosed: true, Pinning: true,
+			SMP: 4, NUMA: true, Systemd: true, AppArmor: true, Cluster: true,
 			Scenarios: []Scenario{
 				ClusterNodeReady, ClusterRegistryInstall, ClusterNodeLabel,
 				ClusterMixedFleet, // a second node without nsdelegate (MixedFleetNode) joins, then leaves
@@ -229,7 +229,8 @@ func nsdelegateScenarios() []Scenario {
 // MixedFleetNode is the boot of the second node of leader's cluster when
 // leader runs ClusterMixedFleet (ok is false otherwise): the same
 // containerd, containerd drop-in and systemd root filesystem, a cgroup2
-// without nsdelegate, one CPU, the chart's plugin (the DaemonSet places it), and only
+// without nsdelegate, AppArmor off (apparmor=0: the fleet's one systemd
+// node without it), one CPU, the chart's plugin (the DaemonSet places it), and only
 // ClusterMixedFleetNode. It is not in Suite: the host boots it beside
 // leader, on the same pod network (integration/internal/podnet's second
 // node).

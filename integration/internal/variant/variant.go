@@ -82,6 +82,16 @@ type Variant struct {
 	// "Systemd" exactly when this is set, so `go test -run 'TestVM/.*Systemd'`
 	// selects these variants.
 	Systemd bool
+	// AppArmor leaves the kernel's AppArmor on (it is built into the
+	// guests' Debian kernel and on by default) on a systemd boot, whose
+	// root filesystem has Debian's apparmor package: systemd mounts
+	// securityfs, containerd finds apparmor_parser and gives every
+	// container without a profile of its own its default profile
+	// (cri-containerd.apparmor.d), as on Ubuntu and COS nodes. A systemd
+	// boot without it is booted with apparmor=0. It needs Systemd (the
+	// busybox init mounts no securityfs and has no parser), and the
+	// variant's name must contain "AppArmor" exactly when it is set.
+	AppArmor bool
 	// SMP is the number of virtual CPUs.
 	SMP int
 	// NUMA splits CPUs and memory evenly over two NUMA nodes.
@@ -111,6 +121,10 @@ const ClusterMark = "Cluster"
 // other.
 const SystemdMark = "Systemd"
 
+// AppArmorMark is in the name of every variant with AppArmor set, and of
+// no other.
+const AppArmorMark = "AppArmor"
+
 // Validate reports every problem of the variant, each as a *ParamError
 // naming the kernel parameter that carries the field.
 func (v Variant) Validate() error {
@@ -128,6 +142,9 @@ func (v Variant) Validate() error {
 	check(keyPlugin, v.Plugin != PluginDaemonSet || v.Kubelet, "the DaemonSet's pod needs a kubelet (cgd.kubelet=1)")
 	check(keySystemd, v.Systemd == strings.Contains(v.Name, SystemdMark),
 		"a variant named %q must have %s%s=%s", v.Name, Prefix, keySystemd, formatBool(strings.Contains(v.Name, SystemdMark)))
+	check(keyAppArmor, v.AppArmor == strings.Contains(v.Name, AppArmorMark),
+		"a variant named %q must have %s%s=%s", v.Name, Prefix, keyAppArmor, formatBool(strings.Contains(v.Name, AppArmorMark)))
+	check(keyAppArmor, !v.AppArmor || v.Systemd, "AppArmor needs the systemd root filesystem (%s%s=1): the busybox init mounts no securityfs and has no apparmor_parser", Prefix, keySystemd)
 	check(keySMP, v.SMP >= 1, "want at least one CPU")
 	check(keyNUMA, !v.NUMA || (v.SMP >= 2 && v.SMP%2 == 0), "two NUMA nodes need an even number of CPUs, not %d", v.SMP)
 	check(keyKubelet, v.Kubelet == strings.Contains(v.Name, "Kubelet"),
