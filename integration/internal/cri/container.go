@@ -32,6 +32,11 @@ type ContainerSpec struct {
 	// (securityContext.seccompProfile.type: RuntimeDefault); false sends no
 	// profile, which the runtime runs unconfined.
 	SeccompRuntimeDefault bool
+	// AppArmorLocalhost, if set, names the AppArmor profile loaded on the
+	// node that the container runs under (appArmorProfile.type: Localhost);
+	// empty sends no profile, which containerd reads as its default profile
+	// on an AppArmor node.
+	AppArmorLocalhost string
 	// ProcMount is what a kubelet sends for securityContext.procMount:
 	// ProcMountDefault (its masked and read-only /proc and /sys paths) or
 	// ProcMountUnmasked (none); empty sends nothing.
@@ -65,6 +70,9 @@ func (spec ContainerSpec) securityContext(ns *runtimeapi.NamespaceOption) *runti
 	}
 	if spec.SeccompRuntimeDefault {
 		sc.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	}
+	if spec.AppArmorLocalhost != "" {
+		sc.Apparmor = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: spec.AppArmorLocalhost}
 	}
 	switch spec.ProcMount {
 	case ProcMountDefault:
