@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
 	"github.com/cgdelegate/cgdelegate/integration/internal/inspect"
 )
@@ -346,7 +348,18 @@ func inPodNestedRunc(t *testing.T, e *guestEnv) {
 	e.requirePlugin(t)
 	ctx := inPodCtx(t)
 	pod := e.runPod(ctx, t, cri.PodSpec{Annotations: writable(), UserNS: cri.UserNSPod(131072), PodNetwork: true})
-	c := runContainer(ctx, t, pod, nestedRuncContainer("nested"))
+	spec := nestedRuncContainer("nested")
+	if e.variant.AppArmor {
+		nestedRuncDeniedByDefaultProfile(ctx, t, pod)
+		e.loadEngineProfiles(ctx, t)
+		spec.AppArmorLocalhost = enginesAppArmorProfile
+	}
+	c := runContainer(ctx, t, pod, spec)
+	if e.variant.AppArmor {
+		if got, want := appArmorLabel(ctx, t, c), enginesAppArmorProfile+" (enforce)"; got != want {
+			t.Errorf("the nested runc's container runs as %q, want %q", got, want)
+		}
+	}
 	out := shOK(ctx, t, c, `echo "UIDMAP=$(cat /proc/self/uid_map)"; echo "SECCOMP=$(grep '^Seccomp:' /proc/self/status | tr -dc 0-9)"`)
 	got := inspect.Markers(out)
 	if f := strings.Fields(got["UIDMAP"]); len(f) != 3 || f[0] != "0" || f[1] != "131072" {
@@ -399,6 +412,75 @@ func inPodNestedRunc(t *testing.T, e *guestEnv) {
 	shOK(ctx, t, c, "runc --root /tmp/runc kill nested1 KILL; i=0; while [ $i -lt 100 ] && ! grep -q EXIT= /tmp/nested.log; do sleep 0.2; i=$((i+1)); done; test ! -e /sys/fs/cgroup/nested")
 }
 
+// nestedRuncDeniedByDefaultProfile: on an AppArmor node, the same
+// container under containerd's default AppArmor profile (no
+// appArmorProfile) cannot run runc: the profile's "deny mount" refuses
+// runc's first mount with EACCES, which runc reports as "permission
+// denied", and cgdelegate-init, the container's PID 1, says at its start
+// that the profile denies mounts and names the fix.
+func nestedRuncDeniedByDefaultProfile(ctx context.Context, t *testing.T, pod *cri.Pod) {
+	t.Helper()
+	c := runContainer(ctx, t, pod, nestedRuncContainer("nested-default"))
+	if got := appArmorLabel(ctx, t, c); got != defaultAppArmorLabel {
+		t.Errorf("a container without appArmorProfile runs as %q, want %q", got, defaultAppArmorLabel)
+	}
+	if r, err := c.Exec(ctx, 2*time.Minute, "sh", "-c", nestedSetup); err != nil || inspect.Markers(r.Stdout)["RC"] != "0" {
+		t.Fatalf("nested setup: %v %s", err, r)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	var log string
+	for !strings.Contains(log, "permission denied") && !strings.Contains(log, "READY") {
+		if time.Now().After(deadline) {
+			t.Fatalf("runc under the default profile: neither refused nor ready after 60 s:\n%s", log)
+		}
+		time.Sleep(time.Second)
+		log = shOK(ctx, t, c, "cat /tmp/nested.log")
+	}
+	t.Logf("runc under %s: %s", defaultAppArmorLabel, strings.TrimSpace(log))
+	if !strings.Contains(log, "permission denied") {
+		t.Errorf("runc ran under containerd's default AppArmor profile; want its mounts denied:\n%s", log)
+	}
+	initLog := waitContainerLine(ctx, t, pod, c, 10*time.Second, "AppArmor", enginesAppArmorProfile)
+	t.Logf("cgdelegate-init under the default profile:\n%s", initLog)
+	if err := c.Stop(ctx, 0); err != nil {
+		t.Error(err)
+	}
+}
+
+// systemdDeniedByDefaultProfile: on an AppArmor node, systemd as PID 1
+// under containerd's default AppArmor profile (spec without
+// appArmorProfile) cannot mount its API file systems ("deny mount":
+// EACCES) and its container ends; its log says "Permission denied".
+func systemdDeniedByDefaultProfile(ctx context.Context, t *testing.T, pod *cri.Pod, spec cri.ContainerSpec) {
+	t.Helper()
+	spec.Name = "systemd-default"
+	c := runContainer(ctx, t, pod, spec)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		st, err := c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
+			t.Logf("systemd under %s exited with %d", defaultAppArmorLabel, st.GetExitCode())
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("systemd under containerd's default AppArmor profile still %s after 90 s; want it to end", st.GetState())
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	log, err := os.ReadFile(containerLogPath(pod, c))
+	t.Logf("its log (%v):\n%s", err, log)
+	if !strings.Contains(string(log), "ermission denied") {
+		t.Errorf("the log of systemd under the default profile has no \"Permission denied\"")
+	}
+	if err := c.Stop(ctx, 0); err != nil {
+		t.Error(err)
+	}
+}
+
 // The systemd image (integration/vm systemdPodImage), imported only by the
 // scenario that runs it.
 const (
@@ -417,10 +499,16 @@ func inPodSystemd(t *testing.T, e *guestEnv) {
 		t.Fatalf("ctr images import %s: %v\n%s", systemdPodImagePath, err, out)
 	}
 	pod := e.runPod(ctx, t, cri.PodSpec{Annotations: writable(), UserNS: cri.UserNSPod(262144), PodNetwork: true})
-	c := runContainer(ctx, t, pod, cri.ContainerSpec{
+	spec := cri.ContainerSpec{
 		Name: "systemd", Image: systemdImage,
 		CapAdd: []string{"SYS_ADMIN"}, SeccompRuntimeDefault: true,
-	})
+	}
+	if e.variant.AppArmor {
+		systemdDeniedByDefaultProfile(ctx, t, pod, spec)
+		e.loadEngineProfiles(ctx, t)
+		spec.AppArmorLocalhost = enginesAppArmorProfile
+	}
+	c := runContainer(ctx, t, pod, spec)
 	// systemctl needs systemd's private socket, which appears a few
 	// seconds after the start.
 	start := time.Now()

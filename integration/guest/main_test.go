@@ -107,6 +107,9 @@ type guestEnv struct {
 	registry *variant.Registry
 	// podnet is the cluster's pod network on this node (Cluster variants).
 	podnet *podNetwork
+	// engineProfiles says cgdelegate's engine profiles are installed on
+	// the node (loadEngineProfiles).
+	engineProfiles bool
 	// setupErr fails every scenario when the VM could not be prepared.
 	setupErr error
 	// pluginErr says why the plugin is not running.
