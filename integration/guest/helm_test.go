@@ -72,7 +72,9 @@ func helmCmd(ctx context.Context, args ...string) ([]byte, error) {
 // a feature after the install: CPU pinning with CPU 0 reserved (the
 // pinning, resize and upgrade scenarios' pinned pods get another), as
 // pluginConfigYAML configures the external plugin of the Cluster
-// variants, and a namespace allowed by name (ClusterAdmissionPolicy).
+// variants, a namespace allowed by name (ClusterAdmissionPolicy), and
+// cgdelegate's engine profiles installed on the node (the stories' pods
+// name them; the cluster boots are AppArmor nodes).
 // The install itself sets nothing but the registry: the network is the
 // chart's default, the pod network, the API server through the
 // kubernetes Service.
@@ -81,6 +83,8 @@ func configValues() []string {
 		"--set", "config.cpuPinning=true",
 		"--set-string", "config.reservedCPUs=0",
 		"--set", "admissionPolicy.allowedNamespaces={" + allowedByName + "}",
+		"--set", "engineProfiles.seccomp=true",
+		"--set", "engineProfiles.appArmor=true",
 	}
 }
 

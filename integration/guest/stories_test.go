@@ -277,7 +277,25 @@ func (e *guestEnv) startEnginePod(ctx context.Context, t *testing.T, file, conta
 	ep.before = snapshotPod(t, ep.podCg, ep.containerCg)
 	assertWritableMountIn(ctx, t, ep.c, "/init")
 	assertProcUnmasked(ctx, t, ep.c)
+	assertEngineProfiles(ctx, t, e, ep)
 	return ep
+}
+
+// assertEngineProfiles: the engine runs under the profiles its manifest
+// names, cgdelegate's Localhost ones (installed on the node by the chart,
+// engineProfiles), not unconfined: seccomp filter mode, and on an
+// AppArmor node the cgdelegate-engines label.
+func assertEngineProfiles(ctx context.Context, t *testing.T, e *guestEnv, ep *enginePod) {
+	t.Helper()
+	got := inspect.Markers(e.engineSh(ctx, t, ep.c, ep.p,
+		`echo "SECCOMP=$(grep '^Seccomp:' /proc/1/status | tr -dc 0-9)"; echo "LABEL=$(cat /proc/1/attr/apparmor/current 2>/dev/null || echo none)"`))
+	t.Logf("the engine's seccomp mode %s, AppArmor label %q", got["SECCOMP"], got["LABEL"])
+	if got["SECCOMP"] != "2" {
+		t.Errorf("the engine's Seccomp = %q, want 2 (filter: cgdelegate/engines.json)", got["SECCOMP"])
+	}
+	if want := enginesAppArmorProfile + " (enforce)"; e.variant.AppArmor && got["LABEL"] != want {
+		t.Errorf("the engine's AppArmor label %q, want %q", got["LABEL"], want)
+	}
 }
 
 // sh is engineSh in the engine's container.
