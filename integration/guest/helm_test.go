@@ -706,6 +706,7 @@ func clusterHelmSetConfig(t *testing.T, e *guestEnv) {
 			t.Errorf("configmap %s: config.yaml lacks %q (the --set values):\n%s", helmRelease, want, served)
 		}
 	}
+	assertEngineProfilesInstalled(t, e.variant.AppArmor)
 	if rep, raw := e.cgdelegateStatus(t); !rep.Supported || rep.Pinning == nil || !rep.Pinning.Active {
 		t.Errorf("cgdelegate status on the node: supported %v, pinning %+v; want supported with pinning active:\n%s", rep.Supported, rep.Pinning, raw)
 	}

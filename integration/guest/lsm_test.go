@@ -81,3 +81,25 @@ func waitContainerLine(ctx context.Context, t *testing.T, pod *cri.Pod, c *cri.C
 	}
 	return string(log)
 }
+
+// assertEngineProfilesInstalled: the chart's install-profiles init
+// container (engineProfiles) put the seccomp profile where the kubelet
+// reads Localhost ones and, on an AppArmor node, loaded the AppArmor
+// profile with the node's parser and left its source in /etc/apparmor.d,
+// where apparmor.service loads it at the next boot.
+func assertEngineProfilesInstalled(t *testing.T, appArmor bool) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(seccompDir, enginesSeccomp)); err != nil {
+		t.Errorf("the engines' seccomp profile on the node: %v", err)
+	}
+	if !appArmor {
+		return
+	}
+	if _, err := os.Stat(filepath.Join("/etc/apparmor.d", enginesAppArmorProfile)); err != nil {
+		t.Errorf("the engines' AppArmor profile's source on the node: %v", err)
+	}
+	loaded, err := os.ReadFile("/sys/kernel/security/apparmor/profiles")
+	if err != nil || !strings.Contains(string(loaded), enginesAppArmorProfile+" (enforce)") {
+		t.Errorf("the kernel's AppArmor profiles (%v):\n%s\nwant %s (enforce)", err, loaded, enginesAppArmorProfile)
+	}
+}
