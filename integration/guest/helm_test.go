@@ -249,6 +249,8 @@ func clusterRegistryInstall(t *testing.T, e *guestEnv) {
 	}
 	if rep.PluginPID == 0 {
 		t.Errorf("cgdelegate status names no plugin process:\n%s", raw)
+	} else {
+		assertPluginConfinement(t, rep.PluginPID, e.variant.AppArmor)
 	}
 
 	// An annotated Deployment: its pod is delegated.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +102,19 @@ func assertEngineProfilesInstalled(t *testing.T, appArmor bool) {
 	loaded, err := os.ReadFile("/sys/kernel/security/apparmor/profiles")
 	if err != nil || !strings.Contains(string(loaded), enginesAppArmorProfile+" (enforce)") {
 		t.Errorf("the kernel's AppArmor profiles (%v):\n%s\nwant %s (enforce)", err, loaded, enginesAppArmorProfile)
+	}
+}
+
+// assertPluginConfinement: the chart's plugin pod, which is not
+// privileged, runs under containerd's default AppArmor profile on an
+// AppArmor node (and works there: the scenario goes on to use it), and
+// unconfined elsewhere.
+func assertPluginConfinement(t *testing.T, pid int, appArmor bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "attr/apparmor/current"))
+	label := strings.TrimSpace(string(b))
+	t.Logf("the plugin (PID %d) runs as %q (%v)", pid, label, err)
+	if appArmor && label != defaultAppArmorLabel {
+		t.Errorf("the plugin's AppArmor label %q (%v), want %q on an AppArmor node", label, err, defaultAppArmorLabel)
 	}
 }
