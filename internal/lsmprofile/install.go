@@ -143,7 +143,7 @@ type AppArmorResult struct {
 // enforce mode. The profile keeps its abi line only where the node has
 // /etc/apparmor.d/abi/3.0.
 //
-// It fails, before writing anything, when AppArmor is not enabled under
+// It fails, before writing anything, when hostRoot is no directory, when AppArmor is not enabled under
 // hostRoot (ErrAppArmorDisabled: /sys/module/apparmor/parameters/enabled
 // missing or not Y, or no /sys/kernel/security/apparmor) or the node has no
 // apparmor_parser in /sbin or /usr/sbin (ErrNoParser); then with
@@ -152,6 +152,11 @@ type AppArmorResult struct {
 // loaded profile with itself.
 func InstallAppArmor(ctx context.Context, hostRoot string, run Runner) (AppArmorResult, error) {
 	var res AppArmorResult
+	if st, err := os.Stat(hostRoot); err != nil {
+		return res, fmt.Errorf("host root: %w", err)
+	} else if !st.IsDir() {
+		return res, fmt.Errorf("host root %s: not a directory", hostRoot)
+	}
 	at := func(p string) string { return filepath.Join(hostRoot, p) }
 	if err := checkEnabled(at(appArmorEnabled), at(appArmorFS)); err != nil {
 		return res, err
@@ -171,16 +176,24 @@ func InstallAppArmor(ctx context.Context, hostRoot string, run Runner) (AppArmor
 	if res.Changed, err = writeIfChanged(res.Path, AppArmor(res.ABI3)); err != nil {
 		return res, err
 	}
-	res.Command = Command{Path: parser, Args: []string{"-r", "-W", file}}
-	if filepath.Clean(hostRoot) != "/" {
-		res.Command.Chroot = hostRoot
-	}
+	res.Command = parserCommand(hostRoot, parser, file)
 	out, err := run(ctx, res.Command)
 	res.Output = strings.TrimSpace(string(out))
 	if err != nil {
 		return res, fmt.Errorf("%w: %s: %w: %s", ErrParser, res.Command, err, oneLine(res.Output))
 	}
 	return res, checkLoaded(at(loadedProfiles))
+}
+
+// parserCommand is the parser run that loads file (a path on the node):
+// replace the profile, write the node's cache when it can (it skips that
+// silently on a read-only cache), chrooted into hostRoot unless that is /.
+func parserCommand(hostRoot, parser, file string) Command {
+	c := Command{Path: parser, Args: []string{"-r", "-W", file}}
+	if filepath.Clean(hostRoot) != "/" {
+		c.Chroot = hostRoot
+	}
+	return c
 }
 
 // checkEnabled fails with ErrAppArmorDisabled unless the kernel's AppArmor

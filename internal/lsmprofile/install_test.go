@@ -322,3 +322,30 @@ func TestExec(t *testing.T) {
 		t.Error("/bin/sh ran in an empty chroot: the path was resolved outside it")
 	}
 }
+
+func TestInstallAppArmorBadHostRoot(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []string{filepath.Join(t.TempDir(), "absent"), file} {
+		p := &fakeParser{root: root}
+		if _, err := InstallAppArmor(t.Context(), root, p.run); err == nil || !strings.Contains(err.Error(), root) || errors.Is(err, ErrAppArmorDisabled) {
+			t.Errorf("host root %s: %v, want an error naming it (not ErrAppArmorDisabled)", root, err)
+		}
+	}
+}
+
+func TestParserCommand(t *testing.T) {
+	for _, tc := range []struct{ root, want string }{
+		{"/", "/sbin/apparmor_parser -r -W /etc/apparmor.d/cgdelegate-engines"},
+		{"//", "/sbin/apparmor_parser -r -W /etc/apparmor.d/cgdelegate-engines"},
+		{"/host", "chroot /host /sbin/apparmor_parser -r -W /etc/apparmor.d/cgdelegate-engines"},
+	} {
+		t.Run(tc.root, func(t *testing.T) {
+			if got := parserCommand(tc.root, "/sbin/apparmor_parser", "/etc/apparmor.d/cgdelegate-engines").String(); got != tc.want {
+				t.Errorf("parserCommand(%s) = %q, want %q", tc.root, got, tc.want)
+			}
+		})
+	}
+}
