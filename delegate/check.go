@@ -29,7 +29,10 @@ func (r Report) OK() bool { return len(r.Problems) == 0 }
 // Check says whether delegation is available here and, if not, why, in
 // words a pod author can act on: no cgroup v2, a read-only mount, no
 // private cgroup namespace. It also reports the pod budget cgdelegate
-// passed in EnvMaxDescendants and EnvMaxDepth.
+// passed in EnvMaxDescendants and EnvMaxDepth, and the container's AppArmor
+// profile and seccomp mode, with what to change when a runtime's default
+// AppArmor profile denies the mounts of a nested runtime or systemd
+// (Confinement.MountsDenied: a note, as cgroup delegation works under it).
 func (r *Root) Check() Report {
 	var rep Report
 	problem := func(format string, a ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(format, a...)) }
@@ -67,7 +70,22 @@ func (r *Root) Check() Report {
 		note("the root holds %d processes: cgdelegate-init moves them into a leaf before enabling controllers", len(pids))
 	}
 	r.budget(note)
+	r.confinement(note)
 	return rep
+}
+
+// confinement notes the AppArmor profile and seccomp mode, and what to
+// change when the profile denies mounts.
+func (r *Root) confinement(note func(string, ...any)) {
+	c, err := r.Confinement()
+	if err != nil {
+		note("%s (%v)", c, err)
+		return
+	}
+	note("%s", c)
+	if c.MountsDenied() {
+		note("%s", c.MountsDeniedHint())
+	}
 }
 
 // mounts returns the mounts at the root, in mount order.

@@ -1,6 +1,7 @@
 package delegate
 
 import (
+	"maps"
 	"strings"
 	"testing"
 )
@@ -18,8 +19,10 @@ func TestCheck(t *testing.T) {
 		mountinfo string
 		cgroup    string
 		env       map[string]string
-		problems  []string
-		notes     []string
+		// proc are more files under /proc/self.
+		proc     map[string]string
+		problems []string
+		notes    []string
 	}{
 		{
 			name: "delegated", mountinfo: rootfs + cgroup2RW, cgroup: "0::/\n",
@@ -51,12 +54,26 @@ func TestCheck(t *testing.T) {
 			name: "no mountinfo", cgroup: "0::/\n",
 			problems: []string{"can not read the mount table"},
 		},
+		{
+			name: "containerd's AppArmor profile with SYS_ADMIN: a note, not a problem", mountinfo: rootfs + cgroup2RW, cgroup: "0::/\n",
+			proc: map[string]string{"self/attr/apparmor/current": "cri-containerd.apparmor.d (enforce)\n", "self/status": procStatus("2", capAdmin)},
+			notes: []string{
+				"AppArmor: cri-containerd.apparmor.d (enforce); seccomp: filter",
+				"mounts are denied by AppArmor profile cri-containerd.apparmor.d: nested runtimes and systemd need appArmorProfile {type: Localhost, localhostProfile: cgdelegate-engines} (docs/engine-profiles.md)",
+			},
+		},
+		{
+			name: "the engines' profile", mountinfo: rootfs + cgroup2RW, cgroup: "0::/\n",
+			proc:  map[string]string{"self/attr/apparmor/current": "cgdelegate-engines (enforce)\n", "self/status": procStatus("2", capAdmin)},
+			notes: []string{"AppArmor: cgdelegate-engines (enforce); seccomp: filter"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeTree(t)
 			r := f.root()
 			proc := map[string]string{"self/cgroup": tc.cgroup}
+			maps.Copy(proc, tc.proc)
 			if tc.mountinfo != "" {
 				proc["self/mountinfo"] = strings.ReplaceAll(tc.mountinfo, "/sys/fs/cgroup", f.dir)
 			}

@@ -12,7 +12,9 @@
 // workers in their own cgroups. cmd/cgdelegate-init is the same thing as a
 // command. Do not use it on the host or in a container whose cgroups are
 // read-only: Root.Check says why delegation is not available and what the
-// pod author can change.
+// pod author can change. Root.Confinement reads the container's AppArmor
+// profile and seccomp mode, and says when a runtime's default AppArmor
+// profile will deny the mounts of a nested runtime or systemd.
 //
 // Every host path is injected through Options (the cgroup root, /proc, the
 // environment); all cgroup file I/O goes through

@@ -14,6 +14,13 @@
 // a new cgroup with limits and removes it afterwards. Errors are one line
 // on stderr, "cgdelegate-init: ...", and exit 1; otherwise the exit status
 // is CMD's. -h prints the usage and exits 0.
+//
+// check also prints the container's AppArmor profile and seccomp mode. When
+// a runtime's default AppArmor profile (cri-containerd.apparmor.d,
+// docker-default) confines a container holding CAP_SYS_ADMIN, every mount
+// is denied: check and the entrypoint say so, and name the profile that
+// allows them (appArmorProfile Localhost cgdelegate-engines,
+// docs/engine-profiles.md).
 package main
 
 import (
@@ -127,8 +134,14 @@ func entrypoint(a args, argv []string) (int, error) {
 	if *controllers != "" {
 		ctrls = strings.Split(*controllers, ",")
 	}
-	if err := delegate.New(a.opts).Prepare(*leaf, ctrls); err != nil {
+	r := delegate.New(a.opts)
+	if err := r.Prepare(*leaf, ctrls); err != nil {
 		return 0, err
+	}
+	// A nested runtime or systemd as CMD fails on its first mount under a
+	// runtime's default AppArmor profile, with a bare EACCES: say why first.
+	if c, err := r.Confinement(); err == nil && c.MountsDenied() {
+		fmt.Fprintf(a.stderr, "%s: note: %s\n", prog, c.MountsDeniedHint())
 	}
 	if os.Getpid() != 1 {
 		// Not PID 1: orphans still come to us to reap.

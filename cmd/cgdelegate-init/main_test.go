@@ -123,6 +123,45 @@ func TestRealMain(t *testing.T) {
 	}
 }
 
+// Under containerd's default AppArmor profile with CAP_SYS_ADMIN, check
+// and the entrypoint say that mounts are denied and what allows them; under
+// the engines' profile they say nothing of it.
+func TestAppArmorNote(t *testing.T) {
+	const (
+		capAdmin = "00000000a82435fb"
+		note     = "mounts are denied by AppArmor profile cri-containerd.apparmor.d: nested runtimes and systemd need appArmorProfile {type: Localhost, localhostProfile: cgdelegate-engines} (docs/engine-profiles.md)"
+	)
+	for _, tc := range []struct {
+		name, label string
+		want        bool
+	}{
+		{"runtime default", "cri-containerd.apparmor.d (enforce)\n", true},
+		{"engines", "cgdelegate-engines (enforce)\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, proc := fakeRoot(t)
+			for name, data := range map[string]string{"attr/apparmor/current": tc.label, "status": "Seccomp:\t2\nCapEff:\t" + capAdmin + "\n"} {
+				p := filepath.Join(proc, "self", name)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, out, _ := run(t, dir, proc, nil, "check")
+			label := strings.TrimSuffix(tc.label, "\n")
+			if code != 0 || !strings.Contains(out, "note: AppArmor: "+label+"; seccomp: filter") || strings.Contains(out, note) != tc.want {
+				t.Errorf("check = %d, %q; want the label, and the note %v", code, out, tc.want)
+			}
+			code, _, errOut := run(t, dir, proc, nil, "--", "true")
+			if code != 0 || strings.Contains(errOut, "cgdelegate-init: note: "+note) != tc.want {
+				t.Errorf("entrypoint = %d, stderr %q; want the note %v", code, errOut, tc.want)
+			}
+		})
+	}
+}
+
 func TestCheckNotAvailable(t *testing.T) {
 	dir, proc := fakeRoot(t)
 	if err := os.WriteFile(filepath.Join(proc, "self", "mountinfo"), []byte("30 25 0:26 / "+dir+" ro,nosuid - cgroup2 cgroup2 rw\n"), 0o644); err != nil {

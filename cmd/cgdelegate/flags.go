@@ -29,6 +29,9 @@ const usage = `usage:
   cgdelegate node-label withdraw [flags]
                               remove the node label from every node (helm uninstall's
                               Job); exit 1 if any removal failed (cgdelegate node-label -h)
+  cgdelegate install-profiles [flags]
+                              install the engine pods' seccomp and AppArmor profiles
+                              on the node (cgdelegate install-profiles -h)
   cgdelegate -version         print the version
 
 flags:
@@ -75,8 +78,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 
 // subcommands are the words that may come first, each with its usage.
 var subcommands = map[string]string{
-	"status":     "cgdelegate status [flags]",
-	"node-label": "cgdelegate node-label withdraw [flags]",
+	"status":           "cgdelegate status [flags]",
+	"node-label":       "cgdelegate node-label withdraw [flags]",
+	"install-profiles": "cgdelegate install-profiles [flags]",
 }
 
 // checkArgs refuses positional words: a subcommand (subcommands) comes
@@ -88,7 +92,7 @@ func checkArgs(args []string) error {
 	if use, ok := subcommands[args[0]]; ok {
 		return fmt.Errorf("%q must come first: %s", args[0], use)
 	}
-	return errUnexpected(args[0], "the subcommands are status and node-label")
+	return errUnexpected(args[0], "the subcommands are status, node-label and install-profiles")
 }
 
 func errUnexpected(arg, why string) error {

@@ -5,6 +5,8 @@
 //	cgdelegate status -ready    the pod's readiness probe: exit 0 once configured by the runtime
 //	cgdelegate node-label withdraw [flags]
 //	                            remove the node label from every node; exit 1 if any failed
+//	cgdelegate install-profiles [flags]
+//	                            install the engine pods' seccomp and AppArmor profiles on the node
 //	cgdelegate -version         print the version
 //
 // Run with no arguments it connects to /var/run/nri/nri.sock with the real
@@ -22,6 +24,11 @@
 // through the API as the pod's service account: the chart's pre-delete Job
 // runs it at helm uninstall, before the plugin's RBAC is deleted.
 //
+// install-profiles writes the seccomp profile cgdelegate/engines.json and
+// writes and loads the AppArmor profile cgdelegate-engines on the node
+// (docs/engine-profiles.md): the chart's install-profiles init container
+// runs it.
+//
 // Exit codes: 0 on a clean stop, -h or -version; 1 when the plugin can not
 // start or fails; 2 for a command line that can not run.
 package main
@@ -33,10 +40,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
+	"github.com/cgdelegate/cgdelegate/internal/lsmprofile"
 	"github.com/cgdelegate/cgdelegate/internal/version"
 )
 
@@ -53,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runStatus(args[1:], stdout, stderr)
 		case "node-label":
 			return runNodeLabel(args[1:], stderr, os.Getenv)
+		case "install-profiles":
+			return runInstallProfiles(args[1:], stderr, runtime.GOARCH, lsmprofile.Exec)
 		}
 	}
 	f, err := parseFlags(args, stderr)

@@ -101,6 +101,10 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"port out of range", []string{"--set", "metrics.port=70000"}, []string{schema, "/metrics/port"}},
 		{"namespace that is no DNS label", []string{"--set-json", `admissionPolicy.allowedNamespaces=["a') || true || ('"]`}, []string{schema, "/admissionPolicy/allowedNamespaces/0"}},
 		{"config not a map", []string{"--set", "config=guard"}, []string{schema, "/config", "got string, want object"}},
+		{"misspelt engineProfiles key", []string{"--set", "engineProfiles.apparmor=true"}, []string{schema, "/engineProfiles", "'apparmor' not allowed"}},
+		{"word for engineProfiles.seccomp", []string{"--set", "engineProfiles.seccomp=yes"}, []string{schema, "/engineProfiles/seccomp", "got string, want boolean"}},
+		{"relative kubeletRootDir", []string{"--set", "engineProfiles.kubeletRootDir=var/lib/kubelet"}, []string{schema, "/engineProfiles/kubeletRootDir"}},
+		{"misspelt resources.installProfiles", []string{"--set", "resources.installProfile.limits.memory=1Gi"}, []string{schema, "/resources", "'installProfile' not allowed"}},
 		{"serviceMonitor without metrics", []string{"--set", "metrics.serviceMonitor.enabled=true"}, []string{"metrics.serviceMonitor.enabled true needs metrics.enabled true"}},
 		{
 			"metricsAddress with metrics.enabled",

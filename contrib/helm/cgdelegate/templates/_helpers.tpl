@@ -236,3 +236,37 @@ resourceVersion and managedFields it writes itself).
  (!has(object.metadata.deletionGracePeriodSeconds) || object.metadata.deletionGracePeriodSeconds == oldObject.metadata.deletionGracePeriodSeconds) ?
  [] : ['metadata.deletionGracePeriodSeconds'])
 {{- end }}
+
+{{/*
+cgdelegate.usesEngineProfile is the CEL condition that the securityContext
+of the object (a pod's spec, or a container) named by the argument names
+either engine profile: the AppArmor profile cgdelegate-engines or the
+seccomp profile cgdelegate/engines.json (also written with ./ or doubled
+slashes: the kubelet cleans the path it joins to its seccomp directory).
+localhostProfile is set only with type Localhost (API validation).
+*/}}
+{{- define "cgdelegate.usesEngineProfile" -}}
+(has({{ . }}.securityContext) &&
+ ((has({{ . }}.securityContext.appArmorProfile) && has({{ . }}.securityContext.appArmorProfile.localhostProfile) &&
+   {{ . }}.securityContext.appArmorProfile.localhostProfile == 'cgdelegate-engines') ||
+  (has({{ . }}.securityContext.seccompProfile) && has({{ . }}.securityContext.seccompProfile.localhostProfile) &&
+   {{ . }}.securityContext.seccompProfile.localhostProfile.matches(r'^(\./+)*cgdelegate(/+\.)*/+engines\.json$'))))
+{{- end }}
+
+{{/*
+cgdelegate.engineProfileUsers is the CEL list of what, in the pod named by
+the argument (object or oldObject), uses an engine profile: the pod's
+securityContext, each container, init container and ephemeral container
+by name, and each deprecated AppArmor annotation naming cgdelegate-engines.
+*/}}
+{{- define "cgdelegate.engineProfileUsers" -}}
+({{ include "cgdelegate.usesEngineProfile" (printf "%s.spec" .) }} ? ['the pod securityContext'] : []) +
+{{ . }}.spec.containers.filter(c, {{ include "cgdelegate.usesEngineProfile" "c" }}).map(c, 'container ' + c.name) +
+(has({{ . }}.spec.initContainers) ?
+ {{ . }}.spec.initContainers.filter(c, {{ include "cgdelegate.usesEngineProfile" "c" }}).map(c, 'init container ' + c.name) : []) +
+(has({{ . }}.spec.ephemeralContainers) ?
+ {{ . }}.spec.ephemeralContainers.filter(c, {{ include "cgdelegate.usesEngineProfile" "c" }}).map(c, 'ephemeral container ' + c.name) : []) +
+(has({{ . }}.metadata.annotations) ?
+ {{ . }}.metadata.annotations.filter(k, k.startsWith('container.apparmor.security.beta.kubernetes.io/') &&
+   {{ . }}.metadata.annotations[k] == 'localhost/cgdelegate-engines').map(k, 'annotation ' + k) : [])
+{{- end }}
