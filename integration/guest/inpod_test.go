@@ -449,8 +449,10 @@ func nestedRuncDeniedByDefaultProfile(ctx context.Context, t *testing.T, pod *cr
 
 // systemdDeniedByDefaultProfile: on an AppArmor node, systemd as PID 1
 // under containerd's default AppArmor profile (spec without
-// appArmorProfile) cannot mount its API file systems ("deny mount":
-// EACCES) and its container ends; its log says "Permission denied".
+// appArmorProfile) cannot mount its API file systems ("deny mount": EACCES)
+// and its container ends at once, with status 255 and an empty log (seen
+// on Debian's systemd 252): there is no message to name AppArmor, so
+// docs/in-pod.md names the profile to use.
 func systemdDeniedByDefaultProfile(ctx context.Context, t *testing.T, pod *cri.Pod, spec cri.ContainerSpec) {
 	t.Helper()
 	spec.Name = "systemd-default"
@@ -462,7 +464,12 @@ func systemdDeniedByDefaultProfile(ctx context.Context, t *testing.T, pod *cri.P
 			t.Fatal(err)
 		}
 		if st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
-			t.Logf("systemd under %s exited with %d", defaultAppArmorLabel, st.GetExitCode())
+			log, lerr := os.ReadFile(containerLogPath(pod, c))
+			t.Logf("systemd under %s exited with %d after %s; its log (%v): %q", defaultAppArmorLabel, st.GetExitCode(),
+				time.Duration(st.GetFinishedAt()-st.GetStartedAt()).Round(time.Millisecond), lerr, log)
+			if st.GetExitCode() == 0 {
+				t.Errorf("systemd under containerd's default AppArmor profile exited 0; want it refused")
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -470,11 +477,6 @@ func systemdDeniedByDefaultProfile(ctx context.Context, t *testing.T, pod *cri.P
 			break
 		}
 		time.Sleep(2 * time.Second)
-	}
-	log, err := os.ReadFile(containerLogPath(pod, c))
-	t.Logf("its log (%v):\n%s", err, log)
-	if !strings.Contains(string(log), "ermission denied") {
-		t.Errorf("the log of systemd under the default profile has no \"Permission denied\"")
 	}
 	if err := c.Stop(ctx, 0); err != nil {
 		t.Error(err)
