@@ -128,7 +128,7 @@ func TestEngineProfilesPolicy(t *testing.T) {
 	p := compilePolicy(t, m.policies[0], true)
 	const userns = "which allows mounts and is allowed only in a user namespace: set spec.hostUsers: false"
 	tr, fa := true, false
-	engines, json := "cgdelegate-engines", "cgdelegate/engines.json"
+	engines, enginesJSON := "cgdelegate-engines", "cgdelegate/engines.json"
 	tests := []struct {
 		name string
 		edit func(*corev1.Pod)
@@ -151,17 +151,21 @@ func TestEngineProfilesPolicy(t *testing.T) {
 		{name: "a seccomp file beside ours", edit: onApp(corev1.SecurityContext{SeccompProfile: seccomp("cgdelegate/engines.json.old")})},
 		{name: "a seccomp directory like ours", edit: onApp(corev1.SecurityContext{SeccompProfile: seccomp("xcgdelegate/engines.json")})},
 		{name: "container AppArmor", edit: onApp(corev1.SecurityContext{AppArmorProfile: appArmor(engines)}), want: "container app uses an engine profile (AppArmor cgdelegate-engines or seccomp cgdelegate/engines.json), " + userns},
-		{name: "container seccomp", edit: onApp(corev1.SecurityContext{SeccompProfile: seccomp(json)}), want: "container app uses"},
+		{name: "container seccomp", edit: onApp(corev1.SecurityContext{SeccompProfile: seccomp(enginesJSON)}), want: "container app uses"},
 		{name: "container seccomp, ./ and //", edit: onApp(corev1.SecurityContext{SeccompProfile: seccomp("./cgdelegate//engines.json")}), want: "container app uses"},
 		{name: "container seccomp, /./", edit: onApp(corev1.SecurityContext{SeccompProfile: seccomp("cgdelegate/./engines.json")}), want: "container app uses"},
 		{
 			name: "pod-level seccomp",
-			edit: func(p *corev1.Pod) { p.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: seccomp(json)} },
+			edit: func(p *corev1.Pod) {
+				p.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: seccomp(enginesJSON)}
+			},
 			want: "the pod securityContext uses",
 		},
 		{
 			name: "pod-level AppArmor",
-			edit: func(p *corev1.Pod) { p.Spec.SecurityContext = &corev1.PodSecurityContext{AppArmorProfile: appArmor(engines)} },
+			edit: func(p *corev1.Pod) {
+				p.Spec.SecurityContext = &corev1.PodSecurityContext{AppArmorProfile: appArmor(engines)}
+			},
 			want: "the pod securityContext uses",
 		},
 		{
@@ -171,7 +175,7 @@ func TestEngineProfilesPolicy(t *testing.T) {
 			},
 			want: "init container setup uses",
 		},
-		{name: "ephemeral container", edit: withDebug(corev1.SecurityContext{SeccompProfile: seccomp(json)}), want: "ephemeral container debug uses"},
+		{name: "ephemeral container", edit: withDebug(corev1.SecurityContext{SeccompProfile: seccomp(enginesJSON)}), want: "ephemeral container debug uses"},
 		{
 			name: "deprecated annotation",
 			edit: func(p *corev1.Pod) {
@@ -188,7 +192,7 @@ func TestEngineProfilesPolicy(t *testing.T) {
 		{
 			name: "everywhere: every use named",
 			edit: func(p *corev1.Pod) {
-				p.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: seccomp(json)}
+				p.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: seccomp(enginesJSON)}
 				onApp(corev1.SecurityContext{AppArmorProfile: appArmor(engines)})(p)
 				p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side", Image: "x"})
 			},
@@ -236,7 +240,7 @@ func TestEngineProfilesPolicy(t *testing.T) {
 			name: "a second debug container with a profile", old: debug,
 			new: both(debug, func(p *corev1.Pod) {
 				p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
-					EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug2", Image: "b", SecurityContext: &corev1.SecurityContext{SeccompProfile: seccomp(json)}},
+					EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug2", Image: "b", SecurityContext: &corev1.SecurityContext{SeccompProfile: seccomp(enginesJSON)}},
 				})
 			}),
 			want: []string{"ephemeral container debug2 uses"},

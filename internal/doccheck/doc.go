@@ -18,7 +18,8 @@
 // A page shows a tested manifest as a fenced block right after the line
 // <!-- manifest: PATH -->, PATH from the module's root; the block must equal
 // the file byte for byte, and every file of
-// integration/guest/testdata/stories/ must be shown on some page.
+// integration/guest/testdata/stories/ and the AppArmor profile
+// internal/lsmprofile/cgdelegate-engines must be shown on some page.
 //
 // docs/troubleshooting.md needs a heading naming each cause of
 // refusal.Causes in a code span (### `policy`: ...), and the text of each

@@ -115,8 +115,9 @@ func TestCheckManifests(t *testing.T) {
 }
 
 // TestRepositoryManifests: every manifest the VM suite's story scenarios
-// apply (integration/guest/testdata/stories) is shown on a page of docs/,
-// byte for byte.
+// apply (integration/guest/testdata/stories), and the AppArmor profile
+// cgdelegate install-profiles writes, is shown on a page of docs/, byte for
+// byte.
 func TestRepositoryManifests(t *testing.T) {
 	root := os.DirFS("../..")
 	pages, err := docPages(root)
@@ -129,5 +130,12 @@ func TestRepositoryManifests(t *testing.T) {
 	}
 	for _, p := range checkManifests(root, pages, "integration/guest/testdata/stories/*.yaml") {
 		t.Error(p)
+	}
+	// The AppArmor profile the installer writes is shown too
+	// (docs/engine-profiles.md); the blocks were checked above.
+	for _, p := range checkManifests(root, pages, "internal/lsmprofile/cgdelegate-engines") {
+		if strings.Contains(p, "no page shows it") {
+			t.Error(p)
+		}
 	}
 }

@@ -143,11 +143,12 @@ type AppArmorResult struct {
 // enforce mode. The profile keeps its abi line only where the node has
 // /etc/apparmor.d/abi/3.0.
 //
-// It fails, before writing anything, when hostRoot is no directory, when AppArmor is not enabled under
-// hostRoot (ErrAppArmorDisabled: /sys/module/apparmor/parameters/enabled
-// missing or not Y, or no /sys/kernel/security/apparmor) or the node has no
-// apparmor_parser in /sbin or /usr/sbin (ErrNoParser); then with
-// ErrParser or ErrNotLoaded. Running it again does the same: the file is
+// It fails, before writing anything, when hostRoot is no directory, when
+// AppArmor is not enabled under hostRoot (ErrAppArmorDisabled:
+// /sys/module/apparmor/parameters/enabled missing or not Y, or no
+// /sys/kernel/security/apparmor) or when the node has no apparmor_parser
+// in /sbin or /usr/sbin (ErrNoParser): it never skips. After writing, it
+// fails with ErrParser or ErrNotLoaded. Running it again does the same: the file is
 // left alone when it holds the profile, and the parser replaces the
 // loaded profile with itself.
 func InstallAppArmor(ctx context.Context, hostRoot string, run Runner) (AppArmorResult, error) {
