@@ -453,6 +453,20 @@ func (s *Sender) ForgetAll() {
 	clear(s.known)
 }
 
+// Known is the Sender's ledger: per container, the cpuset and memory
+// nodes ("cpus/mems") it records the runtime holds. A copy, for checks of
+// the ledger against what the runtime really holds (the nri package's
+// model test).
+func (s *Sender) Known() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]string, len(s.known))
+	for id, r := range s.known {
+		out[id] = r.cpus + "/" + r.mems
+	}
+	return out
+}
+
 // cpuRecord is what the runtime holds of a container's CPU settings, as
 // the Sender knows them: its cpuset and memory nodes ("" unknown) and, if
 // known, its quota and period.
