@@ -31,15 +31,60 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 		p.eventLog(pod, nil).Error("pod refused", "error", err)
 		return err
 	}
-	p.push(pod, nil, upd)
+	p.carryOut(pod, nil, outcome{changed: upd})
 	return nil
 }
 
-// push writes the new cpusets of an event that can not return updates to
-// the cgroups at once (enforce) and queues them for the runtime (Sender).
-func (p *Plugin) push(pod *api.PodSandbox, ctr *api.Container, as []policy.Assignment) {
-	p.enforce(pod, ctr, as)
-	p.send.Enqueue(as)
+// outcome is what a pinning event changes beyond its answer, and what the
+// update Sender's ledger of the runtime's records must learn of it. Every
+// handler builds one and hands it to carryOut, the one place that writes
+// cgroups, queues updates and keeps the ledger: a handler can not forget
+// one of those steps, only say what happened.
+type outcome struct {
+	// changed are the containers whose assignment the event changed: their
+	// cgroups get the new cpusets at once (Enforce); the runtime's
+	// records follow by the event's answer when answered, by the
+	// Sender's UpdateContainers otherwise.
+	changed  []policy.Assignment
+	answered bool
+	// created is the new container the event created, with the CPU
+	// settings of its creation adjustment (the runtime's first record).
+	created    string
+	createdCPU *api.LinuxCPU
+	// forget are containers whose records the runtime changes outside
+	// the Sender (a resize, a stop, a removal).
+	forget []string
+	// removed is a container removed while pinning is not active: its
+	// record is dropped, no update can be about it any more.
+	removed string
+	// resynced: the runtime may have changed any record (Synchronize).
+	resynced bool
+}
+
+// carryOut applies o (see outcome) and returns the updates for the
+// event's answer. The ledger forgets first, so that no update the Sender
+// sends from now on is taken for one the runtime already holds.
+func (p *Plugin) carryOut(pod *api.PodSandbox, ctr *api.Container, o outcome) []*api.ContainerUpdate {
+	if o.resynced {
+		p.send.ForgetAll()
+	}
+	forget := o.forget
+	if o.answered {
+		forget = append(containerIDs(o.changed), forget...)
+	}
+	p.send.Forget(forget...)
+	if o.removed != "" {
+		p.send.Removed(o.removed)
+	}
+	p.enforce(pod, ctr, o.changed)
+	if o.created != "" {
+		p.send.Created(o.created, o.createdCPU)
+	}
+	if o.answered {
+		return cpumanager.Updates(o.changed)
+	}
+	p.send.Enqueue(o.changed)
+	return nil
 }
 
 // enforce writes the new cpusets of the containers whose pool changed to
@@ -79,10 +124,7 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 	}
 	cpu := cpumanager.Adjust(adj, a)
 	p.eventLog(pod, ctr).Info("cpus assigned", "pool", a.Pool, "cpus", cpu.Cpus, "mems", cpu.Mems, "updates", len(upd))
-	p.enforce(pod, ctr, upd)
-	p.send.Created(a.ContainerID, cpu)
-	p.send.Forget(containerIDs(upd)...)
-	return adj, cpumanager.Updates(upd), nil
+	return adj, p.carryOut(pod, ctr, outcome{changed: upd, answered: true, created: a.ContainerID, createdCPU: cpu}), nil
 }
 
 // UpdateContainer is an in-place resize: refused for a pinned container,
@@ -90,7 +132,7 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	if pn := p.pin.Load(); pod != nil && ctr != nil && pn.Active() {
 		// The resize changes the runtime's record of the container.
-		p.send.Forget(ctr.GetId())
+		p.carryOut(pod, ctr, outcome{forget: []string{ctr.GetId()}})
 		return pn.ResizeContainer(p.log, pod, ctr, res)
 	}
 	return nil, nil
@@ -113,9 +155,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 		return nil, nil
 	}
 	upd := pn.RemoveContainer(ctr.GetId())
-	p.enforce(pod, ctr, upd)
-	p.send.Forget(append(containerIDs(upd), ctr.GetId())...)
-	return cpumanager.Updates(upd), nil
+	return p.carryOut(pod, ctr, outcome{changed: upd, answered: true, forget: []string{ctr.GetId()}}), nil
 }
 
 // containerIDs are the containers of as.
@@ -137,11 +177,10 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if !pn.Active() {
 		// Created while pinning was active, removed after it was
 		// suspended: nothing to place, but nothing to remember either.
-		p.send.Removed(ctr.GetId())
+		p.carryOut(pod, ctr, outcome{removed: ctr.GetId()})
 		return nil
 	}
-	p.send.Forget(ctr.GetId())
-	p.push(pod, ctr, pn.RemoveContainer(ctr.GetId()))
+	p.carryOut(pod, ctr, outcome{changed: pn.RemoveContainer(ctr.GetId()), forget: []string{ctr.GetId()}})
 	return nil
 }
 
@@ -150,7 +189,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 // removal; the widened containers are updated with UpdateContainers.
 func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	if pn := p.pin.Load(); pod != nil && pn.Active() {
-		p.push(pod, nil, pn.RemovePod(pod.GetId()))
+		p.carryOut(pod, nil, outcome{changed: pn.RemovePod(pod.GetId())})
 	}
 	return nil
 }
@@ -190,8 +229,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	}
 	// What the runtime holds of each container is known again only
 	// from the updates sent from now on.
-	p.send.ForgetAll()
-	p.push(nil, nil, pn.Synchronize(p.log, pods, ctrs).Updates)
+	p.carryOut(nil, nil, outcome{changed: pn.Synchronize(p.log, pods, ctrs).Updates, resynced: true})
 	return nil, nil
 }
 
