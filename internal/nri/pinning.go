@@ -51,9 +51,9 @@ type outcome struct {
 	// settings of its creation adjustment (the runtime's first record).
 	created    string
 	createdCPU *api.LinuxCPU
-	// forget are containers whose records the runtime changes outside
-	// the Sender (a resize, a stop, a removal).
-	forget []string
+	// forget is the event's container when the runtime changes its
+	// record outside the Sender (a resize, a stop, a removal).
+	forget string
 	// removed is a container removed while pinning is not active: its
 	// record is dropped, no update can be about it any more.
 	removed string
@@ -68,11 +68,19 @@ func (p *Plugin) carryOut(pod *api.PodSandbox, ctr *api.Container, o outcome) []
 	if o.resynced {
 		p.send.ForgetAll()
 	}
-	forget := o.forget
-	if o.answered {
-		forget = append(containerIDs(o.changed), forget...)
+	switch {
+	case o.answered && len(o.changed) > 0:
+		ids := make([]string, 0, len(o.changed)+1)
+		for _, a := range o.changed {
+			ids = append(ids, a.ContainerID)
+		}
+		if o.forget != "" {
+			ids = append(ids, o.forget)
+		}
+		p.send.Forget(ids...)
+	case o.forget != "":
+		p.send.Forget(o.forget)
 	}
-	p.send.Forget(forget...)
 	if o.removed != "" {
 		p.send.Removed(o.removed)
 	}
@@ -132,7 +140,7 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	if pn := p.pin.Load(); pod != nil && ctr != nil && pn.Active() {
 		// The resize changes the runtime's record of the container.
-		p.carryOut(pod, ctr, outcome{forget: []string{ctr.GetId()}})
+		p.carryOut(pod, ctr, outcome{forget: ctr.GetId()})
 		return pn.ResizeContainer(p.log, pod, ctr, res)
 	}
 	return nil, nil
@@ -155,16 +163,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 		return nil, nil
 	}
 	upd := pn.RemoveContainer(ctr.GetId())
-	return p.carryOut(pod, ctr, outcome{changed: upd, answered: true, forget: []string{ctr.GetId()}}), nil
-}
-
-// containerIDs are the containers of as.
-func containerIDs(as []policy.Assignment) []string {
-	ids := make([]string, 0, len(as))
-	for _, a := range as {
-		ids = append(ids, a.ContainerID)
-	}
-	return ids
+	return p.carryOut(pod, ctr, outcome{changed: upd, answered: true, forget: ctr.GetId()}), nil
 }
 
 // RemoveContainer is StopContainer for a container removed without a stop;
@@ -180,7 +179,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		p.carryOut(pod, ctr, outcome{removed: ctr.GetId()})
 		return nil
 	}
-	p.carryOut(pod, ctr, outcome{changed: pn.RemoveContainer(ctr.GetId()), forget: []string{ctr.GetId()}})
+	p.carryOut(pod, ctr, outcome{changed: pn.RemoveContainer(ctr.GetId()), forget: ctr.GetId()})
 	return nil
 }
 
