@@ -5,16 +5,14 @@ package guest
 // The cluster harness and its scenarios (variant.Variant.Cluster): the
 // control plane runs on the host (integration/vm), the guest's kubelet
 // registers with it as Node cgd-vm, and the scenarios drive it with
-// kubectl and the admin kubeconfig a user would have (/root/.kube/config),
-// reading cgroups from the node as before.
+// kubectl and helm on the host as an operator would from a workstation
+// (workstation_test.go), reading cgroups from the node as before.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/workstation"
 )
 
 const (
@@ -62,7 +61,7 @@ func (e *guestEnv) requireCluster(t *testing.T) *clusterEnv {
 		e.cluster, e.kubeletErr = e.startClusterKubelet()
 		if e.cluster != nil {
 			t.Logf("kubelet registered as Node %s after %s, Ready after %s; default service account after %s",
-				kubeletNode, e.cluster.registered.Round(100*time.Millisecond), e.cluster.ready.Round(100*time.Millisecond),
+				e.nodeName(), e.cluster.registered.Round(100*time.Millisecond), e.cluster.ready.Round(100*time.Millisecond),
 				e.cluster.serviceAccountWait.Round(100*time.Millisecond))
 		}
 	}
@@ -89,7 +88,7 @@ func (e *guestEnv) startClusterKubelet() (*clusterEnv, error) {
 	var node *corev1.Node
 	err := poll(ctx, time.Second, func() (bool, error) {
 		var err error
-		node, err = getNode(ctx, kubeletNode)
+		node, err = getNode(ctx, e.nodeName())
 		if err != nil {
 			if !e.kubelet.daemon.Running() {
 				return false, fmt.Errorf("the kubelet exited:\n%s", fileTail(e.paths.KubeletLog, 40))
@@ -103,7 +102,7 @@ func (e *guestEnv) startClusterKubelet() (*clusterEnv, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node %s Ready: %w; node conditions: %s\n--- kubelet log ---\n%s",
-			kubeletNode, err, describeNode(node), fileTail(e.paths.KubeletLog, 40))
+			e.nodeName(), err, describeNode(node), fileTail(e.paths.KubeletLog, 40))
 	}
 	c.ready = time.Since(start)
 	saStart := time.Now()
@@ -120,19 +119,11 @@ func (e *guestEnv) startClusterKubelet() (*clusterEnv, error) {
 	return c, nil
 }
 
-// kubectl runs kubectl with the guest's admin kubeconfig (its default,
-// /root/.kube/config), stdin as its input, and returns its stdout.
+// kubectl runs kubectl on the workstation with the admin's kubeconfig,
+// stdin as its input, and returns its stdout.
 func kubectl(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--request-timeout=30s"}, args...)...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.Bytes(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.Bytes(), nil
+	res, err := onWorkstation(ctx, workstation.Request{Tool: "kubectl", Args: append([]string{"--request-timeout=30s"}, args...), Stdin: stdin})
+	return res.Stdout, err
 }
 
 // getJSON decodes `kubectl get <kind> <name> -o json` into v, reading
@@ -330,15 +321,15 @@ func seconds(d time.Duration) float64 {
 func clusterNodeReady(t *testing.T, e *guestEnv) {
 	c := e.requireCluster(t)
 	ctx := scenarioCtx(t)
-	node, err := getNode(ctx, kubeletNode)
+	node, err := getNode(ctx, e.nodeName())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := nodeReady(node); r == nil || r.Status != corev1.ConditionTrue {
-		t.Fatalf("node %s not Ready: %s", kubeletNode, describeNode(node))
+		t.Fatalf("node %s not Ready: %s", e.nodeName(), describeNode(node))
 	}
 	if got := node.Status.Capacity.Cpu().Value(); got != int64(e.variant.SMP) {
-		t.Errorf("node %s: cpu capacity %d, want the VM's %d", kubeletNode, got, e.variant.SMP)
+		t.Errorf("node %s: cpu capacity %d, want the VM's %d", e.nodeName(), got, e.variant.SMP)
 	}
 	var internal []string
 	for _, a := range node.Status.Addresses {
@@ -347,7 +338,7 @@ func clusterNodeReady(t *testing.T, e *guestEnv) {
 		}
 	}
 	if want := e.podnet.node.IP.String(); len(internal) != 1 || internal[0] != want {
-		t.Errorf("node %s: internal IPs %v, want [%s]", kubeletNode, internal, want)
+		t.Errorf("node %s: internal IPs %v, want [%s]", e.nodeName(), internal, want)
 	}
 
 	name, applied := applyPod(ctx, t, "cluster-plain.yaml")
@@ -356,8 +347,8 @@ func clusterNodeReady(t *testing.T, e *guestEnv) {
 		return c != nil && c.Status == corev1.ConditionTrue
 	})
 	scheduled := time.Since(applied)
-	if p.Spec.NodeName != kubeletNode {
-		t.Errorf("pod %s scheduled to %q, want %s", name, p.Spec.NodeName, kubeletNode)
+	if p.Spec.NodeName != e.nodeName() {
+		t.Errorf("pod %s scheduled to %q, want %s", name, p.Spec.NodeName, e.nodeName())
 	}
 	p = waitClusterPod(ctx, t, name, "running", 3*time.Minute, func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodRunning && kubelet.Running(p, "work")

@@ -28,9 +28,10 @@
 // cluster: the control plane runs on the host (integration/vm starts it),
 // cluster_test.go starts the kubelet registered with it as Node cgd-vm
 // (its kubeconfig from the initramfs) at the first such scenario, and the
-// scenarios apply, patch and read pods with kubectl and the admin
-// kubeconfig at /root/.kube/config, as a user would; cgroups are read on
-// the node as in the other scenarios.
+// scenarios apply, patch and read pods with kubectl and helm, which run on
+// the host as on an operator's workstation (workstation_test.go), and
+// poll with an API client on the admin kubeconfig at /root/.kube/config;
+// cgroups are read on the node as in the other scenarios.
 //
 // The scenario files are named by behaviour: writable_test.go (the mount,
 // delegation, user namespaces), bounds_test.go (own limits, pod bounds),

@@ -9,14 +9,12 @@ package guest
 // and mounts its ConfigMap from the API.
 
 import (
-	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,6 +28,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/workstation"
 )
 
 const (
@@ -61,17 +60,11 @@ type helmInstall struct {
 	args []string
 }
 
-// helmCmd runs helm with the guest's admin kubeconfig (its default,
-// /root/.kube/config) and returns its combined output.
+// helmCmd runs helm on the workstation with the admin's kubeconfig and
+// returns its stdout.
 func helmCmd(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "helm", args...)
-	cmd.Env = append(os.Environ(), "HOME=/root")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return out.Bytes(), fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
-	}
-	return out.Bytes(), nil
+	res, err := onWorkstation(ctx, workstation.Request{Tool: "helm", Args: args})
+	return res.Stdout, err
 }
 
 // configValues are the --set arguments ClusterHelmSetConfig adds to the
@@ -221,8 +214,8 @@ func clusterRegistryInstall(t *testing.T, e *guestEnv) {
 		t.Fatalf("the DaemonSet's pods: %d (%v), want 1\n%s", len(pods), err, e.describeDaemonSet(ctx))
 	}
 	p := &pods[0]
-	if p.Spec.NodeName != kubeletNode || p.Status.Phase != corev1.PodRunning || !kubelet.Running(p, dsPluginContainer) {
-		t.Errorf("pod %s: %s; want Running on %s", p.Name, describePod(p), kubeletNode)
+	if p.Spec.NodeName != e.nodeName() || p.Status.Phase != corev1.PodRunning || !kubelet.Running(p, dsPluginContainer) {
+		t.Errorf("pod %s: %s; want Running on %s", p.Name, describePod(p), e.nodeName())
 	}
 	if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].Kind != "DaemonSet" || p.OwnerReferences[0].Name != helmRelease {
 		t.Errorf("pod %s: owners %v, want the DaemonSet %s", p.Name, p.OwnerReferences, helmRelease)

@@ -32,8 +32,9 @@ import (
 var podManifests embed.FS
 
 const (
-	// kubeletNode is the kubelet's node name (--hostname-override); static
-	// pods are named <manifest name>-<node>.
+	// kubeletNode is the standalone kubelet's node name
+	// (--hostname-override; static pods are named <manifest name>-<node>);
+	// a cluster node's is the plan's (guestEnv.nodeName).
 	kubeletNode = "cgd-vm"
 	// staticNamespace is the namespace of the manifests (none says one).
 	staticNamespace = "default"
@@ -112,12 +113,12 @@ func (e *guestEnv) startKubelet(cfg kubelet.Config, extraArgs ...string) error {
 	k := &kubeletEnv{
 		daemon: &daemon{
 			name: "kubelet", path: e.paths.KubeletBinary, logPath: e.paths.KubeletLog,
-			args: append([]string{"--config=" + e.paths.KubeletConfig, "--hostname-override=" + kubeletNode, "--root-dir=" + e.paths.KubeletRoot, "--v=1"}, extraArgs...),
+			args: append([]string{"--config=" + e.paths.KubeletConfig, "--hostname-override=" + e.nodeName(), "--root-dir=" + e.paths.KubeletRoot, "--v=1"}, extraArgs...),
 		},
 		client: kubelet.NewClient(fmt.Sprintf("http://127.0.0.1:%d", kubelet.DefaultReadOnlyPort)),
 		pods:   kubelet.StaticPods{Dir: e.paths.StaticPods},
 		driver: cfg.CgroupDriver,
-		node:   kubeletNode,
+		node:   e.nodeName(),
 	}
 	if err := k.daemon.Start(); err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgdelegate/cgdelegate/integration/internal/workstation"
 )
 
 const (
@@ -48,11 +49,6 @@ func kubectlAs(ctx context.Context, token string, args ...string) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "kubectl-as-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
 	kubeconfig := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters: [{name: c, cluster: {server: %q, certificate-authority-data: %q}}]
@@ -60,14 +56,10 @@ users: [{name: u, user: {token: %q}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 `, server, ca, strings.TrimSpace(token))
-	path := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig=" + path, "--request-timeout=30s"}, args...)...)
-	out, err := cmd.CombinedOutput()
+	res, err := onWorkstation(ctx, workstation.Request{Tool: "kubectl", Args: append([]string{"--request-timeout=30s"}, args...), Kubeconfig: []byte(kubeconfig)})
+	out := append(res.Stdout, res.Stderr...)
 	if err != nil {
-		return out, fmt.Errorf("kubectl (as the token's account) %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return out, fmt.Errorf("as the token's account: %w", err)
 	}
 	return out, nil
 }
@@ -86,7 +78,7 @@ func clusterNodeLabel(t *testing.T, e *guestEnv) {
 	start := time.Now()
 	var node *corev1.Node
 	if err := poll(ctx, 500*time.Millisecond, func() (bool, error) {
-		n, err := getNode(ctx, kubeletNode)
+		n, err := getNode(ctx, e.nodeName())
 		node = n
 		return err == nil && n.Labels[nodeLabel] == "true", nil
 	}); err != nil {
@@ -94,9 +86,9 @@ func clusterNodeLabel(t *testing.T, e *guestEnv) {
 		if node != nil {
 			labels = node.Labels
 		}
-		t.Fatalf("node %s never got %s=true (%v); labels %v\n%s", kubeletNode, nodeLabel, err, labels, e.describeDaemonSet(ctx))
+		t.Fatalf("node %s never got %s=true (%v); labels %v\n%s", e.nodeName(), nodeLabel, err, labels, e.describeDaemonSet(ctx))
 	}
-	t.Logf("node %s labelled %s=true (%s after the scenario's start)", kubeletNode, nodeLabel, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("node %s labelled %s=true (%s after the scenario's start)", e.nodeName(), nodeLabel, time.Since(start).Round(100*time.Millisecond))
 
 	// A pod that selects the label is scheduled onto the node.
 	sel := admissionPod("selects-label", clusterNamespace, false)
@@ -107,8 +99,8 @@ func clusterNodeLabel(t *testing.T, e *guestEnv) {
 	}
 	t.Cleanup(func() { deletePods(t, clusterNamespace, sel.Name) })
 	p := waitNamespacedPod(ctx, t, clusterNamespace, sel.Name, "work", 3*time.Minute)
-	if p.Spec.NodeName != kubeletNode {
-		t.Errorf("pod %s selecting %s runs on %q, want %s", sel.Name, nodeLabel, p.Spec.NodeName, kubeletNode)
+	if p.Spec.NodeName != e.nodeName() {
+		t.Errorf("pod %s selecting %s runs on %q, want %s", sel.Name, nodeLabel, p.Spec.NodeName, e.nodeName())
 	}
 	running := time.Since(applied)
 
@@ -146,20 +138,20 @@ func clusterNodeLabel(t *testing.T, e *guestEnv) {
 		want string
 	}{
 		{"label another node", []string{"label", "node", ghostNode, nodeLabel + "=true"}, "may only label its own node"},
-		{"change another label of its own node", []string{"label", "node", kubeletNode, "stolen=yes"}, "may change only the label " + nodeLabel},
-		{"taint its own node", []string{"taint", "node", kubeletNode, "stolen=yes:NoSchedule"}, "cgdelegate-node-label"},
+		{"change another label of its own node", []string{"label", "node", e.nodeName(), "stolen=yes"}, "may change only the label " + nodeLabel},
+		{"taint its own node", []string{"taint", "node", e.nodeName(), "stolen=yes:NoSchedule"}, "cgdelegate-node-label"},
 		{
 			"give its own node an owner that does not exist (the garbage collector would delete the Node)",
-			mergePatch(kubeletNode, ownerPatch), "may change only the label " + nodeLabel + " of a node, not metadata.ownerReferences",
+			mergePatch(e.nodeName(), ownerPatch), "may change only the label " + nodeLabel + " of a node, not metadata.ownerReferences",
 		},
-		{"give its own node a finalizer", mergePatch(kubeletNode, finalizerPatch), "of a node, not metadata.finalizers"},
-		{"set the label to pwned", mergePatch(kubeletNode, labelPatch("pwned")), `may only set the label ` + nodeLabel + ` to "true" or remove it, not set it to "pwned"`},
+		{"give its own node a finalizer", mergePatch(e.nodeName(), finalizerPatch), "of a node, not metadata.finalizers"},
+		{"set the label to pwned", mergePatch(e.nodeName(), labelPatch("pwned")), `may only set the label ` + nodeLabel + ` to "true" or remove it, not set it to "pwned"`},
 	}
 	for _, r := range refusals {
 		out, err := kubectlAs(ctx, token, r.args...)
 		if err == nil {
 			t.Errorf("the stolen token could %s: %s", r.what, out)
-			undoAttack(ctx, t, kubeletNode)
+			undoAttack(ctx, t, e.nodeName())
 			continue
 		}
 		if !strings.Contains(err.Error(), r.want) {
@@ -167,13 +159,13 @@ func clusterNodeLabel(t *testing.T, e *guestEnv) {
 		}
 		t.Logf("stolen token, %s: refused: %v", r.what, err)
 	}
-	assertNodeUntouched(ctx, t, kubeletNode, "true")
+	assertNodeUntouched(ctx, t, e.nodeName(), "true")
 	// What the plugin itself does is allowed: the label on its own node,
 	// set with its own merge patch (advert's labelPatch) and with kubectl.
-	if _, err := kubectlAs(ctx, token, mergePatch(kubeletNode, labelPatch("true"))...); err != nil {
+	if _, err := kubectlAs(ctx, token, mergePatch(e.nodeName(), labelPatch("true"))...); err != nil {
 		t.Errorf("the plugin's own change, its label on its own node, was refused: %v", err)
 	}
-	if _, err := kubectlAs(ctx, token, "label", "node", kubeletNode, nodeLabel+"=true", "--overwrite"); err != nil {
+	if _, err := kubectlAs(ctx, token, "label", "node", e.nodeName(), nodeLabel+"=true", "--overwrite"); err != nil {
 		t.Errorf("the plugin's own change, its label on its own node, was refused: %v", err)
 	}
 	if n, err := getNode(ctx, ghostNode); err != nil {

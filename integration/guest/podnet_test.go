@@ -107,6 +107,10 @@ func (e *guestEnv) setupPodNetwork() error {
 	if err := writeFile(cniConfPath, string(conf)); err != nil {
 		return err
 	}
+	// The node's host name is its Node's, as on a kubeadm node.
+	if err := os.WriteFile("/proc/sys/kernel/hostname", []byte(node.Name), 0o644); err != nil {
+		return fmt.Errorf("pod network: host name %s: %w", node.Name, err)
+	}
 	e.podnet = &podNetwork{plan: plan, node: node}
 	e.log.Info("pod network set up", "node", node.Name, "ip", node.IP, "pods", node.PodCIDR, "took", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -298,6 +302,16 @@ func (e *guestEnv) clusterNodeIP() string {
 		return ""
 	}
 	return e.podnet.node.IP.String()
+}
+
+// nodeName is this node's name: the pod network plan's in a cluster boot
+// (cgd-vm for the first node, cgd-vm2 for the second), kubeletNode for the
+// standalone kubelet.
+func (e *guestEnv) nodeName() string {
+	if e.podnet != nil {
+		return e.podnet.node.Name
+	}
+	return kubeletNode
 }
 
 // kubeletKubeconfig is the node's kubelet kubeconfig (client certificate

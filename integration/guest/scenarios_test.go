@@ -61,6 +61,8 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.ClusterHelmSetConfig:            clusterHelmSetConfig,
 	variant.ClusterAdmissionPolicy:          clusterAdmissionPolicy,
 	variant.ClusterNodeLabel:                clusterNodeLabel,
+	variant.ClusterMixedFleet:               clusterMixedFleet,
+	variant.ClusterMixedFleetNode:           clusterMixedFleetNode,
 	variant.ClusterRegistryUpgrade:          clusterRegistryUpgrade,
 	variant.ClusterRegistryRollback:         clusterRegistryRollback,
 	variant.ClusterHelmUninstall:            clusterHelmUninstall,
@@ -110,6 +112,7 @@ func (e *guestEnv) run(t *testing.T, id variant.Scenario) {
 			res = "skip"
 		}
 		b, _ := json.Marshal(map[string]any{"scenario": id, "result": res, "seconds": time.Since(start).Seconds()})
+		printToolCalls(string(id))
 		fmt.Printf("%s%s\n", markResult, b)
 	})
 	// A panicking scenario fails, with its stack, and the next ones run.

@@ -32,6 +32,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
 	"github.com/cgdelegate/cgdelegate/integration/internal/inspect"
 	"github.com/cgdelegate/cgdelegate/integration/internal/kubelet"
+	"github.com/cgdelegate/cgdelegate/integration/internal/workstation"
 )
 
 //go:embed testdata/stories/*.yaml
@@ -270,7 +271,7 @@ func (e *guestEnv) startEnginePod(ctx context.Context, t *testing.T, file, conta
 	ep := &enginePod{cli: cli, network: network}
 	ep.waited, ep.imported = e.importEngines(ctx, t)
 	ep.p, ep.running = e.storyPod(ctx, t, file, container)
-	ep.c = e.kubeletContainer(ctx, t, ep.p, container)
+	ep.c = userContainer(e.kubeletContainer(ctx, t, ep.p, container), ep.p)
 	ep.podCg = e.kubeletPodCgroup(t, e.kubelet, ep.p)
 	ep.containerCg = e.clusterContainerCgroup(t, ep.p, container)
 	ep.before = snapshotPod(t, ep.podCg, ep.containerCg)
@@ -487,7 +488,7 @@ func clusterWorkers(t *testing.T, e *guestEnv) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	p, running := e.storyPod(ctx, t, "workers.yaml", "head")
-	c := e.kubeletContainer(ctx, t, p, "head")
+	c := userContainer(e.kubeletContainer(ctx, t, p, "head"), p)
 	containerCg := e.clusterContainerCgroup(t, p, "head")
 	assertWritableMountIn(ctx, t, c, "/init")
 	deadline := time.Now().Add(2 * time.Minute)
@@ -530,7 +531,7 @@ func clusterVMSplit(t *testing.T, e *guestEnv) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	p, running := e.storyPod(ctx, t, "vm-split.yaml", "launcher")
-	c := e.kubeletContainer(ctx, t, p, "launcher")
+	c := userContainer(e.kubeletContainer(ctx, t, p, "launcher"), p)
 	containerCg := e.clusterContainerCgroup(t, p, "launcher")
 	assertWritableMountIn(ctx, t, c, "/init")
 
@@ -701,5 +702,32 @@ func (e *guestEnv) requirePodAlive(ctx context.Context, t *testing.T, p *corev1.
 	cs := kubelet.ContainerStatus(now, container)
 	if now.Status.Phase != corev1.PodRunning || cs == nil || cs.RestartCount != 0 || cs.State.Running == nil {
 		t.Errorf("pod %s after the engine's containers: %s; want Running, container %s never restarted", p.Name, describePod(now), container)
+	}
+}
+
+// userContainer is c of pod p with its execs run as the user stories'
+// pages tell a user to: kubectl exec, through the API server and the
+// kubelet (the other cluster scenarios' many reads use the CRI directly,
+// about 0.3 s each against several for kubectl under emulation).
+func userContainer(c *cri.Container, p *corev1.Pod) *cri.Container {
+	c.Via = kubectlExec(p.Namespace, p.Name, c.Name)
+	return c
+}
+
+// kubectlExec runs argv with `kubectl exec` in the container; kubectl
+// exits with the command's status after "command terminated with exit
+// code N", which is the result's, not an error.
+func kubectlExec(namespace, pod, container string) cri.Execer {
+	return func(ctx context.Context, timeout time.Duration, argv ...string) (cri.ExecResult, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout+30*time.Second)
+		defer cancel()
+		args := append([]string{"-n", namespace, "exec", pod, "-c", container, "--"}, argv...)
+		res, err := onWorkstation(ctx, workstation.Request{Tool: "kubectl", Args: args})
+		r := cri.ExecResult{Stdout: string(res.Stdout), Stderr: string(res.Stderr)}
+		if res.ExitCode > 0 && res.Error == "" && strings.Contains(r.Stderr, "command terminated with exit code") {
+			r.ExitCode = int32(res.ExitCode)
+			return r, nil
+		}
+		return r, err
 	}
 }

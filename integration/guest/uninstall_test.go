@@ -42,8 +42,8 @@ func clusterHelmUninstall(t *testing.T, e *guestEnv) {
 	kp := waitNamespacedPod(ctx, t, ns, keep.Name, "work", 4*time.Minute)
 	w := e.kubeletContainer(ctx, t, kp, "work")
 	shOK(ctx, t, w, "mkdir /sys/fs/cgroup/keep && echo kept > /tmp/marker")
-	if n, err := getNode(ctx, kubeletNode); err != nil || n.Labels[nodeLabel] != "true" {
-		t.Fatalf("before the uninstall node %s has no %s=true (%v)", kubeletNode, nodeLabel, err)
+	if n, err := getNode(ctx, e.nodeName()); err != nil || n.Labels[nodeLabel] != "true" {
+		t.Fatalf("before the uninstall node %s has no %s=true (%v)", e.nodeName(), nodeLabel, err)
 	}
 
 	from := fileSize(e.paths.ContainerdLog)
@@ -65,7 +65,7 @@ func clusterHelmUninstall(t *testing.T, e *guestEnv) {
 	lctx, lcancel := context.WithTimeout(ctx, 90*time.Second)
 	defer lcancel()
 	if err := poll(lctx, 500*time.Millisecond, func() (bool, error) {
-		n, err := getNode(lctx, kubeletNode)
+		n, err := getNode(lctx, e.nodeName())
 		if err != nil {
 			return false, err
 		}
@@ -73,7 +73,7 @@ func clusterHelmUninstall(t *testing.T, e *guestEnv) {
 		label = v
 		return !ok, nil
 	}); err != nil {
-		t.Errorf("after helm uninstall node %s still has %s=%s: %v", kubeletNode, nodeLabel, label, err)
+		t.Errorf("after helm uninstall node %s still has %s=%s: %v", e.nodeName(), nodeLabel, label, err)
 	} else {
 		t.Logf("the node label was gone %s after helm uninstall returned", time.Since(labelled).Round(100*time.Millisecond))
 	}

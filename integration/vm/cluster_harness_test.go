@@ -33,9 +33,10 @@ import (
 // clusterPlan is the cluster's network (integration/internal/podnet): the
 // host's bridge, where the API server listens, and the guest nodes on it.
 // Each node's kubelet certificate says system:node:<its name>
-// (clusterIdentitiesFor); the first node is cgd-vm, the guest's
-// kubeletNode.
-var clusterPlan = podnet.DefaultPlan(1)
+// (clusterIdentitiesFor); the first node is cgd-vm, which runs the
+// scenarios, the second cgd-vm2, which the cluster boot starts beside it
+// for ClusterMixedFleet (variant.MixedFleetNode, mixedfleet_test.go).
+var clusterPlan = podnet.DefaultPlan(2)
 
 // clusterHostIP is the host's address on the cluster's bridge: the API
 // server binds and advertises it (the kubernetes Service's endpoint), and
@@ -52,8 +53,11 @@ const (
 )
 
 // Where the guest finds the cluster's files (integration/guest reads the
-// same paths): the kubelets' kubeconfigs, kube-proxy's and kubectl's
-// default one, all pointing at https://<clusterHostIP>:<port>.
+// same paths): the kubelets' kubeconfigs, kube-proxy's and the admin's
+// (the guest's API client reads it), all pointing at
+// https://<clusterHostIP>:<port>. kubectl and helm are not in the guest:
+// they run on the host (startWorkstation), and helm installs the chart
+// from the cluster's registry (registry_harness_test.go).
 const (
 	// guestKubeletKubeconfigs holds each node's kubelet kubeconfig,
 	// <podnet.KubeletKubeconfig>.kubeconfig.
@@ -61,13 +65,9 @@ const (
 	guestKubeProxyKubeconfig = "etc/kubernetes/kube-proxy.kubeconfig"
 	guestKubeProxy           = "usr/local/bin/kube-proxy"
 	guestAdminKubeconfig     = "root/.kube/config"
-	guestKubectl             = "usr/local/bin/kubectl"
 	// guestNetModules holds the modules init.sh and guest-run.sh load for
 	// eth0 (not under lib/, a symlink in the systemd root filesystem).
 	guestNetModules = "cgd/net"
-	// guestHelm is helm; the chart is not in the guest: helm installs it
-	// from the cluster's registry (registry_harness_test.go).
-	guestHelm = "usr/local/bin/helm"
 )
 
 // clusterIdentity is one client certificate of the cluster and the

@@ -45,7 +45,8 @@ const etcdVersion = "v3.7.3"
 var etcdMain []byte
 
 // controlPlaneCommands are the k8s.io/kubernetes commands of the cluster
-// (kubectl goes into the guest).
+// (kubectl runs on the host's workstation, startWorkstation, and goes into
+// the guest too).
 var controlPlaneCommands = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"}
 
 // clusterArtifacts are the host paths of what a Cluster variant needs.
@@ -63,6 +64,11 @@ type clusterArtifacts struct {
 	// what the harness pushes there, empty when the plugin did not build.
 	RegistryPort int
 	Releases     []builtRelease
+	// WorkstationPort and WorkstationToken are where and with what the
+	// guest asks the host to run kubectl and helm (startWorkstation),
+	// chosen like RegistryPort.
+	WorkstationPort  int
+	WorkstationToken string
 }
 
 // controlPlaneBinaries builds controlPlaneCommands at kubeletVersion with
@@ -161,6 +167,17 @@ func (b *builder) buildCluster(ctx context.Context) (*clusterArtifacts, error) {
 	if err != nil {
 		return nil, err
 	}
+	workstationPort, err := apiServerPort()
+	for err == nil && (workstationPort == port || workstationPort == registryPort) {
+		workstationPort, err = apiServerPort()
+	}
+	if err != nil {
+		return nil, err
+	}
+	token, err := newWorkstationToken()
+	if err != nil {
+		return nil, err
+	}
 	dir := filepath.Join(b.workDir, "cluster", "pki")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -173,7 +190,10 @@ func (b *builder) buildCluster(ctx context.Context) (*clusterArtifacts, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clusterArtifacts{Bin: bin, Etcd: etcd, Helm: helm, Chart: filepath.Join(b.repo, chartDir), PKI: pki, RegistryPort: registryPort}, nil
+	return &clusterArtifacts{
+		Bin: bin, Etcd: etcd, Helm: helm, Chart: filepath.Join(b.repo, chartDir), PKI: pki,
+		RegistryPort: registryPort, WorkstationPort: workstationPort, WorkstationToken: token,
+	}, nil
 }
 
 // netModuleFiles are the modules Debian's 6.12 kernel needs for a

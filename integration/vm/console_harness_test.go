@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
@@ -64,6 +65,9 @@ type consoleReport struct {
 	// CrashLine is the first such line.
 	KernelCrashed bool
 	CrashLine     string
+	// QemuCPU is the CPU time qemu used (user and system), once it has
+	// exited.
+	QemuCPU time.Duration
 
 	current variant.Scenario
 }

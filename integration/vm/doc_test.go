@@ -77,7 +77,12 @@
 // guest writes the bridge CNI network for its pod CIDR before containerd
 // starts and runs kube-proxy (nftables mode) once its Node is Ready; pods,
 // cgdelegate's DaemonSet among them, reach the API server through the
-// kubernetes Service. The control plane runs on
+// kubernetes Service. A cluster boot that runs ClusterMixedFleet also
+// boots a second, smaller node without nsdelegate on the second tap
+// (mixedfleet_test.go, variant.MixedFleetNode), in the background before
+// the first; it idles with only containerd until that scenario asks it to
+// join, and the host stops it and reports it after the first node's VM
+// ends. The control plane runs on
 // the host rather than in the guest because under TCG it would take the
 // guest's CPU: the API server and etcd alone would compete with the
 // kubelet, containerd and the pods the scenarios time, on an emulated

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/podnet"
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
+	"github.com/cgdelegate/cgdelegate/integration/internal/workstation"
 )
 
 // nullCNIConfig gives pods that ask for their own network namespace one
@@ -167,15 +168,14 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 		versions += "kubelet=" + kubeletVersion + "\n"
 	}
 	if boot.cluster {
-		// kubectl with the admin's kubeconfig where a user has it, the
-		// kubelet's kubeconfig, and the modules init.sh loads for eth0.
-		w.HostFile(guestKubectl, 0o755, filepath.Join(a.Cluster.Bin, "kubectl"))
+		// The admin's kubeconfig (the guest's API client reads it; kubectl
+		// and helm run on the host's workstation), the kubelets'
+		// kubeconfigs, and the modules init.sh loads for eth0.
 		w.HostFile(guestAdminKubeconfig, 0o600, a.Cluster.PKI.Kubeconfig("guest-admin"))
 		for _, n := range clusterPlan.Nodes {
 			name := podnet.KubeletKubeconfig(n.Name)
 			w.HostFile(guestKubeletKubeconfigs+"/"+name+".kubeconfig", 0o600, a.Cluster.PKI.Kubeconfig(name))
 		}
-		w.HostFile(guestHelm, 0o755, a.Cluster.Helm)
 		for _, m := range a.NetModules {
 			w.HostFile(guestNetModules+"/"+filepath.Base(m), 0o644, m)
 		}
@@ -186,6 +186,11 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 			return err
 		}
 		w.Bytes(variant.RegistryFile, 0o644, reg)
+		ws, err := workstationEndpoint(a.Cluster)
+		if err != nil {
+			return err
+		}
+		w.Bytes(workstation.File, 0o644, ws)
 		versions += "kubectl=" + kubeletVersion + "\n"
 		if err := writePodNet(w, a); err != nil {
 			return err

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/podnet"
+	"github.com/cgdelegate/cgdelegate/integration/internal/workstation"
 )
 
 // inNetns re-runs the calling test in a new network and mount namespace
@@ -164,7 +165,7 @@ func TestSuiteFilesPodNet(t *testing.T) {
 		Containerd: map[string]string{"v2.4.2": ctr},
 		Cluster: &clusterArtifacts{
 			Bin: filepath.Dir(f("cp/kubectl")), Helm: f("helm"), Chart: filepath.Dir(f("chart/Chart.yaml")),
-			PKI: clusterPKI{Dir: pkiDir, Port: 6443},
+			PKI: clusterPKI{Dir: pkiDir, Port: 6443}, WorkstationPort: 20001, WorkstationToken: "0123456789abcdef",
 		},
 		NetModules: []string{f("net/failover.ko"), f("net/net_failover.ko"), f("net/virtio_net.ko")},
 		PodNet: &podNetArtifacts{
@@ -194,6 +195,7 @@ func TestSuiteFilesPodNet(t *testing.T) {
 		"usr/local/bin/kube-proxy":                                         "kube-proxy",
 		"etc/kubernetes/kube-proxy.kubeconfig":                             "kube-proxy.kubeconfig",
 		"etc/kubernetes/kubelet.kubeconfig":                                "kubelet.kubeconfig",
+		"etc/kubernetes/kubelet-cgd-vm2.kubeconfig":                        "kubelet-cgd-vm2.kubeconfig",
 		"opt/cni/bin/bridge":                                               "cni/bridge",
 		"opt/cni/bin/host-local":                                           "cni/host-local",
 		"opt/cni/bin/loopback":                                             "cni/loopback",
@@ -205,6 +207,17 @@ func TestSuiteFilesPodNet(t *testing.T) {
 	}
 	if _, ok := cluster["etc/cni/net.d/10-null.conflist"]; ok {
 		t.Error("the cluster boot carries the null CNI network")
+	}
+	// kubectl and helm run on the host's workstation, which the guest
+	// is told of; they are not in the guest.
+	var ep workstation.Endpoint
+	if err := json.Unmarshal([]byte(cluster[workstation.File].data), &ep); err != nil || ep.URL != "http://"+clusterHostIP+":20001" || ep.Token != "0123456789abcdef" {
+		t.Errorf("cluster boot: %s = %q (%v), want the host's bridge address, port 20001 and the token", workstation.File, cluster[workstation.File].data, err)
+	}
+	for _, name := range []string{"usr/local/bin/kubectl", "usr/local/bin/helm"} {
+		if _, ok := cluster[name]; ok {
+			t.Errorf("cluster boot: %s is in the guest; it runs on the workstation", name)
+		}
 	}
 	plain := entries(bootKind{containerd: "v2.4.2", systemd: true})
 	if _, ok := plain["etc/cni/net.d/10-null.conflist"]; !ok {

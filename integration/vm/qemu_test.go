@@ -158,7 +158,10 @@ func boot(ctx context.Context, log *slog.Logger, s bootSpec, onLine func(string)
 	werr := cmd.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	log.Info("qemu exited", "after", time.Since(start).Round(100*time.Millisecond), "err", werr)
+	if ps := cmd.ProcessState; ps != nil {
+		rep.QemuCPU = ps.UserTime() + ps.SystemTime()
+	}
+	log.Info("qemu exited", "after", time.Since(start).Round(100*time.Millisecond), "cpu", rep.QemuCPU.Round(100*time.Millisecond), "err", werr)
 	switch {
 	case bootErr != nil:
 		return rep, bootErr

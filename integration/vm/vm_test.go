@@ -75,7 +75,7 @@ func TestVM(t *testing.T) {
 	workDir := newWorkDir(t)
 	arts, initrds := prepare(t, log, vs, workDir)
 	for _, v := range vs {
-		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds[bootOf(v)], workDir, v) })
+		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds, workDir, v) })
 	}
 	log.Info("integration suite done", "took", time.Since(start).Round(time.Second))
 }
@@ -204,7 +204,7 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 	// One initramfs per containerd version, init, kubelet and release
 	// image: only the variants that need them carry their 90 and 35 MB.
 	initrds := map[bootKind]string{}
-	for _, v := range vs {
+	for _, v := range withFollowers(vs) {
 		k := bootOf(v)
 		if _, ok := initrds[k]; ok {
 			continue
@@ -260,7 +260,11 @@ func (k bootKind) String() string {
 // crashes (see runVariant).
 const maxBootAttempts = 3
 
-func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir string, v variant.Variant) {
+// runVariant boots v (and its cluster's second node, when it has one:
+// variant.MixedFleetNode) and reports each of its scenarios; initrds are
+// prepare's.
+func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrds map[bootKind]string, workDir string, v variant.Variant) {
+	initrd := initrds[bootOf(v)]
 	cl, err := cmdline(v)
 	if err != nil {
 		t.Fatal(err)
@@ -287,10 +291,13 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		spec.Timeout = 25 * time.Minute
 	}
 	if v.Cluster {
-		// And 35 to the cluster boot's (guest-run.sh, init.sh).
-		spec.Timeout = 40 * time.Minute
+		// And 45 to the cluster boot's (guest-run.sh, init.sh).
+		spec.Timeout = 50 * time.Minute
 	}
-	var cp *runningControlPlane
+	var (
+		cp     *runningControlPlane
+		second *follower
+	)
 	if v.Cluster {
 		// The pod network's bridge first: the API server listens on it.
 		h, err := upHostNetwork(log.With("variant", v.Name), clusterPlan, netLockPath)
@@ -323,6 +330,15 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 		if err := publishReleases(context.Background(), log.With("variant", v.Name), reg, arts.Cluster.Helm, arts.Cluster.Releases); err != nil {
 			t.Fatalf("publishing the releases for %s: %v", v.Name, err)
 		}
+		// kubectl and helm for the guest's scenarios, on the host.
+		if err := startWorkstation(t, log.With("variant", v.Name), arts.Cluster, dir); err != nil {
+			t.Fatalf("workstation for %s: %v", v.Name, err)
+		}
+		// The second node boots beside the first and idles until the
+		// first's ClusterMixedFleet asks it to join.
+		if second = startSecondNode(t, log, arts, initrds, workDir, v); second != nil {
+			defer second.stop() // before the control plane and the bridge go (t.Cleanup)
+		}
 	}
 	if slices.Contains(v.Scenarios, variant.KubeletPinningOracle) {
 		// The guest gives the oracle 45 minutes (init.sh).
@@ -354,6 +370,9 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 	for _, p := range rep.Problems {
 		t.Errorf("console: %s", p)
 	}
+	if second != nil {
+		second.report(t)
+	}
 	if cp != nil {
 		if err := cp.healthy(); err != nil {
 			t.Error(err)
@@ -362,7 +381,21 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 	if rep.Done != nil && rep.Done.Exit != 0 {
 		t.Logf("guest test binary exited %d", rep.Done.Exit)
 	}
-	for _, sc := range v.Scenarios {
+	reportScenarios(t, rep, v.Scenarios, "the guest", spec.LogPath)
+	for sc := range rep.Results {
+		if !slices.Contains(v.Scenarios, sc) {
+			t.Errorf("guest reported unexpected scenario %s", sc)
+		}
+	}
+}
+
+// reportScenarios makes a subtest of each scenario of a guest (where, as
+// "the guest" or "the second node") from its console report: its metrics
+// logged, passed, or failed with its output (no result: the console log
+// at logPath says why).
+func reportScenarios(t *testing.T, rep *consoleReport, scenarios []variant.Scenario, where, logPath string) {
+	t.Helper()
+	for _, sc := range scenarios {
 		t.Run(string(sc), func(t *testing.T) {
 			res, ok := rep.Results[sc]
 			out := strings.Join(rep.Output[sc], "\n")
@@ -371,18 +404,13 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrd, workDir
 			}
 			switch {
 			case !ok:
-				t.Fatalf("no result from the guest for %s (console log %s)\n%s", sc, spec.LogPath, out)
+				t.Fatalf("no result from %s for %s (console log %s)\n%s", where, sc, logPath, out)
 			case res.Result == "pass":
-				t.Logf("passed in the guest in %.1fs", res.Seconds)
+				t.Logf("passed on %s in %.1fs", where, res.Seconds)
 			default:
-				t.Fatalf("%s in the guest (%.1fs):\n%s", res.Result, res.Seconds, out)
+				t.Fatalf("%s on %s (%.1fs):\n%s", res.Result, where, res.Seconds, out)
 			}
 		})
-	}
-	for sc := range rep.Results {
-		if !slices.Contains(v.Scenarios, sc) {
-			t.Errorf("guest reported unexpected scenario %s", sc)
-		}
 	}
 }
 

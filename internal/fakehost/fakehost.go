@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/opencontainers/cgroups"
@@ -56,13 +57,15 @@ func New(t testing.TB, opts ...Option) *Host {
 	return h
 }
 
+// setTestMode sets cgroups.TestMode once: hosts are built by parallel
+// tests, and the library reads the flag without a lock.
+var setTestMode sync.Once
+
 // NewInDir builds a host in the existing directory dir: cgroup2 with
 // nsdelegate at the cgroup root, pid 1 in cgroup namespace HostCgroupNS,
 // an empty /sys, then applies opts. It sets cgroups.TestMode.
 func NewInDir(dir string, opts ...Option) (*Host, error) {
-	if !cgroups.TestMode {
-		cgroups.TestMode = true
-	}
+	setTestMode.Do(func() { cgroups.TestMode = true })
 	proc := filepath.Join(dir, "proc")
 	h := &Host{
 		Dir:         dir,

@@ -202,6 +202,23 @@ const (
 	// token, stolen, can neither label another Node nor change anything
 	// else on its own.
 	ClusterNodeLabel Scenario = "ClusterNodeLabel"
+	// ClusterMixedFleet: a second, smaller node (cgd-vm2, booted by the
+	// host beside the cluster boot: MixedFleetNode) whose cgroup2 has no
+	// nsdelegate joins the cluster, as upgrades leave fleets. The chart's
+	// DaemonSet runs there too (desired 2) and its pod's log says why the
+	// node cannot delegate; that node gets no
+	// cgdelegate.io/supports-cgroup-options label while the first keeps
+	// it; an annotated Deployment selecting the label puts every replica
+	// on the first node; a token bound to the second node's plugin pod
+	// cannot change the first node's label. The second node leaves the
+	// cluster at the end (its Node is deleted).
+	ClusterMixedFleet Scenario = "ClusterMixedFleet"
+	// ClusterMixedFleetNode is the second node's side of
+	// ClusterMixedFleet, its boot's one scenario: it waits, idle, until
+	// the first node's scenario asks it to join, registers its kubelet
+	// and kube-proxy as Node cgd-vm2, and stops them when that scenario
+	// is done with it.
+	ClusterMixedFleetNode Scenario = "ClusterMixedFleetNode"
 	// ClusterRegistryUpgrade: helm upgrade to the next release in the
 	// registry (another chart version, another image digest) while a
 	// writable and a pinned pod run: they keep their delegation and CPUs;
@@ -300,6 +317,7 @@ var scenarios = []Scenario{
 	KubeletWritable, KubeletRefusedWithoutNSDelegate, KubeletUserns, KubeletPodLevelPinning, KubeletStartLatency,
 	KubeletPinningOracle,
 	ClusterNodeReady, ClusterPodNetwork, ClusterRegistryInstall, ClusterHelmSetConfig, ClusterAdmissionPolicy, ClusterNodeLabel,
+	ClusterMixedFleet, ClusterMixedFleetNode,
 	ClusterRegistryUpgrade, ClusterRegistryRollback, ClusterResizeUnpinned, ClusterHelmUninstall,
 	ClusterEphemeralContainers, ClusterResizeBubble, ClusterPinningOracle,
 	ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit,

@@ -1,6 +1,9 @@
 package variant
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // The containerd releases the suite runs against: the current release and
 // the newest 2.3 LTS the module proxy served when the suite was written.
@@ -123,7 +126,9 @@ func Suite() []Variant {
 			Name: "ctd24-Systemd-numa-smp4-Cluster", Containerd: Containerd24, NSDelegate: true, Plugin: PluginHelm, FailClosed: true, Pinning: true,
 			SMP: 4, NUMA: true, Systemd: true, Cluster: true,
 			Scenarios: []Scenario{
-				ClusterNodeReady, ClusterPodNetwork, ClusterRegistryInstall, ClusterNodeLabel, ClusterHelmSetConfig, ClusterAdmissionPolicy,
+				ClusterNodeReady, ClusterPodNetwork, ClusterRegistryInstall, ClusterNodeLabel,
+				ClusterMixedFleet, // a second node without nsdelegate (MixedFleetNode) joins, then leaves
+				ClusterHelmSetConfig, ClusterAdmissionPolicy,
 				ClusterRegistryUpgrade, ClusterRegistryRollback, ClusterResizeUnpinned,
 				ClusterEphemeralContainers, ClusterResizeBubble,
 				ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit, // the user stories
@@ -146,6 +151,25 @@ func Suite() []Variant {
 			Scenarios: []Scenario{Harness, AnnotatedWritable, PluginMode, Restarts, PinningPodBudget, PinningDynamicAdd, NUMATopology},
 		},
 	}
+}
+
+// MixedFleetNode is the boot of the second node of leader's cluster when
+// leader runs ClusterMixedFleet (ok is false otherwise): the same
+// containerd, containerd drop-in and systemd root filesystem, a cgroup2
+// without nsdelegate, one CPU, the chart's plugin (the DaemonSet places it), and only
+// ClusterMixedFleetNode. It is not in Suite: the host boots it beside
+// leader, on the same pod network (integration/internal/podnet's second
+// node).
+func MixedFleetNode(leader Variant) (v Variant, ok bool) {
+	if !leader.Cluster || !slices.Contains(leader.Scenarios, ClusterMixedFleet) {
+		return Variant{}, false
+	}
+	release, _, _ := strings.Cut(leader.Name, "-") // ctd24
+	return Variant{
+		Name: release + "-" + SystemdMark + "-" + ClusterMark + "-node2", Containerd: leader.Containerd,
+		Plugin: PluginHelm, FailClosed: true, Systemd: true, SMP: 1, Cluster: true,
+		Scenarios: []Scenario{ClusterMixedFleetNode},
+	}, true
 }
 
 // DemoVariant is the one VM `make demo` boots: containerd 2.4, nsdelegate,

@@ -10,8 +10,19 @@ import (
 // 2048-byte command line, next to the host's own parameters.
 const maxVariantParams = 1024
 
+// withFollowers is the suite and the boots the host starts beside its
+// variants (MixedFleetNode).
+func withFollowers(vs []Variant) []Variant {
+	for _, v := range vs {
+		if f, ok := MixedFleetNode(v); ok {
+			vs = append(vs, f)
+		}
+	}
+	return vs
+}
+
 func TestSuite(t *testing.T) {
-	all := append(Suite(), DemoVariant(), BenchVariant())
+	all := withFollowers(append(Suite(), DemoVariant(), BenchVariant()))
 	names := map[string]bool{}
 	expected := map[Scenario]bool{}
 	for _, v := range all {
@@ -88,7 +99,7 @@ func TestClusterScenarios(t *testing.T) {
 		t.Errorf("%s: RunsKubelet %v, Kubelet %v; want the registered kubelet only", v.Name, v.RunsKubelet(), v.Kubelet)
 	}
 	for _, s := range AllScenarios() {
-		if s.NeedsCluster() && !slices.Contains(v.Scenarios, s) {
+		if s.NeedsCluster() && s != ClusterMixedFleetNode && !slices.Contains(v.Scenarios, s) {
 			t.Errorf("%s does not run cluster scenario %s", v.Name, s)
 		}
 	}
@@ -115,7 +126,7 @@ func TestScenarioKnown(t *testing.T) {
 // written (FailClosed); no other variant carries the image.
 func TestDaemonSetVariants(t *testing.T) {
 	n := 0
-	for _, v := range append(Suite(), DemoVariant(), BenchVariant()) {
+	for _, v := range withFollowers(append(Suite(), DemoVariant(), BenchVariant())) {
 		ds := v.Plugin == PluginDaemonSet || v.Plugin == PluginHelm
 		if v.NeedsReleaseImage() != ds {
 			t.Errorf("%s: NeedsReleaseImage %v, plugin %s", v.Name, v.NeedsReleaseImage(), v.Plugin)
@@ -165,6 +176,45 @@ func TestBenchVariant(t *testing.T) {
 	for _, s := range Suite() {
 		if s.Name == v.Name || slices.Contains(s.Scenarios, BenchNode) {
 			t.Errorf("the suite's %s boots the bench", s.Name)
+		}
+	}
+}
+
+// TestMixedFleetNode: the cluster boot brings a second node, small (one
+// CPU), without nsdelegate, running only its side of ClusterMixedFleet,
+// whose scenario comes after ClusterNodeLabel (the label it compares
+// against) and before ClusterHelmUninstall (which removes the chart); a
+// boot without ClusterMixedFleet (CGD_SCENARIOS) has no second node.
+func TestMixedFleetNode(t *testing.T) {
+	var leader Variant
+	for _, v := range Suite() {
+		if v.Cluster {
+			leader = v
+		}
+	}
+	f, ok := MixedFleetNode(leader)
+	if !ok {
+		t.Fatalf("MixedFleetNode(%s): no second node", leader.Name)
+	}
+	if err := f.Validate(); err != nil {
+		t.Errorf("%s: %v", f.Name, err)
+	}
+	if f.NSDelegate || f.SMP != 1 || f.NUMA || f.NeedsEngines() || !f.Cluster || f.Plugin != PluginHelm ||
+		f.Containerd != leader.Containerd || !slices.Equal(f.Scenarios, []Scenario{ClusterMixedFleetNode}) || f.Name == leader.Name {
+		t.Errorf("MixedFleetNode(%s) = %+v; want one CPU, no nsdelegate, no engines, the chart's plugin, only %s", leader.Name, f, ClusterMixedFleetNode)
+	}
+	at := func(s Scenario) int { return slices.Index(leader.Scenarios, s) }
+	if at(ClusterNodeLabel) >= at(ClusterMixedFleet) || at(ClusterMixedFleet) >= at(ClusterHelmUninstall) {
+		t.Errorf("%s runs %v; want %s after %s and before %s", leader.Name, leader.Scenarios, ClusterMixedFleet, ClusterNodeLabel, ClusterHelmUninstall)
+	}
+	without := leader
+	without.Scenarios = []Scenario{ClusterNodeReady, ClusterNodeLabel}
+	if _, ok := MixedFleetNode(without); ok {
+		t.Errorf("a cluster boot without %s got a second node", ClusterMixedFleet)
+	}
+	for _, v := range Suite() {
+		if _, ok := MixedFleetNode(v); ok != v.Cluster {
+			t.Errorf("%s: second node %v, cluster %v", v.Name, ok, v.Cluster)
 		}
 	}
 }
