@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -105,22 +103,7 @@ func (e *guestEnv) cpuProfile(ctx context.Context, d time.Duration) <-chan profi
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, d+time.Minute)
 		defer cancel()
-		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", metricsAddress, int(d.Seconds()))
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			out <- profileResult{err: err}
-			return
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			out <- profileResult{err: err}
-			return
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("GET %s: %s: %s", url, resp.Status, data)
-		}
+		data, err := pluginGet(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())))
 		out <- profileResult{data: data, err: err}
 	}()
 	return out

@@ -303,8 +303,9 @@ func pluginConfigYAML(v variant.Variant) string {
 	if servesMetrics(v) {
 		s += "metricsAddress: " + metricsAddress + "\n"
 	}
-	if slices.Contains(v.Scenarios, variant.BenchNode) {
-		// The bench profiles the plugin's CPU (logProfile).
+	if slices.Contains(v.Scenarios, variant.BenchNode) || slices.Contains(v.Scenarios, variant.ScaleChurn) {
+		// The bench profiles the plugin's CPU (logProfile); ScaleChurn
+		// prints the plugin's goroutines when they do not settle.
 		s += "profiling: true\n"
 	}
 	return s

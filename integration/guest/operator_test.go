@@ -4,6 +4,7 @@ package guest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -245,25 +246,41 @@ func (e *guestEnv) scrape(ctx context.Context, t *testing.T) map[string]float64 
 	if !servesMetrics(e.variant) {
 		t.Fatalf("variant %s does not serve metrics", e.variant.Name)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metricsAddress+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/plain")
-	resp, err := http.DefaultClient.Do(req)
+	body, err := pluginGet(ctx, "/metrics")
 	if err != nil {
 		t.Fatalf("scrape /metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("scrape /metrics: %s\n%s", resp.Status, b)
-	}
-	samples, err := parseSamples(resp.Body)
+	samples, err := parseSamples(bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("scrape /metrics: %v", err)
 	}
 	return samples
+}
+
+// pluginGet reads path from the external plugin's metrics server
+// (metricsAddress: /metrics, and /debug/pprof/ with profiling: true),
+// asking for text (the Prometheus text format; pprof ignores it). A status
+// other than 200 is an error naming the URL, the status and the body.
+func pluginGet(ctx context.Context, path string) ([]byte, error) {
+	url := "http://" + metricsAddress + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s\n%s", url, resp.Status, body)
+	}
+	return body, nil
 }
 
 // parseSamples reads the Prometheus text format's sample lines.

@@ -118,6 +118,7 @@ func scaleChurn(t *testing.T, e *guestEnv) {
 	t.Cleanup(c.removeLive(t))
 
 	start := e.footprint(ctx, t)
+	startDump := e.goroutineDump(ctx)
 	var took time.Duration // the waves', without the waits between them
 	var warm bench.Footprint
 	var warmTable publishedStatus
@@ -140,6 +141,9 @@ func scaleChurn(t *testing.T, e *guestEnv) {
 		t.Errorf("the allocation table after the churn is not the one after its warm-up wave: %s", d)
 	}
 	final := e.settledFootprint(ctx, t, start, warm)
+	if final.Goroutines > start.Goroutines {
+		t.Logf("the plugin's goroutines before the churn:\n%s", startDump)
+	}
 	final = bench.WithLowestRSS(final, readings[max(0, len(readings)-churnRSSReadings):]...)
 	tol := churnRSSTolerance(warm)
 	t.Logf("%d pods in %d waves (%d containers) created and removed in %s", len(c.churned), churnWaves, c.containers, took.Round(100*time.Millisecond))
@@ -614,11 +618,25 @@ func (e *guestEnv) settledFootprint(ctx context.Context, t *testing.T, start, wa
 	deadline := time.Now().Add(settleWithin)
 	for {
 		f := e.footprint(ctx, t)
-		if (f.Goroutines <= start.Goroutines && f.FDs <= warm.FDs) || time.Now().After(deadline) {
+		if f.Goroutines <= start.Goroutines && f.FDs <= warm.FDs {
+			return f
+		}
+		if time.Now().After(deadline) {
+			t.Logf("the plugin's goroutines, not settled after %s:\n%s", settleWithin, e.goroutineDump(ctx))
 			return f
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// goroutineDump is the plugin's /debug/pprof/goroutine?debug=1 (served with
+// profiling: true), or why it could not be read.
+func (e *guestEnv) goroutineDump(ctx context.Context) string {
+	b, err := pluginGet(ctx, "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return err.Error()
+	}
+	return string(b[:min(len(b), 64<<10)])
 }
 
 // atInfoLevel runs the plugin at its default log level (info) for the

@@ -112,7 +112,7 @@ func (e *guestEnv) run(t *testing.T, id variant.Scenario) {
 			res = "skip"
 		}
 		b, _ := json.Marshal(map[string]any{"scenario": id, "result": res, "seconds": time.Since(start).Seconds()})
-		printToolCalls(string(id))
+		printToolCalls(t, string(id))
 		fmt.Printf("%s%s\n", markResult, b)
 	})
 	// A panicking scenario fails, with its stack, and the next ones run.

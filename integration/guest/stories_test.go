@@ -291,8 +291,16 @@ func (ep *enginePod) sh(ctx context.Context, t *testing.T, e *guestEnv, script s
 // those of inspectFormat, more marker lines of the engine's inspect.
 func (ep *enginePod) runHog(ctx context.Context, t *testing.T, e *guestEnv, inspectFormat string) map[string]string {
 	t.Helper()
+	// The engine learns of the OOM kill from its runtime's event, which
+	// may come after the exit that ends `run`: when the OOM flag is asked
+	// for, inspect waits up to 10 s for it, as a user looking a moment
+	// later would see it.
+	wait := ""
+	if strings.Contains(inspectFormat, ".State.OOMKilled") {
+		wait = `for i in $(seq 20); do [ "$(` + ep.cli + ` inspect --format '{{.State.OOMKilled}}' hog)" = true ] && break; sleep 0.5; done` + "\n"
+	}
 	out := ep.sh(ctx, t, e, fmt.Sprintf(`%[1]s run --name hog --memory %[2]d --memory-swap %[2]d --network %[3]s %[4]s dd if=/dev/zero of=/dev/null bs=100M count=1; echo "RC=$?"
-%[1]s inspect --format '%[5]sID={{.Id}}' hog; %[1]s rm hog >/dev/null`, ep.cli, innerMemoryLimit, ep.network, innerImage, inspectFormat))
+%[6]s%[1]s inspect --format '%[5]sID={{.Id}}' hog; %[1]s rm hog >/dev/null`, ep.cli, innerMemoryLimit, ep.network, innerImage, inspectFormat, wait))
 	t.Logf("%s run of the hog:\n%s", ep.cli, out)
 	return inspect.Markers(out)
 }

@@ -3,9 +3,8 @@
 package guest
 
 import (
-	"encoding/json"
-	"fmt"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -60,14 +59,9 @@ func (c *toolCalls) take() map[string]float64 {
 
 // printToolCalls prints the scenario's tool calls, if any, as CGD-METRIC
 // tool_calls.
-func printToolCalls(scenario string) {
-	v := tools.take()
-	if v == nil {
-		return
+func printToolCalls(t *testing.T, scenario string) {
+	t.Helper()
+	if v := tools.take(); v != nil {
+		clusterMetric(t, scenario, "tool_calls", v)
 	}
-	b, err := json.Marshal(map[string]any{"scenario": scenario, "name": "tool_calls", "values": v})
-	if err != nil {
-		return
-	}
-	fmt.Printf("%s%s\n", markMetric, b)
 }

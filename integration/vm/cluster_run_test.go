@@ -71,15 +71,6 @@ type clusterArtifacts struct {
 	WorkstationToken string
 }
 
-// controlPlaneBinaries builds controlPlaneCommands at kubeletVersion with
-// the kubelet's module and flags (k8sBuild), cached by version under a key
-// of their own.
-func (b *builder) controlPlaneBinaries(ctx context.Context) (string, error) {
-	return b.cached("controlplane/"+kubeletVersion, func(tmp string) error {
-		return b.k8sBuild(ctx, tmp, kubeletVersion, controlPlaneCommands...)
-	})
-}
-
 // etcd builds testdata/etcd against etcdVersion, cached by the version and
 // the source's hash.
 func (b *builder) etcd(ctx context.Context) (string, error) {
@@ -148,7 +139,7 @@ func (b *builder) helm(ctx context.Context) (string, error) {
 // makes this run's PKI in workDir/cluster, for an API server on a free
 // loopback port.
 func (b *builder) buildCluster(ctx context.Context) (*clusterArtifacts, error) {
-	bin, err := b.controlPlaneBinaries(ctx)
+	bin, err := b.kubernetes(ctx) // controlPlaneCommands are among its commands
 	if err != nil {
 		return nil, err
 	}

@@ -15,21 +15,19 @@
 //   - the Debian 6.12 kernel (apt-get download + dpkg-deb), containerd (each
 //     pinned version) and runc with go install, cached by version under
 //     $CGDELEGATE_CACHE (default $HOME/.cache/cgdelegate-integration);
-//   - the kubelet (kubelet_build_test.go: k8s.io/kubernetes from the module
-//     proxy with its staging modules replaced by their published versions),
-//     cached by version, only when a selected variant runs one;
-//   - for the cluster variants (Variant.Cluster): kube-apiserver,
-//     kube-controller-manager, kube-scheduler and kubectl, built like the
-//     kubelet (same module, environment and flags, so the Go build cache
-//     shares their packages) and cached by version under controlplane/;
-//     our etcd (testdata/etcd, around go.etcd.io/etcd/server/v3/embed, in
-//     a module of its own) under etcd/; the kernel's virtio-net modules
-//     under netmodules/; the pod network's kube-proxy (built like the
-//     control plane) under kube-proxy/, the bridge, host-local and loopback
-//     CNI plugins of Debian's containernetworking-plugins under cni/, the
-//     kernel's netfilter, bridge and veth modules under netfilter/
-//     (podnet_run_test.go); and, every run, the cluster's PKI and
-//     kubeconfigs (cluster.go, crypto/x509, nothing downloaded);
+//   - the kubelet, kube-proxy, kube-apiserver, kube-controller-manager,
+//     kube-scheduler and kubectl (kubelet_build_test.go: k8s.io/kubernetes
+//     from the module proxy with its staging modules replaced by their
+//     published versions), in one go build cached by version under
+//     kubernetes/, only when a selected variant runs a kubelet;
+//   - for the cluster variants (Variant.Cluster): our etcd (testdata/etcd,
+//     around go.etcd.io/etcd/server/v3/embed, in a module of its own) under
+//     etcd/; the kernel's virtio-net modules under netmodules/; the pod
+//     network's bridge, host-local and loopback CNI plugins of Debian's
+//     containernetworking-plugins under cni/, the kernel's netfilter,
+//     bridge and veth modules under netfilter/ (podnet_run_test.go); and,
+//     every run, the cluster's PKI and kubeconfigs (cluster.go,
+//     crypto/x509, nothing downloaded);
 //   - for the systemd variants (Variant.Systemd), a Debian bookworm root
 //     filesystem (mmdebstrap minbase + systemd, dbus, kmod; builder
 //     debianRootfs, reusable for other package sets), cached as a tar under

@@ -53,6 +53,14 @@ rc=$?
 # finished by now).
 systemd-analyze time 2>&1 | sed 's/^/CGD-TIMING /'
 systemd-analyze blame 2>&1 | head -n 8 | sed 's/^/CGD-TIMING /'
+# Where the guest's CPU went: the cgroups that used the most (cpu.stat
+# counts the processes that have exited too), then the live processes.
+for f in /sys/fs/cgroup/cpu.stat /sys/fs/cgroup/*/cpu.stat /sys/fs/cgroup/*/*/cpu.stat /sys/fs/cgroup/*/*/*/cpu.stat; do
+	[ -r "$f" ] && echo "$(sed -n 's/^usage_usec //p' "$f") ${f%/cpu.stat}"
+done | sort -rn | head -n 25 | sed 's/^/CGD-TIMING cgroup-cpu-usec /'
+for d in /proc/[0-9]*; do
+	[ -r "$d/stat" ] && awk '{ s = $0; sub(/^[^)]*\) /, "", s); split(s, f, " "); print f[12] + f[13], $1, $2 }' "$d/stat" 2>/dev/null
+done | sort -rn | head -n 15 | sed 's/^/CGD-TIMING proc-cpu-ticks /'
 echo "CGD-DONE {\"exit\":$rc}"
 sync
 systemctl --force --force poweroff

@@ -97,6 +97,11 @@ fi
 if grep -qw 'cgd.cluster=1' /proc/cmdline; then
 	timeout=45m
 fi
+# The scale boot churns 50 pods and restarts the plugin beside a fleet:
+# 4 to 10 minutes under TCG.
+if grep -q 'ScaleChurn' /proc/cmdline; then
+	timeout=20m
+fi
 # The pinning oracle runs ten pods twice, one after the other.
 if grep -q 'KubeletPinningOracle' /proc/cmdline; then
 	timeout=45m

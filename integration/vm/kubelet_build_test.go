@@ -68,12 +68,29 @@ func kubeletLDFlags(version string) string {
 	return "-s -w " + strings.Join(flags, " ")
 }
 
-// kubelet builds k8s.io/kubernetes/cmd/kubelet at kubeletVersion (static,
-// about 10 minutes on 2 cores) and caches it by version.
-func (b *builder) kubelet(ctx context.Context) (string, error) {
-	dir, err := b.cached("kubelet/"+kubeletVersion, func(tmp string) error {
-		return b.k8sBuild(ctx, tmp, kubeletVersion, "kubelet")
+// kubernetesCommands are every k8s.io/kubernetes command the VM suite
+// runs: the kubelet (the Kubelet and Cluster variants), kube-proxy (the
+// cluster's pod network) and the control plane (controlPlaneCommands).
+var kubernetesCommands = append([]string{"kubelet", "kube-proxy"}, controlPlaneCommands...)
+
+// kubernetesKey is the cache key of kubernetes' build.
+const kubernetesKey = "kubernetes/" + kubeletVersion
+
+// kubernetes builds kubernetesCommands at kubeletVersion in one go build
+// (static) and caches them by version: one module tidy, one package load
+// and one build for the packages they share, where three builds (the
+// kubelet, then the control plane, then kube-proxy) took 16m24s cold
+// beside make test on 2026-11-27. With a warm Go build cache it links all
+// six in 1m20s (2026-11-28). It returns their directory.
+func (b *builder) kubernetes(ctx context.Context) (string, error) {
+	return b.cached(kubernetesKey, func(tmp string) error {
+		return b.k8sBuild(ctx, tmp, kubeletVersion, kubernetesCommands...)
 	})
+}
+
+// kubelet is the kubelet of kubernetes' build.
+func (b *builder) kubelet(ctx context.Context) (string, error) {
+	dir, err := b.kubernetes(ctx)
 	if err != nil {
 		return "", err
 	}

@@ -11,15 +11,15 @@ import (
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
-// clusterVariant is the suite's cluster boot.
+// clusterVariant is the cluster boot with the second node (Extended's).
 func clusterVariant(t *testing.T) variant.Variant {
 	t.Helper()
-	for _, v := range variant.Suite() {
-		if v.Cluster {
+	for _, v := range append(variant.Suite(), variant.Extended()...) {
+		if v.Cluster && slices.Contains(v.Scenarios, variant.ClusterMixedFleet) {
 			return v
 		}
 	}
-	t.Fatal("the suite has no cluster boot")
+	t.Fatal("no cluster boot runs ClusterMixedFleet")
 	return variant.Variant{}
 }
 

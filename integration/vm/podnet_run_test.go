@@ -37,13 +37,9 @@ type podNetArtifacts struct {
 	Modules, Release string
 }
 
-// kubeProxy builds k8s.io/kubernetes/cmd/kube-proxy at kubeletVersion, as
-// the control plane is built (the Go build cache shares most of it), and
-// caches it by version.
+// kubeProxy is kube-proxy, from kubernetes' build.
 func (b *builder) kubeProxy(ctx context.Context) (string, error) {
-	dir, err := b.cached("kube-proxy/"+kubeletVersion, func(tmp string) error {
-		return b.k8sBuild(ctx, tmp, kubeletVersion, "kube-proxy")
-	})
+	dir, err := b.kubernetes(ctx)
 	if err != nil {
 		return "", err
 	}

@@ -360,10 +360,10 @@ func waitNetns(path string) error {
 
 // TestKubeProxyConfigAccepted: the kube-proxy the guest runs reads the
 // configuration a node writes (podnet.KubeProxyConfig) strictly, every
-// field known, and keeps nftables mode. It needs the kube-proxy/
+// field known, and keeps nftables mode. It needs the kubernetes/
 // ingredient (make ingredients).
 func TestKubeProxyConfigAccepted(t *testing.T) {
-	bin := filepath.Join(defaultCacheDir(), "kube-proxy", kubeletVersion, "kube-proxy")
+	bin := filepath.Join(defaultCacheDir(), kubernetesKey, "kube-proxy")
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("needs the kube-proxy ingredient (make ingredients): %v", err)
 	}

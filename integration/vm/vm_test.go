@@ -30,6 +30,21 @@ func cmdline(v variant.Variant) (string, error) {
 	return kernelArgs + " " + params, nil
 }
 
+// suiteOf is the variants CGD_SUITE names: "" or "ci", the suite CI
+// boots (variant.Suite, `make boots`); "extended", the long checks it
+// leaves out (variant.Extended, `make boots-extended`); "all", both.
+func suiteOf(env string) ([]variant.Variant, error) {
+	switch env {
+	case "", "ci":
+		return variant.Suite(), nil
+	case "extended":
+		return variant.Extended(), nil
+	case "all":
+		return append(variant.Suite(), variant.Extended()...), nil
+	}
+	return nil, fmt.Errorf("CGD_SUITE=%q: want ci, extended or all", env)
+}
+
 // selectVariants applies CGD_VARIANTS (comma-separated names or substrings)
 // and CGD_SCENARIOS (comma-separated scenario identifiers) for quick
 // iteration.
@@ -68,7 +83,11 @@ func repoRoot(t *testing.T) string {
 func TestVM(t *testing.T) {
 	start := time.Now()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	vs := selectVariants(variant.Suite())
+	suite, err := suiteOf(os.Getenv("CGD_SUITE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := selectVariants(suite)
 	if len(vs) == 0 {
 		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
 	}
@@ -90,7 +109,11 @@ func TestIngredients(t *testing.T) {
 		t.Skip("set CGD_INGREDIENTS=1 to build the VM ingredients only (make integration does)")
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	vs := selectVariants(variant.Suite())
+	suite, err := suiteOf(os.Getenv("CGD_SUITE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := selectVariants(suite)
 	if len(vs) == 0 {
 		t.Fatal("CGD_VARIANTS/CGD_SCENARIOS selected no variant")
 	}
@@ -286,8 +309,8 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrds map[boo
 		// engines' own containers.
 		spec.MemoryMiB = 5120
 	}
-	if v.RunsKubelet() {
-		// The guest gives the tests 20 minutes instead of 10.
+	if v.RunsKubelet() || slices.Contains(v.Scenarios, variant.ScaleChurn) {
+		// The guest gives the tests 20 minutes instead of 10 (init.sh).
 		spec.Timeout = 25 * time.Minute
 	}
 	if v.Cluster {

@@ -53,8 +53,8 @@ const (
 	KeyHookRunWallMS, KeyHookRunCPUMS = "hook_run_wall_ms", "hook_run_cpu_ms"
 )
 
-// GoalBurstRatio is item 3's goal: the p50 with cgdelegate at most this
-// times the p50 without it.
+// GoalBurstRatio is the burst's goal: the p50 pod start with cgdelegate at
+// most this times the p50 without it.
 const GoalBurstRatio = 1.05
 
 // Percentile is the q-th percentile of ds (0 < q <= 1), the nearest rank:

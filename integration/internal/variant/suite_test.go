@@ -22,7 +22,7 @@ func withFollowers(vs []Variant) []Variant {
 }
 
 func TestSuite(t *testing.T) {
-	all := withFollowers(append(Suite(), DemoVariant(), BenchVariant()))
+	all := withFollowers(append(append(Suite(), Extended()...), DemoVariant(), BenchVariant()))
 	names := map[string]bool{}
 	expected := map[Scenario]bool{}
 	for _, v := range all {
@@ -74,8 +74,9 @@ func TestKubeletScenarios(t *testing.T) {
 }
 
 // TestClusterScenarios: a scenario needs the cluster exactly when its name
-// says Cluster; the suite boots exactly one cluster variant, which runs
-// every Cluster scenario and carries a kubelet.
+// says Cluster; CI's suite boots exactly one cluster variant and Extended
+// one more (the second node and the user stories); each carries the
+// registered kubelet only, and together they run every Cluster scenario.
 func TestClusterScenarios(t *testing.T) {
 	for _, tc := range []struct {
 		s    Scenario
@@ -85,23 +86,30 @@ func TestClusterScenarios(t *testing.T) {
 			t.Errorf("%s.NeedsCluster() = %v, want %v", tc.s, got, tc.want)
 		}
 	}
-	var clusters []Variant
-	for _, v := range Suite() {
-		if v.Cluster {
-			clusters = append(clusters, v)
+	clusters := func(vs []Variant) []Variant {
+		return slices.DeleteFunc(slices.Clone(vs), func(v Variant) bool { return !v.Cluster })
+	}
+	ci, ext := clusters(Suite()), clusters(Extended())
+	if len(ci) != 1 || len(ext) != 1 {
+		t.Fatalf("%d cluster variants in the suite and %d in Extended, want one each", len(ci), len(ext))
+	}
+	ran := map[Scenario]bool{}
+	for _, v := range append(ci, ext...) {
+		if !v.RunsKubelet() || v.Kubelet {
+			t.Errorf("%s: RunsKubelet %v, Kubelet %v; want the registered kubelet only", v.Name, v.RunsKubelet(), v.Kubelet)
 		}
-	}
-	if len(clusters) != 1 {
-		t.Fatalf("%d cluster variants in the suite, want one boot", len(clusters))
-	}
-	v := clusters[0]
-	if !v.RunsKubelet() || v.Kubelet {
-		t.Errorf("%s: RunsKubelet %v, Kubelet %v; want the registered kubelet only", v.Name, v.RunsKubelet(), v.Kubelet)
+		for _, s := range v.Scenarios {
+			ran[s] = true
+		}
 	}
 	for _, s := range AllScenarios() {
-		if s.NeedsCluster() && s != ClusterMixedFleetNode && !slices.Contains(v.Scenarios, s) {
-			t.Errorf("%s does not run cluster scenario %s", v.Name, s)
+		if s.NeedsCluster() && s != ClusterMixedFleetNode && !ran[s] {
+			t.Errorf("no cluster boot runs %s", s)
 		}
+	}
+	// CI's cluster boot has neither a second guest nor the engines image.
+	if _, ok := MixedFleetNode(ci[0]); ok || ci[0].NeedsEngines() {
+		t.Errorf("CI's %s boots a second node or carries the engines image", ci[0].Name)
 	}
 }
 
@@ -126,7 +134,7 @@ func TestScenarioKnown(t *testing.T) {
 // written (FailClosed); no other variant carries the image.
 func TestDaemonSetVariants(t *testing.T) {
 	n := 0
-	for _, v := range withFollowers(append(Suite(), DemoVariant(), BenchVariant())) {
+	for _, v := range withFollowers(append(append(Suite(), Extended()...), DemoVariant(), BenchVariant())) {
 		ds := v.Plugin == PluginDaemonSet || v.Plugin == PluginHelm
 		if v.NeedsReleaseImage() != ds {
 			t.Errorf("%s: NeedsReleaseImage %v, plugin %s", v.Name, v.NeedsReleaseImage(), v.Plugin)
@@ -180,14 +188,15 @@ func TestBenchVariant(t *testing.T) {
 	}
 }
 
-// TestMixedFleetNode: the cluster boot brings a second node, small (one
-// CPU), without nsdelegate, running only its side of ClusterMixedFleet,
-// whose scenario comes after ClusterNodeLabel (the label it compares
-// against) and before ClusterHelmUninstall (which removes the chart); a
-// boot without ClusterMixedFleet (CGD_SCENARIOS) has no second node.
+// TestMixedFleetNode: Extended's cluster boot brings a second node, small
+// (one CPU), without nsdelegate, running only its side of
+// ClusterMixedFleet, whose scenario comes after ClusterNodeLabel (the label
+// it compares against) and before any ClusterHelmUninstall (which removes
+// the chart); a boot without ClusterMixedFleet (CI's cluster boot, or
+// CGD_SCENARIOS) has no second node.
 func TestMixedFleetNode(t *testing.T) {
 	var leader Variant
-	for _, v := range Suite() {
+	for _, v := range Extended() {
 		if v.Cluster {
 			leader = v
 		}
@@ -204,7 +213,7 @@ func TestMixedFleetNode(t *testing.T) {
 		t.Errorf("MixedFleetNode(%s) = %+v; want one CPU, no nsdelegate, no engines, the chart's plugin, only %s", leader.Name, f, ClusterMixedFleetNode)
 	}
 	at := func(s Scenario) int { return slices.Index(leader.Scenarios, s) }
-	if at(ClusterNodeLabel) >= at(ClusterMixedFleet) || at(ClusterMixedFleet) >= at(ClusterHelmUninstall) {
+	if at(ClusterNodeLabel) >= at(ClusterMixedFleet) || (at(ClusterHelmUninstall) >= 0 && at(ClusterMixedFleet) >= at(ClusterHelmUninstall)) {
 		t.Errorf("%s runs %v; want %s after %s and before %s", leader.Name, leader.Scenarios, ClusterMixedFleet, ClusterNodeLabel, ClusterHelmUninstall)
 	}
 	without := leader
@@ -212,9 +221,47 @@ func TestMixedFleetNode(t *testing.T) {
 	if _, ok := MixedFleetNode(without); ok {
 		t.Errorf("a cluster boot without %s got a second node", ClusterMixedFleet)
 	}
+	for _, v := range append(Suite(), Extended()...) {
+		if _, ok := MixedFleetNode(v); ok != (v.Cluster && slices.Contains(v.Scenarios, ClusterMixedFleet)) {
+			t.Errorf("%s: second node %v, cluster %v, scenarios %v", v.Name, ok, v.Cluster, v.Scenarios)
+		}
+	}
+}
+
+// TestExtended: the extended boots hold the size checks, the start
+// latency, the eight-CPU oracle and containerd 2.3, and CI's suite none of
+// them; each validates.
+func TestExtended(t *testing.T) {
+	long := []Scenario{ScaleChurn, ScaleRestart, KubeletPinningOracle, KubeletStartLatency}
+	releases := map[string]bool{}
+	for _, v := range Extended() {
+		releases[v.Containerd] = true
+	}
+	if !releases[Containerd23] {
+		t.Errorf("Extended() boots no containerd %s", Containerd23)
+	}
 	for _, v := range Suite() {
-		if _, ok := MixedFleetNode(v); ok != v.Cluster {
-			t.Errorf("%s: second node %v, cluster %v", v.Name, ok, v.Cluster)
+		if v.Containerd != Containerd24 {
+			t.Errorf("the CI suite's %s boots containerd %s; CI boots %s only", v.Name, v.Containerd, Containerd24)
+		}
+	}
+	var got []Scenario
+	for _, v := range Extended() {
+		if err := v.Validate(); err != nil {
+			t.Errorf("%s: %v", v.Name, err)
+		}
+		got = append(got, v.Scenarios...)
+	}
+	for _, s := range long {
+		if !slices.Contains(got, s) {
+			t.Errorf("Extended() does not run %s", s)
+		}
+	}
+	for _, v := range Suite() {
+		for _, s := range long {
+			if slices.Contains(v.Scenarios, s) {
+				t.Errorf("the CI suite's %s runs %s, an extended check", v.Name, s)
+			}
 		}
 	}
 }

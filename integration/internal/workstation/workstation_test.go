@@ -54,11 +54,19 @@ func TestRun(t *testing.T) {
 		exit       int
 		wantStdout []string
 	}{
-		{"args and stdin", Request{Tool: "kubectl", Args: []string{"apply", "-f", "-"}, Stdin: []byte("kind: Pod\n")},
-			0, []string{"args:apply -f -", "home:" + s.Home, "kubeconfig:admin", "kind: Pod"}},
+		{
+			"args and stdin",
+			Request{Tool: "kubectl", Args: []string{"apply", "-f", "-"}, Stdin: []byte("kind: Pod\n")},
+			0,
+			[]string{"args:apply -f -", "home:" + s.Home, "kubeconfig:admin", "kind: Pod"},
+		},
 		{"exit status", Request{Tool: "kubectl", Args: []string{"3"}}, 3, []string{"args:3"}},
-		{"another kubeconfig", Request{Tool: "kubectl", Args: []string{"get"}, Kubeconfig: []byte("token-user\n")},
-			0, []string{"kubeconfig:token-user"}},
+		{
+			"another kubeconfig",
+			Request{Tool: "kubectl", Args: []string{"get"}, Kubeconfig: []byte("token-user\n")},
+			0,
+			[]string{"kubeconfig:token-user"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := c.Run(context.Background(), tc.req)

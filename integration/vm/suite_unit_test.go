@@ -1,0 +1,53 @@
+//go:build integration_vm
+
+package vm
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSuiteOf(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want int
+		err  string
+	}{
+		{"", len(suiteNames(t, "ci")), ""},
+		{"extended", len(suiteNames(t, "extended")), ""},
+		{"all", len(suiteNames(t, "ci")) + len(suiteNames(t, "extended")), ""},
+		{"nightly", 0, `CGD_SUITE="nightly"`},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			vs, err := suiteOf(tc.env)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("suiteOf(%q): %v, want an error with %q", tc.env, err, tc.err)
+				}
+				return
+			}
+			if err != nil || len(vs) != tc.want || tc.want == 0 {
+				t.Fatalf("suiteOf(%q) = %d variants, %v; want %d", tc.env, len(vs), err, tc.want)
+			}
+		})
+	}
+	ci, ext := suiteNames(t, "ci"), suiteNames(t, "extended")
+	for name := range ext {
+		if ci[name] {
+			t.Errorf("%s is in both the CI suite and the extended one", name)
+		}
+	}
+}
+
+func suiteNames(t *testing.T, env string) map[string]bool {
+	t.Helper()
+	vs, err := suiteOf(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, v := range vs {
+		names[v.Name] = true
+	}
+	return names
+}
