@@ -2,15 +2,12 @@ package nri
 
 import (
 	"context"
-	"errors"
 
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager"
-	"github.com/cgdelegate/cgdelegate/internal/cpumanager/budget"
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 	"github.com/cgdelegate/cgdelegate/internal/host"
-	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
@@ -124,7 +121,7 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 	}
 	a, upd, err := pn.AddContainer(pod, ctr)
 	if err != nil {
-		return nil, nil, cpuRefusal(err)
+		return nil, nil, err // its cause comes with it (cpumanager's sentinels)
 	}
 	adj := plan.Adjustment()
 	if adj == nil {
@@ -230,20 +227,4 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	// from the updates sent from now on.
 	p.carryOut(nil, nil, outcome{changed: pn.Synchronize(p.log, pods, ctrs).Updates, resynced: true})
 	return nil, nil
-}
-
-// cpuRefusal is the CPU policy's refusal of a container with its cause: a
-// malformed resources or lifecycle annotation, else a placement the policy
-// could not make. Errors that are neither (none are known) stay
-// refusal.Other.
-func cpuRefusal(err error) error {
-	switch {
-	case errors.Is(err, budget.ErrAnnotation), errors.Is(err, cpumanager.ErrLifecycle):
-		return refusal.New(refusal.BadAnnotation, err)
-	case errors.Is(err, policy.ErrInsufficient), errors.Is(err, policy.ErrNoSharedCPUs), errors.Is(err, policy.ErrUnknownPod),
-		errors.Is(err, policy.ErrExists), errors.Is(err, policy.ErrInvalid),
-		errors.Is(err, budget.ErrInconsistent), errors.Is(err, budget.ErrInvalid):
-		return refusal.New(refusal.Pinning, err)
-	}
-	return err
 }
