@@ -14,7 +14,6 @@ const (
 
 // Suite returns the variants `make integration` boots, in order.
 func Suite() []Variant {
-	nsdelegate := nsdelegateScenarios()
 	// The in-pod helper runs on one containerd only: what it proves is the
 	// kernel's and runc's, not containerd's. On this cgroupfs host the
 	// helper's own scenarios; the nested engines (runc, systemd as PID 1)
@@ -22,20 +21,19 @@ func Suite() []Variant {
 	// systemd host (ctd24-Systemd-Kubelet), as kubeadm sets nodes up, and
 	// in the cluster's user stories: each costs 40 to 90 s under TCG.
 	inPod := []Scenario{InPodWorkers, InPodExecAfterLeafMove}
-	noNSDelegate := []Scenario{Harness, RefusedWithoutNSDelegate, GuardCgroupWritable}
 	// The node budget of delegated cgroups, the dying cgroups and the
 	// writable containers a remount without nsdelegate leaves running.
 	delegation := []Scenario{NodeDelegationBudget, DyingCgroups, UnsafeAfterStart}
 	return []Variant{
 		{
 			Name: "ctd24-nsdelegate-external", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2,
-			Scenarios: slices.Concat(nsdelegate, inPod, delegation),
+			Scenarios: slices.Concat(nsdelegateScenarios(), inPod, delegation),
 		},
 		// The kubelet's view of the same refusal shares the boot, last
 		// (a kubelet kills pods it did not make).
 		{
 			Name: "ctd24-no-nsdelegate-Kubelet", Containerd: Containerd24, Plugin: PluginExternal, SMP: 2, Kubelet: true,
-			Scenarios: append(slices.Clone(noNSDelegate), KubeletRefusedWithoutNSDelegate),
+			Scenarios: append(noNSDelegateScenarios(), KubeletRefusedWithoutNSDelegate),
 		},
 		// Every container of the default runtime is writable here, so the
 		// guard refuses them all: only the guard scenario fits.
@@ -96,8 +94,9 @@ func Suite() []Variant {
 		// installed with helm install of the chart, the containerd drop-in
 		// as shipped (FailClosed), with pinning (CPU 0
 		// reserved) on four CPUs in two NUMA nodes, so that an in-place
-		// resize meets an exclusive CPU beside it. The second node and the
-		// user stories boot in Extended's cluster (clusterFleet).
+		// resize meets an exclusive CPU beside it. The second node, the
+		// user stories, the uninstall and the kubelet's own pinning after
+		// it boot in Extended's cluster (ctd24-Systemd-numa-smp4-Cluster-fleet).
 		{
 			Name: "ctd24-Systemd-numa-smp4-Cluster", Containerd: Containerd24, NSDelegate: true, Plugin: PluginHelm, FailClosed: true, Pinning: true,
 			SMP: 4, NUMA: true, Systemd: true, Cluster: true,
@@ -106,8 +105,6 @@ func Suite() []Variant {
 				ClusterHelmSetConfig, ClusterAdmissionPolicy,
 				ClusterRegistryUpgrade, ClusterRegistryRollback, ClusterResizeUnpinned,
 				ClusterEphemeralContainers, ClusterResizeBubble,
-				ClusterHelmUninstall, // cgdelegate is gone after it
-				ClusterPinningOracle, // last: the kubelet pins
 			},
 		},
 		// The plugin pre-registered (started by containerd from
@@ -122,15 +119,17 @@ func Suite() []Variant {
 
 // Extended returns the variants `make boots-extended` boots, in order,
 // and `make integration` after Suite's: the checks of size, the static
-// pod start latency, the kubelet's own pinning on eight CPUs, the
-// cluster's second node and user stories, the DaemonSet's pod as a static
-// pod, and containerd 2.3. They take about 45 minutes under emulation, which CI
+// pod start latency, the kubelet's own pinning (on eight CPUs, and in the
+// cluster after the uninstall), the cluster's second node and user
+// stories, the DaemonSet's pod as a static pod, and containerd 2.3. They
+// take about 40 minutes under emulation, which CI
 // (`make boots`, Suite only) leaves out to stay under its time goal: the
 // cold run is bound by CPU, and two VMs at once are each more than twice
 // as slow (docs/development.md). The same behaviours have smaller checks
 // in CI: the churn and restart in process (TestChurnThousandPods, the
-// restart tests of internal/cpumanager), the kubelet's pinning in
-// ClusterPinningOracle, the DaemonSet's pod in the cluster boot, every
+// restart tests of internal/cpumanager), the pod-level pinning under the
+// kubelet (KubeletPodLevelPinning) and the debug and resize steps the
+// oracle compares, the DaemonSet's pod in the cluster boot, every
 // containerd 2.3 scenario on 2.4.
 func Extended() []Variant {
 	return []Variant{
@@ -171,7 +170,10 @@ func Extended() []Variant {
 		// in the guest's background from its start) of the user stories.
 		// Beside them, each took the first scenarios of CI's cluster boot
 		// from 45, 23, 67 and 23 s to 81, 43, 150 and 47 s (2026-11-28),
-		// and together about 9 minutes of the boot. The chart is
+		// and together about 9 minutes of the boot. Then the uninstall
+		// and, with cgdelegate gone, the kubelet's own pod-level resource
+		// managers against what the debug and resize steps saw under it
+		// (3.3 minutes of the cold run of 2026-11-27). The chart is
 		// installed from the registry, the node labelled, and pinning and
 		// the stories' namespace set by ClusterHelmSetConfig, as in CI's.
 		{
@@ -182,6 +184,9 @@ func Extended() []Variant {
 				ClusterMixedFleet, // a second node without nsdelegate (MixedFleetNode) joins, then leaves
 				ClusterHelmSetConfig,
 				ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit, // the user stories
+				ClusterEphemeralContainers, ClusterResizeBubble, // what the oracle compares
+				ClusterHelmUninstall, // cgdelegate is gone after it
+				ClusterPinningOracle, // last: the kubelet pins
 			},
 		},
 		// cgdelegate deployed as it ships without a registry: the release
@@ -199,12 +204,17 @@ func Extended() []Variant {
 		// containerd 2.3, the previous release: the refusal without
 		// nsdelegate, then the writable scenarios and pinning in one boot,
 		// as they share a production node.
-		{Name: "ctd23-no-nsdelegate", Containerd: Containerd23, Plugin: PluginExternal, SMP: 2, Scenarios: []Scenario{Harness, RefusedWithoutNSDelegate, GuardCgroupWritable}},
+		{Name: "ctd23-no-nsdelegate", Containerd: Containerd23, Plugin: PluginExternal, SMP: 2, Scenarios: noNSDelegateScenarios()},
 		{
 			Name: "ctd23-nsdelegate-pinning", Containerd: Containerd23, NSDelegate: true, Plugin: PluginExternal, Pinning: true, SMP: 4, NUMA: true,
 			Scenarios: append(nsdelegateScenarios(), PinningPodBudget, PinningDynamicAdd, PinningPluginRestartDuringChurn, NUMATopology),
 		},
 	}
+}
+
+// noNSDelegateScenarios are the refusals of a host without nsdelegate.
+func noNSDelegateScenarios() []Scenario {
+	return []Scenario{Harness, RefusedWithoutNSDelegate, GuardCgroupWritable}
 }
 
 // nsdelegateScenarios are the writable-cgroup scenarios of a host with
