@@ -41,6 +41,11 @@ func TestRecords(t *testing.T) {
 			want: map[string]string{"a": "0-1/0"}, judge: cpuUpdate("a", "2", "0"), wantSend: true,
 		},
 		{
+			name: "other memory nodes are sent",
+			play: func(r *records) { r.created("a", &api.LinuxCPU{Cpus: "0-1", Mems: "0"}) },
+			want: map[string]string{"a": "0-1/0"}, judge: cpuUpdate("a", "0-1", "1"), wantSend: true,
+		},
+		{
 			name: "forget makes it unknown",
 			play: func(r *records) {
 				r.created("a", &api.LinuxCPU{Cpus: "0-1", Mems: "0"})
