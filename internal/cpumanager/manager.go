@@ -16,13 +16,15 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/topology"
 	"github.com/cgdelegate/cgdelegate/internal/host"
+	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 
 // Sentinel errors. Callers check them with errors.Is.
 var (
-	// ErrLifecycle marks a bad lifecycle annotation.
-	ErrLifecycle = errors.New("invalid lifecycle annotation")
+	// ErrLifecycle marks a bad lifecycle annotation (a refusal of cause
+	// refusal.BadAnnotation).
+	ErrLifecycle = refusal.New(refusal.BadAnnotation, errors.New("invalid lifecycle annotation"))
 	// ErrPodRefused is wrapped by every error that refuses a pod at
 	// RunPodSandbox. containerd (2.3, 2.4: internal/cri/server/sandbox_run.go)
 	// fails the sandbox with "NRI RunPodSandbox failed: <this error>", and

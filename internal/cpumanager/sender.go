@@ -110,6 +110,11 @@ type retry struct {
 // after the last attempt is given up. Containers waiting for a retry never
 // hold back the others.
 //
+// It does three jobs, each with its own lock: scheduling (the queue, the
+// hold and the retries, here), the ledger of what the runtime holds
+// (records, records.go) and the ordered cgroup writes (cgroupWrites,
+// Enforce). The ledger and the writes know nothing of the queue.
+//
 // Close stops it for good.
 type Sender struct {
 	log     *slog.Logger
@@ -126,22 +131,14 @@ type Sender struct {
 	// last queued something.
 	hold, maxHold time.Duration
 	last          time.Time
-	// cgroups is where Enforce writes cpusets (nil: nowhere); wmu orders
-	// the writes.
-	cgroups func() CgroupWriter
-	wmu     sync.Mutex
+	// records is the ledger of what the runtime holds (records.go);
+	// writes, the ordered cgroup writes (Enforce).
+	records *records
+	writes  cgroupWrites
 
 	mu    sync.Mutex
 	u     Updater
 	queue map[string]retry
-	// known is, per container, what the runtime holds of its CPU
-	// settings as far as the Sender knows it (its creation adjustment, its
-	// last update the runtime applied); a queued container whose update
-	// would change none of it is not sent. epoch counts the Forget calls:
-	// an update answered by an event while a call was in flight makes the
-	// call's updates unknown, not known.
-	known map[string]cpuRecord
-	epoch uint64
 	// running is set while the goroutine runs; exited is closed when it
 	// ends.
 	running bool
@@ -159,9 +156,10 @@ type Sender struct {
 // none). Nothing is sent before SetUpdater attaches a runtime connection.
 func NewSender(log *slog.Logger, rec UpdateRecorder, manager func() *Manager, cgroups func() CgroupWriter) *Sender {
 	s := &Sender{
-		log: log, metrics: rec, manager: manager, backoff: defaultBackoff, clock: realClock{}, batch: sendBatch, cgroups: cgroups,
+		log: log, metrics: rec, manager: manager, backoff: defaultBackoff, clock: realClock{}, batch: sendBatch,
 		hold: sendHold, maxHold: sendMaxHold,
-		queue: map[string]retry{}, known: map[string]cpuRecord{}, kick: make(chan struct{}, 1),
+		records: newRecords(), writes: cgroupWrites{cgroups: cgroups, manager: manager},
+		queue: map[string]retry{}, kick: make(chan struct{}, 1),
 	}
 	s.idle = sync.NewCond(&s.mu)
 	return s
@@ -348,24 +346,28 @@ func (s *Sender) dueAt(r retry) time.Time {
 func (s *Sender) send(u Updater, taken map[string]int) {
 	ids := slices.Sorted(maps.Keys(taken))
 	pn := s.manager()
-	batch := make([]policy.Assignment, 0, len(ids))
-	us := make([]*api.ContainerUpdate, 0, len(ids))
+	cand := make([]policy.Assignment, 0, len(ids))
+	cu := make([]*api.ContainerUpdate, 0, len(ids))
+	var gone []string // nothing to remember of them
 	var str setStrings
-	s.mu.Lock()
-	epoch := s.epoch
 	for _, id := range ids {
 		a, ok := pn.Assignment(id)
 		if !ok {
-			delete(s.known, id) // gone: nothing to remember
+			gone = append(gone, id)
 			continue
 		}
-		if up := update(&str, a); !s.known[id].holds(up.GetLinux().GetResources().GetCpu()) {
-			batch, us = append(batch, a), append(us, up)
-			continue
-		}
-		s.log.Debug("container update not sent: the runtime holds it", "container", id)
+		cand, cu = append(cand, a), append(cu, update(&str, a))
 	}
-	s.mu.Unlock()
+	sendIt, epoch := s.records.changes(cu, gone)
+	batch := make([]policy.Assignment, 0, len(cand))
+	us := make([]*api.ContainerUpdate, 0, len(cand))
+	for i, a := range cand {
+		if !sendIt[i] {
+			s.log.Debug("container update not sent: the runtime holds it", "container", a.ContainerID)
+			continue
+		}
+		batch, us = append(batch, a), append(us, cu[i])
+	}
 	if len(batch) == 0 {
 		return
 	}
@@ -385,125 +387,38 @@ func (s *Sender) send(u Updater, taken map[string]int) {
 		s.log.Debug("container updates sent", "containers", len(batch))
 	}
 	s.metrics.Updates(len(batch)-len(again), len(again))
-	s.remember(us, again, epoch)
+	s.records.remember(us, again, epoch)
 	s.rewrite(batch, again)
 	s.settle(batch, taken, again)
 }
 
-// remember records the updates of a call the runtime applied (all of us
-// but failed) as known, unless an event answered updates while the call
-// was in flight (the epoch moved): then which came last is unknown, and so
-// are the call's containers.
-func (s *Sender) remember(us []*api.ContainerUpdate, failed map[string]bool, epoch uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, u := range us {
-		id := u.GetContainerId()
-		if failed[id] || s.epoch != epoch {
-			delete(s.known, id)
-			continue
-		}
-		s.known[id] = s.known[id].after(u.GetLinux().GetResources().GetCpu())
-	}
-}
-
 // Created records a new container's creation adjustment (the CPU
 // settings Adjust returned) as what the runtime holds of it. Call it before
-// the handler answers. (A new container is in no call in flight: the epoch
-// stays.)
-func (s *Sender) Created(id string, cpu *api.LinuxCPU) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.known[id] = cpuRecord{}.after(cpu)
-}
+// the handler answers.
+func (s *Sender) Created(id string, cpu *api.LinuxCPU) { s.records.created(id, cpu) }
 
 // Forget makes what the runtime holds of the containers unknown, so that
 // their next queued update is sent: call it for every container an event
 // answers updates for (the runtime applies them outside the Sender), and
 // for a resized or removed container. No ids: nothing changes.
-func (s *Sender) Forget(ids ...string) {
-	if len(ids) == 0 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.epoch++
-	for _, id := range ids {
-		delete(s.known, id)
-	}
-}
+func (s *Sender) Forget(ids ...string) { s.records.forget(ids...) }
 
 // Removed drops what the Sender remembers of a removed container; no
-// update can be about it any more, so calls in flight keep their epoch.
+// update can be about it any more, so calls in flight are still recorded.
 // Forget does this and more for a container pinning still places; Removed
 // is for one removed while pinning is off or suspended, which would
 // otherwise stay remembered until the process ends.
-func (s *Sender) Removed(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.known, id)
-}
+func (s *Sender) Removed(id string) { s.records.removed(id) }
 
 // ForgetAll is Forget for every container: after Synchronize, the runtime
 // may have changed anything meanwhile.
-func (s *Sender) ForgetAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.epoch++
-	clear(s.known)
-}
+func (s *Sender) ForgetAll() { s.records.forgetAll() }
 
 // Known is the Sender's ledger: per container, the cpuset and memory
 // nodes ("cpus/mems") it records the runtime holds. A copy, for checks of
 // the ledger against what the runtime really holds (the nri package's
 // model test).
-func (s *Sender) Known() map[string]string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]string, len(s.known))
-	for id, r := range s.known {
-		out[id] = r.cpus + "/" + r.mems
-	}
-	return out
-}
-
-// cpuRecord is what the runtime holds of a container's CPU settings, as
-// the Sender knows them: its cpuset and memory nodes ("" unknown) and, if
-// known, its quota and period.
-type cpuRecord struct {
-	cpus, mems string
-	quota      *int64
-	period     *uint64
-}
-
-// holds says whether applying c would change nothing of r: the same
-// cpuset and memory nodes, and the quota and period c sets (if any)
-// known to be r's.
-func (r cpuRecord) holds(c *api.LinuxCPU) bool {
-	switch {
-	case r.cpus == "" || r.mems == "" || c.GetCpus() != r.cpus || c.GetMems() != r.mems:
-		return false
-	case c.GetQuota() != nil && (r.quota == nil || *r.quota != c.GetQuota().GetValue()):
-		return false
-	case c.GetPeriod() != nil && (r.period == nil || *r.period != c.GetPeriod().GetValue()):
-		return false
-	}
-	return true
-}
-
-// after is r once the runtime applied c: what c sets replaces r's.
-func (r cpuRecord) after(c *api.LinuxCPU) cpuRecord {
-	r.cpus, r.mems = c.GetCpus(), c.GetMems()
-	if q := c.GetQuota(); q != nil {
-		v := q.GetValue()
-		r.quota = &v
-	}
-	if p := c.GetPeriod(); p != nil {
-		v := p.GetValue()
-		r.period = &v
-	}
-	return r
-}
+func (s *Sender) Known() map[string]string { return s.records.snapshot() }
 
 // failureLog is where a failed send is logged: a warning when a container
 // of it failed before, info when each failed for the first time. A
@@ -524,25 +439,7 @@ func (s *Sender) failureLog(taken map[string]int, failed map[string]bool) func(m
 // and returns how many it wrote. The writes of all callers are ordered,
 // and each reads the assignment when it writes: the last write a cgroup
 // gets is the assignment of the last change before it.
-func (s *Sender) Enforce(as []policy.Assignment) (int, error) {
-	if s.cgroups == nil || len(as) == 0 {
-		return 0, nil
-	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	w := s.cgroups()
-	if w == nil {
-		return 0, nil
-	}
-	pn := s.manager()
-	cur := make([]policy.Assignment, 0, len(as))
-	for _, a := range as {
-		if c, ok := pn.Assignment(a.ContainerID); ok {
-			cur = append(cur, c)
-		}
-	}
-	return Enforce(w, cur)
-}
+func (s *Sender) Enforce(as []policy.Assignment) (int, error) { return s.writes.enforce(as) }
 
 // rewrite writes again the cgroups of the containers the runtime just
 // updated with an assignment that changed while the call was in flight:

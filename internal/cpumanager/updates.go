@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
@@ -64,6 +65,40 @@ func Enforce(w CgroupWriter, as []policy.Assignment) (int, error) {
 		}
 	}
 	return written, errors.Join(errs...)
+}
+
+// cgroupWrites are the Sender's writes of cpusets to cgroups (Enforce),
+// ordered across callers: each reads the container's assignment from the
+// Manager in force when it writes, so the last write a cgroup gets is the
+// assignment of the last change before it.
+type cgroupWrites struct {
+	mu sync.Mutex
+	// cgroups is where the cpusets go (nil: nowhere); manager is the
+	// pinning state in force.
+	cgroups func() CgroupWriter
+	manager func() *Manager
+}
+
+// enforce writes the current assignment of every container of as that the
+// Manager in force knows, and returns how many it wrote.
+func (c *cgroupWrites) enforce(as []policy.Assignment) (int, error) {
+	if c.cgroups == nil || len(as) == 0 {
+		return 0, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.cgroups()
+	if w == nil {
+		return 0, nil
+	}
+	pn := c.manager()
+	cur := make([]policy.Assignment, 0, len(as))
+	for _, a := range as {
+		if now, ok := pn.Assignment(a.ContainerID); ok {
+			cur = append(cur, now)
+		}
+	}
+	return Enforce(w, cur)
 }
 
 // Updates turns assignments into NRI container updates. A later assignment

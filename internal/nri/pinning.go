@@ -2,15 +2,12 @@ package nri
 
 import (
 	"context"
-	"errors"
 
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager"
-	"github.com/cgdelegate/cgdelegate/internal/cpumanager/budget"
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 	"github.com/cgdelegate/cgdelegate/internal/host"
-	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
@@ -31,15 +28,68 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 		p.eventLog(pod, nil).Error("pod refused", "error", err)
 		return err
 	}
-	p.push(pod, nil, upd)
+	p.carryOut(pod, nil, outcome{changed: upd})
 	return nil
 }
 
-// push writes the new cpusets of an event that can not return updates to
-// the cgroups at once (enforce) and queues them for the runtime (Sender).
-func (p *Plugin) push(pod *api.PodSandbox, ctr *api.Container, as []policy.Assignment) {
-	p.enforce(pod, ctr, as)
-	p.send.Enqueue(as)
+// outcome is what a pinning event changes beyond its answer, and what the
+// update Sender's ledger of the runtime's records must learn of it. Every
+// handler builds one and hands it to carryOut, the one place that writes
+// cgroups, queues updates and keeps the ledger: a handler can not forget
+// one of those steps, only say what happened.
+type outcome struct {
+	// changed are the containers whose assignment the event changed: their
+	// cgroups get the new cpusets at once (Enforce); the runtime's
+	// records follow by the event's answer when answered, by the
+	// Sender's UpdateContainers otherwise.
+	changed  []policy.Assignment
+	answered bool
+	// created is the new container the event created, with the CPU
+	// settings of its creation adjustment (the runtime's first record).
+	created    string
+	createdCPU *api.LinuxCPU
+	// forget is the event's container when the runtime changes its
+	// record outside the Sender (a resize, a stop, a removal).
+	forget string
+	// removed is a container removed while pinning is not active: its
+	// record is dropped, no update can be about it any more.
+	removed string
+	// resynced: the runtime may have changed any record (Synchronize).
+	resynced bool
+}
+
+// carryOut applies o (see outcome) and returns the updates for the
+// event's answer. The ledger forgets first, so that no update the Sender
+// sends from now on is taken for one the runtime already holds.
+func (p *Plugin) carryOut(pod *api.PodSandbox, ctr *api.Container, o outcome) []*api.ContainerUpdate {
+	if o.resynced {
+		p.send.ForgetAll()
+	}
+	switch {
+	case o.answered && len(o.changed) > 0:
+		ids := make([]string, 0, len(o.changed)+1)
+		for _, a := range o.changed {
+			ids = append(ids, a.ContainerID)
+		}
+		if o.forget != "" {
+			ids = append(ids, o.forget)
+		}
+		p.send.Forget(ids...)
+	case o.forget != "":
+		p.send.Forget(o.forget)
+	}
+	if o.removed != "" {
+		p.send.Removed(o.removed)
+	}
+	p.enforce(pod, ctr, o.changed)
+	if o.created != "" {
+		p.send.Created(o.created, o.createdCPU)
+	}
+	if o.answered {
+		return cpumanager.Updates(o.changed)
+	}
+	p.send.Enqueue(o.changed)
+	return nil
 }
 
 // enforce writes the new cpusets of the containers whose pool changed to
@@ -71,7 +121,7 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 	}
 	a, upd, err := pn.AddContainer(pod, ctr)
 	if err != nil {
-		return nil, nil, cpuRefusal(err)
+		return nil, nil, err // its cause comes with it (cpumanager's sentinels)
 	}
 	adj := plan.Adjustment()
 	if adj == nil {
@@ -79,10 +129,7 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 	}
 	cpu := cpumanager.Adjust(adj, a)
 	p.eventLog(pod, ctr).Info("cpus assigned", "pool", a.Pool, "cpus", cpu.Cpus, "mems", cpu.Mems, "updates", len(upd))
-	p.enforce(pod, ctr, upd)
-	p.send.Created(a.ContainerID, cpu)
-	p.send.Forget(containerIDs(upd)...)
-	return adj, cpumanager.Updates(upd), nil
+	return adj, p.carryOut(pod, ctr, outcome{changed: upd, answered: true, created: a.ContainerID, createdCPU: cpu}), nil
 }
 
 // UpdateContainer is an in-place resize: refused for a pinned container,
@@ -90,7 +137,7 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	if pn := p.pin.Load(); pod != nil && ctr != nil && pn.Active() {
 		// The resize changes the runtime's record of the container.
-		p.send.Forget(ctr.GetId())
+		p.carryOut(pod, ctr, outcome{forget: ctr.GetId()})
 		return pn.ResizeContainer(p.log, pod, ctr, res)
 	}
 	return nil, nil
@@ -113,18 +160,7 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 		return nil, nil
 	}
 	upd := pn.RemoveContainer(ctr.GetId())
-	p.enforce(pod, ctr, upd)
-	p.send.Forget(append(containerIDs(upd), ctr.GetId())...)
-	return cpumanager.Updates(upd), nil
-}
-
-// containerIDs are the containers of as.
-func containerIDs(as []policy.Assignment) []string {
-	ids := make([]string, 0, len(as))
-	for _, a := range as {
-		ids = append(ids, a.ContainerID)
-	}
-	return ids
+	return p.carryOut(pod, ctr, outcome{changed: upd, answered: true, forget: ctr.GetId()}), nil
 }
 
 // RemoveContainer is StopContainer for a container removed without a stop;
@@ -137,11 +173,10 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if !pn.Active() {
 		// Created while pinning was active, removed after it was
 		// suspended: nothing to place, but nothing to remember either.
-		p.send.Removed(ctr.GetId())
+		p.carryOut(pod, ctr, outcome{removed: ctr.GetId()})
 		return nil
 	}
-	p.send.Forget(ctr.GetId())
-	p.push(pod, ctr, pn.RemoveContainer(ctr.GetId()))
+	p.carryOut(pod, ctr, outcome{changed: pn.RemoveContainer(ctr.GetId()), forget: ctr.GetId()})
 	return nil
 }
 
@@ -150,7 +185,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 // removal; the widened containers are updated with UpdateContainers.
 func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	if pn := p.pin.Load(); pod != nil && pn.Active() {
-		p.push(pod, nil, pn.RemovePod(pod.GetId()))
+		p.carryOut(pod, nil, outcome{changed: pn.RemovePod(pod.GetId())})
 	}
 	return nil
 }
@@ -190,23 +225,6 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	}
 	// What the runtime holds of each container is known again only
 	// from the updates sent from now on.
-	p.send.ForgetAll()
-	p.push(nil, nil, pn.Synchronize(p.log, pods, ctrs).Updates)
+	p.carryOut(nil, nil, outcome{changed: pn.Synchronize(p.log, pods, ctrs).Updates, resynced: true})
 	return nil, nil
-}
-
-// cpuRefusal is the CPU policy's refusal of a container with its cause: a
-// malformed resources or lifecycle annotation, else a placement the policy
-// could not make. Errors that are neither (none are known) stay
-// refusal.Other.
-func cpuRefusal(err error) error {
-	switch {
-	case errors.Is(err, budget.ErrAnnotation), errors.Is(err, cpumanager.ErrLifecycle):
-		return refusal.New(refusal.BadAnnotation, err)
-	case errors.Is(err, policy.ErrInsufficient), errors.Is(err, policy.ErrNoSharedCPUs), errors.Is(err, policy.ErrUnknownPod),
-		errors.Is(err, policy.ErrExists), errors.Is(err, policy.ErrInvalid),
-		errors.Is(err, budget.ErrInconsistent), errors.Is(err, budget.ErrInvalid):
-		return refusal.New(refusal.Pinning, err)
-	}
-	return err
 }

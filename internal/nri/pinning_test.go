@@ -2,8 +2,6 @@ package nri
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,11 +14,7 @@ import (
 
 	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
-	"github.com/cgdelegate/cgdelegate/internal/cpumanager"
-	"github.com/cgdelegate/cgdelegate/internal/cpumanager/budget"
-	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/topology/topologytest"
-	"github.com/cgdelegate/cgdelegate/internal/refusal"
 )
 
 func pinConfig(t testing.TB) config.Config {
@@ -213,33 +207,6 @@ func TestStopUpdates(t *testing.T) {
 				t.Fatalf("%d batches sent, want %d: %v", len(u.batches), tc.batches, u.batches)
 			}
 		})
-	}
-}
-
-// The CPU policy's refusals get their cause here, by the policy's
-// sentinels: a malformed annotation first, then the placements it could
-// not make.
-func TestCPURefusalCause(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		err  error
-		want refusal.Cause
-	}{
-		{"resources annotation", fmt.Errorf("pod budget: %w", budget.ErrAnnotation), refusal.BadAnnotation},
-		{"resources annotation inconsistent too", errors.Join(budget.ErrAnnotation, budget.ErrInconsistent), refusal.BadAnnotation},
-		{"lifecycle annotation", cpumanager.ErrLifecycle, refusal.BadAnnotation},
-		{"insufficient cpus", fmt.Errorf("container %q: %w", "app", policy.ErrInsufficient), refusal.Pinning},
-		{"no shared cpus", policy.ErrNoSharedCPUs, refusal.Pinning},
-		{"unknown pod", policy.ErrUnknownPod, refusal.Pinning},
-		{"exists", policy.ErrExists, refusal.Pinning},
-		{"invalid spec", policy.ErrInvalid, refusal.Pinning},
-		{"inconsistent resources", budget.ErrInconsistent, refusal.Pinning},
-		{"invalid resources", budget.ErrInvalid, refusal.Pinning},
-		{"anything else", errors.New("boom"), refusal.Other},
-	} {
-		if got := refusal.CauseOf(cpuRefusal(tc.err)); got != tc.want {
-			t.Errorf("%s: cause %q, want %q", tc.name, got, tc.want)
-		}
 	}
 }
 

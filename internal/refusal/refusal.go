@@ -3,7 +3,7 @@
 // words.
 //
 // Use New where a decision refuses (the writable checks, the host and spec
-// checks, the handler for the CPU policy's refusals), and CauseOf where the
+// checks, the CPU policy's sentinel errors), and CauseOf where the
 // refusal is reported (metrics, logs): the cause travels with the error, so
 // a reporter never imports the deciding packages to classify it. Do not use
 // it for errors that are not a decision about a container (I/O, a broken

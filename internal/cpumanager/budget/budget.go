@@ -5,16 +5,21 @@ import (
 	"fmt"
 
 	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/refusal"
 )
 
-// Sentinel errors. Callers check them with errors.Is.
+// Sentinel errors. Callers check them with errors.Is. Each carries the
+// refusal cause of the pod or container it refuses (refusal.CauseOf): a
+// malformed annotation is the user's to fix, the others are a budget the
+// CPU policy can not place.
 var (
 	// ErrAnnotation marks a malformed resources annotation.
-	ErrAnnotation = errors.New("malformed resources annotation")
+	ErrAnnotation = refusal.New(refusal.BadAnnotation, errors.New("malformed resources annotation"))
 	// ErrInconsistent marks values that contradict each other.
-	ErrInconsistent = errors.New("inconsistent resources")
+	ErrInconsistent = refusal.New(refusal.Pinning, errors.New("inconsistent resources"))
 	// ErrInvalid marks a runtime value outside what the kernel accepts.
-	ErrInvalid = errors.New("invalid resources")
+	ErrInvalid = refusal.New(refusal.Pinning, errors.New("invalid resources"))
 )
 
 // Kernel and kubelet constants used by the conversions.

@@ -6,20 +6,27 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cgdelegate/cgdelegate/internal/cpumanager/budget"
+	"github.com/cgdelegate/cgdelegate/internal/refusal"
 )
 
-// Sentinel errors. Callers check them with errors.Is.
+// Sentinel errors. Callers check them with errors.Is. Those that refuse a
+// pod, a container or a resize carry their refusal cause (refusal.Pinning:
+// the policy could not place it), so every error that wraps one reports
+// it (refusal.CauseOf) wherever it is handled. The bookkeeping errors
+// (ErrUnknownPod, ErrExists, ErrInvalid, ErrStamp) decide nothing about
+// the workload and should not happen: refusal.Other, a bug report
+// (docs/troubleshooting.md), unless they wrap a budget's own refusal.
 var (
 	// ErrNoSharedCPUs refuses a container that would leave its pod's shared
 	// containers without CPUs, or an init container or sidecar without
 	// CPUs that finds them none (a regular one runs in the node shared
 	// pool). Its text is the kubelet's.
-	ErrNoSharedCPUs = errors.New("pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers")
+	ErrNoSharedCPUs = pinningRefusal("pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers")
 	// ErrInsufficient means there are not enough free CPUs.
-	ErrInsufficient = errors.New("insufficient cpus")
+	ErrInsufficient = pinningRefusal("insufficient cpus")
 	// ErrInsufficientMemory means no group of NUMA nodes has the free
 	// memory a pod's bubble must hold.
-	ErrInsufficientMemory = errors.New("insufficient memory")
+	ErrInsufficientMemory = pinningRefusal("insufficient memory")
 	// ErrUnknownPod means a container arrived for a pod the policy does not
 	// know; add the pod first.
 	ErrUnknownPod = errors.New("unknown pod")
@@ -27,18 +34,21 @@ var (
 	ErrExists = errors.New("already exists")
 	// ErrQoS refuses a container whose oom_score_adj says its pod is not
 	// Guaranteed, in a pod whose bubble already holds containers.
-	ErrQoS = errors.New("pod QoS mismatch")
+	ErrQoS = pinningRefusal("pod QoS mismatch")
 	// ErrResize refuses an in-place resize that would change what the
 	// policy placed (a bubble or an exclusive slice). Every such pod is
 	// Guaranteed, and the kubelet's static CPU manager refuses the resize
 	// of a Guaranteed pod too (KubeletResizeReason).
-	ErrResize = errors.New("in-place resize refused")
+	ErrResize = pinningRefusal("in-place resize refused")
 	// ErrInvalid means bad input: an empty id, an invalid budget, an
 	// unknown scope.
 	ErrInvalid = errors.New("invalid input")
 	// ErrStamp marks a stamp that does not parse.
 	ErrStamp = errors.New("malformed assignment stamp")
 )
+
+// pinningRefusal is a sentinel that refuses with refusal.Pinning.
+func pinningRefusal(text string) error { return refusal.New(refusal.Pinning, errors.New(text)) }
 
 // KubeletResizeReason is what the kubelet's static CPU manager answers
 // for the in-place resize of a Guaranteed pod (v1.37
