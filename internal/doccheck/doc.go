@@ -1,8 +1,9 @@
-// Package doccheck checks the documentation (README.md, docs/*.md and
-// docs/*/*.md) in its tests: the relative links, that the manifests the
-// pages show are the ones the VM suite applies, and that
-// docs/troubleshooting.md has an entry for every refusal cause and every
-// error the code defines. Its one piece of code, Blocks, reads a page's
+// Package doccheck checks the documentation (README.md, CHANGELOG.md,
+// docs/*.md, docs/*/*.md and the READMEs under contrib/) in its tests: the
+// relative links, that the manifests the pages show are the ones the VM
+// suite applies, that docs/troubleshooting.md has an entry for every
+// refusal cause and every error the code defines, and that the names a
+// page gives exist in the code. Its one piece of code, Blocks, reads a page's
 // fenced code blocks and the marks before them; contrib/kubernetes uses it
 // to check every YAML block of the docs against the chart's admission
 // policy (TestDocsManifests).
@@ -24,6 +25,17 @@
 // refusal.Causes in a code span (### `policy`: ...), and the text of each
 // package-level errors.New under internal/, delegate/ and cmd/ in some code
 // span of the page.
+//
+// A page names only what the code has: every `make X` in its code spans and
+// fenced blocks is a rule of the Makefile; every boot name (ctd24-...) in
+// them is a variant of integration/internal/variant, and every code span
+// that reads as a scenario (one identifier starting Cluster, Kubelet or
+// Pinning, the words five or more scenarios share) and every name in
+// CGD_SCENARIOS=... is a scenario there; every key of the project's
+// domains (*.cgdelegate.io, cgdelegate.io/..., *.noderesource.dev), in
+// prose too, is in a string of the Go code or the chart's templates. A
+// name a page must keep after a rename (a dated measurement) is written in
+// plain text, outside code.
 //
 // Use it by running go test ./...; add a page to the check by putting it in
 // docs/. It does not check the prose, the wording of the quick-start commands
