@@ -37,6 +37,13 @@
 // name a page must keep after a rename (a dated measurement) is written in
 // plain text, outside code.
 //
+// docs/metrics.md has a row for every metric a recorder with every option
+// registers, with its type and its labels, and its table of refusal
+// causes is refusal.Causes in order; any page names only those metrics
+// (a histogram's _bucket, _sum and _count too), and a label matcher
+// (cgdelegate_cpus{pool="exclusive"}) only their labels and the values
+// they export.
+//
 // Use it by running go test ./...; add a page to the check by putting it in
 // docs/. It does not check the prose, the wording of the quick-start commands
 // or that a page is linked from anywhere.
