@@ -44,6 +44,16 @@
 // (cgdelegate_cpus{pool="exclusive"}) only their labels and the values
 // they export.
 //
+// The tables that document the code's names are checked both ways:
+// docs/configuration.md's key table has one row for every config key
+// (optIn's as optIn.<key>) and no other, each with the key's default as
+// the first code span of its default cell; its table of cgdelegate's flags
+// lists exactly the plugin's flags but -version, and every one-dash flag
+// in a code span of that page is a flag of one of the binaries (cmd/, the
+// hook's options); docs/deploying.md's table of the chart's values names
+// only values of values.yaml, and every one of them (a row for a map
+// covers what is below it).
+//
 // Use it by running go test ./...; add a page to the check by putting it in
 // docs/. It does not check the prose, the wording of the quick-start commands
 // or that a page is linked from anywhere.
