@@ -23,8 +23,11 @@
 //
 // docs/troubleshooting.md needs a heading naming each cause of
 // refusal.Causes in a code span (### `policy`: ...), and the text of each
-// package-level errors.New under internal/, delegate/ and cmd/ in some code
-// span of the page.
+// package-level sentinel under internal/, delegate/ and cmd/ in some code
+// span of the page: errors.New("text"), also made a refusal where it is
+// declared (refusal.New(refusal.Pinning, errors.New("text")), or a helper
+// of its package that does so, pinningRefusal("text")); a refusal's entry
+// is under its cause's heading.
 //
 // A page names only what the code has: every `make X` in its code spans and
 // fenced blocks is a rule of the Makefile; every boot name (ctd24-...) in
