@@ -235,7 +235,7 @@ func scenarioFamilies(scenarios map[string]bool) []string {
 	count := map[string]int{}
 	for s := range scenarios {
 		i := 1
-		for i < len(s) && !(s[i] >= 'A' && s[i] <= 'Z') {
+		for i < len(s) && (s[i] < 'A' || s[i] > 'Z') {
 			i++
 		}
 		count[s[:i]]++

@@ -280,13 +280,13 @@ func TestFlags(t *testing.T) {
 	}
 	all := map[string]bool{"config": true, "version": true, "log-level": true, "max-depth": true}
 	md := "| `cgdelegate` flag | default | meaning |\n|---|---|---|\n| `-config` | none | c |\n| `-socket` | x | planted: no such flag |\n\n" +
-		"The hook takes `-max-depth`; `-h` or `--help`; `-versoin` is planted, `-max-dpth` too; `--reserved-memory` is the kubelet's; `-` is not a flag.\n"
+		"The hook takes `-max-depth`; `-h` or `--help`; `-verson` is planted, `-max-dpth` too; `--reserved-memory` is the kubelet's; `-` is not a flag.\n"
 	problems := checkFlags(md, want["cmd/x/flags.go parseFlags"], all)
 	wantProblems := []string{
 		"docs/configuration.md:4: the flag table lists -socket, which cgdelegate does not have",
 		"docs/configuration.md: the flag table has no row for cgdelegate's -log-level",
 		"docs/configuration.md:4: -socket is a flag of none of the binaries (cmd/, internal/hook)",
-		"docs/configuration.md:6: -versoin is a flag of none of the binaries (cmd/, internal/hook)",
+		"docs/configuration.md:6: -verson is a flag of none of the binaries (cmd/, internal/hook)",
 		"docs/configuration.md:6: -max-dpth is a flag of none of the binaries (cmd/, internal/hook)",
 	}
 	if !slices.Equal(problems, wantProblems) {

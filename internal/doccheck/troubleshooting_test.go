@@ -356,8 +356,10 @@ func TestCheckTroubleshooting(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []sentinel{
-		{"internal/a/a.go", "ErrA", "a went wrong", ""}, {"internal/a/a.go", "errB", `b "quoted"`, ""},
-		{"internal/a/a.go", "ErrD", "d refused", "Policy"}, {"internal/a/a.go", "ErrE", "e refused", "Policy"},
+		{"internal/a/a.go", "ErrA", "a went wrong", ""},
+		{"internal/a/a.go", "errB", `b "quoted"`, ""},
+		{"internal/a/a.go", "ErrD", "d refused", "Policy"},
+		{"internal/a/a.go", "ErrE", "e refused", "Policy"},
 	}
 	if !slices.Equal(errs, want) {
 		t.Fatalf("sentinels = %q, want %q", errs, want)
