@@ -29,8 +29,9 @@
 // of its package that does so, pinningRefusal("text")); a refusal's entry
 // is under its cause's heading.
 //
-// A page names only what the code has: every `make X` in its code spans and
-// fenced blocks is a rule of the Makefile; every boot name (ctd24-...) in
+// A page (but CHANGELOG.md, which names what releases removed) names only
+// what the code has: every `make X` in its code spans and fenced blocks is
+// a rule of the Makefile; every boot name (ctd24-...) in
 // them is a variant of integration/internal/variant, and every code span
 // that reads as a scenario (one identifier starting Cluster, Kubelet or
 // Pinning, the words five or more scenarios share) and every name in
@@ -42,7 +43,8 @@
 //
 // docs/metrics.md has a row for every metric a recorder with every option
 // registers, with its type and its labels, and its table of refusal
-// causes is refusal.Causes in order; any page names only those metrics
+// causes is refusal.Causes in order; a page (but CHANGELOG.md) names only
+// those metrics
 // (a histogram's _bucket, _sum and _count too), and a label matcher
 // (cgdelegate_cpus{pool="exclusive"}) only their labels and the values
 // they export.

@@ -3,6 +3,7 @@ package doccheck
 import (
 	"io/fs"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -23,6 +24,14 @@ func allPages(root fs.FS) ([]string, error) {
 		return err
 	})
 	return pages, err
+}
+
+// namingPages are the pages whose names must exist now: allPages but
+// CHANGELOG.md, whose older sections name what a release removed or
+// renamed.
+func namingPages(root fs.FS) ([]string, error) {
+	pages, err := allPages(root)
+	return slices.DeleteFunc(pages, func(p string) bool { return p == "CHANGELOG.md" }), err
 }
 
 // lineOf is the 1-based line of the first s in md, 0 when it is not
