@@ -259,14 +259,14 @@ func docPages(root fs.FS) ([]string, error) {
 	return pages, nil
 }
 
-// TestRepositoryLinks checks README.md and every page of docs/.
+// TestRepositoryLinks checks every page (allPages): README.md,
+// CHANGELOG.md, docs/ and the READMEs under contrib/.
 func TestRepositoryLinks(t *testing.T) {
 	root := os.DirFS("../..")
-	docs, err := docPages(root)
+	files, err := allPages(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := append([]string{"README.md"}, docs...)
 	for _, p := range check(root, files) {
 		t.Error(p)
 	}
