@@ -18,17 +18,15 @@ import (
 // it, so the test renders it with go tool helm.
 const engineProfilesPolicyFile = "engine-profiles-policy.yaml"
 
-// renderTemplate renders one chart template with --set values into a temp
-// file and returns its path.
-func renderTemplate(t *testing.T, template string, set ...string) string {
+// renderTemplate renders one chart template with helm's value flags
+// (--set k=v, --set-json k=json) into a temp file and returns its path.
+func renderTemplate(t *testing.T, template string, values ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skipf("no go on PATH to run go tool helm: %v", err)
 	}
 	args := []string{"tool", "helm", "template", "cgdelegate", "../helm/cgdelegate", "--namespace", "kube-system", "--show-only", "templates/" + template}
-	for _, s := range set {
-		args = append(args, "--set", s)
-	}
+	args = append(args, values...)
 	cmd := exec.Command("go", args...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // helm's one build (Makefile, chart)
 	out, err := cmd.Output()
@@ -89,7 +87,7 @@ func withDebug(sc corev1.SecurityContext) func(*corev1.Pod) {
 // ephemeral containers on CREATE and UPDATE; it is rendered when either
 // engine profile is installed and the admission policies are on.
 func TestEngineProfilesPolicyManifest(t *testing.T) {
-	m := loadManifest(t, renderTemplate(t, engineProfilesPolicyFile, "engineProfiles.appArmor=true"))
+	m := loadManifest(t, renderTemplate(t, engineProfilesPolicyFile, "--set", "engineProfiles.appArmor=true"))
 	if len(m.policies) != 1 || len(m.bindings) != 1 {
 		t.Fatalf("%d policies and %d bindings, want one each", len(m.policies), len(m.bindings))
 	}
@@ -107,8 +105,8 @@ func TestEngineProfilesPolicyManifest(t *testing.T) {
 		t.Errorf("binding %+v, want %s with [Deny] for all namespaces", b.Spec, p.Name)
 	}
 	for _, set := range [][]string{
-		{"engineProfiles.seccomp=true"},
-		{"engineProfiles.seccomp=true", "engineProfiles.appArmor=true"},
+		{"--set", "engineProfiles.seccomp=true"},
+		{"--set", "engineProfiles.seccomp=true", "--set", "engineProfiles.appArmor=true"},
 	} {
 		if m := loadManifest(t, renderTemplate(t, engineProfilesPolicyFile, set...)); len(m.policies) != 1 {
 			t.Errorf("%v: %d policies, want one", set, len(m.policies))
@@ -121,7 +119,7 @@ func TestEngineProfilesPolicyManifest(t *testing.T) {
 // annotation) is admitted only with spec.hostUsers: false; any other pod
 // is admitted. An update is refused only when it adds a use.
 func TestEngineProfilesPolicy(t *testing.T) {
-	m := loadManifest(t, renderTemplate(t, engineProfilesPolicyFile, "engineProfiles.seccomp=true", "engineProfiles.appArmor=true"))
+	m := loadManifest(t, renderTemplate(t, engineProfilesPolicyFile, "--set", "engineProfiles.seccomp=true", "--set", "engineProfiles.appArmor=true"))
 	if len(m.policies) != 1 {
 		t.Fatalf("%d policies, want one", len(m.policies))
 	}

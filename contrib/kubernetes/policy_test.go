@@ -2,13 +2,9 @@ package kubernetes_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -491,24 +487,7 @@ func TestPolicyManifests(t *testing.T) {
 // namespaces it names as if they were labelled; labelled namespaces stay
 // allowed, others stay denied. The chart is rendered with go tool helm.
 func TestPolicyAllowedNamespaces(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skipf("no go on PATH to run go tool helm: %v", err)
-	}
-	cmd := exec.Command("go", "tool", "helm", "template", "cgdelegate", "../helm/cgdelegate", "--namespace", "kube-system",
-		"--set-json", `admissionPolicy.allowedNamespaces=["ci","team"]`, "--show-only", "templates/"+policyFile)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // helm's one build (Makefile, chart)
-	out, err := cmd.Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("%s: %v\n%s", cmd, err, ee.Stderr)
-		}
-		t.Fatalf("%s: %v", cmd, err)
-	}
-	file := filepath.Join(t.TempDir(), policyFile)
-	if err := os.WriteFile(file, out, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := renderTemplate(t, policyFile, "--set-json", `admissionPolicy.allowedNamespaces=["ci","team"]`)
 	m := loadManifest(t, file)
 	if len(m.policies) != 1 {
 		t.Fatalf("%d policies, want one", len(m.policies))
