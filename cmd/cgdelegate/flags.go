@@ -49,26 +49,20 @@ type flags struct {
 // printed to stderr, with the usage when it helps; flag.ErrHelp means -h.
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	var f flags
-	var level, format string
+	var lf logFlags
 	fs := newFlagSet("cgdelegate", usage, stderr)
 	fs.StringVar(&f.config, "config", "", "YAML config file (optional; the runtime's Configure blob is merged over it)")
 	fs.StringVar(&f.socket, "socket", "", "NRI socket path (default: "+api.DefaultSocketPath+"; a runtime that starts the plugin passes a connection in $"+api.PluginSocketEnvVar+")")
 	fs.StringVar(&f.idx, "idx", "", "plugin index, two digits (default: $"+api.PluginIdxEnvVar+" or "+defaultIdx+")")
 	fs.StringVar(&f.name, "name", "", "plugin name, without '/' (default: $"+api.PluginNameEnvVar+" or "+defaultName+")")
-	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&format, "log-format", "text", "log format: text or json")
+	lf.register(fs)
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return flags{}, err
 	}
-	var err, errFormat error
-	if f.level, err = logging.ParseLevel(level); err != nil {
-		err = fmt.Errorf("-log-level %q: %w", level, err)
-	}
-	if f.format, errFormat = logging.ParseFormat(format); errFormat != nil {
-		errFormat = fmt.Errorf("-log-format %w", errFormat)
-	}
-	err = errors.Join(err, errFormat, checkArgs(fs.Args()), checkIdx(f.idx), checkName(f.name))
+	var err error
+	f.level, f.format, err = lf.parse()
+	err = errors.Join(err, checkArgs(fs.Args()), checkIdx(f.idx), checkName(f.name))
 	if err != nil {
 		logging.ErrorLine(stderr, "cgdelegate", fmt.Errorf("%w (see cgdelegate -h)", err))
 		return flags{}, err
@@ -138,6 +132,30 @@ func (f flags) stubOptions(log *slog.Logger) []stub.Option {
 }
 
 // newFlagSet returns a flag set whose -h prints head, then the flags.
+// logFlags are the -log-level and -log-format flags of every cgdelegate
+// command.
+type logFlags struct{ level, format string }
+
+// register adds the two flags to fs.
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&l.format, "log-format", "text", "log format: text or json")
+}
+
+// parse returns the level and the format; an error names each flag whose
+// value is not one of its words.
+func (l logFlags) parse() (slog.Level, logging.Format, error) {
+	level, errLevel := logging.ParseLevel(l.level)
+	if errLevel != nil {
+		errLevel = fmt.Errorf("-log-level %q: %w", l.level, errLevel)
+	}
+	format, errFormat := logging.ParseFormat(l.format)
+	if errFormat != nil {
+		errFormat = fmt.Errorf("-log-format %w", errFormat)
+	}
+	return level, format, errors.Join(errLevel, errFormat)
+}
+
 func newFlagSet(name, head string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -53,11 +53,10 @@ func parseWithdrawFlags(args []string, stderr io.Writer) (withdrawFlags, error) 
 	}
 	fs := newFlagSet(prog+" withdraw", nodeLabelUsage, stderr)
 	f := withdrawFlags{}
-	var level, format string
+	var lf logFlags
 	fs.DurationVar(&f.timeout, "timeout", defaultWithdrawTimeout, "give up after this long (list and removals together), e.g. 50s or 2m")
 	fs.StringVar(&f.saDir, "service-account-dir", config.Default().ServiceAccountDir, "directory of the pod's service-account token and ca.crt")
-	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&format, "log-format", "text", "log format: text or json")
+	lf.register(fs)
 	switch {
 	case len(args) == 0:
 		return fail(errors.New("want an action: cgdelegate node-label withdraw [flags]"))
@@ -78,12 +77,8 @@ func parseWithdrawFlags(args []string, stderr io.Writer) (withdrawFlags, error) 
 	if f.saDir == "" {
 		errs = append(errs, errors.New(`-service-account-dir "": want a directory`))
 	}
-	if f.level, err = logging.ParseLevel(level); err != nil {
-		errs = append(errs, fmt.Errorf("-log-level %q: %w", level, err))
-	}
-	if f.format, err = logging.ParseFormat(format); err != nil {
-		errs = append(errs, fmt.Errorf("-log-format %w", err))
-	}
+	f.level, f.format, err = lf.parse()
+	errs = append(errs, err)
 	if fs.NArg() > 0 {
 		errs = append(errs, errUnexpected(fs.Arg(0), "withdraw takes only flags"))
 	}

@@ -67,13 +67,12 @@ func parseProfilesFlags(args []string, stderr io.Writer) (profilesFlags, error) 
 	const prog = "cgdelegate install-profiles"
 	fs := newFlagSet(prog, installProfilesUsage, stderr)
 	f := profilesFlags{}
-	var level, format string
+	var lf logFlags
 	fs.StringVar(&f.seccompDir, "seccomp-dir", "", "write the seccomp profile to DIR/"+lsmprofile.SeccompFile+", DIR an absolute path (e.g. /var/lib/kubelet/seccomp/"+lsmprofile.SeccompDir+"); empty: no seccomp profile")
 	fs.BoolVar(&f.appArmor, "apparmor", false, "write and load the AppArmor profile "+lsmprofile.AppArmorName+" on the node under -host-root")
 	fs.StringVar(&f.hostRoot, "host-root", "/", "where the node's root filesystem is (e.g. /host in a pod), an absolute path; only with -apparmor")
 	fs.DurationVar(&f.timeout, "timeout", defaultProfilesTimeout, "give up after this long, e.g. 30s or 2m")
-	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&format, "log-format", "text", "log format: text or json")
+	lf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return profilesFlags{}, err
 	}
@@ -96,12 +95,8 @@ func parseProfilesFlags(args []string, stderr io.Writer) (profilesFlags, error) 
 	if f.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("-timeout %q: must be more than 0", f.timeout))
 	}
-	if f.level, err = logging.ParseLevel(level); err != nil {
-		errs = append(errs, fmt.Errorf("-log-level %q: %w", level, err))
-	}
-	if f.format, err = logging.ParseFormat(format); err != nil {
-		errs = append(errs, fmt.Errorf("-log-format %w", err))
-	}
+	f.level, f.format, err = lf.parse()
+	errs = append(errs, err)
 	if fs.NArg() > 0 {
 		errs = append(errs, errUnexpected(fs.Arg(0), "install-profiles takes only flags"))
 	}
