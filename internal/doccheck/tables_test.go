@@ -310,7 +310,9 @@ func TestConfigurationTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plugin := defs["cmd/cgdelegate/flags.go parseFlags"]
+	// The plugin's flags: parseFlags's own and the -log-* flags every
+	// cgdelegate command registers through logFlags.register.
+	plugin := append(defs["cmd/cgdelegate/flags.go parseFlags"], defs["cmd/cgdelegate/flags.go register"]...)
 	all := map[string]bool{}
 	for _, names := range defs {
 		for _, n := range names {
