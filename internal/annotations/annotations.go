@@ -4,7 +4,7 @@
 //
 // Use it whenever cgdelegate reads a user-written annotation: declare the
 // key here (with the values it takes, for docs/writable-cgroups.md) and read it with
-// Lookup or First. Do not use it for annotations cgdelegate writes itself
+// ForPod, ForContainer or First. Do not use it for annotations cgdelegate writes itself
 // (the CPU assignment stamp belongs to internal/cpumanager/policy). Parsing a value is
 // the owner's job (optin, cpumanager/budget, cpumanager); this package only finds it.
 package annotations

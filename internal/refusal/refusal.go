@@ -41,8 +41,9 @@ const (
 	// NodeBudget: a new writable pod's bound would take the node's
 	// delegated cgroups over nodeMaxDelegatedCgroups.
 	NodeBudget Cause = "node_budget"
-	// Pinning: the CPU policy could not place the container (not enough
-	// CPUs, inconsistent or invalid resources).
+	// Pinning: the CPU policy could not place the container: not enough
+	// CPUs or memory, inconsistent or invalid resources, a pod QoS that does
+	// not match, an in-place resize it refuses.
 	Pinning Cause = "pinning"
 	// Other: none of the above, e.g. the mount table could not be read. A
 	// refusal landing here is worth a bug report.
