@@ -72,20 +72,22 @@ func helmCmd(ctx context.Context, args ...string) ([]byte, error) {
 // a feature after the install: CPU pinning with CPU 0 reserved (the
 // pinning, resize and upgrade scenarios' pinned pods get another), as
 // pluginConfigYAML configures the external plugin of the Cluster
-// variants, a namespace allowed by name (ClusterAdmissionPolicy), and
-// cgdelegate's engine profiles installed on the node (the stories' pods
-// name them; the cluster boots are AppArmor nodes).
+// variants, a namespace allowed by name (ClusterAdmissionPolicy), and on
+// an AppArmor node cgdelegate's engine profiles (the stories' pods name
+// them).
 // The install itself sets nothing but the registry: the network is the
 // chart's default, the pod network, the API server through the
 // kubernetes Service.
-func configValues() []string {
-	return []string{
+func configValues(appArmor bool) []string {
+	values := []string{
 		"--set", "config.cpuPinning=true",
 		"--set-string", "config.reservedCPUs=0",
 		"--set", "admissionPolicy.allowedNamespaces={" + allowedByName + "}",
-		"--set", "engineProfiles.seccomp=true",
-		"--set", "engineProfiles.appArmor=true",
 	}
+	if appArmor {
+		values = append(values, "--set", "engineProfiles.seccomp=true", "--set", "engineProfiles.appArmor=true")
+	}
+	return values
 }
 
 // requireHelmPlugin returns cgdelegate installed with helm, installing it
@@ -686,7 +688,7 @@ func clusterHelmSetConfig(t *testing.T, e *guestEnv) {
 	}
 	from := fileSize(e.paths.ContainerdLog)
 	start := time.Now()
-	if _, err := helmCmd(ctx, append([]string{"upgrade", helmRelease, chartRef(r)}, upgradeArgs(rel, configValues()...)...)...); err != nil {
+	if _, err := helmCmd(ctx, append([]string{"upgrade", helmRelease, chartRef(r)}, upgradeArgs(rel, configValues(e.variant.AppArmor)...)...)...); err != nil {
 		t.Fatalf("%v\n%s", err, e.describeDaemonSet(ctx))
 	}
 	took := time.Since(start)
@@ -708,7 +710,9 @@ func clusterHelmSetConfig(t *testing.T, e *guestEnv) {
 			t.Errorf("configmap %s: config.yaml lacks %q (the --set values):\n%s", helmRelease, want, served)
 		}
 	}
-	assertEngineProfilesInstalled(t, e.variant.AppArmor)
+	if e.variant.AppArmor {
+		assertEngineProfilesInstalled(t)
+	}
 	if rep, raw := e.cgdelegateStatus(t); !rep.Supported || rep.Pinning == nil || !rep.Pinning.Active {
 		t.Errorf("cgdelegate status on the node: supported %v, pinning %+v; want supported with pinning active:\n%s", rep.Supported, rep.Pinning, raw)
 	}

@@ -85,16 +85,13 @@ func waitContainerLine(ctx context.Context, t *testing.T, pod *cri.Pod, c *cri.C
 
 // assertEngineProfilesInstalled: the chart's install-profiles init
 // container (engineProfiles) put the seccomp profile where the kubelet
-// reads Localhost ones and, on an AppArmor node, loaded the AppArmor
+// reads Localhost ones and loaded the AppArmor
 // profile with the node's parser and left its source in /etc/apparmor.d,
 // where apparmor.service loads it at the next boot.
-func assertEngineProfilesInstalled(t *testing.T, appArmor bool) {
+func assertEngineProfilesInstalled(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(seccompDir, enginesSeccomp)); err != nil {
 		t.Errorf("the engines' seccomp profile on the node: %v", err)
-	}
-	if !appArmor {
-		return
 	}
 	if _, err := os.Stat(filepath.Join("/etc/apparmor.d", enginesAppArmorProfile)); err != nil {
 		t.Errorf("the engines' AppArmor profile's source on the node: %v", err)

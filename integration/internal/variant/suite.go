@@ -98,8 +98,8 @@ func Suite() []Variant {
 		// user stories, the uninstall and the kubelet's own pinning after
 		// it boot in Extended's cluster (ctd24-Systemd-AppArmor-numa-smp4-Cluster-fleet).
 		{
-			Name: "ctd24-Systemd-AppArmor-numa-smp4-Cluster", Containerd: Containerd24, NSDelegate: true, Plugin: PluginHelm, FailClosed: true, Pinning: true,
-			SMP: 4, NUMA: true, Systemd: true, AppArmor: true, Cluster: true,
+			Name: "ctd24-Systemd-numa-smp4-Cluster", Containerd: Containerd24, NSDelegate: true, Plugin: PluginHelm, FailClosed: true, Pinning: true,
+			SMP: 4, NUMA: true, Systemd: true, Cluster: true,
 			Scenarios: []Scenario{
 				ClusterNodeReady, ClusterPodNetwork, ClusterRegistryInstall, ClusterNodeLabel,
 				ClusterHelmSetConfig, ClusterAdmissionPolicy,

@@ -174,11 +174,11 @@ func TestSystemdSelector(t *testing.T) {
 	}
 }
 
-// TestAppArmorNodes: CI boots AppArmor nodes where the writable, hook and
-// in-pod scenarios run under containerd's default profile (a standalone
-// kubelet's systemd node) and where the chart's pod does (its cluster);
-// Extended's engine stories run on one; the second node of the mixed fleet
-// is the systemd node without AppArmor.
+// TestAppArmorNodes: the writable, hook and in-pod scenarios run under
+// containerd's default profile on an AppArmor node (a standalone kubelet's
+// systemd node), the chart's pod and its engine profiles on another (a
+// cluster that sets the chart's values), and the engine stories there; the
+// second node of the mixed fleet is the systemd node without AppArmor.
 func TestAppArmorNodes(t *testing.T) {
 	var kubelet, cluster, stories bool
 	for _, v := range append(Suite(), Extended()...) {
@@ -186,14 +186,14 @@ func TestAppArmorNodes(t *testing.T) {
 			continue
 		}
 		kubelet = kubelet || (v.Kubelet && slices.Contains(v.Scenarios, InPodNestedRunc) && slices.Contains(v.Scenarios, InPodSystemd))
-		cluster = cluster || (v.Cluster && slices.ContainsFunc(Suite(), func(s Variant) bool { return s.Name == v.Name }))
+		cluster = cluster || (v.Cluster && slices.Contains(v.Scenarios, ClusterHelmSetConfig))
 		stories = stories || (slices.Contains(v.Scenarios, ClusterDocker) && slices.Contains(v.Scenarios, ClusterPodman))
 		if f, ok := MixedFleetNode(v); ok && (f.AppArmor || !f.Systemd) {
 			t.Errorf("the second node of %s: Systemd %v, AppArmor %v; want the systemd node without AppArmor", v.Name, f.Systemd, f.AppArmor)
 		}
 	}
 	if !kubelet || !cluster || !stories {
-		t.Errorf("AppArmor nodes: kubelet with nested runc and systemd %v, CI's cluster %v, the engine stories %v; want all", kubelet, cluster, stories)
+		t.Errorf("AppArmor nodes: kubelet with nested runc and systemd %v, a cluster with the chart's values %v, the engine stories %v; want all", kubelet, cluster, stories)
 	}
 }
 
