@@ -74,6 +74,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.ClusterPodman:                   clusterPodman,
 	variant.ClusterWorkers:                  clusterWorkers,
 	variant.ClusterVMSplit:                  clusterVMSplit,
+	variant.CRIConformance:                  criConformance,
 }
 
 // Console markers of a scenario, read by integration/vm: its identifier

@@ -92,6 +92,9 @@ type artifacts struct {
 	// the cluster's pod network; nil when no selected variant runs a
 	// cluster.
 	PodNet *podNetArtifacts
+	// Critest is critest, its images and the stand-in of their programs;
+	// nil when no selected variant runs it (variant.RunsCritest).
+	Critest *critestArtifacts
 }
 
 // defaultCacheDir is $CGDELEGATE_CACHE, else ~/.cache/cgdelegate-integration
@@ -451,10 +454,11 @@ func checkHostTools() error {
 }
 
 // buildAll produces every artifact, the kubelet only when withKubelet, the
-// control plane and the guest's network modules only when withCluster.
+// control plane and the guest's network modules only when withCluster,
+// critest and its images only when withCritest.
 // Only the plugin and hook may fail without failing the build: the
 // scenarios that need them then fail.
-func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet, withCluster bool) (*artifacts, error) {
+func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet, withCluster, withCritest bool) (*artifacts, error) {
 	a := &artifacts{
 		Busybox: busyboxPath, Containerd: map[string]string{},
 		ContainerdDropIn: filepath.Join(b.repo, "contrib", "containerd", "cgdelegate.toml"),
@@ -508,6 +512,11 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet, 
 	}
 	if a.NullCNI, err = b.goBuild(ctx, "nullcni", "./integration/cmd/nullcni", false, ""); err != nil {
 		return nil, err
+	}
+	if withCritest {
+		if a.Critest, err = b.buildCritest(ctx, a.Busybox, pause); err != nil {
+			return nil, err
+		}
 	}
 	plugin, perr := b.goBuild(ctx, "cgdelegate", "./cmd/cgdelegate", false, "")
 	hook, herr := b.goBuild(ctx, "cgdelegate-hook", "./cmd/cgdelegate-hook", false, "")

@@ -56,7 +56,7 @@ func TestDemo(t *testing.T) {
 	// that a first run is not minutes of silence; the boot stays at warn.
 	buildLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	b := &builder{log: buildLog, repo: repoRoot(t), cacheDir: cacheDir, workDir: workDir}
-	arts, err := b.buildAll(context.Background(), []string{v.Containerd}, v.Kubelet, v.Cluster)
+	arts, err := b.buildAll(context.Background(), []string{v.Containerd}, v.Kubelet, v.Cluster, v.RunsCritest())
 	if err != nil {
 		t.Fatalf("building the VM: %v", err)
 	}

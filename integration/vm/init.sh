@@ -106,6 +106,10 @@ fi
 if grep -q 'KubeletPinningOracle' /proc/cmdline; then
 	timeout=45m
 fi
+# critest runs three times, about 11 minutes each under TCG.
+if grep -q 'CRIConformance' /proc/cmdline; then
+	timeout=60m
+fi
 # make bench-node grows a fleet of 100 containers and times pinned pods
 # beside it (integration/guest/bench_test.go stops after 85 minutes).
 if grep -q 'cgd.scenarios=BenchNode' /proc/cmdline; then

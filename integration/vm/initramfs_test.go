@@ -60,6 +60,9 @@ func packInitramfs(dst string, a *artifacts, boot bootKind) (err error) {
 	if boot.systemd && a.SystemdRootfs == "" {
 		return errors.New("initramfs: the systemd root filesystem was not built")
 	}
+	if boot.critest && a.Critest == nil {
+		return errors.New("initramfs: critest and its images were not built")
+	}
 	f, err := os.Create(dst) //nolint:forbidigo // scratch file in our own work dir
 	if err != nil {
 		return fmt.Errorf("initramfs: %w", err)
@@ -215,6 +218,9 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 	}
 	if boot.engines {
 		w.HostFile(enginesImagePath, 0o644, a.EnginesImage)
+	}
+	if boot.critest {
+		writeCritest(w, a.Critest)
 	}
 	w.HostFile(overlayKO, 0o644, a.OverlayKO)
 	// The shipped containerd drop-in; the guest imports it in fail-closed

@@ -15,7 +15,8 @@ func TestSuiteOf(t *testing.T) {
 	}{
 		{"", len(suiteNames(t, "ci")), ""},
 		{"extended", len(suiteNames(t, "extended")), ""},
-		{"all", len(suiteNames(t, "ci")) + len(suiteNames(t, "extended")), ""},
+		{"conformance", len(suiteNames(t, "conformance")), ""},
+		{"all", len(suiteNames(t, "ci")) + len(suiteNames(t, "extended")) + len(suiteNames(t, "conformance")), ""},
 		{"nightly", 0, `CGD_SUITE="nightly"`},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
@@ -31,10 +32,15 @@ func TestSuiteOf(t *testing.T) {
 			}
 		})
 	}
-	ci, ext := suiteNames(t, "ci"), suiteNames(t, "extended")
+	ci, ext, conf := suiteNames(t, "ci"), suiteNames(t, "extended"), suiteNames(t, "conformance")
 	for name := range ext {
+		if ci[name] || conf[name] {
+			t.Errorf("%s is in the extended suite and another", name)
+		}
+	}
+	for name := range conf {
 		if ci[name] {
-			t.Errorf("%s is in both the CI suite and the extended one", name)
+			t.Errorf("%s is in both the CI suite and the conformance one", name)
 		}
 	}
 }

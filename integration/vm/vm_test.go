@@ -38,17 +38,21 @@ func cmdline(v variant.Variant) (string, error) {
 
 // suiteOf is the variants CGD_SUITE names: "" or "ci", the suite CI
 // boots (variant.Suite, `make boots`); "extended", the long checks it
-// leaves out (variant.Extended, `make boots-extended`); "all", both.
+// leaves out (variant.Extended, `make boots-extended`); "conformance",
+// SIG Node's critest with and without cgdelegate (variant.Conformance,
+// `make boots-conformance`); "all", the three.
 func suiteOf(env string) ([]variant.Variant, error) {
 	switch env {
 	case "", "ci":
 		return variant.Suite(), nil
 	case "extended":
 		return variant.Extended(), nil
+	case "conformance":
+		return variant.Conformance(), nil
 	case "all":
-		return append(variant.Suite(), variant.Extended()...), nil
+		return slices.Concat(variant.Suite(), variant.Extended(), variant.Conformance()), nil
 	}
-	return nil, fmt.Errorf("CGD_SUITE=%q: want ci, extended or all", env)
+	return nil, fmt.Errorf("CGD_SUITE=%q: want ci, extended, conformance or all", env)
 }
 
 // selectVariants applies CGD_VARIANTS (comma-separated names or substrings)
@@ -173,7 +177,7 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 	start := time.Now()
 	cacheDir := defaultCacheDir()
 	var versions []string
-	systemd, systemdPod, withKubelet, withCluster, engines := false, false, false, false, false
+	systemd, systemdPod, withKubelet, withCluster, engines, withCritest := false, false, false, false, false, false
 	for _, v := range vs {
 		if !slices.Contains(versions, v.Containerd) {
 			versions = append(versions, v.Containerd)
@@ -183,6 +187,7 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 		withKubelet = withKubelet || v.Kubelet
 		withCluster = withCluster || v.Cluster
 		engines = engines || v.NeedsEngines()
+		withCritest = withCritest || v.RunsCritest()
 	}
 
 	b := &builder{log: log, repo: repoRoot(t), cacheDir: cacheDir, workDir: workDir}
@@ -205,7 +210,7 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 		}
 		rootfs <- r
 	}()
-	arts, err := b.buildAll(ctx, versions, withKubelet, withCluster)
+	arts, err := b.buildAll(ctx, versions, withKubelet, withCluster, withCritest)
 	r := <-rootfs // never leave the goroutine behind, even on a failed build
 	if err != nil {
 		t.Fatalf("building the VM: %v", err)
@@ -258,11 +263,13 @@ type bootKind struct {
 	cluster bool
 	// engines: the engines image (variant.Variant.NeedsEngines).
 	engines bool
+	// critest: critest and its images (variant.Variant.RunsCritest).
+	critest bool
 }
 
 // bootOf is the initramfs v boots.
 func bootOf(v variant.Variant) bootKind {
-	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.RunsKubelet(), release: v.CarriesReleaseArchive(), cluster: v.Cluster, engines: v.NeedsEngines()}
+	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.RunsKubelet(), release: v.CarriesReleaseArchive(), cluster: v.Cluster, engines: v.NeedsEngines(), critest: v.RunsCritest()}
 }
 
 func (k bootKind) String() string {
@@ -281,6 +288,9 @@ func (k bootKind) String() string {
 	}
 	if k.engines {
 		s += "-engines"
+	}
+	if k.critest {
+		s += "-critest"
 	}
 	return s
 }
@@ -372,6 +382,10 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrds map[boo
 	if slices.Contains(v.Scenarios, variant.KubeletPinningOracle) {
 		// The guest gives the oracle 45 minutes (init.sh).
 		spec.Timeout = 50 * time.Minute
+	}
+	if v.RunsCritest() {
+		// And critest's three passes 60 (init.sh).
+		spec.Timeout = 65 * time.Minute
 	}
 	verbose := os.Getenv("CGD_VM_VERBOSE") != ""
 	var rep *consoleReport

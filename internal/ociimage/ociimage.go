@@ -46,6 +46,9 @@ type Image struct {
 	Env []string
 	// Entrypoint and Cmd for the image config.
 	Entrypoint, Cmd []string
+	// User is the image config's user (uid, name, uid:gid or name:gid);
+	// empty runs as root.
+	User string
 	// Labels are the image config's labels (org.opencontainers.image.*).
 	Labels map[string]string
 	// Gzip stores the layers gzip-compressed (a third of the size to pull
@@ -146,6 +149,7 @@ func (img Image) build() (v1.Image, error) {
 		Config: v1.Config{
 			Entrypoint: img.Entrypoint,
 			Cmd:        img.Cmd,
+			User:       img.User,
 			Env:        append([]string{defaultPath}, img.Env...),
 			WorkingDir: "/",
 			Labels:     img.Labels,

@@ -42,7 +42,8 @@ func TestWriteOCILayout(t *testing.T) {
 			{Name: "bin/sh", Linkname: "busybox"},
 			{Name: "bin/busybox", Mode: 0o755, Data: []byte("ELF")},
 		},
-		Cmd: []string{"sh"},
+		Cmd:  []string{"sh"},
+		User: "www-data:1004",
 	}
 	if err := WriteLayout(&buf, img); err != nil {
 		t.Fatal(err)
@@ -84,7 +85,10 @@ func TestWriteOCILayout(t *testing.T) {
 	}
 	var config struct {
 		Architecture string `json:"architecture"`
-		RootFS       struct {
+		Config       struct {
+			User string `json:"User"`
+		} `json:"config"`
+		RootFS struct {
 			DiffIDs []string `json:"diff_ids"`
 		} `json:"rootfs"`
 	}
@@ -93,6 +97,9 @@ func TestWriteOCILayout(t *testing.T) {
 	}
 	if config.Architecture != "amd64" || len(config.RootFS.DiffIDs) != 1 || config.RootFS.DiffIDs[0] != manifest.Layers[0].Digest {
 		t.Errorf("config %+v does not match layer %s", config, manifest.Layers[0].Digest)
+	}
+	if config.Config.User != img.User {
+		t.Errorf("config user = %q, want %q", config.Config.User, img.User)
 	}
 	layer := tar.NewReader(bytes.NewReader(blob(manifest.Layers[0].Digest)))
 	var names []string

@@ -300,6 +300,13 @@ const (
 	// cgdelegate status, cgdelegate_unsafe_writable_containers) until
 	// nsdelegate is back.
 	UnsafeAfterStart Scenario = "UnsafeAfterStart"
+	// CRIConformance runs SIG Node's CRI validation suite (critest,
+	// integration/internal/critest) against containerd once per
+	// critest.Passes entry: without cgdelegate, then with the shipped
+	// config, then with CPU pinning on too; it prints each pass's counts
+	// and fails when a spec ends differently with cgdelegate than without
+	// it and docs/critest.md does not explain why.
+	CRIConformance Scenario = "CRIConformance"
 )
 
 // scenarios lists every Scenario constant.
@@ -322,6 +329,7 @@ var scenarios = []Scenario{
 	ClusterEphemeralContainers, ClusterResizeBubble, ClusterPinningOracle,
 	ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit,
 	NodeDelegationBudget, DyingCgroups, UnsafeAfterStart,
+	CRIConformance,
 }
 
 // NeedsEngines reports whether the scenario runs the engines image

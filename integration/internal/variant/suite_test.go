@@ -22,7 +22,7 @@ func withFollowers(vs []Variant) []Variant {
 }
 
 func TestSuite(t *testing.T) {
-	all := withFollowers(append(append(Suite(), Extended()...), DemoVariant(), BenchVariant()))
+	all := withFollowers(slices.Concat(Suite(), Extended(), Conformance(), []Variant{DemoVariant(), BenchVariant()}))
 	names := map[string]bool{}
 	expected := map[Scenario]bool{}
 	for _, v := range all {

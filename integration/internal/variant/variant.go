@@ -51,6 +51,10 @@ func (v Variant) CarriesReleaseArchive() bool { return v.Plugin == PluginDaemonS
 // initramfs (about 300 MB): only a variant with a scenario that runs it.
 func (v Variant) NeedsEngines() bool { return slices.ContainsFunc(v.Scenarios, Scenario.NeedsEngines) }
 
+// RunsCritest reports whether the boot needs critest and its images
+// in its initramfs: only a variant that runs CRIConformance.
+func (v Variant) RunsCritest() bool { return slices.Contains(v.Scenarios, CRIConformance) }
+
 // RunsKubelet reports whether the boot carries a kubelet: the standalone
 // one (Kubelet) or the one a cluster registers (Cluster).
 func (v Variant) RunsKubelet() bool { return v.Kubelet || v.Cluster }

@@ -1,0 +1,25 @@
+// Package critest holds what the VM suite needs to run SIG Node's CRI
+// validation suite (critest, from sigs.k8s.io/cri-tools) against
+// containerd with and without cgdelegate, and to judge the result:
+//
+//   - Images: the images critest pulls from public registries, built on
+//     busybox and integration/cmd/critestimage, with the references
+//     critest names (the VM serves them from a registry of its own);
+//   - Skips: the specs skipped by name, each with its reason;
+//   - Passes: the configurations critest runs under (no plugin, the
+//     shipped config, pinning);
+//   - ReadReport and Compare: ginkgo's JSON report read into one state per
+//     spec, and the differences between a pass with cgdelegate and the
+//     pass without it, each either explained (Explained, listed in
+//     docs/critest.md) or a failure.
+//
+// docs/critest.md is the reference; a test keeps it and this package
+// in agreement.
+package critest
+
+// Module and Version are the critest the suite builds (go test -c of
+// Module's cmd/critest), cached by Version.
+const (
+	Module  = "sigs.k8s.io/cri-tools"
+	Version = "v1.37.0"
+)

@@ -1,0 +1,107 @@
+//go:build integration_vm
+
+package vm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/cgdelegate/cgdelegate/integration/internal/critest"
+	"github.com/cgdelegate/cgdelegate/internal/ociimage"
+)
+
+// Where a conformance boot's initramfs holds critest's pieces; the guest
+// (integration/guest, critest_test.go) reads the same paths.
+const (
+	guestCritest       = "usr/local/bin/critest"
+	guestIPCMK         = "usr/local/bin/ipcmk"
+	guestCritestImages = "cgd/critest/images"
+)
+
+// critestKey is the cache key of critest's build.
+const critestKey = "critest/" + critest.Version
+
+// critestBinary builds critest (go test -c of cri-tools' cmd/critest, a
+// test package) at critest.Version from the module proxy, static, in an
+// empty module that requires cri-tools, and caches it by version: about a
+// minute and a half on two cores with a warm module cache.
+func (b *builder) critestBinary(ctx context.Context) (string, error) {
+	dir, err := b.cached(critestKey, func(tmp string) error {
+		env := []string{"GOFLAGS=-mod=mod -buildvcs=false", "GOWORK=off", "CGO_ENABLED=0"}
+		src := filepath.Join(tmp, "src")
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module cgdelegate.local/critest\n\ngo 1.26\n"), 0o644); err != nil {
+			return err
+		}
+		if _, err := b.run(ctx, src, env, "go", "get", critest.Module+"@"+critest.Version); err != nil {
+			return err
+		}
+		if _, err := b.run(ctx, src, env, "go", "test", "-c", "-trimpath", "-ldflags", "-s -w",
+			"-o", filepath.Join(tmp, "critest"), critest.Module+"/cmd/critest"); err != nil {
+			return err
+		}
+		return os.RemoveAll(src)
+	})
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "critest"), nil
+}
+
+// critestArtifacts are what a conformance boot carries.
+type critestArtifacts struct {
+	Critest string // the critest binary
+	Standin string // integration/cmd/critestimage (the VM's ipcmk)
+	// Images are OCI layout tars, one per critest.Images entry, in order.
+	Images []string
+}
+
+// buildCritest builds critest, the stand-in and the images critest pulls.
+func (b *builder) buildCritest(ctx context.Context, busybox, pause string) (*critestArtifacts, error) {
+	bin, err := b.critestBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	standin, err := b.goBuild(ctx, "critestimage", "./integration/cmd/critestimage", false, "")
+	if err != nil {
+		return nil, err
+	}
+	applets, err := exec.Command(busybox, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("busybox --list: %w", err)
+	}
+	ca := &critestArtifacts{Critest: bin, Standin: standin}
+	for i, img := range critest.Images(critest.Userland{Busybox: busybox, Applets: strings.Fields(string(applets)), Standin: standin, Pause: pause}) {
+		p := filepath.Join(b.workDir, fmt.Sprintf("critest-image-%d.tar", i))
+		f, err := os.Create(p) //nolint:forbidigo // scratch file in our own work dir
+		if err != nil {
+			return nil, fmt.Errorf("critest image %s: %w", img.Name, err)
+		}
+		werr := ociimage.WriteLayout(f, img.Image)
+		cerr := f.Close()
+		if err := errors.Join(werr, cerr); err != nil {
+			return nil, fmt.Errorf("critest image %s: %w", img.Name, err)
+		}
+		ca.Images = append(ca.Images, p)
+	}
+	return ca, nil
+}
+
+// writeCritest puts critest's pieces into a conformance boot's initramfs:
+// critest, the stand-in as the node's ipcmk, and the images, numbered as
+// critest.Images lists them (the guest pushes image i under its Refs).
+func writeCritest(w *cpioWriter, ca *critestArtifacts) {
+	w.HostFile(guestCritest, 0o755, ca.Critest)
+	w.HostFile(guestIPCMK, 0o755, ca.Standin)
+	w.Dir(guestCritestImages, 0o755)
+	for i, p := range ca.Images {
+		w.HostFile(fmt.Sprintf("%s/%d.tar", guestCritestImages, i), 0o644, p)
+	}
+}
