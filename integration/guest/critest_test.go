@@ -25,10 +25,8 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/ociimage"
 )
 
-// Where integration/vm puts critest's pieces (critest_build_test.go).
+// critest's registry, its logs and reports, and the bound of one pass.
 const (
-	critestBinary  = "/usr/local/bin/critest"
-	critestImages  = "/cgd/critest/images"
 	critestMirror  = "127.0.0.1:5000"
 	critestLogDir  = "/var/log/critest"
 	critestTimeout = 18 * time.Minute
@@ -171,7 +169,7 @@ func serveCritestImages(ctx context.Context) (stop func(), err error) {
 	stop = func() { _ = srv.Close() }
 	imgs := critest.Images(critest.Userland{})
 	for i, img := range imgs {
-		tar := filepath.Join(critestImages, fmt.Sprintf("%d.tar", i))
+		tar := filepath.Join(critest.ImagesDir, fmt.Sprintf("%d.tar", i))
 		for _, ref := range img.Refs {
 			_, path, err := critest.RegistryPath(ref)
 			if err != nil {
@@ -216,7 +214,7 @@ func runCritest(ctx context.Context, pass string) (critest.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, critestTimeout+time.Minute)
 	defer cancel()
 	endpoint := "unix://" + env.paths.ContainerdSocket
-	cmd := exec.CommandContext(ctx, critestBinary,
+	cmd := exec.CommandContext(ctx, critest.GuestBinary,
 		"-runtime-endpoint", endpoint, "-image-endpoint", endpoint,
 		"-nri-socket", "/var/run/nri/nri.sock",
 		"-ginkgo.skip", critest.SkipPattern(),

@@ -15,14 +15,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/ociimage"
 )
 
-// Where a conformance boot's initramfs holds critest's pieces; the guest
-// (integration/guest, critest_test.go) reads the same paths.
-const (
-	guestCritest       = "usr/local/bin/critest"
-	guestIPCMK         = "usr/local/bin/ipcmk"
-	guestCritestImages = "cgd/critest/images"
-)
-
 // critestKey is the cache key of critest's build.
 const critestKey = "critest/" + critest.Version
 
@@ -98,10 +90,11 @@ func (b *builder) buildCritest(ctx context.Context, busybox, pause string) (*cri
 // critest, the stand-in as the node's ipcmk, and the images, numbered as
 // critest.Images lists them (the guest pushes image i under its Refs).
 func writeCritest(w *cpioWriter, ca *critestArtifacts) {
-	w.HostFile(guestCritest, 0o755, ca.Critest)
-	w.HostFile(guestIPCMK, 0o755, ca.Standin)
-	w.Dir(guestCritestImages, 0o755)
+	rel := func(p string) string { return strings.TrimPrefix(p, "/") }
+	w.HostFile(rel(critest.GuestBinary), 0o755, ca.Critest)
+	w.HostFile(rel(critest.GuestIPCMK), 0o755, ca.Standin)
+	w.Dir(rel(critest.ImagesDir), 0o755)
 	for i, p := range ca.Images {
-		w.HostFile(fmt.Sprintf("%s/%d.tar", guestCritestImages, i), 0o644, p)
+		w.HostFile(fmt.Sprintf("%s/%d.tar", rel(critest.ImagesDir), i), 0o644, p)
 	}
 }

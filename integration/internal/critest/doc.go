@@ -23,3 +23,13 @@ const (
 	Module  = "sigs.k8s.io/cri-tools"
 	Version = "v1.37.0"
 )
+
+// Where a conformance boot's initramfs holds critest's pieces
+// (integration/vm writes them, integration/guest reads them): critest,
+// the stand-in as the node's ipcmk, and the images, numbered in Images'
+// order (ImagesDir/<i>.tar).
+const (
+	GuestBinary = "/usr/local/bin/critest"
+	GuestIPCMK  = "/usr/local/bin/ipcmk"
+	ImagesDir   = "/cgd/critest/images"
+)
