@@ -41,6 +41,9 @@ func criConformance(t *testing.T, e *guestEnv) {
 		t.Fatalf("variant %s: the passes stop and reconfigure cgdelegate, which needs the external plugin, not %s", e.variant.Name, e.variant.Plugin)
 	}
 	ctx := context.Background()
+	if err := loadCritestModules(); err != nil {
+		t.Fatal(err)
+	}
 	stop, err := serveCritestImages(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -247,4 +250,17 @@ func firstLines(s string, n int) string {
 		lines = append(lines[:n], "...")
 	}
 	return strings.Join(lines, "\n")
+}
+
+// loadCritestModules loads critest.Modules (bridge and what it needs) for
+// critest's brctl specs; a module already loaded is fine.
+func loadCritestModules() error {
+	for _, m := range critest.Modules {
+		p := filepath.Join(critest.ModulesDir, filepath.Base(m))
+		out, err := exec.Command("insmod", p).CombinedOutput()
+		if err != nil && !strings.Contains(string(out), "File exists") {
+			return fmt.Errorf("insmod %s: %w: %s", p, err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
 }

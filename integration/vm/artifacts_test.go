@@ -514,7 +514,7 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet, 
 		return nil, err
 	}
 	if withCritest {
-		if a.Critest, err = b.buildCritest(ctx, a.Busybox, pause); err != nil {
+		if a.Critest, err = b.buildCritest(ctx, a.Busybox, pause, kname); err != nil {
 			return nil, err
 		}
 	}

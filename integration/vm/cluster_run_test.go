@@ -196,13 +196,20 @@ var netModuleFiles = []string{"net/core/failover.ko", "drivers/net/net_failover.
 // (what kernel returned) and caches them, decompressed, under that key;
 // it returns their paths in load order.
 func (b *builder) netModules(ctx context.Context, kernelKey string) ([]string, error) {
-	dir, err := b.cached("netmodules/"+kernelKey, func(tmp string) error {
+	return b.kernelModules(ctx, "netmodules", kernelKey, netModuleFiles)
+}
+
+// kernelModules extracts files (paths below lib/modules/<release>/kernel)
+// from the kernel package kernelKey and caches them, decompressed, under
+// <cacheName>/<kernelKey>; it returns their paths in the order given.
+func (b *builder) kernelModules(ctx context.Context, cacheName, kernelKey string, files []string) ([]string, error) {
+	dir, err := b.cached(cacheName+"/"+kernelKey, func(tmp string) error {
 		name, version, err := b.kernelPackage(ctx)
 		if err != nil {
 			return err
 		}
 		if got := name + "_" + strings.ReplaceAll(version, "~", "_"); got != kernelKey {
-			return fmt.Errorf("net modules: the kernel package is now %s, the kernel booted is %s", got, kernelKey)
+			return fmt.Errorf("%s: the kernel package is now %s, the kernel booted is %s", cacheName, got, kernelKey)
 		}
 		if _, err := b.run(ctx, tmp, nil, "apt-get", "download", name+"="+version); err != nil {
 			return err
@@ -212,13 +219,13 @@ func (b *builder) netModules(ctx context.Context, kernelKey string) ([]string, e
 			return fmt.Errorf("apt-get download %s: got %v", name, debs)
 		}
 		script := `dpkg-deb --fsys-tarfile "$1" | tar -x --wildcards`
-		for _, m := range netModuleFiles {
+		for _, m := range files {
 			script += " '*/kernel/" + m + "*'"
 		}
 		if _, err := b.run(ctx, tmp, nil, "sh", "-c", script, "sh", debs[0]); err != nil {
 			return err
 		}
-		for _, m := range netModuleFiles {
+		for _, m := range files {
 			found, _ := filepath.Glob(filepath.Join(tmp, "lib", "modules", "*", "kernel", m+"*"))
 			if len(found) != 1 {
 				return fmt.Errorf("%s: module %s: found %v", debs[0], m, found)
@@ -229,7 +236,7 @@ func (b *builder) netModules(ctx context.Context, kernelKey string) ([]string, e
 		}
 		for _, junk := range append(debs, filepath.Join(tmp, "lib")) {
 			if err := os.RemoveAll(junk); err != nil {
-				return fmt.Errorf("net modules: %w", err)
+				return fmt.Errorf("%s: %w", cacheName, err)
 			}
 		}
 		return nil
@@ -238,7 +245,7 @@ func (b *builder) netModules(ctx context.Context, kernelKey string) ([]string, e
 		return nil, err
 	}
 	var paths []string
-	for _, m := range netModuleFiles {
+	for _, m := range files {
 		paths = append(paths, filepath.Join(dir, filepath.Base(m)))
 	}
 	return paths, nil

@@ -53,11 +53,18 @@ type critestArtifacts struct {
 	Standin string // integration/cmd/critestimage (the VM's ipcmk)
 	// Images are OCI layout tars, one per critest.Images entry, in order.
 	Images []string
+	// Modules are critest.Modules, decompressed, in load order.
+	Modules []string
 }
 
-// buildCritest builds critest, the stand-in and the images critest pulls.
-func (b *builder) buildCritest(ctx context.Context, busybox, pause string) (*critestArtifacts, error) {
+// buildCritest builds critest, the stand-in and the images critest pulls,
+// and extracts critest.Modules from the kernel package kernelKey.
+func (b *builder) buildCritest(ctx context.Context, busybox, pause, kernelKey string) (*critestArtifacts, error) {
 	bin, err := b.critestBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mods, err := b.kernelModules(ctx, "critestmodules", kernelKey, critest.Modules)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +76,7 @@ func (b *builder) buildCritest(ctx context.Context, busybox, pause string) (*cri
 	if err != nil {
 		return nil, fmt.Errorf("busybox --list: %w", err)
 	}
-	ca := &critestArtifacts{Critest: bin, Standin: standin}
+	ca := &critestArtifacts{Critest: bin, Standin: standin, Modules: mods}
 	for i, img := range critest.Images(critest.Userland{Busybox: busybox, Applets: strings.Fields(string(applets)), Standin: standin, Pause: pause}) {
 		p := filepath.Join(b.workDir, fmt.Sprintf("critest-image-%d.tar", i))
 		f, err := os.Create(p) //nolint:forbidigo // scratch file in our own work dir
@@ -87,8 +94,9 @@ func (b *builder) buildCritest(ctx context.Context, busybox, pause string) (*cri
 }
 
 // writeCritest puts critest's pieces into a conformance boot's initramfs:
-// critest, the stand-in as the node's ipcmk, and the images, numbered as
-// critest.Images lists them (the guest pushes image i under its Refs).
+// critest, the stand-in as the node's ipcmk, the images, numbered as
+// critest.Images lists them (the guest pushes image i under its Refs), and
+// the kernel modules.
 func writeCritest(w *cpioWriter, ca *critestArtifacts) {
 	rel := func(p string) string { return strings.TrimPrefix(p, "/") }
 	w.HostFile(rel(critest.GuestBinary), 0o755, ca.Critest)
@@ -96,5 +104,9 @@ func writeCritest(w *cpioWriter, ca *critestArtifacts) {
 	w.Dir(rel(critest.ImagesDir), 0o755)
 	for i, p := range ca.Images {
 		w.HostFile(fmt.Sprintf("%s/%d.tar", rel(critest.ImagesDir), i), 0o644, p)
+	}
+	w.Dir(rel(critest.ModulesDir), 0o755)
+	for _, p := range ca.Modules {
+		w.HostFile(rel(critest.ModulesDir)+"/"+filepath.Base(p), 0o644, p)
 	}
 }

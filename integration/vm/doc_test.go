@@ -28,6 +28,10 @@
 //     bridge and veth modules under netfilter/ (podnet_run_test.go); and,
 //     every run, the cluster's PKI and kubeconfigs (cluster.go,
 //     crypto/x509, nothing downloaded);
+//   - for the conformance boot (Variant.RunsCritest): critest built from
+//     the module proxy under critest/<version>, the kernel's bridge, stp
+//     and llc modules under critestmodules/ (critest_build_test.go); every
+//     run, critest's images and their stand-in (integration/internal/critest);
 //   - for the systemd variants (Variant.Systemd), a Debian bookworm root
 //     filesystem (mmdebstrap minbase + systemd, dbus, kmod; builder
 //     debianRootfs, reusable for other package sets), cached as a tar under

@@ -3,6 +3,7 @@
 package vm
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -56,4 +57,23 @@ func suiteNames(t *testing.T, env string) map[string]bool {
 		names[v.Name] = true
 	}
 	return names
+}
+
+// TestCmdlineAppArmor: every boot but an AppArmor node's switches the
+// kernel's AppArmor off, busybox ones too (critest reads the module's
+// parameter).
+func TestCmdlineAppArmor(t *testing.T) {
+	vs, err := suiteOf("all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		cl, err := cmdline(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if off := slices.Contains(strings.Fields(cl), "apparmor=0"); off == v.AppArmor {
+			t.Errorf("%s (AppArmor %v): apparmor=0 on its command line: %v", v.Name, v.AppArmor, off)
+		}
+	}
 }

@@ -27,10 +27,12 @@ func cmdline(v variant.Variant) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if v.Systemd && !v.AppArmor {
-		// The systemd root filesystem has apparmor_parser, and the kernel
-		// enables AppArmor by default: a boot that is not an AppArmor node
-		// switches it off.
+	if !v.AppArmor {
+		// The kernel enables AppArmor by default: a boot that is not an
+		// AppArmor node switches it off. On the busybox init nothing
+		// mounts securityfs, so containerd applies no profile either way,
+		// but a program that reads the module's parameter (critest's
+		// AppArmor specs) would take the node for an AppArmor one.
 		params = "apparmor=0 " + params
 	}
 	return kernelArgs + " " + params, nil

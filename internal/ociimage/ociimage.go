@@ -24,6 +24,10 @@ type File struct {
 	Mode     int64  // permission bits
 	Dir      bool
 	Linkname string // symlink target, if a symlink
+	// Hardlink is the path (in the same layer) this entry is a hard link
+	// to; hard links come after every other entry, so that their targets
+	// exist when they are extracted.
+	Hardlink string
 	Data     []byte
 	HostPath string // regular file content from the host, if Data is nil
 }
@@ -75,7 +79,12 @@ func (img Image) arch() string {
 // layerTar renders the files as an uncompressed tar, deterministically.
 func layerTar(files []File) ([]byte, error) {
 	sorted := append([]File(nil), files...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	sort.SliceStable(sorted, func(i, j int) bool {
+		if hi, hj := sorted[i].Hardlink != "", sorted[j].Hardlink != ""; hi != hj {
+			return hj
+		}
+		return sorted[i].Name < sorted[j].Name
+	})
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, f := range sorted {
@@ -88,6 +97,9 @@ func layerTar(files []File) ([]byte, error) {
 		case f.Linkname != "":
 			hdr.Typeflag = tar.TypeSymlink
 			hdr.Linkname = f.Linkname
+		case f.Hardlink != "":
+			hdr.Typeflag = tar.TypeLink
+			hdr.Linkname = f.Hardlink
 		default:
 			hdr.Typeflag = tar.TypeReg
 			data = f.Data

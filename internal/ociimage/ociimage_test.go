@@ -271,3 +271,36 @@ func TestLayerTar(t *testing.T) {
 		})
 	}
 }
+
+// TestHardlinks: a hard link comes after its target whatever the names,
+// as a tar extractor needs (bin/ash sorts before bin/busybox).
+func TestHardlinks(t *testing.T) {
+	b, err := layerTar([]File{
+		{Name: "bin/ash", Hardlink: "bin/busybox"},
+		{Name: "bin/busybox", Mode: 0o755, Data: []byte("ELF")},
+		{Name: "bin", Mode: 0o755, Dir: true},
+		{Name: "bin/zcat", Hardlink: "bin/busybox"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := tar.NewReader(bytes.NewReader(b))
+	var got []string
+	for {
+		hdr, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := hdr.Name
+		if hdr.Typeflag == tar.TypeLink {
+			e += "=>" + hdr.Linkname
+		}
+		got = append(got, e)
+	}
+	if want := "bin/ bin/busybox bin/ash=>bin/busybox bin/zcat=>bin/busybox"; strings.Join(got, " ") != want {
+		t.Fatalf("entries %q, want %q", strings.Join(got, " "), want)
+	}
+}

@@ -32,4 +32,11 @@ const (
 	GuestBinary = "/usr/local/bin/critest"
 	GuestIPCMK  = "/usr/local/bin/ipcmk"
 	ImagesDir   = "/cgd/critest/images"
+	ModulesDir  = "/cgd/critest/modules"
 )
+
+// Modules are the kernel modules critest's privileged and capability
+// specs need (brctl addbr), as paths below lib/modules/<release>/kernel,
+// in load order; the VM's kernel has them as modules, not built in. The
+// guest loads them from ModulesDir before the first pass.
+var Modules = []string{"net/llc/llc.ko", "net/802/stp.ko", "net/bridge/bridge.ko"}

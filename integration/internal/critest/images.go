@@ -77,14 +77,25 @@ func (u Userland) files(passwd, group string) []ociimage.File {
 		{Name: "etc/passwd", Mode: 0o644, Data: []byte(passwd)},
 		{Name: "etc/group", Mode: 0o644, Data: []byte(group)},
 		{Name: "bin/busybox", Mode: 0o755, HostPath: u.Busybox},
+		{Name: standinPath, Mode: 0o755, HostPath: u.Standin},
 	}
+	// Hard links, as in busybox's own image: a masked path (critest masks
+	// /bin/ls) then hides that name only, where a symbolic link would
+	// hide busybox itself.
 	for _, a := range u.Applets {
-		if a != "" && a != "busybox" {
-			fs = append(fs, ociimage.File{Name: "bin/" + a, Linkname: "busybox"})
+		if a != "" && a != "busybox" && a != "pgrep" && a != "ipcs" {
+			fs = append(fs, ociimage.File{Name: "bin/" + a, Hardlink: "bin/busybox"})
 		}
 	}
-	return fs
+	// What critest runs in its busybox image that Debian's busybox lacks.
+	return append(fs,
+		ociimage.File{Name: "bin/pgrep", Hardlink: standinPath},
+		ociimage.File{Name: "bin/ipcs", Hardlink: standinPath})
 }
+
+// standinPath is where every image has integration/cmd/critestimage; the
+// names it answers to are hard links to it.
+const standinPath = "usr/local/bin/critestimage"
 
 // Images are the images critest pulls: what each is for in critest, and
 // what it has here.
@@ -93,9 +104,7 @@ func Images(u Userland) []Image {
 	with := func(extra ...ociimage.File) []ociimage.File {
 		return append(append([]ociimage.File(nil), plain...), extra...)
 	}
-	standin := func(path string, mode int64) ociimage.File {
-		return ociimage.File{Name: path, Mode: mode, HostPath: u.Standin}
-	}
+	standin := func(path string) ociimage.File { return ociimage.File{Name: path, Hardlink: standinPath} }
 	// marker is the file critest's image-test Dockerfile adds: it makes
 	// the images of different names different.
 	marker := func(name string) ociimage.File { return ociimage.File{Name: name, Mode: 0o644, Data: []byte{}} }
@@ -106,15 +115,19 @@ func Images(u Userland) []Image {
 		// The default container image: sh, echo, sleep, top, ls, cat...
 		{Image: ociimage.Image{Files: plain, Cmd: []string{"sh"}}, Refs: []string{e2e + "busybox:1.29-2"}},
 		// The web server: port 80, /var/run/nginx.pid, a process named nginx.
-		{Image: ociimage.Image{Files: with(standin("usr/sbin/nginx", 0o755)), Entrypoint: []string{"/usr/sbin/nginx"}}, Refs: []string{e2e + "nginx:1.14-2"}},
+		{Image: ociimage.Image{Files: with(standin("usr/sbin/nginx")), Entrypoint: []string{"/usr/sbin/nginx"}}, Refs: []string{e2e + "nginx:1.14-2"}},
 		// The same on port 12003, for host network.
 		{
-			Image: ociimage.Image{Files: with(standin("usr/sbin/nginx", 0o755)), Entrypoint: []string{"/usr/sbin/nginx"}, Env: []string{"PORT=12003"}},
+			Image: ociimage.Image{Files: with(standin("usr/sbin/nginx")), Entrypoint: []string{"/usr/sbin/nginx"}, Env: []string{"PORT=12003"}},
 			Refs:  []string{staging + "hostnet-nginx-amd64:latest"},
 		},
-		{Image: ociimage.Image{Files: with(standin("usr/local/bin/httpd", 0o755)), Entrypoint: []string{"/usr/local/bin/httpd"}}, Refs: []string{e2e + "httpd:2.4.39-4"}},
-		// Set-user-ID root: prints its effective uid.
-		{Image: ociimage.Image{Files: with(standin("usr/local/bin/nonewprivs", 0o4755)), Entrypoint: []string{"/usr/local/bin/nonewprivs"}}, Refs: []string{e2e + "nonewprivs:1.3"}},
+		{Image: ociimage.Image{Files: with(standin("usr/local/bin/httpd")), Entrypoint: []string{"/usr/local/bin/httpd"}}, Refs: []string{e2e + "httpd:2.4.39-4"}},
+		// Set-user-ID root (a copy: a hard link would share the mode):
+		// prints its effective uid.
+		{
+			Image: ociimage.Image{Files: with(ociimage.File{Name: "usr/local/bin/nonewprivs", Mode: 0o4755, HostPath: u.Standin}), Entrypoint: []string{"/usr/local/bin/nonewprivs"}},
+			Refs:  []string{e2e + "nonewprivs:1.3"},
+		},
 		// The image config's user, four ways.
 		user(staging+"test-image-user-uid:latest", "1002"),
 		user(staging+"test-image-user-username:latest", "www-data"),
