@@ -76,6 +76,13 @@ func criConformance(t *testing.T, e *guestEnv) {
 			"specs": float64(c.Specs), "passed": float64(c.Passed), "failed": float64(c.Failed),
 			"skipped": float64(c.Skipped), "skipped_by_name": float64(c.ByName), "seconds": seconds(time.Since(start)),
 		})
+		if i == 0 {
+			// The skipped specs once: they skip alike in every pass
+			// (a difference would show below).
+			for _, sk := range res.Skipped() {
+				t.Logf("pass %s: skipped: %s: %s", p.Name, sk.Name, firstLines(sk.Message, 1))
+			}
+		}
 		for _, f := range res.Failures() {
 			t.Logf("pass %s: failed: %s\n    %s", p.Name, f.Name, strings.ReplaceAll(firstLines(f.Message, 6), "\n", "\n    "))
 		}

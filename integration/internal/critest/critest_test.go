@@ -35,6 +35,9 @@ func TestReadReport(t *testing.T) {
 	if got, want := res.Counts(), (Counts{Specs: 4, Passed: 1, Failed: 1, Skipped: 2, ByName: 1}); got != want {
 		t.Errorf("counts %+v, want %+v", got, want)
 	}
+	if s := res.Skipped(); len(s) != 2 || s[0].Message != "" || s[1].Message != "seccomp is not enabled" {
+		t.Errorf("skipped %+v", s)
+	}
 	if f := res.Failures(); len(f) != 1 || f[0].Name != "[k8s.io] PodSandbox runtime should support metrics" || !strings.Contains(f[0].Message, "to be > 0") {
 		t.Errorf("failures %+v", f)
 	}

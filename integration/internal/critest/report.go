@@ -128,6 +128,17 @@ func (r Result) Failures() []Spec {
 	return out
 }
 
+// Skipped are the skipped specs; a spec skipped by name has no message.
+func (r Result) Skipped() []Spec {
+	var out []Spec
+	for _, s := range r.Specs {
+		if s.State == Skipped {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // state is the spec's state in r; "absent" when r has no such spec.
 func (r Result) state(name string) State {
 	i, ok := slices.BinarySearchFunc(r.Specs, name, func(s Spec, n string) int { return strings.Compare(s.Name, n) })
