@@ -39,6 +39,11 @@ var Skips = []Skip{
 		Spec:   "when running multiple containers in a pod should support network",
 		Reason: "reads the httpd container at the pod's IP from the node: pods here have no network the node can reach",
 	},
+	{
+		Spec: "runtime should support listing pod sandbox metrics [Conformance]",
+		Reason: "containerd 2.4.2 collects a pod's metrics from its eth0 counters and leaves out a pod it cannot read them for " +
+			"(internal/cri/server/list_pod_sandbox_metrics_linux.go); pods here have no eth0, so the list has no entry for the pod in any pass",
+	},
 }
 
 // SkipPattern is the --ginkgo.skip regular expression of Skips: each
