@@ -719,4 +719,23 @@ func clusterHelmSetConfig(t *testing.T, e *guestEnv) {
 	clusterMetric(t, "ClusterHelmSetConfig", "cluster_helm_set_config", map[string]float64{
 		"upgrade_seconds": seconds(took), "registered_seconds": seconds(registered),
 	})
+	clusterMetric(t, "ClusterHelmSetConfig", "plugin_pod_start", podStartSeconds(&after[0]))
+}
+
+// podStartSeconds is where a pod's start went, from its status (to the
+// second, as the API gives times): each init container's run, and the
+// time from the pod's creation to its first container's start.
+func podStartSeconds(p *corev1.Pod) map[string]float64 {
+	out := map[string]float64{}
+	for _, st := range p.Status.InitContainerStatuses {
+		if term := st.State.Terminated; term != nil {
+			out["init_"+st.Name+"_seconds"] = term.FinishedAt.Sub(term.StartedAt.Time).Seconds()
+		}
+	}
+	for _, st := range p.Status.ContainerStatuses {
+		if run := st.State.Running; run != nil {
+			out["created_to_"+st.Name+"_running_seconds"] = run.StartedAt.Sub(p.CreationTimestamp.Time).Seconds()
+		}
+	}
+	return out
 }

@@ -130,6 +130,9 @@ func clusterRegistryUpgrade(t *testing.T, e *guestEnv) {
 		"upgrade_seconds": seconds(upgraded), "plugin_window_seconds": seconds(window),
 		"failclosed_pod_running_seconds": seconds(waited), "plain_pods": float64(len(names)),
 	})
+	if pods, err := dsPods(ctx); err == nil && len(pods) == 1 {
+		clusterMetric(t, "ClusterRegistryUpgrade", "plugin_pod_start", podStartSeconds(&pods[0]))
+	}
 }
 
 // admissionNamespace creates a namespace labelled to allow writable
