@@ -216,7 +216,7 @@ func runCritest(ctx context.Context, pass string) (critest.Result, error) {
 	report := filepath.Join(critestLogDir, pass+".json")
 	logPath := filepath.Join(critestLogDir, pass+".log")
 	_ = os.Remove(report)
-	logf, err := os.Create(logPath)
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return critest.Result{}, err
 	}
@@ -237,7 +237,7 @@ func runCritest(ctx context.Context, pass string) (critest.Result, error) {
 	runErr := cmd.Run()
 	f, err := os.Open(report)
 	if err != nil {
-		return critest.Result{}, fmt.Errorf("critest wrote no report (%v): %w\n%s", runErr, err, fileTail(logPath, 40))
+		return critest.Result{}, fmt.Errorf("critest wrote no report (critest: %w): %w\n%s", runErr, err, fileTail(logPath, 40))
 	}
 	defer f.Close()
 	res, err := critest.ReadReport(f)

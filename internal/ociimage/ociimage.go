@@ -26,7 +26,9 @@ type File struct {
 	Linkname string // symlink target, if a symlink
 	// Hardlink is the path (in the same layer) this entry is a hard link
 	// to; hard links come after every other entry, so that their targets
-	// exist when they are extracted.
+	// exist when they are extracted, and carry their target's mode
+	// (extractors such as containerd's chmod the shared inode to the
+	// link's mode). Mode is ignored.
 	Hardlink string
 	Data     []byte
 	HostPath string // regular file content from the host, if Data is nil
@@ -85,10 +87,23 @@ func layerTar(files []File) ([]byte, error) {
 		}
 		return sorted[i].Name < sorted[j].Name
 	})
+	modes := map[string]int64{}
+	for _, f := range sorted {
+		if f.Hardlink == "" && !f.Dir && f.Linkname == "" {
+			modes[f.Name] = f.Mode
+		}
+	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, f := range sorted {
 		hdr := &tar.Header{Name: f.Name, Mode: f.Mode, ModTime: epoch, Format: tar.FormatPAX}
+		if f.Hardlink != "" {
+			m, ok := modes[f.Hardlink]
+			if !ok {
+				return nil, fmt.Errorf("layer %s: hard link to %s, which is not a regular file of the layer", f.Name, f.Hardlink)
+			}
+			hdr.Mode = m
+		}
 		var data []byte
 		switch {
 		case f.Dir:

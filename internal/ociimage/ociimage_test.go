@@ -297,10 +297,16 @@ func TestHardlinks(t *testing.T) {
 		e := hdr.Name
 		if hdr.Typeflag == tar.TypeLink {
 			e += "=>" + hdr.Linkname
+			if hdr.Mode != 0o755 {
+				t.Errorf("hard link %s has mode %o, want its target's 755", hdr.Name, hdr.Mode)
+			}
 		}
 		got = append(got, e)
 	}
 	if want := "bin/ bin/busybox bin/ash=>bin/busybox bin/zcat=>bin/busybox"; strings.Join(got, " ") != want {
 		t.Fatalf("entries %q, want %q", strings.Join(got, " "), want)
+	}
+	if _, err := layerTar([]File{{Name: "bin/sh", Hardlink: "bin/busybox"}}); err == nil {
+		t.Error("a hard link to a file the layer lacks was written")
 	}
 }
