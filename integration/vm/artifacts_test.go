@@ -438,7 +438,7 @@ const (
 
 // hostTools are the host commands the harness runs; install-deps.sh
 // installs the ones that are not part of a Go toolchain.
-var hostTools = []string{"go", "qemu-system-x86_64", "apt-get", "apt-cache", "dpkg-deb", "tar", "xz", "gcc"}
+var hostTools = []string{"go", "qemu-system-x86_64", "apt-get", "apt-cache", "dpkg-deb", "tar", "xz", "gcc", "ldd"}
 
 func checkHostTools() error {
 	var missing []string
@@ -514,7 +514,7 @@ func (b *builder) buildAll(ctx context.Context, versions []string, withKubelet, 
 		return nil, err
 	}
 	if withCritest {
-		if a.Critest, err = b.buildCritest(ctx, a.Busybox, pause, kname); err != nil {
+		if a.Critest, err = b.buildCritest(ctx, pause, kname); err != nil {
 			return nil, err
 		}
 	}

@@ -47,6 +47,79 @@ func (b *builder) critestBinary(ctx context.Context) (string, error) {
 	return filepath.Join(dir, "critest"), nil
 }
 
+// dynamicBusybox is Debian's dynamically linked busybox (package busybox,
+// the candidate version, cached by it) with the shared libraries it loads
+// (as ldd resolves them on this Debian host) and its applets
+// (critest.Userland says why not busybox-static).
+func (b *builder) dynamicBusybox(ctx context.Context) (critest.Userland, error) {
+	out, err := b.run(ctx, "", nil, "apt-cache", "policy", "busybox")
+	if err != nil {
+		return critest.Userland{}, err
+	}
+	version := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "Candidate: "); ok && v != "(none)" {
+			version = strings.ReplaceAll(strings.ReplaceAll(v, ":", "_"), "~", "_")
+		}
+	}
+	if version == "" {
+		return critest.Userland{}, fmt.Errorf("apt-cache policy busybox: no candidate version:\n%s", out)
+	}
+	dir, err := b.cached("busybox/"+version, func(tmp string) error {
+		if _, err := b.run(ctx, tmp, nil, "apt-get", "download", "busybox"); err != nil {
+			return err
+		}
+		debs, _ := filepath.Glob(filepath.Join(tmp, "busybox_*.deb"))
+		if len(debs) != 1 {
+			return fmt.Errorf("apt-get download busybox: got %v", debs)
+		}
+		if _, err := b.run(ctx, tmp, nil, "dpkg-deb", "-x", debs[0], filepath.Join(tmp, "root")); err != nil {
+			return err
+		}
+		if err := os.Rename(filepath.Join(tmp, "root", "bin", "busybox"), filepath.Join(tmp, "busybox")); err != nil {
+			return err
+		}
+		return errors.Join(os.RemoveAll(filepath.Join(tmp, "root")), os.Remove(debs[0]))
+	})
+	if err != nil {
+		return critest.Userland{}, err
+	}
+	u := critest.Userland{Busybox: filepath.Join(dir, "busybox"), Libs: map[string]string{}}
+	ldd, err := b.run(ctx, "", nil, "ldd", u.Busybox)
+	if err != nil {
+		return u, err
+	}
+	for _, l := range strings.Split(string(ldd), "\n") {
+		f := strings.Fields(l)
+		// "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" and the
+		// loader, "/lib64/ld-linux-x86-64.so.2 (0x...)"; not linux-vdso.
+		p := ""
+		switch {
+		case len(f) == 4 && f[1] == "=>":
+			p = f[2]
+		case len(f) == 2 && strings.HasPrefix(f[0], "/"):
+			p = f[0]
+		}
+		if p == "" {
+			continue
+		}
+		host, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return u, fmt.Errorf("busybox's %s: %w", p, err)
+		}
+		u.Libs[strings.TrimPrefix(p, "/")] = host
+	}
+	if len(u.Libs) < 2 {
+		return u, fmt.Errorf("ldd %s: want libc and the loader, got %v:\n%s", u.Busybox, u.Libs, ldd)
+	}
+	applets, err := exec.Command(u.Busybox, "--list").Output()
+	if err != nil {
+		return u, fmt.Errorf("busybox --list: %w", err)
+	}
+	u.Applets = strings.Fields(string(applets))
+	return u, nil
+}
+
 // critestArtifacts are what a conformance boot carries.
 type critestArtifacts struct {
 	Critest string // the critest binary
@@ -59,7 +132,7 @@ type critestArtifacts struct {
 
 // buildCritest builds critest, the stand-in and the images critest pulls,
 // and extracts critest.Modules from the kernel package kernelKey.
-func (b *builder) buildCritest(ctx context.Context, busybox, pause, kernelKey string) (*critestArtifacts, error) {
+func (b *builder) buildCritest(ctx context.Context, pause, kernelKey string) (*critestArtifacts, error) {
 	bin, err := b.critestBinary(ctx)
 	if err != nil {
 		return nil, err
@@ -72,12 +145,13 @@ func (b *builder) buildCritest(ctx context.Context, busybox, pause, kernelKey st
 	if err != nil {
 		return nil, err
 	}
-	applets, err := exec.Command(busybox, "--list").Output()
+	u, err := b.dynamicBusybox(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("busybox --list: %w", err)
+		return nil, err
 	}
+	u.Standin, u.Pause = standin, pause
 	ca := &critestArtifacts{Critest: bin, Standin: standin, Modules: mods}
-	for i, img := range critest.Images(critest.Userland{Busybox: busybox, Applets: strings.Fields(string(applets)), Standin: standin, Pause: pause}) {
+	for i, img := range critest.Images(u) {
 		p := filepath.Join(b.workDir, fmt.Sprintf("critest-image-%d.tar", i))
 		f, err := os.Create(p) //nolint:forbidigo // scratch file in our own work dir
 		if err != nil {

@@ -46,11 +46,11 @@ const nginxMaster = "nginx: master process nginx -g daemon off;"
 
 func main() {
 	if err := run(os.Args[0], os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
 		var code exitCode
 		if errors.As(err, &code) {
-			os.Exit(int(code))
+			os.Exit(int(code)) // quiet, as pgrep finding nothing is
 		}
+		fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
 		os.Exit(1)
 	}
 }

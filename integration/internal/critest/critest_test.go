@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cgdelegate/cgdelegate/internal/ociimage"
 )
 
 // reportJSON is the shape of ginkgo v2's --json-report: a suite with its
@@ -131,7 +133,33 @@ func TestSkipPattern(t *testing.T) {
 }
 
 func TestImages(t *testing.T) {
-	imgs := Images(Userland{Busybox: "/bin/busybox", Applets: []string{"sh", "busybox", "echo"}, Standin: "/x/critestimage", Pause: "/x/pause"})
+	imgs := Images(Userland{
+		Busybox: "/x/busybox", Applets: []string{"sh", "busybox", "echo", "pgrep"}, Standin: "/x/critestimage", Pause: "/x/pause",
+		Libs: map[string]string{"lib/x86_64-linux-gnu/libc.so.6": "/usr/lib/x86_64-linux-gnu/libc.so.6", "lib64/ld-linux-x86-64.so.2": "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"},
+	})
+	// The busybox image: the libraries with their directories, applets
+	// hard-linked to busybox, pgrep to the stand-in.
+	entries := map[string]ociimage.File{}
+	for _, f := range imgs[0].Files {
+		if _, dup := entries[f.Name]; dup {
+			t.Errorf("%s twice in the busybox image", f.Name)
+		}
+		entries[f.Name] = f
+	}
+	for name, want := range map[string]string{"lib": "dir", "lib/x86_64-linux-gnu": "dir", "lib64": "dir",
+		"lib64/ld-linux-x86-64.so.2": "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "bin/sh": "=bin/busybox", "bin/pgrep": "=" + standinPath} {
+		f, ok := entries[name]
+		got := f.HostPath
+		switch {
+		case f.Dir:
+			got = "dir"
+		case f.Hardlink != "":
+			got = "=" + f.Hardlink
+		}
+		if !ok || got != want {
+			t.Errorf("busybox image %s: %q (present %v), want %q", name, got, ok, want)
+		}
+	}
 	seen := map[string]bool{}
 	for _, img := range imgs {
 		if img.Name != img.Refs[0] {

@@ -2,6 +2,9 @@ package critest
 
 import (
 	"fmt"
+	"maps"
+	"path"
+	"slices"
 	"strings"
 
 	"github.com/cgdelegate/cgdelegate/internal/ociimage"
@@ -20,10 +23,17 @@ type Image struct {
 // its registry their mirror.
 var Registries = []string{"registry.k8s.io", "gcr.io", "k8s.gcr.io"}
 
-// Userland is what every image is built on: busybox (HostPath) and a link
-// for each of its applets, as in busybox's own image.
+// Userland is what every image is built on: busybox and a link for each
+// of its applets, as in busybox's own image.
 type Userland struct {
+	// Busybox is the host path of Debian's dynamically linked busybox
+	// (package busybox), not busybox-static's: that one's shell runs
+	// applets without exec (ls is a builtin there), so critest's masked
+	// /bin/ls would never be run, where busybox's own image runs it.
 	Busybox string
+	// Libs are the shared libraries it loads: image path (as the dynamic
+	// loader looks for it) to host path.
+	Libs    map[string]string
 	Applets []string
 	// Standin is the host path of integration/cmd/critestimage.
 	Standin string
@@ -78,6 +88,14 @@ func (u Userland) files(passwd, group string) []ociimage.File {
 		{Name: "etc/group", Mode: 0o644, Data: []byte(group)},
 		{Name: "bin/busybox", Mode: 0o755, HostPath: u.Busybox},
 		{Name: standinPath, Mode: 0o755, HostPath: u.Standin},
+	}
+	dirs := map[string]bool{}
+	for _, img := range slices.Sorted(maps.Keys(u.Libs)) {
+		for d := path.Dir(img); d != "." && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+			fs = append(fs, ociimage.File{Name: d, Mode: 0o755, Dir: true})
+		}
+		fs = append(fs, ociimage.File{Name: img, Mode: 0o755, HostPath: u.Libs[img]})
 	}
 	// Hard links, as in busybox's own image: a masked path (critest masks
 	// /bin/ls) then hides that name only, where a symbolic link would
