@@ -112,7 +112,7 @@ func passSummary(p critest.Pass) string {
 	case p.Extra == "":
 		return "cgdelegate with the shipped config"
 	}
-	return "cgdelegate with the shipped config and " + strings.TrimSpace(strings.ReplaceAll(p.Extra, "\n", ", "))
+	return "cgdelegate with the shipped config and " + strings.ReplaceAll(strings.TrimSpace(p.Extra), "\n", ", ")
 }
 
 // shippedConfig is the shipped ConfigMap's config.yaml (contrib/kubernetes,
