@@ -202,10 +202,10 @@ boots-extended:
 
 # SIG Node's CRI validation suite (critest, built from the module proxy)
 # against containerd without cgdelegate, with its shipped config and with
-# CPU pinning, in one boot per cgroup driver (variant.Conformance,
+# CPU pinning, in one boot on the cgroupfs driver (variant.Conformance,
 # docs/critest.md): it prints each pass's counts and fails on a difference
-# docs/critest.md does not explain. About 45 minutes under TCG (19 for the
-# cgroupfs boot, the rest for the systemd one); not part of CI.
+# docs/critest.md does not explain. About 19 minutes under TCG; not part
+# of CI.
 boots-conformance:
 	bash integration/vm/install-deps.sh
 	CGD_SUITE=conformance $(GO) test -tags integration_vm -count=1 -v -timeout 80m -run '^TestVM$$' ./integration/vm/

@@ -22,7 +22,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/integration/internal/critest"
 	"github.com/cgdelegate/cgdelegate/integration/internal/manifests"
 	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
-	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/ociimage"
 )
 
@@ -42,9 +41,6 @@ func criConformance(t *testing.T, e *guestEnv) {
 		t.Fatalf("variant %s: the passes stop and reconfigure cgdelegate, which needs the external plugin, not %s", e.variant.Name, e.variant.Plugin)
 	}
 	ctx := context.Background()
-	if err := holdCpusets(e.paths.CgroupRoot); err != nil {
-		t.Fatal(err)
-	}
 	if err := loadCritestModules(); err != nil {
 		t.Fatal(err)
 	}
@@ -272,30 +268,6 @@ func loadCritestModules() error {
 		if err != nil && !strings.Contains(string(out), "File exists") {
 			return fmt.Errorf("insmod %s: %w: %s", p, err, strings.TrimSpace(string(out)))
 		}
-	}
-	return nil
-}
-
-// cpusetHold is the empty cgroup below the root with the cpuset
-// controller that stays for the scenario (holdCpusets).
-const cpusetHold = "cgd-cpuset-hold"
-
-// holdCpusets keeps the kernel's cpusets_enabled static key on for the
-// scenario, as holdCFSBandwidth does the CFS bandwidth one: the key is
-// switched by live code patching whenever the node goes from one cpuset
-// (the root) to two and back, which critest's containers did all the
-// time on the systemd driver, and under TCG the patching raced the
-// emulator three boots in a row (2026-11-28: "Oops: int3" in
-// __alloc_pages_noprof and get_page_from_freelist, both behind
-// cpusets_enabled()). An empty cgroup with the cpuset controller makes
-// the second cpuset for good.
-func holdCpusets(root string) error {
-	cg := host.NewFS(root, "/sys")
-	if err := cg.Write("", "cgroup.subtree_control", "+cpuset"); err != nil {
-		return fmt.Errorf("hold the cpusets key: %w", err)
-	}
-	if err := os.Mkdir(cg.Dir(cpusetHold), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("hold the cpusets key: %w", err)
 	}
 	return nil
 }

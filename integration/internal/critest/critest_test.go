@@ -146,8 +146,10 @@ func TestImages(t *testing.T) {
 		}
 		entries[f.Name] = f
 	}
-	for name, want := range map[string]string{"lib": "dir", "lib/x86_64-linux-gnu": "dir", "lib64": "dir",
-		"lib64/ld-linux-x86-64.so.2": "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "bin/sh": "=bin/busybox", "bin/pgrep": "=" + standinPath} {
+	for name, want := range map[string]string{
+		"lib": "dir", "lib/x86_64-linux-gnu": "dir", "lib64": "dir",
+		"lib64/ld-linux-x86-64.so.2": "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "bin/sh": "=bin/busybox", "bin/pgrep": "=" + standinPath,
+	} {
 		f, ok := entries[name]
 		got := f.HostPath
 		switch {

@@ -214,24 +214,21 @@ func Extended() []Variant {
 
 // Conformance returns the variants `make boots-conformance` boots, and
 // `make integration` last: SIG Node's CRI validation suite (critest)
-// against containerd 2.4 with nsdelegate, three times in each boot
-// (integration/internal/critest's Passes: without cgdelegate, with the
-// shipped config, with CPU pinning on too), once per cgroup driver:
-// cgroupfs on the busybox init, systemd's on the systemd root filesystem
-// (runc's systemd driver, as kubeadm sets nodes up). cgdelegate runs as an
-// external plugin so that the passes stop and reconfigure it, with the
-// shipped containerd drop-in (FailClosed), as the chart deploys it. Each
-// pass takes about 9 minutes under TCG; CI leaves them out to stay under
-// its time goal.
+// against containerd 2.4 with nsdelegate and the cgroupfs driver, three
+// times in one boot (integration/internal/critest's Passes: without
+// cgdelegate, with the shipped config, with CPU pinning on too).
+// cgdelegate runs as an external plugin so that the passes stop and
+// reconfigure it, with the shipped containerd drop-in (FailClosed), as the
+// chart deploys it. Each pass takes about 6 minutes under TCG; CI leaves
+// it out to stay under its time goal. The same boot on the systemd driver
+// (ctd24-Systemd-conformance, 2026-11-28) died of the emulator's
+// "Oops: int3" race in __alloc_pages four times in five boots, once after
+// two passes that matched (docs/critest.md), so it is not in the suite.
 func Conformance() []Variant {
 	return []Variant{
 		{
 			Name: "ctd24-conformance", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, FailClosed: true, SMP: 2,
 			Scenarios: []Scenario{Harness, CRIConformance},
-		},
-		{
-			Name: "ctd24-Systemd-conformance", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, FailClosed: true, SMP: 2,
-			Systemd: true, Scenarios: []Scenario{Harness, CRIConformance},
 		},
 	}
 }
