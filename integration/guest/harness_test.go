@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -56,10 +57,20 @@ func harness(t *testing.T, e *guestEnv) {
 		!strings.HasPrefix(v.GetRuntimeVersion(), "v"+want) {
 		t.Errorf("containerd version %q, variant wants %s", v.GetRuntimeVersion(), e.variant.Containerd)
 	}
+	// The CRI image store learns of `ctr images import` from containerd's
+	// events, a moment after the import returns: once on
+	// ctd24-preregistered (2026-11-28) the pause image was not there yet.
 	for _, img := range []string{busyboxImage, pauseImage} {
-		st, err := e.cri.Images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: img}})
-		if err != nil || st.GetImage() == nil {
-			t.Fatalf("image %s not in the CRI image store: %v", img, err)
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			st, err := e.cri.Images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: img}})
+			if err == nil && st.GetImage() != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("image %s not in the CRI image store 15 s after its import: %v", img, err)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
 
