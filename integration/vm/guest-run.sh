@@ -47,10 +47,6 @@ fi
 if grep -q 'KubeletPinningOracle' /proc/cmdline; then
 	timeout=45m
 fi
-# critest runs three times, about 11 minutes each under TCG.
-if grep -q 'CRIConformance' /proc/cmdline; then
-	timeout=60m
-fi
 /cgd/guest.test -test.v -test.timeout=$timeout
 rc=$?
 # Where systemd spent the boot (the unit is Type=exec, so the boot has
