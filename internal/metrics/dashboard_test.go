@@ -11,7 +11,13 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 
-const dashboard = "../../contrib/grafana/cgdelegate.json"
+// dashboard is in the chart, which packages it as a ConfigMap for Grafana's
+// sidecar (metrics.grafanaDashboard).
+const dashboard = "../../contrib/helm/cgdelegate/dashboards/cgdelegate.json"
+
+// nodeFilter is the dashboard's node variable on the node label the chart's
+// ServiceMonitor gives every series.
+const nodeFilter = `node=~"$node"`
 
 // metricName finds the metric names in a PromQL expression: ours, and the
 // Go and process collectors'.
@@ -28,12 +34,14 @@ func TestDashboard(t *testing.T) {
 		Panels []struct {
 			Title   string `json:"title"`
 			Targets []struct {
-				Expr string `json:"expr"`
+				Expr         string `json:"expr"`
+				LegendFormat string `json:"legendFormat"`
 			} `json:"targets"`
 		} `json:"panels"`
 		Templating struct {
 			List []struct {
-				Query any `json:"query"`
+				Name  string `json:"name"`
+				Query any    `json:"query"`
 			} `json:"list"`
 		} `json:"templating"`
 	}
@@ -47,12 +55,27 @@ func TestDashboard(t *testing.T) {
 		}
 		for _, tg := range p.Targets {
 			exprs = append(exprs, tg.Expr)
+			// Every selector of every query is filtered by node, and a
+			// legend names the node, never the instance (a pod IP).
+			if n := strings.Count(tg.Expr, "{"); n == 0 || strings.Count(tg.Expr, nodeFilter) != n {
+				t.Errorf("panel %q: not every selector of %q has %s", p.Title, tg.Expr, nodeFilter)
+			}
+			if strings.Contains(tg.LegendFormat, "instance") || strings.Contains(tg.Expr, "instance") {
+				t.Errorf("panel %q shows the instance, not the node: %q %q", p.Title, tg.Expr, tg.LegendFormat)
+			}
 		}
 	}
+	node := false
 	for _, v := range d.Templating.List {
 		if q, ok := v.Query.(string); ok {
 			exprs = append(exprs, q)
+			if v.Name == "node" && strings.HasSuffix(q, ", node)") {
+				node = true
+			}
 		}
+	}
+	if !node {
+		t.Errorf("%s has no variable node with the values of the node label", dashboard)
 	}
 
 	registered := registeredNames(t)
@@ -71,7 +94,7 @@ func TestDashboard(t *testing.T) {
 			used[base] = true
 		}
 	}
-	for _, name := range []string{ContainersTotal, RefusalsTotal, EventDuration, NodeSupported, CPUs, ContainerUpdatesTotal} {
+	for _, name := range []string{ContainersTotal, RefusalsTotal, EventDuration, NodeSupported, CPUs, ContainerUpdatesTotal, BuildInfo} {
 		if !used[name] {
 			t.Errorf("%s does not show %s", dashboard, name)
 		}

@@ -260,9 +260,9 @@ func TestChartAlertsTested(t *testing.T) {
 	}
 }
 
-// promtool is the promtool binary `make promtool-rules` builds (PROMTOOL);
-// without it the test is skipped, but never under CI, where make test
-// always builds it.
+// promtool is the promtool binary `make promtool` builds (PROMTOOL, which
+// make unit and make promtool-rules set); without it the test is skipped,
+// but never under CI, where make test always builds it first.
 func promtool(t *testing.T) string {
 	t.Helper()
 	p := os.Getenv("PROMTOOL")
@@ -273,7 +273,10 @@ func promtool(t *testing.T) string {
 		t.Skip("PROMTOOL is not set: make promtool-rules builds promtool and runs this test")
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("PROMTOOL: %v", err)
+		if os.Getenv("CI") != "" {
+			t.Fatalf("PROMTOOL under CI: %v", err)
+		}
+		t.Skipf("PROMTOOL: %v (make promtool builds it)", err)
 	}
 	return p
 }
