@@ -431,7 +431,8 @@ func TestChartHookPath(t *testing.T) {
 func TestChartReleaseName(t *testing.T) {
 	needGo(t)
 	out, err := manifests.Helm(t.Context(), root, "template", "team-a", manifests.ChartDir, "--namespace", "ops",
-		"--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "admissionPolicy.requireUserNamespace=true")
+		"--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "admissionPolicy.requireUserNamespace=true",
+		"--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.grafanaDashboard.enabled=true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +466,7 @@ func TestChartReleaseName(t *testing.T) {
 			t.Errorf("%s names the default release's service account", file)
 		}
 	}
-	if n < 15 {
+	if n < 17 {
 		t.Errorf("%d objects rendered, want every template's", n)
 	}
 	for _, tc := range []struct{ release, want string }{
