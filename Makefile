@@ -101,7 +101,7 @@ unit:
 promtool:
 	@if [ ! -x $(PROMTOOL) ]; then \
 		tmp=$$(mktemp -d) && \
-		if GOBIN=$$tmp CGO_ENABLED=0 $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION); then \
+		if GOBIN=$$tmp CGO_ENABLED=0 $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION); then \
 			mv $$tmp/promtool $(PROMTOOL); rm -rf $$tmp; \
 		else \
 			rm -rf $$tmp; \

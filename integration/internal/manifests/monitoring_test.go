@@ -156,8 +156,10 @@ func TestChartPrometheusRule(t *testing.T) {
 	// targets' job, for any release name.
 	for _, release := range []string{manifests.ReleaseName, "team-a"} {
 		t.Run("job of release "+release, func(t *testing.T) {
-			out, err := manifests.Helm(t.Context(), root, append([]string{"template", release, manifests.ChartDir, "--namespace", "ops",
-				"--set", "metrics.serviceMonitor.enabled=true"}, ruleArgs...)...)
+			out, err := manifests.Helm(t.Context(), root, append([]string{
+				"template", release, manifests.ChartDir, "--namespace", "ops",
+				"--set", "metrics.serviceMonitor.enabled=true",
+			}, ruleArgs...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -350,7 +352,9 @@ func TestChartGrafanaDashboard(t *testing.T) {
 				"--set", "metrics.grafanaDashboard.namespace=monitoring", "--set", "metrics.grafanaDashboard.labels.grafana_dashboard=null",
 				"--set-string", "metrics.grafanaDashboard.labels.dashboards=cgdelegate", "--set", "metrics.grafanaDashboard.annotations.grafana_folder=Nodes",
 			},
-			"monitoring", map[string]string{"dashboards": "cgdelegate"}, map[string]string{"grafana_folder": "Nodes"},
+			"monitoring",
+			map[string]string{"dashboards": "cgdelegate"},
+			map[string]string{"grafana_folder": "Nodes"},
 		},
 	}
 	for _, tc := range tests {
