@@ -4,18 +4,26 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/manifests"
+	"github.com/cgdelegate/cgdelegate/internal/host"
+	"github.com/cgdelegate/cgdelegate/internal/metrics"
+	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 
 // nodeLabel is the label the chart's ServiceMonitor gives every series, with
@@ -402,5 +410,134 @@ func TestChartGrafanaDashboard(t *testing.T) {
 	}
 	if q, _ := query.(string); !strings.HasSuffix(q, ", "+nodeLabel+")") {
 		t.Errorf("%s: variable %s queries %q, not the label %s", dashboardJSON, nodeLabel, q, nodeLabel)
+	}
+}
+
+// scrapeSeries scrapes a recorder's /metrics over HTTP, as Prometheus
+// does, and writes its cgdelegate series as promtool input series of one
+// target on node, each value constant for 60 minutes (up included).
+func scrapeSeries(t *testing.T, r *metrics.Recorder, node string) string {
+	t.Helper()
+	srv := httptest.NewServer(r.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := fmt.Sprintf(`job="cgdelegate-metrics",instance="%s:9767",node=%q`, node, node)
+	var b strings.Builder
+	fmt.Fprintf(&b, "      - series: 'up{%s}'\n        values: '1x60'\n", target)
+	n := 0
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if !strings.HasPrefix(line, "cgdelegate_") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		name, value := line[:i], line[i+1:]
+		if open := strings.IndexByte(name, '{'); open >= 0 {
+			name = name[:open+1] + target + "," + name[open+1:]
+		} else {
+			name += "{" + target + "}"
+		}
+		fmt.Fprintf(&b, "      - series: '%s'\n        values: '%sx60'\n", name, value)
+		n++
+	}
+	if n == 0 {
+		t.Fatalf("the scrape has no cgdelegate series:\n%s", body)
+	}
+	return b.String()
+}
+
+// The alerts fire on what the plugin really serves: a recorder in a known
+// state is scraped over HTTP and its series fed to the rule (promtool test
+// rules). A node that turned unsafe, near its budget and full of dying
+// cgroups fires exactly those three alerts; a healthy node's scrape none.
+func TestChartRulesOnLiveScrape(t *testing.T) {
+	needGo(t)
+	bin := promtool(t)
+	_, doc := renderRule(t, ruleArgs...)
+	var obj struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	if err := sigsyaml.Unmarshal(doc, &obj); err != nil {
+		t.Fatal(err)
+	}
+	groups, err := sigsyaml.JSONToYAML(obj.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := renderRule(t, ruleArgs...)
+
+	recorder := func(d *status.Delegation) *metrics.Recorder {
+		rec := metrics.New(metrics.Options{Supported: func() bool { return true }, Delegation: func() *status.Delegation { return d }})
+		rec.Container("writable", nil)
+		rec.Event("CreateContainer", 40*time.Microsecond, false)
+		return rec
+	}
+	healthy := scrapeSeries(t, recorder(&status.Delegation{Budget: 10000, Reserved: 250, Node: &host.CgroupStat{DyingDescendants: 12}}), "node-a")
+	unsafe := scrapeSeries(t, recorder(&status.Delegation{
+		Budget: 1000, Reserved: 950, Node: &host.CgroupStat{DyingDescendants: 6000},
+		Unsafe: []status.WritableContainer{{Pod: "ns/a", Container: "c", ID: "1"}, {Pod: "ns/b", Container: "c", ID: "2"}},
+	}), "node-b")
+
+	firing := map[string]string{
+		"CgdelegateUnsafeWritableContainers": `          - exp_labels: {severity: critical, job: cgdelegate-metrics, instance: "node-b:9767", node: node-b}
+            exp_annotations:
+              summary: "2 writable containers run on node node-b, which is no longer safe for writable cgroups"
+              description: "The cgroup root lost nsdelegate (or cgroup2) while containers with writable cgroups run; their limits may have been raised."
+              runbook_url: "` + defaultRunbook + `#cgdelegateunsafewritablecontainers"
+`,
+		"CgdelegateDelegatedCgroupsNearlyFull": `          - exp_labels: {severity: warning, job: cgdelegate-metrics, instance: "node-b:9767", node: node-b}
+            exp_annotations:
+              summary: "The writable pods on node node-b reserve 95% of nodeMaxDelegatedCgroups, above 90%"
+              description: "A new writable pod whose cgroup.max.descendants does not fit in the rest is refused (cause node_budget)."
+              runbook_url: "` + defaultRunbook + `#cgdelegatedelegatedcgroupsnearlyfull"
+`,
+		"CgdelegateDyingCgroups": `          - exp_labels: {severity: warning, job: cgdelegate-metrics, instance: "node-b:9767", node: node-b, scope: node}
+            exp_annotations:
+              summary: "Node node-b keeps 6000 dying cgroups, above 5000"
+              description: "Removed cgroups the kernel still keeps hold memory, and nothing bounds how many a pod leaves behind."
+              runbook_url: "` + defaultRunbook + `#cgdelegatedyingcgroups"
+`,
+	}
+	var b strings.Builder
+	b.WriteString("rule_files: [rules.yaml]\nevaluation_interval: 1m\ntests:\n")
+	for _, tc := range []struct {
+		name, series string
+		fire         map[string]string
+	}{
+		{"healthy node-a", healthy, nil},
+		{"node-b unsafe, its budget nearly used, dying cgroups", healthy + unsafe, firing},
+	} {
+		fmt.Fprintf(&b, "  - name: %s\n    interval: 1m\n    input_series:\n%s    alert_rule_test:\n", tc.name, tc.series)
+		for name := range r.alerts() {
+			fmt.Fprintf(&b, "      - alertname: %s\n        eval_time: 45m\n", name)
+			if exp, ok := tc.fire[name]; ok {
+				b.WriteString("        exp_alerts:\n" + exp)
+			} else {
+				b.WriteString("        exp_alerts: []\n")
+			}
+		}
+	}
+	for name := range firing {
+		if _, ok := r.alerts()[name]; !ok {
+			t.Errorf("the rule has no %s", name)
+		}
+	}
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{"rules.yaml": groups, "live_test.yaml": []byte(b.String())} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.CommandContext(t.Context(), bin, "test", "rules", "live_test.yaml")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool test rules: %v\n%s\n%s", err, out, b.String())
 	}
 }
