@@ -89,7 +89,7 @@ vet:
 
 # PROMTOOL: the chart's alerts are checked by promtool in
 # TestChartRulesPromtool (skipped without it, but not under CI).
-unit: export PROMTOOL = $(PROMTOOL)
+unit: export PROMTOOL := $(PROMTOOL)
 unit:
 	$(GO) test -race -count=1 ./...
 
