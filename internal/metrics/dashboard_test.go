@@ -19,6 +19,13 @@ const dashboard = "../../contrib/helm/cgdelegate/dashboards/cgdelegate.json"
 // ServiceMonitor gives every series.
 const nodeFilter = `node=~"$node"`
 
+// runtimeMetric finds the Go and process collectors' metrics, and
+// onlyPlugin keeps their series of the plugin's targets.
+var (
+	runtimeMetric = regexp.MustCompile(`\b(?:go|process)_[a-z0-9_]+\b`)
+	onlyPlugin    = " * on (job, instance) group_left " + BuildInfo
+)
+
 // metricName finds the metric names in a PromQL expression: ours, and the
 // Go and process collectors'.
 var metricName = regexp.MustCompile(`\b(?:cgdelegate|go|process)_[a-z0-9_]+\b`)
@@ -60,8 +67,13 @@ func TestDashboard(t *testing.T) {
 			if n := strings.Count(tg.Expr, "{"); n == 0 || strings.Count(tg.Expr, nodeFilter) != n {
 				t.Errorf("panel %q: not every selector of %q has %s", p.Title, tg.Expr, nodeFilter)
 			}
-			if strings.Contains(tg.LegendFormat, "instance") || strings.Contains(tg.Expr, "instance") {
+			if strings.Contains(tg.LegendFormat, "instance") || strings.Contains(tg.Expr, "instance=") || strings.Contains(tg.Expr, "by (instance") {
 				t.Errorf("panel %q shows the instance, not the node: %q %q", p.Title, tg.Expr, tg.LegendFormat)
+			}
+			// The Go and process collectors' series are every target's (a
+			// kubelet's carry node too): only the plugin's, by its build info.
+			if runtimeMetric.MatchString(tg.Expr) && !strings.HasSuffix(tg.Expr, onlyPlugin) {
+				t.Errorf("panel %q: %q is not limited to the plugin's targets (%s)", p.Title, tg.Expr, onlyPlugin)
 			}
 		}
 	}
