@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/cel-go/cel"
@@ -265,6 +266,67 @@ func policies(t *testing.T) (base, userns policy) {
 	return compilePolicy(t, b.policies[0], true), compilePolicy(t, u.policies[0], true)
 }
 
+// writableClass is the RuntimeClass the chart is told makes containers
+// writable (admissionPolicy.writableRuntimeClasses) in the runtime-class
+// tests, beside a second one.
+const writableClass = "runc-writable"
+
+var (
+	classPoliciesOnce          sync.Once
+	classBase, classUserns     policy
+	classPoliciesErr           string
+	writableRuntimeClassesJSON = `admissionPolicy.writableRuntimeClasses=["` + writableClass + `","kata.rw"]`
+)
+
+// classPolicies are the base policy and the user-namespace one rendered
+// from the chart with writableClass and kata.rw in
+// admissionPolicy.writableRuntimeClasses (go tool helm, once per run).
+func classPolicies(t *testing.T) (base, userns policy) {
+	t.Helper()
+	classPoliciesOnce.Do(func() {
+		var ps []policy
+		var asking [][]admissionv1.Variable
+		for _, f := range []struct {
+			file string
+			args []string
+		}{
+			{policyFile, []string{"--set-json", writableRuntimeClassesJSON}},
+			{usernsFile, []string{"--set-json", writableRuntimeClassesJSON, "--set", "admissionPolicy.requireUserNamespace=true"}},
+		} {
+			m := loadManifest(t, renderTemplate(t, f.file, f.args...))
+			if len(m.policies) != 1 {
+				classPoliciesErr = fmt.Sprintf("%s: %d policies, want one", f.file, len(m.policies))
+				return
+			}
+			if v := m.policies[0].Spec.Variables; len(v) >= len(askVariables) {
+				asking = append(asking, v[:len(askVariables)])
+			}
+			ps = append(ps, compilePolicy(t, m.policies[0], true))
+		}
+		if len(asking) != 2 || !slices.Equal(asking[0], asking[1]) {
+			classPoliciesErr = fmt.Sprintf("rendered with %s, the variables %v of %s and %s differ", writableRuntimeClassesJSON, askVariables, policyFile, usernsFile)
+			return
+		}
+		classBase, classUserns = ps[0], ps[1]
+	})
+	if classPoliciesErr != "" {
+		t.Fatal(classPoliciesErr)
+	}
+	if classBase.name == "" {
+		t.Fatal("the chart with admissionPolicy.writableRuntimeClasses did not render (see the first test that tried)")
+	}
+	return classBase, classUserns
+}
+
+// withRuntimeClass returns pod p with spec.runtimeClassName set to class
+// ("": left unset).
+func withRuntimeClass(p map[string]any, class string) map[string]any {
+	if class != "" {
+		p["spec"].(map[string]any)["runtimeClassName"] = class
+	}
+	return p
+}
+
 func ann(kv ...string) map[string]string {
 	m := map[string]string{}
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -443,11 +505,16 @@ func TestPolicyCoversRegistry(t *testing.T) {
 	}
 }
 
+// askVariables are the variables both writable-cgroups policies declare
+// first, alike (the chart's cgdelegate.askVariables): what asking for a
+// writable cgroup means.
+var askVariables = []string{"optInKeys", "writableRuntimeClass", "askedBy", "stopAsking"}
+
 // The manifests have the shape the policy relies on: each policy bound
 // with Deny, failing closed, on pod CREATE and UPDATE, and both policies agree on
 // what asking for a writable cgroup means.
 func TestPolicyManifests(t *testing.T) {
-	var optIn []string
+	var optIn [][]admissionv1.Variable
 	for _, file := range []string{policyFile, usernsFile} {
 		m := loadManifest(t, file)
 		for _, p := range m.policies {
@@ -463,11 +530,16 @@ func TestPolicyManifests(t *testing.T) {
 				!slices.Equal(rules[0].Operations, []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}) {
 				t.Errorf("%s: policy %s: want one rule, pods (not their subresources) on CREATE and UPDATE; got %+v", file, p.Name, rules)
 			}
-			i := slices.IndexFunc(s.Variables, func(v admissionv1.Variable) bool { return v.Name == "optInKeys" })
-			if i < 0 {
-				t.Fatalf("%s: policy %s has no optInKeys variable", file, p.Name)
+			if len(s.Variables) < len(askVariables) {
+				t.Fatalf("%s: policy %s has %d variables, want %v first", file, p.Name, len(s.Variables), askVariables)
 			}
-			optIn = append(optIn, s.Variables[i].Expression)
+			first := s.Variables[:len(askVariables)]
+			for i, v := range first {
+				if v.Name != askVariables[i] {
+					t.Fatalf("%s: policy %s: variable %d is %s, want %s", file, p.Name, i, v.Name, askVariables[i])
+				}
+			}
+			optIn = append(optIn, first)
 			bound := slices.ContainsFunc(m.bindings, func(b admissionv1.ValidatingAdmissionPolicyBinding) bool {
 				return b.Spec.PolicyName == p.Name &&
 					slices.Equal(b.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) &&
@@ -478,8 +550,8 @@ func TestPolicyManifests(t *testing.T) {
 			}
 		}
 	}
-	if len(optIn) != 2 || optIn[0] != optIn[1] {
-		t.Errorf("the optInKeys variables of %s and %s differ", policyFile, usernsFile)
+	if len(optIn) != 2 || !slices.Equal(optIn[0], optIn[1]) {
+		t.Errorf("the variables %v of %s and %s differ", askVariables, policyFile, usernsFile)
 	}
 }
 
@@ -520,6 +592,106 @@ func TestPolicyAllowedNamespaces(t *testing.T) {
 	}
 }
 
+// A pod naming a RuntimeClass of admissionPolicy.writableRuntimeClasses
+// (whose handler makes every container writable: containerd's
+// cgroup_writable) asks for a writable cgroup as if annotated, and both
+// policies judge it by the same rules, their messages naming
+// runtimeClassName and its value. A pod naming another class, or none,
+// asks for nothing.
+func TestPolicyRuntimeClass(t *testing.T) {
+	base, userns := classPolicies(t)
+	const (
+		w        = "writable-cgroups.noderesource.dev"
+		us       = `["cgdelegate"]`
+		tolerate = "tolerate-missing-plugins.cgdelegate.io"
+		byClass  = "runtimeClassName " + writableClass + " asks for a writable cgroup"
+		nsNot    = "but namespace team is not labelled cgdelegate.io/writable-cgroups=allowed: ask a cluster admin to label it, or use another runtime class"
+	)
+	allowed := map[string]string{nsLabel: "allowed"}
+	tr, fa := true, false
+	tests := []struct {
+		name      string
+		class     string
+		labels    map[string]string
+		ann       map[string]string
+		hostUsers *bool
+		// wantBase and wantUserns hold one substring per denial, in
+		// order; none means admitted.
+		wantBase, wantUserns []string
+	}{
+		// Asks for nothing: admitted anywhere.
+		{name: "no runtime class"},
+		{name: "a class not in the list", class: "runc"},
+		{name: "a class named like a listed one", class: writableClass + "-2"},
+		{name: "a prefix of a listed class", class: "runc-writabl"},
+		{name: "a class not in the list, hostUsers true", class: "kata", hostUsers: &tr},
+		{name: "a class not in the list, tolerating", class: "runc", ann: ann(tolerate, "true")},
+
+		// Asks, everything in place.
+		{name: "allowed", class: writableClass, labels: allowed, ann: ann(requiredPlugins, us), hostUsers: &fa},
+		{name: "allowed, the second class", class: "kata.rw", labels: allowed, ann: ann(requiredPlugins+"/pod", us), hostUsers: &fa},
+		{
+			name: "allowed, host users: only the user-namespace policy denies", class: writableClass, labels: allowed, ann: ann(requiredPlugins, us),
+			wantUserns: []string{byClass + ", which this cluster allows only in a user namespace: set spec.hostUsers: false, or use another runtime class"},
+		},
+
+		// Asks, denied: each rule the annotation meets.
+		{
+			name: "namespace not allowed", class: writableClass, ann: ann(requiredPlugins, us), hostUsers: &fa,
+			wantBase: []string{byClass + ", " + nsNot},
+		},
+		{
+			name: "namespace not allowed, the second class", class: "kata.rw", ann: ann(requiredPlugins, us), hostUsers: &fa,
+			wantBase: []string{"runtimeClassName kata.rw asks for a writable cgroup, but namespace team"},
+		},
+		{
+			name: "required-plugins missing", class: writableClass, labels: allowed, hostUsers: &fa,
+			wantBase: []string{byClass + ", so the pod must also carry the annotation required-plugins.noderesource.dev"},
+		},
+		{
+			name: "required-plugins without us", class: writableClass, labels: allowed, ann: ann(requiredPlugins, `["other"]`), hostUsers: &fa,
+			wantBase: []string{"does not list cgdelegate as a flow list of plugin names such as [\"cgdelegate\"] or [other, \"cgdelegate\"]; the pod asks for a writable cgroup (runtimeClassName " + writableClass + ")"},
+		},
+		{
+			name: "tolerates missing plugins", class: writableClass, labels: allowed, ann: ann(requiredPlugins, us, tolerate, "true"), hostUsers: &fa,
+			wantBase: []string{"but the pod asks for a writable cgroup (runtimeClassName " + writableClass + "): remove it"},
+		},
+		{
+			// The runtime would make the containers writable whatever
+			// the annotation says where the node's guard is off.
+			name: "ReadOnly does not take the class back", class: writableClass, ann: ann(w, "ReadOnly", requiredPlugins, us), hostUsers: &fa,
+			wantBase: []string{byClass + ", " + nsNot},
+		},
+		{
+			name: "annotation and class", class: writableClass, ann: ann(w, "true"),
+			wantBase: []string{
+				"annotation " + w + " and runtimeClassName " + writableClass + " asks for a writable cgroup, but namespace team is not labelled cgdelegate.io/writable-cgroups=allowed: ask a cluster admin to label it, or remove the annotation and use another runtime class",
+				"annotation " + w + " and runtimeClassName " + writableClass + " asks for a writable cgroup, so the pod must also carry",
+			},
+			wantUserns: []string{"set spec.hostUsers: false, or remove the annotation and use another runtime class"},
+		},
+		{
+			name: "annotation with a class not in the list", class: "runc", ann: ann(w, "true", requiredPlugins, us), hostUsers: &fa,
+			wantBase: []string{"annotation " + w + " asks for a writable cgroup, but namespace team is not labelled cgdelegate.io/writable-cgroups=allowed: ask a cluster admin to label it, or remove the annotation"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ns := withRuntimeClass(pod(t, tc.ann, tc.hostUsers), tc.class), namespace(t, tc.labels)
+			for _, c := range []struct {
+				p    policy
+				want []string
+			}{{base, tc.wantBase}, {userns, tc.wantUserns}} {
+				got, err := c.p.admit(p, ns)
+				if err != nil {
+					t.Fatalf("%s: %v", c.p.name, err)
+				}
+				wantDenials(t, c.p.name, got, c.want)
+			}
+		})
+	}
+}
+
 // An update of a pod may not add, change or remove an annotation the
 // runtime reads when it creates the pod sandbox (an opt-in key in any
 // scope and with any value, required-plugins.noderesource.dev,
@@ -527,9 +699,14 @@ func TestPolicyAllowedNamespaces(t *testing.T) {
 // writable cgroup: the kubelet creates the sandbox from the pod as it is
 // then, after a Pending or gated pod was annotated, and again when the
 // sandbox is re-created. Any other update is admitted, and a pod that
-// (as updated) asks for nothing is never refused.
+// (as updated) asks for nothing is never refused. A pod asking by its
+// RuntimeClass (spec.runtimeClassName cannot change on a pod) is held to
+// the same rule. Each case runs against the chart told of writable runtime
+// classes, and, when its pod names no class, against the shipped
+// manifests too.
 func TestPolicyUpdate(t *testing.T) {
 	base, userns := policies(t)
+	cBase, cUserns := classPolicies(t)
 	const (
 		w        = "writable-cgroups.noderesource.dev"
 		us       = `["cgdelegate"]`
@@ -545,6 +722,8 @@ func TestPolicyUpdate(t *testing.T) {
 		labels    map[string]string
 		old, new  map[string]string
 		hostUsers *bool
+		// class is both pods' spec.runtimeClassName.
+		class string
 		// newLabels are pod labels the update adds.
 		newLabels map[string]string
 		// wantBase and wantUserns hold one substring per denial, in
@@ -555,7 +734,7 @@ func TestPolicyUpdate(t *testing.T) {
 		// allowed, annotated afterwards.
 		{
 			name: "Pending pod annotated with the opt-in key", new: ann(w, "Writable"),
-			wantBase: []string{"annotation " + w + " was added, changed or removed on a pod that asks for a writable cgroup (" + w + "): " + readAt}, wantUserns: []string{noNS},
+			wantBase: []string{"annotation " + w + " was added, changed or removed on a pod that asks for a writable cgroup (annotation " + w + "): " + readAt}, wantUserns: []string{noNS},
 		},
 		{
 			name: "Pending pod annotated with the opt-in key and required-plugins", new: asking,
@@ -645,18 +824,48 @@ func TestPolicyUpdate(t *testing.T) {
 		{name: "plain pod, required-plugins added and removed", old: ann(requiredPlugins, us), new: ann(requiredPlugins+"/pod", `["other"]`)},
 		{name: "plain pod, opt-in key false added", new: ann(w, "false", annotations.KubeRayWritable.Name, "false")},
 		{name: "plain pod, ReadOnly changed to false", old: ann(w, "ReadOnly"), new: ann(w, "false")},
+
+		// A pod that asks by its RuntimeClass.
+		{
+			name: "class: required-plugins removed", class: writableClass, labels: allowed, hostUsers: &fa,
+			old: ann(requiredPlugins, us), new: ann(),
+			wantBase: []string{"annotation " + requiredPlugins + " was added, changed or removed on a pod that asks for a writable cgroup (runtimeClassName " + writableClass + "): " + readAt},
+		},
+		{
+			name: "class: tolerate-missing-plugins added", class: writableClass, labels: allowed, hostUsers: &fa,
+			old: ann(requiredPlugins, us), new: ann(requiredPlugins, us, tolerate, "true"),
+			wantBase: []string{"annotation " + tolerate + " was added"},
+		},
+		{
+			name: "class: an opt-in key added", class: writableClass, hostUsers: &tr,
+			old: ann(requiredPlugins, us), new: ann(requiredPlugins, us, w, "false"),
+			wantBase:   []string{"annotation " + w + " was added, changed or removed on a pod that asks for a writable cgroup (runtimeClassName " + writableClass + ")"},
+			wantUserns: []string{"runtimeClassName " + writableClass + " asks for a writable cgroup, which this cluster allows only in a user namespace"},
+		},
+		{name: "class: another annotation added", class: writableClass, labels: allowed, hostUsers: &fa, old: ann(requiredPlugins, us), new: ann(requiredPlugins, us, "example.com/x", "y")},
+		{name: "class, namespace not allowed (created before the class was listed): a label added", class: writableClass, newLabels: map[string]string{"team": "a"}},
+		{name: "class not in the list: tolerate-missing-plugins and required-plugins changed", class: "runc", old: ann(requiredPlugins, us), new: ann(tolerate, "true")},
+		{
+			name: "class not in the list: the opt-in key added", class: "runc", new: ann(w, "true"),
+			wantBase: []string{"annotation " + w + " was added, changed or removed on a pod that asks for a writable cgroup (annotation " + w + ")"}, wantUserns: []string{noNS},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			old, ns := pod(t, tc.old, tc.hostUsers), namespace(t, tc.labels)
-			updated := pod(t, tc.new, tc.hostUsers)
+			old, ns := withRuntimeClass(pod(t, tc.old, tc.hostUsers), tc.class), namespace(t, tc.labels)
+			updated := withRuntimeClass(pod(t, tc.new, tc.hostUsers), tc.class)
 			if tc.newLabels != nil {
 				updated["metadata"].(map[string]any)["labels"] = tc.newLabels
 			}
-			for _, c := range []struct {
+			type judge struct {
 				p    policy
 				want []string
-			}{{base, tc.wantBase}, {userns, tc.wantUserns}} {
+			}
+			judges := []judge{{cBase, tc.wantBase}, {cUserns, tc.wantUserns}}
+			if tc.class == "" {
+				judges = append(judges, judge{base, tc.wantBase}, judge{userns, tc.wantUserns})
+			}
+			for _, c := range judges {
 				got, err := c.p.update(old, updated, ns)
 				if err != nil {
 					t.Fatalf("%s: %v", c.p.name, err)
@@ -669,9 +878,14 @@ func TestPolicyUpdate(t *testing.T) {
 
 // A pod that asks for nothing is never refused, on CREATE or UPDATE,
 // whatever it carried before and whatever namespace it is in: random
-// annotation sets drawn from every key the policies read, and others.
+// annotation sets drawn from every key the policies read, and others, and
+// random spec.runtimeClassName values (none, a class the chart was told
+// makes containers writable, classes it was not told of, names close to
+// one it was), against the shipped manifests (told of no class) and the
+// chart told of two.
 func TestPolicyNeverRefusesPodsThatDoNotAsk(t *testing.T) {
 	base, userns := policies(t)
+	cBase, cUserns := classPolicies(t)
 	w := annotations.WritableCgroups.Name
 	keys := []string{
 		w, w + "/pod", w + "/container.app", annotations.CRIOWritable.Name, annotations.CRIOWritableLegacy.Name,
@@ -680,8 +894,12 @@ func TestPolicyNeverRefusesPodsThatDoNotAsk(t *testing.T) {
 		"example.com/x", annotations.MaxDepth.Name,
 	}
 	values := []string{"true", "Writable", "false", " ReadOnly ", "", `["cgdelegate"]`, `["other"]`, "yes"}
+	classes := []string{"", "", writableClass, "kata.rw", "runc", "kata", writableClass + "-2", "kata", "rw"}
 	optIn := regexp.MustCompile(`^\s*(ReadOnly|false)\s*$`)
-	asks := func(a map[string]string) bool {
+	asks := func(a map[string]string, class string, told bool) bool {
+		if told && (class == writableClass || class == "kata.rw") {
+			return true
+		}
 		for k, v := range a {
 			isOptIn := k == w || k == w+"/pod" || strings.HasPrefix(k, w+"/container.") || k == annotations.CRIOWritable.Name ||
 				k == annotations.CRIOWritableLegacy.Name || k == annotations.KubeRayWritable.Name
@@ -701,33 +919,49 @@ func TestPolicyNeverRefusesPodsThatDoNotAsk(t *testing.T) {
 	}
 	fa := false
 	namespaces := []map[string]any{namespace(t, nil), namespace(t, map[string]string{nsLabel: "allowed"})}
-	checked := 0
-	for i := range 3000 {
-		old, updated := draw(), draw()
-		if asks(updated) {
-			continue
-		}
-		checked++
-		var hostUsers *bool
-		if i%2 == 0 {
-			hostUsers = &fa
-		}
-		ns := namespaces[i%len(namespaces)]
-		for _, p := range []policy{base, userns} {
-			created, err := p.admit(pod(t, updated, hostUsers), ns)
-			if err != nil {
-				t.Fatalf("%s: CREATE %v: %v", p.name, updated, err)
+	for _, set := range []struct {
+		name     string
+		told     bool
+		policies []policy
+	}{
+		{"the shipped manifests", false, []policy{base, userns}},
+		{"the chart told of writable runtime classes", true, []policy{cBase, cUserns}},
+	} {
+		t.Run(set.name, func(t *testing.T) {
+			checked, withClass := 0, 0
+			for i := range 3000 {
+				old, updated := draw(), draw()
+				// spec.runtimeClassName cannot change on a pod.
+				class := classes[rng.IntN(len(classes))]
+				if asks(updated, class, set.told) {
+					continue
+				}
+				checked++
+				if class != "" {
+					withClass++
+				}
+				var hostUsers *bool
+				if i%2 == 0 {
+					hostUsers = &fa
+				}
+				ns := namespaces[i%len(namespaces)]
+				for _, p := range set.policies {
+					created, err := p.admit(withRuntimeClass(pod(t, updated, hostUsers), class), ns)
+					if err != nil {
+						t.Fatalf("%s: CREATE %v class %q: %v", p.name, updated, class, err)
+					}
+					changed, err := p.update(withRuntimeClass(pod(t, old, hostUsers), class), withRuntimeClass(pod(t, updated, hostUsers), class), ns)
+					if err != nil {
+						t.Fatalf("%s: UPDATE %v to %v class %q: %v", p.name, old, updated, class, err)
+					}
+					if len(created) != 0 || len(changed) != 0 {
+						t.Fatalf("%s: a pod that asks for nothing (%v, runtime class %q, before %v) was refused: CREATE %q, UPDATE %q", p.name, updated, class, old, created, changed)
+					}
+				}
 			}
-			changed, err := p.update(pod(t, old, hostUsers), pod(t, updated, hostUsers), ns)
-			if err != nil {
-				t.Fatalf("%s: UPDATE %v to %v: %v", p.name, old, updated, err)
+			if checked < 500 || withClass < 250 {
+				t.Fatalf("only %d draws asked for nothing, %d of them with a runtime class; the generator is off", checked, withClass)
 			}
-			if len(created) != 0 || len(changed) != 0 {
-				t.Fatalf("%s: a pod that asks for nothing (%v, before %v) was refused: CREATE %q, UPDATE %q", p.name, updated, old, created, changed)
-			}
-		}
-	}
-	if checked < 500 {
-		t.Fatalf("only %d draws asked for nothing; the generator is off", checked)
+		})
 	}
 }

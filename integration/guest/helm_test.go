@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +73,8 @@ func helmCmd(ctx context.Context, args ...string) ([]byte, error) {
 // a feature after the install: CPU pinning with CPU 0 reserved (the
 // pinning, resize and upgrade scenarios' pinned pods get another), as
 // pluginConfigYAML configures the external plugin of the Cluster
-// variants, a namespace allowed by name (ClusterAdmissionPolicy), and on
+// variants, a namespace allowed by name and the RuntimeClass whose
+// handler makes containers writable (ClusterAdmissionPolicy), and on
 // an AppArmor node cgdelegate's engine profiles (the stories' pods name
 // them).
 // The install itself sets nothing but the registry: the network is the
@@ -83,6 +85,7 @@ func configValues(appArmor bool) []string {
 		"--set", "config.cpuPinning=true",
 		"--set-string", "config.reservedCPUs=0",
 		"--set", "admissionPolicy.allowedNamespaces={" + allowedByName + "}",
+		"--set", "admissionPolicy.writableRuntimeClasses={" + writableRuntimeClass + "}",
 	}
 	if appArmor {
 		values = append(values, "--set", "engineProfiles.seccomp=true", "--set", "engineProfiles.appArmor=true")
@@ -317,6 +320,10 @@ const (
 	allowedByLabel = "sandbox-admitted"
 	// writablePolicy is the chart's policy on writable-cgroup pods.
 	writablePolicy = "cgdelegate-writable-cgroups"
+	// writableRuntimeClass is a RuntimeClass of writableHandler (the
+	// node's containerd runtime with cgroup_writable = true), named in the
+	// install's admissionPolicy.writableRuntimeClasses (configValues).
+	writableRuntimeClass = writableHandler
 )
 
 // admissionPod is a pod in namespace, asking for a writable cgroup (with
@@ -344,6 +351,16 @@ func admissionPod(name, namespace string, writable bool) *corev1.Pod {
 	return p
 }
 
+// runtimeClassPod is a pod in namespace that asks for a writable cgroup by
+// its RuntimeClass only: spec.runtimeClassName writableRuntimeClass, and
+// the required-plugins annotation the policy wants.
+func runtimeClassPod(name, namespace string) *corev1.Pod {
+	p := admissionPod(name, namespace, false)
+	p.Spec.RuntimeClassName = ptr(writableRuntimeClass)
+	p.Annotations = map[string]string{"required-plugins.noderesource.dev": `["cgdelegate"]`}
+	return p
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // applyObject applies v (as JSON) with kubectl.
@@ -361,7 +378,11 @@ func applyObject(ctx context.Context, v any) ([]byte, error) {
 // labelled nor named in admissionPolicy.allowedNamespaces, with the
 // policy's message; admitted and delegated in a namespace named there and
 // in one labelled cgdelegate.io/writable-cgroups=allowed; a pod that asks
-// for nothing is admitted in the first namespace and runs.
+// for nothing is admitted in the first namespace and runs. A pod that asks
+// by naming the RuntimeClass writableRuntimeClass, with no annotation but
+// required-plugins, is denied in the first namespace with a message naming
+// its runtimeClassName; in the labelled one it is admitted, its container
+// runs on the writable handler and guard mode bounded its pod cgroup.
 func clusterAdmissionPolicy(t *testing.T, e *guestEnv) {
 	e.requireHelmPlugin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -417,6 +438,38 @@ func clusterAdmissionPolicy(t *testing.T, e *guestEnv) {
 		})
 	}
 
+	// The RuntimeClass of the node's writable handler, as a cluster admin
+	// makes it (cluster-scoped: no tenant can).
+	rc := map[string]any{
+		"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+		"metadata": map[string]any{"name": writableRuntimeClass}, "handler": writableHandler,
+	}
+	if _, err := applyObject(ctx, rc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := kubectl(ctx, nil, "delete", "runtimeclass", writableRuntimeClass, "--wait=false"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	classDenied := runtimeClassPod("class-denied", clusterNamespace)
+	if out, err := applyObject(ctx, classDenied); err == nil {
+		t.Errorf("pod %s/%s naming runtime class %s was admitted: %s", classDenied.Namespace, classDenied.Name, writableRuntimeClass, out)
+		_, _ = kubectl(ctx, nil, "-n", classDenied.Namespace, "delete", "pod", classDenied.Name, "--wait=false")
+	} else {
+		for _, want := range []string{
+			writablePolicy, "runtimeClassName " + writableRuntimeClass + " asks for a writable cgroup",
+			"namespace " + clusterNamespace + " is not labelled", "or use another runtime class",
+		} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the denial lacks %q: %v", want, err)
+			}
+		}
+		t.Logf("runtime class %s denied in %s as expected: %v", writableRuntimeClass, clusterNamespace, err)
+	}
+
 	denied := admissionPod("writable-denied", clusterNamespace, true)
 	start := time.Now()
 	out, err := applyObject(ctx, denied)
@@ -434,7 +487,8 @@ func clusterAdmissionPolicy(t *testing.T, e *guestEnv) {
 	}
 
 	plain := admissionPod("plain-admitted", clusterNamespace, false)
-	pods := []*corev1.Pod{plain, admissionPod("writable-by-name", allowedByName, true), admissionPod("writable-by-label", allowedByLabel, true)}
+	byClass := runtimeClassPod("writable-by-class", allowedByLabel)
+	pods := []*corev1.Pod{plain, admissionPod("writable-by-name", allowedByName, true), admissionPod("writable-by-label", allowedByLabel, true), byClass}
 	for _, p := range pods {
 		if _, err := applyObject(ctx, p); err != nil {
 			t.Fatalf("pod %s/%s: %v", p.Namespace, p.Name, err)
@@ -444,14 +498,26 @@ func clusterAdmissionPolicy(t *testing.T, e *guestEnv) {
 	for _, want := range pods {
 		p := waitNamespacedPod(ctx, t, want.Namespace, want.Name, "work", 4*time.Minute)
 		c := e.kubeletContainer(ctx, t, p, "work")
-		if want.Annotations == nil {
+		switch {
+		case want.Annotations == nil:
 			if m, _ := cgroupMount(ctx, t, c); !m.ReadOnly() {
 				t.Errorf("pod %s/%s asked for nothing but has /sys/fs/cgroup = %s, want read-only", want.Namespace, want.Name, m)
 			}
-			continue
+		case want.Spec.RuntimeClassName != nil:
+			// Writable by the runtime itself: guard mode bounded the pod
+			// cgroup (the kubelet leaves both files at max).
+			assertWritableMount(ctx, t, c)
+			podCg := e.kubeletPodCgroup(t, e.kubelet, p)
+			for _, f := range []string{"cgroup.max.descendants", "cgroup.max.depth"} {
+				if v, err := strconv.Atoi(readCgroupFile(t, podCg, f)); err != nil || v > 250 {
+					t.Errorf("pod %s/%s (runtime class %s): %s/%s = %q, want the guard's bound (at most 250)",
+						want.Namespace, want.Name, writableRuntimeClass, podCg, f, readCgroupFile(t, podCg, f))
+				}
+			}
+		default:
+			assertWritableMount(ctx, t, c)
+			assertDelegates(ctx, t, c)
 		}
-		assertWritableMount(ctx, t, c)
-		assertDelegates(ctx, t, c)
 	}
 	admissionUpdates(ctx, t)
 	clusterMetric(t, "ClusterAdmissionPolicy", "cluster_admission", map[string]float64{"denied_seconds": seconds(deniedAfter)})

@@ -100,6 +100,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"unknown pullPolicy", []string{"--set", "image.pullPolicy=Sometimes"}, []string{schema, "/image/pullPolicy"}},
 		{"port out of range", []string{"--set", "metrics.port=70000"}, []string{schema, "/metrics/port"}},
 		{"namespace that is no DNS label", []string{"--set-json", `admissionPolicy.allowedNamespaces=["a') || true || ('"]`}, []string{schema, "/admissionPolicy/allowedNamespaces/0"}},
+		{"runtime class that is no DNS subdomain", []string{"--set-json", `admissionPolicy.writableRuntimeClasses=["a'] || true || ['"]`}, []string{schema, "/admissionPolicy/writableRuntimeClasses/0"}},
+		{"runtime class with capitals", []string{"--set-json", `admissionPolicy.writableRuntimeClasses=["Kata"]`}, []string{schema, "/admissionPolicy/writableRuntimeClasses/0"}},
 		{"config not a map", []string{"--set", "config=guard"}, []string{schema, "/config", "got string, want object"}},
 		{"misspelt engineProfiles key", []string{"--set", "engineProfiles.apparmor=true"}, []string{schema, "/engineProfiles", "'apparmor' not allowed"}},
 		{"word for engineProfiles.seccomp", []string{"--set", "engineProfiles.seccomp=yes"}, []string{schema, "/engineProfiles/seccomp", "got string, want boolean"}},

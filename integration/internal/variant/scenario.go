@@ -194,7 +194,11 @@ const (
 	// asking for a writable cgroup is denied outside the allowed
 	// namespaces with the policy's message, admitted and delegated in one
 	// allowed by name and in one allowed by label; a pod that asks for
-	// nothing is admitted and runs.
+	// nothing is admitted and runs. A pod naming the RuntimeClass of the
+	// node's cgroup_writable handler (in the chart's
+	// admissionPolicy.writableRuntimeClasses) is denied outside the allowed
+	// namespaces with a message naming it, and admitted, writable and
+	// bounded by guard mode in an allowed one.
 	ClusterAdmissionPolicy Scenario = "ClusterAdmissionPolicy"
 	// ClusterNodeLabel: cgdelegate labels its own Node
 	// cgdelegate.io/supports-cgroup-options=true with its service account

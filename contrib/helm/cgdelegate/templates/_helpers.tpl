@@ -157,7 +157,7 @@ every hook succeeded, kept for its log when it failed.
 
 {{/*
 cgdelegate.optInKeys is the CEL list of the pod's annotations that ask for a
-writable cgroup; both writable-cgroups policies use it.
+writable cgroup; both writable-cgroups policies use it (cgdelegate.askVariables).
 */}}
 {{- define "cgdelegate.optInKeys" -}}
 has(object.metadata.annotations) ?
@@ -170,6 +170,43 @@ object.metadata.annotations.filter(k,
    || k.startsWith('writable-cgroups.noderesource.dev/container.'))
   && !object.metadata.annotations[k].matches(r'^\s*(ReadOnly|false)\s*$')) :
 []
+{{- end }}
+
+{{/*
+cgdelegate.askVariables are the first variables of both writable-cgroups
+policies, identical in both (contrib/kubernetes/policy_test.go checks), as
+a YAML list indented by the argument's indent:
+  optInKeys: the annotations that ask (cgdelegate.optInKeys);
+  writableRuntimeClass: the pod's spec.runtimeClassName when
+    admissionPolicy.writableRuntimeClasses names it (a RuntimeClass whose
+    handler makes containers writable: containerd's cgroup_writable), as a
+    list of one; empty otherwise, and always with the value empty;
+  askedBy: what asks, for the messages ('annotation k1, k2',
+    'runtimeClassName c'); empty: the pod does not ask;
+  stopAsking: how the pod would stop asking, for the messages.
+*/}}
+{{- define "cgdelegate.askVariables" -}}
+- name: optInKeys
+  expression: >-
+    {{- include "cgdelegate.optInKeys" . | nindent 4 }}
+- name: writableRuntimeClass
+  expression: >-
+{{- with .Values.admissionPolicy.writableRuntimeClasses }}
+    has(object.spec.runtimeClassName) &&
+    object.spec.runtimeClassName in {{ toJson . | replace "\"" "'" }} ?
+    [object.spec.runtimeClassName] : []
+{{- else }}
+    []
+{{- end }}
+- name: askedBy
+  expression: >-
+    (variables.optInKeys.size() == 0 ? [] : ['annotation ' + variables.optInKeys.join(', ')]) +
+    variables.writableRuntimeClass.map(c, 'runtimeClassName ' + c)
+- name: stopAsking
+  expression: >-
+    variables.writableRuntimeClass.size() == 0 ? 'remove the annotation' :
+    variables.optInKeys.size() == 0 ? 'use another runtime class' :
+    'remove the annotation and use another runtime class'
 {{- end }}
 
 {{/*
