@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -479,5 +480,56 @@ func TestUnsafeAfterStart(t *testing.T) {
 	}
 	if d := p.Delegation(); len(d.Unsafe) != 0 {
 		t.Fatalf("safe again: %+v", d.Unsafe)
+	}
+}
+
+// TestChurnBoundConcurrent plays the tighten tick racing pods' first and
+// later containers: a pod's first bounds are never lowered before they are
+// in place (so its reservation is its cap), and each bound ends at its cap
+// less its dying cgroups.
+func TestChurnBoundConcurrent(t *testing.T) {
+	h := fakehost.New(t)
+	p := budgetPlugin(t, h, 0, nil)
+	const n = 10
+	pods := make([]*api.PodSandbox, n)
+	for i := range pods {
+		pods[i] = budgetPod(t, h, i, writableAnn)
+		setStat(t, h, podRel(t, pods[i]), 1, 10*i)
+	}
+	stop := make(chan struct{})
+	var tick sync.WaitGroup
+	tick.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				p.TightenBounds()
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	for _, pod := range pods {
+		wg.Go(func() {
+			for _, name := range []string{"app", "sidecar", "debug"} {
+				if _, _, err := p.CreateContainer(context.Background(), pod, budgetCtr(pod, name)); err != nil {
+					t.Errorf("%s/%s: %v", pod.GetName(), name, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	tick.Wait()
+	p.TightenBounds()
+	d := p.Delegation()
+	if d.Reserved != n*config.DefaultMaxDescendants {
+		t.Errorf("reserved %d, want %d: a pod's reservation followed its lowered bound", d.Reserved, n*config.DefaultMaxDescendants)
+	}
+	for i, pod := range pods {
+		want := strconv.Itoa(config.DefaultMaxDescendants - 10*i)
+		if got, _ := h.ReadPodFile(pod.GetLinux().GetCgroupParent(), host.FileMaxDescendants); got != want {
+			t.Errorf("%s: cgroup.max.descendants %s, want %s", pod.GetName(), got, want)
+		}
 	}
 }
