@@ -58,16 +58,23 @@ func cgroupStat(t *testing.T, dir string) host.CgroupStat {
 	return st
 }
 
-// nodeDelegationBudget: with nodeMaxDelegatedCgroups 500 (two writable pods
-// at the default 250 each), the third writable pod is refused, naming the
-// budget, what is reserved and by how many pods, and what it asks; a plain
-// pod runs beside it; removing a writable pod frees its share; a restarted
-// plugin learns the reservations again from the running containers.
+// nodeDelegationBudget: with a nodeMaxDelegatedCgroups of two writable pods
+// at the default 250 each, beside the node's dying cgroups (which count,
+// and which a busy guest has: a removed container whose memory is still
+// charged, such as the image files it read first, in RAM here) and 20
+// more, the third writable pod is refused, naming the budget, what is
+// reserved and by how many pods, and what it asks; a plain pod runs beside
+// it; removing a writable pod frees its share; a restarted plugin learns
+// the reservations again from the running containers.
 func nodeDelegationBudget(t *testing.T, e *guestEnv) {
 	ctx := scenarioCtx(t)
-	e.withPluginConfig(ctx, t, "nodeMaxDelegatedCgroups: 500\n")
-	e.waitDelegation(ctx, t, "empty ledger with a budget of 500", func(d *status.Delegation) bool {
-		return d.Budget == 500 && d.Reserved == 0
+	dying := cgroupStat(t, e.paths.CgroupRoot).DyingDescendants
+	limit := 2*config.DefaultMaxDescendants + dying + 20
+	budget := fmt.Sprintf("nodeMaxDelegatedCgroups=%d", limit)
+	t.Logf("the node has %d dying cgroups: %s", dying, budget)
+	e.withPluginConfig(ctx, t, fmt.Sprintf("nodeMaxDelegatedCgroups: %d\n", limit))
+	e.waitDelegation(ctx, t, "empty ledger with the budget", func(d *status.Delegation) bool {
+		return d.Budget == limit && d.Reserved == 0
 	})
 	a := e.runPod(ctx, t, cri.PodSpec{Name: "a", Annotations: writable()})
 	runContainer(ctx, t, a, sleeper("app", 0))
@@ -76,7 +83,7 @@ func nodeDelegationBudget(t *testing.T, e *guestEnv) {
 	c := e.runPod(ctx, t, cri.PodSpec{Name: "c", Annotations: writable()})
 	_, err := c.CreateContainer(ctx, sleeper("app", 0))
 	requireErrContains(t, "a third writable pod past the node budget", err,
-		"nodeMaxDelegatedCgroups=500", "500 are reserved by 2 writable pods", "need 250", "cgroup-max-descendants.cgdelegate.io")
+		budget, "500 are reserved by 2 writable pods", "need 250", "cgroup-max-descendants.cgdelegate.io")
 	t.Logf("refusal seen by the CRI client: %v", err)
 	if got := readCgroupFile(t, e.podCgroup(c), host.FileMaxDescendants); got != "max" {
 		t.Errorf("the refused pod's cgroup.max.descendants = %q, want max (untouched)", got)
@@ -102,7 +109,7 @@ func nodeDelegationBudget(t *testing.T, e *guestEnv) {
 	t.Logf("after the restart: %d reserved by %d pods of %d", rep.Delegation.Reserved, len(rep.Delegation.Pods), rep.Delegation.Budget)
 	d := e.runPod(ctx, t, cri.PodSpec{Name: "d", Annotations: writable()})
 	_, err = d.CreateContainer(ctx, sleeper("app", 0))
-	requireErrContains(t, "a writable pod past the budget after a plugin restart", err, "nodeMaxDelegatedCgroups=500", "500 are reserved by 2 writable pods")
+	requireErrContains(t, "a writable pod past the budget after a plugin restart", err, budget, "500 are reserved by 2 writable pods")
 }
 
 // dyingChurn is the command of a container that makes dying memory cgroups
