@@ -165,23 +165,29 @@ func (l *ledger) admit(pod *api.PodSandbox, ctr *api.Container, rel string, want
 
 // settle records got, the pod's cgroup.max.descendants after a writable
 // container's bounds were put in place, and returns the pod's cap, what the
-// container is told its bound is. At the pod's first container the
-// reservation goes down to got (a kubelet's lower value is kept); later got
+// container is told its bound is; want is the cap the container was
+// decided at (the node's maxDescendants lowered by the pod's annotation),
+// which is the limit its hook checks. At the pod's first container the
+// reservation goes down to got (a kubelet's lower value is kept). Later got
 // may be the ledger's own bound (host.ChurnBound), lower by the pod's dying
-// cgroups, which the reservation never follows. The bound in force stays
-// between 0 and the cap, so the hook, whose limit is the cap the pod was
-// decided at (the node's maxDescendants lowered by the pod's annotation,
-// never below the reservation), accepts it at every start.
-func (l *ledger) settle(podID string, got int) int {
+// cgroups, which the reservation never follows; it follows want down (a
+// reload that lowered maxDescendants). So the reservation is never above
+// any of the pod's containers' hook limits, and the bound in force, between
+// 0 and the reservation, passes every container's hook.
+func (l *ledger) settle(podID string, want, got int) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := l.pods[podID]
 	if p == nil {
 		return got
 	}
-	if !p.settled && got >= 0 && got < p.reserved {
-		l.reserved -= p.reserved - got
-		p.reserved = got
+	limit := want
+	if !p.settled {
+		limit = got
+	}
+	if limit >= 0 && limit < p.reserved {
+		l.reserved -= p.reserved - limit
+		p.reserved = limit
 	}
 	p.settled, p.bound = true, got
 	return p.reserved

@@ -337,6 +337,31 @@ func TestChurnBound(t *testing.T) {
 	if err := p.h.Load().fs.CheckBounds(podRel(t, churn), host.Bounds{Descendants: 250, Depth: 50}); err != nil {
 		t.Errorf("the hook's check of the lowered bound against the cap: %v", err)
 	}
+
+	// A reload lowers maxDescendants to 100: the pod's next container is
+	// decided at 100, its hook checks 100, so the reservation follows,
+	// and the bound never goes back above it once the dying are freed.
+	cfg := p.Config()
+	cfg.MaxDescendants = 100
+	if err := p.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	adj, _, err = p.CreateContainer(ctx, churn, budgetCtr(churn, "late"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	setStat(t, h, podRel(t, churn), 5, 10)
+	p.TightenBounds()
+	if got := bound(churn); got != "90" {
+		t.Errorf("after a reload to maxDescendants 100 and 10 dying: cgroup.max.descendants %s, want 90", got)
+	}
+	hookArgs = strings.Join(adj.GetHooks().GetCreateRuntime()[0].GetArgs(), " ")
+	if !strings.Contains(hookArgs, "--max-descendants 100") {
+		t.Errorf("hook args %q after the reload: want --max-descendants 100", hookArgs)
+	}
+	if err := p.h.Load().fs.CheckBounds(podRel(t, churn), host.Bounds{Descendants: 100, Depth: 50}); err != nil {
+		t.Errorf("the new container's hook check: %v", err)
+	}
 }
 
 // TestNodeBudgetRebuiltAtSynchronize: a restarted plugin learns the

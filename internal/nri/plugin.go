@@ -278,10 +278,11 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	plan, err := h.decider.Decide(writable.Input{Pod: pod, Ctr: ctr, Host: h.checker})
 	undo := func() {}
 	if err == nil && plan.Delegates() {
-		undo, err = p.writable.admit(pod, ctr, plan.PodCgroup, plan.Bounds.Descendants, h.cfg.NodeMaxDelegatedCgroups)
+		want := plan.Bounds.Descendants
+		undo, err = p.writable.admit(pod, ctr, plan.PodCgroup, want, h.cfg.NodeMaxDelegatedCgroups)
 		if err == nil {
 			if err = p.ensureBounds(h, pod, &plan); err == nil {
-				plan.Bounds.Descendants = p.writable.settle(pod.GetId(), plan.Bounds.Descendants)
+				plan.Bounds.Descendants = p.writable.settle(pod.GetId(), want, plan.Bounds.Descendants)
 			}
 		}
 	}
