@@ -195,19 +195,21 @@ func dyingCgroups(t *testing.T, e *guestEnv) {
 		"%d after drop_caches, %d after the files were removed", st.DyingDescendants, charged, afterReclaim, afterDrop, afterRemove)
 }
 
-// churnCap is the churning tenant's cgroup.max.descendants in TenantChurn.
-const churnCap = 40
+// churnCap is the churning tenant's cgroup.max.descendants in TenantChurn:
+// small, so that even a slow guest (one cgroup a second on a loaded host)
+// fills it in seconds.
+const churnCap = 12
 
 // tenantChurnScript is the command of a container that churns memory
-// cgroups as dyingChurn does, for 30 s, and goes on when the kernel refuses
-// its mkdir (counting the refusals, one try a second): it writes "made
-// refused" to /tmp/churned.
+// cgroups as dyingChurn does, and goes on when the kernel refuses its
+// mkdir (one try a second), until it was refused three times or for 60 s:
+// it then writes "made refused seconds" to /tmp/churned.
 const tenantChurnScript = `cd /sys/fs/cgroup
 mkdir init && echo $$ > init/cgroup.procs && echo +memory > cgroup.subtree_control || exit 1
 i=0
 refused=0
-end=$(( $(date +%s) + 30 ))
-while [ $(date +%s) -lt $end ]; do
+start=$(date +%s)
+while [ $(date +%s) -lt $((start + 60)) ] && [ $refused -lt 3 ]; do
   if mkdir c$i 2>/dev/null; then
     sh -c "echo \$\$ > /sys/fs/cgroup/c$i/cgroup.procs && head -c 65536 /dev/zero > /tmp/f$i"
     rmdir c$i
@@ -217,12 +219,12 @@ while [ $(date +%s) -lt $end ]; do
     sleep 1
   fi
 done
-echo "$i $refused" > /tmp/churned
+echo "$i $refused $(( $(date +%s) - start ))" > /tmp/churned
 exec sleep 3600
 `
 
-// tenantChurn: a tenant's writable pod (cap 40) churns memory cgroups for
-// 30 s while the node budget has room for it, another tenant's writable
+// tenantChurn: a tenant's writable pod (cap 12) churns memory cgroups
+// while the node budget has room for it, another tenant's writable
 // pod and the node's dying cgroups, and 30 more. The churner's
 // cgroup.max.descendants follows its cap less its dying cgroups, so the
 // kernel refuses its own mkdir and its live plus dying cgroups stay near
@@ -243,21 +245,25 @@ func tenantChurn(t *testing.T, e *guestEnv) {
 	ann := writable()
 	ann[maxDescendantsAnnotation] = strconv.Itoa(churnCap)
 	a := e.runPod(ctx, t, cri.PodSpec{Name: "churn", Namespace: "tenant-churn", Annotations: ann})
+	churner := a.Spec.Namespace + "/" + a.Spec.Name
 	churn := runContainer(ctx, t, a, cri.ContainerSpec{Name: "churn", Image: busyboxImage, Command: []string{"sh", "-c", tenantChurnScript}})
-	start := time.Now()
+	// Sample the churner's pod cgroup every 250 ms until it is done.
+	var made, refused, secs int
 	peak := host.CgroupStat{}
-	for time.Since(start) < 33*time.Second {
+	deadline := time.Now().Add(2 * time.Minute)
+	var lastExec time.Time
+	for {
 		if st := e.podCgroupStat(t, a); st.Descendants+st.DyingDescendants > peak.Descendants+peak.DyingDescendants {
 			peak = st
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	var made, refused int
-	deadline := time.Now().Add(time.Minute)
-	for {
+		if time.Since(lastExec) < 2*time.Second {
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
+		lastExec = time.Now()
 		r, err := churn.Exec(ctx, 10*time.Second, "cat", "/tmp/churned")
 		if err == nil && r.ExitCode == 0 {
-			if _, err := fmt.Sscan(r.Stdout, &made, &refused); err != nil {
+			if _, err := fmt.Sscan(r.Stdout, &made, &refused, &secs); err != nil {
 				t.Fatalf("/tmp/churned %q: %v", r.Stdout, err)
 			}
 			break
@@ -265,23 +271,23 @@ func tenantChurn(t *testing.T, e *guestEnv) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the churn did not finish: %v %v", r, err)
 		}
-		time.Sleep(time.Second)
 	}
 	st := e.podCgroupStat(t, a)
-	t.Logf("the churner made %d memory cgroups in 30 s (%.0f/s under TCG), its mkdir was refused %d times; "+
+	rate := float64(made) / float64(max(secs, 1))
+	t.Logf("the churner made %d memory cgroups in %d s (%.1f/s under TCG), its mkdir was refused %d times; "+
 		"live plus dying peaked at %d+%d (cap %d); now %d live, %d dying, cgroup.max.descendants %s; budget %d (the node had %d dying before)",
-		made, float64(made)/30, refused, peak.Descendants, peak.DyingDescendants, churnCap, st.Descendants, st.DyingDescendants,
+		made, secs, rate, refused, peak.Descendants, peak.DyingDescendants, churnCap, st.Descendants, st.DyingDescendants,
 		readCgroupFile(t, e.podCgroup(a), host.FileMaxDescendants), budget, before.DyingDescendants)
 	if made < churnCap/2 {
 		t.Fatalf("the churner made only %d cgroups: no churn to bound", made)
 	}
 	// One tighten a second: at most what it churns in about two seconds
 	// past its cap.
-	if n, limit := peak.Descendants+peak.DyingDescendants, churnCap+max(2*made/30, 5); n > limit {
+	if n, limit := peak.Descendants+peak.DyingDescendants, churnCap+max(int(2*rate)+1, 5); n > limit {
 		t.Errorf("the churner's live plus dying cgroups reached %d, past its cap %d by more than two seconds of churn (%d)", n, churnCap, limit)
 	}
 	if refused == 0 {
-		t.Errorf("the kernel never refused the churner's mkdir (made %d)", made)
+		t.Errorf("the kernel never refused the churner's mkdir (made %d in %d s)", made, secs)
 	}
 
 	// Another tenant's writable pod, at the default cap, is admitted and
@@ -293,7 +299,7 @@ func tenantChurn(t *testing.T, e *guestEnv) {
 	rep := e.waitDelegation(ctx, t, "both tenants' pods", func(d *status.Delegation) bool { return len(d.Pods) == 2 && d.Node != nil })
 	checkInUse(t, rep.Delegation, cgroupStat(t, root))
 	for _, p := range rep.Delegation.Pods {
-		if p.Pod == "tenant-churn/churn" && (p.Reserved != churnCap || p.Bound != max(churnCap-p.Dying, 0)) {
+		if p.Pod == churner && (p.Reserved != churnCap || p.Bound != max(churnCap-p.Dying, 0)) {
 			t.Errorf("the churner in cgdelegate status: %+v, want reserved %d and bound %d less its dying cgroups", p, churnCap, churnCap)
 		}
 	}
@@ -319,7 +325,7 @@ func tenantChurn(t *testing.T, e *guestEnv) {
 	afterRemove := e.podCgroupStat(t, a)
 	rep = e.waitDelegation(ctx, t, "the churner's bound back up", func(d *status.Delegation) bool {
 		for _, p := range d.Pods {
-			if p.Pod == "tenant-churn/churn" {
+			if p.Pod == churner {
 				return p.Bound == max(churnCap-p.Dying, 0) && p.Dying < st.DyingDescendants && p.Bound > 0
 			}
 		}
