@@ -133,6 +133,8 @@ func (d *daemon) run(ctx context.Context, hup <-chan os.Signal) error {
 			adv.Refresh()
 		}
 	})
+	// A writable pod that churns cgroups is held within its cap.
+	go every(ctx, nri.TightenEvery, p.TightenBounds)
 	go func() {
 		if err := adv.Watch(ctx, 10*time.Second); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("mount table watch stopped; the node advertisement is refreshed only on events", "error", err)

@@ -4,6 +4,7 @@ package guest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )
@@ -38,7 +40,13 @@ func (e *guestEnv) waitDelegation(ctx context.Context, t *testing.T, what string
 // podCgroupStat reads the pod cgroup's cgroup.stat on the host.
 func (e *guestEnv) podCgroupStat(t *testing.T, pod *cri.Pod) host.CgroupStat {
 	t.Helper()
-	f, err := os.Open(filepath.Join(e.podCgroup(pod), host.FileStat))
+	return cgroupStat(t, e.podCgroup(pod))
+}
+
+// cgroupStat reads the cgroup.stat of the host cgroup at dir.
+func cgroupStat(t *testing.T, dir string) host.CgroupStat {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, host.FileStat))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,16 +58,23 @@ func (e *guestEnv) podCgroupStat(t *testing.T, pod *cri.Pod) host.CgroupStat {
 	return st
 }
 
-// nodeDelegationBudget: with nodeMaxDelegatedCgroups 500 (two writable pods
-// at the default 250 each), the third writable pod is refused, naming the
-// budget, what is reserved and by how many pods, and what it asks; a plain
-// pod runs beside it; removing a writable pod frees its share; a restarted
-// plugin learns the reservations again from the running containers.
+// nodeDelegationBudget: with a nodeMaxDelegatedCgroups of two writable pods
+// at the default 250 each, beside the node's dying cgroups (which count,
+// and which a busy guest has: a removed container whose memory is still
+// charged, such as the image files it read first, in RAM here) and 20
+// more, the third writable pod is refused, naming the budget, what is
+// reserved and by how many pods, and what it asks; a plain pod runs beside
+// it; removing a writable pod frees its share; a restarted plugin learns
+// the reservations again from the running containers.
 func nodeDelegationBudget(t *testing.T, e *guestEnv) {
 	ctx := scenarioCtx(t)
-	e.withPluginConfig(ctx, t, "nodeMaxDelegatedCgroups: 500\n")
-	e.waitDelegation(ctx, t, "empty ledger with a budget of 500", func(d *status.Delegation) bool {
-		return d.Budget == 500 && d.Reserved == 0
+	dying := cgroupStat(t, e.paths.CgroupRoot).DyingDescendants
+	limit := 2*config.DefaultMaxDescendants + dying + 20
+	budget := fmt.Sprintf("nodeMaxDelegatedCgroups=%d", limit)
+	t.Logf("the node has %d dying cgroups: %s", dying, budget)
+	e.withPluginConfig(ctx, t, fmt.Sprintf("nodeMaxDelegatedCgroups: %d\n", limit))
+	e.waitDelegation(ctx, t, "empty ledger with the budget", func(d *status.Delegation) bool {
+		return d.Budget == limit && d.Reserved == 0
 	})
 	a := e.runPod(ctx, t, cri.PodSpec{Name: "a", Annotations: writable()})
 	runContainer(ctx, t, a, sleeper("app", 0))
@@ -68,7 +83,7 @@ func nodeDelegationBudget(t *testing.T, e *guestEnv) {
 	c := e.runPod(ctx, t, cri.PodSpec{Name: "c", Annotations: writable()})
 	_, err := c.CreateContainer(ctx, sleeper("app", 0))
 	requireErrContains(t, "a third writable pod past the node budget", err,
-		"nodeMaxDelegatedCgroups=500", "500 are reserved by 2 writable pods", "need 250", "cgroup-max-descendants.cgdelegate.io")
+		budget, "500 are reserved by 2 writable pods", "need 250", "cgroup-max-descendants.cgdelegate.io")
 	t.Logf("refusal seen by the CRI client: %v", err)
 	if got := readCgroupFile(t, e.podCgroup(c), host.FileMaxDescendants); got != "max" {
 		t.Errorf("the refused pod's cgroup.max.descendants = %q, want max (untouched)", got)
@@ -94,7 +109,7 @@ func nodeDelegationBudget(t *testing.T, e *guestEnv) {
 	t.Logf("after the restart: %d reserved by %d pods of %d", rep.Delegation.Reserved, len(rep.Delegation.Pods), rep.Delegation.Budget)
 	d := e.runPod(ctx, t, cri.PodSpec{Name: "d", Annotations: writable()})
 	_, err = d.CreateContainer(ctx, sleeper("app", 0))
-	requireErrContains(t, "a writable pod past the budget after a plugin restart", err, "nodeMaxDelegatedCgroups=500", "500 are reserved by 2 writable pods")
+	requireErrContains(t, "a writable pod past the budget after a plugin restart", err, budget, "500 are reserved by 2 writable pods")
 }
 
 // dyingChurn is the command of a container that makes dying memory cgroups
@@ -121,15 +136,11 @@ exec sleep 3600
 
 // dyingCgroups: a writable container without a memory limit churns memory
 // cgroups; cgroup.max.descendants does not count the dying ones it leaves,
-// cgdelegate does (status, /metrics) and counts them against the node
-// budget, so a writable pod that would fit by the reservations alone is
-// refused. It measures how many one container makes in ten seconds, and
-// what memory.reclaim and drop_caches free.
+// cgdelegate does (status, /metrics), and lowers the pod's bound by them
+// (TenantChurn plays the budget). It measures how many one container makes
+// in ten seconds, and what memory.reclaim and drop_caches free.
 func dyingCgroups(t *testing.T, e *guestEnv) {
 	ctx := scenarioCtx(t)
-	// Two pods at the default 250 fit in 501 only while fewer than two
-	// cgroups are dying in them.
-	e.withPluginConfig(ctx, t, "nodeMaxDelegatedCgroups: 501\n")
 	a := e.runPod(ctx, t, cri.PodSpec{Name: "churn", Annotations: writable()})
 	churn := runContainer(ctx, t, a, cri.ContainerSpec{Name: "churn", Image: busyboxImage, Command: []string{"sh", "-c", dyingChurn}})
 	var made int
@@ -164,11 +175,6 @@ func dyingCgroups(t *testing.T, e *guestEnv) {
 		t.Errorf("cgdelegate_delegated_cgroups_reserved = %v, want 250", v)
 	}
 
-	b := e.runPod(ctx, t, cri.PodSpec{Name: "next", Annotations: writable()})
-	_, err := b.CreateContainer(ctx, sleeper("app", 0))
-	requireErrContains(t, "a writable pod past the budget by the dying cgroups", err, "nodeMaxDelegatedCgroups=501", "dying cgroups remain")
-	t.Logf("refusal seen by the CRI client: %v", err)
-
 	// What frees them: reclaim of what is charged to the pod, the host's
 	// caches, then the files themselves. A write to memory.reclaim that
 	// asks for more than can be reclaimed retries in the kernel (minutes
@@ -187,6 +193,179 @@ func dyingCgroups(t *testing.T, e *guestEnv) {
 	afterRemove := e.podCgroupStat(t, a).DyingDescendants
 	t.Logf("dying cgroups in the pod: %d after the churn (%s bytes charged to the pod), %d after memory.reclaim of that, "+
 		"%d after drop_caches, %d after the files were removed", st.DyingDescendants, charged, afterReclaim, afterDrop, afterRemove)
+}
+
+// churnCap is the churning tenant's cgroup.max.descendants in TenantChurn:
+// small, so that even a slow guest (one cgroup a second on a loaded host)
+// fills it in seconds.
+const churnCap = 12
+
+// tenantChurnScript is the command of a container that churns memory
+// cgroups as dyingChurn does, and goes on when the kernel refuses its
+// mkdir (one try a second), until it was refused three times or for 60 s:
+// it then writes "made refused seconds" to /tmp/churned.
+const tenantChurnScript = `cd /sys/fs/cgroup
+mkdir init && echo $$ > init/cgroup.procs && echo +memory > cgroup.subtree_control || exit 1
+i=0
+refused=0
+start=$(date +%s)
+while [ $(date +%s) -lt $((start + 60)) ] && [ $refused -lt 3 ]; do
+  if mkdir c$i 2>/dev/null; then
+    sh -c "echo \$\$ > /sys/fs/cgroup/c$i/cgroup.procs && head -c 65536 /dev/zero > /tmp/f$i"
+    rmdir c$i
+    i=$((i+1))
+  else
+    refused=$((refused+1))
+    sleep 1
+  fi
+done
+echo "$i $refused $(( $(date +%s) - start ))" > /tmp/churned
+exec sleep 3600
+`
+
+// tenantChurn: a tenant's writable pod (cap 12) churns memory cgroups
+// while the node budget has room for it, another tenant's writable
+// pod and the node's dying cgroups, and 30 more. The churner's
+// cgroup.max.descendants follows its cap less its dying cgroups, so the
+// kernel refuses its own mkdir and its live plus dying cgroups stay near
+// its cap (sampled every 250 ms; past it by at most what it churns between
+// two tightens); the other tenant's writable pod is admitted and runs;
+// cgdelegate status shows the bound and counts the node's real dying
+// cgroups (the cgroup root's) in what the budget uses. After a plugin
+// restart the churner still reserves its cap; removing its files frees its
+// dying cgroups and its bound goes back up; what memory.reclaim frees is
+// measured; once the churner is removed, its dying cgroups that remain are
+// counted outside the writable pods.
+func tenantChurn(t *testing.T, e *guestEnv) {
+	ctx := scenarioCtx(t)
+	root := e.paths.CgroupRoot
+	before := cgroupStat(t, root)
+	budget := churnCap + config.DefaultMaxDescendants + before.DyingDescendants + 30
+	e.withPluginConfig(ctx, t, fmt.Sprintf("nodeMaxDelegatedCgroups: %d\n", budget))
+	ann := writable()
+	ann[maxDescendantsAnnotation] = strconv.Itoa(churnCap)
+	a := e.runPod(ctx, t, cri.PodSpec{Name: "churn", Namespace: "tenant-churn", Annotations: ann})
+	churner := a.Spec.Namespace + "/" + a.Spec.Name
+	churn := runContainer(ctx, t, a, cri.ContainerSpec{Name: "churn", Image: busyboxImage, Command: []string{"sh", "-c", tenantChurnScript}})
+	// Sample the churner's pod cgroup every 250 ms until it is done.
+	var made, refused, secs int
+	peak := host.CgroupStat{}
+	deadline := time.Now().Add(2 * time.Minute)
+	var lastExec time.Time
+	for {
+		if st := e.podCgroupStat(t, a); st.Descendants+st.DyingDescendants > peak.Descendants+peak.DyingDescendants {
+			peak = st
+		}
+		if time.Since(lastExec) < 2*time.Second {
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
+		lastExec = time.Now()
+		r, err := churn.Exec(ctx, 10*time.Second, "cat", "/tmp/churned")
+		if err == nil && r.ExitCode == 0 {
+			if _, err := fmt.Sscan(r.Stdout, &made, &refused, &secs); err != nil {
+				t.Fatalf("/tmp/churned %q: %v", r.Stdout, err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the churn did not finish: %v %v", r, err)
+		}
+	}
+	st := e.podCgroupStat(t, a)
+	rate := float64(made) / float64(max(secs, 1))
+	t.Logf("the churner made %d memory cgroups in %d s (%.1f/s under TCG), its mkdir was refused %d times; "+
+		"live plus dying peaked at %d+%d (cap %d); now %d live, %d dying, cgroup.max.descendants %s; budget %d (the node had %d dying before)",
+		made, secs, rate, refused, peak.Descendants, peak.DyingDescendants, churnCap, st.Descendants, st.DyingDescendants,
+		readCgroupFile(t, e.podCgroup(a), host.FileMaxDescendants), budget, before.DyingDescendants)
+	if made < churnCap/2 {
+		t.Fatalf("the churner made only %d cgroups: no churn to bound", made)
+	}
+	// One tighten a second: at most what it churns in about two seconds
+	// past its cap.
+	if n, limit := peak.Descendants+peak.DyingDescendants, churnCap+max(int(2*rate)+1, 5); n > limit {
+		t.Errorf("the churner's live plus dying cgroups reached %d, past its cap %d by more than two seconds of churn (%d)", n, churnCap, limit)
+	}
+	if refused == 0 {
+		t.Errorf("the kernel never refused the churner's mkdir (made %d in %d s)", made, secs)
+	}
+
+	// Another tenant's writable pod, at the default cap, is admitted and
+	// runs: the churn is within the churner's own reservation.
+	b := e.runPod(ctx, t, cri.PodSpec{Name: "app", Namespace: "tenant-b", Annotations: writable()})
+	if _, err := b.RunContainer(ctx, sleeper("app", 0)); err != nil {
+		t.Fatalf("another tenant's writable pod, with the node's real total within the budget: %v", err)
+	}
+	rep := e.waitDelegation(ctx, t, "both tenants' pods", func(d *status.Delegation) bool { return len(d.Pods) == 2 && d.Node != nil })
+	checkInUse(t, rep.Delegation, cgroupStat(t, root))
+	for _, p := range rep.Delegation.Pods {
+		if p.Pod == churner && (p.Reserved != churnCap || p.Bound != max(churnCap-p.Dying, 0)) {
+			t.Errorf("the churner in cgdelegate status: %+v, want reserved %d and bound %d less its dying cgroups", p, churnCap, churnCap)
+		}
+	}
+
+	// A restarted plugin finds the churner's cap again from its bound and
+	// its dying cgroups.
+	if err := e.restartPlugin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitDelegation(ctx, t, "the churner's cap after a restart", func(d *status.Delegation) bool {
+		return len(d.Pods) == 2 && d.Reserved == churnCap+config.DefaultMaxDescendants
+	})
+
+	// What frees the churner's dying cgroups: reclaim of what is charged
+	// to the pod, then the files themselves (on the container's root, in
+	// RAM here); its bound follows them back up.
+	pod := e.podCgroup(a)
+	charged := readCgroupFile(t, pod, "memory.current")
+	writeKilled(t, filepath.Join(pod, "memory.reclaim"), charged)
+	afterReclaim := e.podCgroupStat(t, a)
+	shOK(ctx, t, churn, "rm -f /tmp/f*")
+	writeKilled(t, filepath.Join(pod, "memory.reclaim"), readCgroupFile(t, pod, "memory.current"))
+	afterRemove := e.podCgroupStat(t, a)
+	rep = e.waitDelegation(ctx, t, "the churner's bound back up", func(d *status.Delegation) bool {
+		for _, p := range d.Pods {
+			if p.Pod == churner {
+				return p.Bound == max(churnCap-p.Dying, 0) && p.Dying < st.DyingDescendants && p.Bound > 0
+			}
+		}
+		return false
+	})
+	t.Logf("the churner's dying cgroups: %d after the churn (%s bytes charged), %d after memory.reclaim of that, %d after its files were removed; "+
+		"cgroup.max.descendants %s", st.DyingDescendants, charged, afterReclaim.DyingDescendants, afterRemove.DyingDescendants,
+		readCgroupFile(t, pod, host.FileMaxDescendants))
+
+	// The churner is removed: the dying cgroups it leaves (as many as
+	// remain once its files go with its container) stay in the node's
+	// count, outside the writable pods.
+	nodeBefore := cgroupStat(t, root).DyingDescendants
+	if err := a.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	rep = e.waitDelegation(ctx, t, "the churner out of the ledger", func(d *status.Delegation) bool { return len(d.Pods) == 1 && d.Node != nil })
+	checkInUse(t, rep.Delegation, cgroupStat(t, root))
+	t.Logf("node dying cgroups: %d before the churner's removal, %d after; in use %d of %d",
+		nodeBefore, rep.Delegation.Node.DyingDescendants, rep.Delegation.InUse, rep.Delegation.Budget)
+}
+
+// checkInUse checks what the budget uses in d: the caps, what pods hold
+// past them, and the node's dying cgroups outside them, from the cgroup
+// root's count (node, read just after d; cgroups die and go meanwhile).
+func checkInUse(t *testing.T, d *status.Delegation, node host.CgroupStat) {
+	t.Helper()
+	past := 0
+	for _, p := range d.Pods {
+		past += max(p.Live+p.Dying-p.Reserved, 0)
+	}
+	if want := d.Reserved + past + max(d.Node.DyingDescendants-d.DyingInPods, 0); d.InUse != want {
+		t.Errorf("cgdelegate status: in use %d, want %d reserved + %d past the caps + %d dying outside the writable pods (node %d, pods %d)",
+			d.InUse, d.Reserved, past, d.Node.DyingDescendants-d.DyingInPods, d.Node.DyingDescendants, d.DyingInPods)
+	}
+	if diff := d.Node.DyingDescendants - node.DyingDescendants; diff > 20 || diff < -20 {
+		t.Errorf("cgdelegate status counts %d dying cgroups on the node, the cgroup root has %d", d.Node.DyingDescendants, node.DyingDescendants)
+	}
+	t.Logf("cgdelegate status: %d in use of %d: %d reserved, %d past the caps, %d dying outside the writable pods (node %d, root %d)",
+		d.InUse, d.Budget, d.Reserved, past, max(d.Node.DyingDescendants-d.DyingInPods, 0), d.Node.DyingDescendants, node.DyingDescendants)
 }
 
 // writeKilled writes data to a kernel file from a shell that is killed

@@ -24,6 +24,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.HookRefusesAfterRemount:         hookRefusesAfterRemount,
 	variant.NodeDelegationBudget:            nodeDelegationBudget,
 	variant.DyingCgroups:                    dyingCgroups,
+	variant.TenantChurn:                     tenantChurn,
 	variant.UnsafeAfterStart:                unsafeAfterStart,
 	variant.UsernsPod:                       usernsPod,
 	variant.PluginMode:                      pluginMode,

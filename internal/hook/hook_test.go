@@ -148,6 +148,18 @@ func TestRun(t *testing.T) {
 			},
 		},
 		{
+			// The plugin lowers a churning pod's bound by its dying
+			// cgroups, to 0 once they fill its cap, below its live
+			// cgroups: the hook's limit is the pod's cap, and any bound
+			// no looser passes.
+			name: "bound lowered below the live cgroups by dying ones",
+			setup: func(h *fakehost.Host, _ *hook.Options, _ *string) error {
+				rel, err := host.PodPath(fakehost.PodCgroup)
+				return errors.Join(err, h.SetPodBounds(fakehost.PodCgroup, "0", "50"),
+					h.WriteFile(h.Path(rel+"/"+host.FileStat), "nr_descendants 3\nnr_dying_descendants 260\n"))
+			},
+		},
+		{
 			name: "bounds looser than a lowered limit",
 			setup: func(_ *fakehost.Host, o *hook.Options, _ *string) error {
 				o.Limit = host.Bounds{Descendants: 100, Depth: 50}

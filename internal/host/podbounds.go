@@ -1,6 +1,8 @@
 package host
 
 import (
+	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -76,4 +78,29 @@ func (p *PodBounds) Forget(rel string) {
 			delete(p.m, k)
 		}
 	}
+}
+
+// ChurnBound is the cgroup.max.descendants that keeps a pod's live and
+// dying cgroups together within limit, its cap: the kernel counts only the
+// live ones against cgroup.max.descendants, so the bound is the cap less
+// the dying ones, and 0 (no new cgroup in the pod) once they reach it. It
+// may be below the pod's live count: the kernel then keeps what lives and
+// refuses every mkdir until live plus dying are within the cap again.
+func ChurnBound(limit, dying int) int { return max(limit-max(dying, 0), 0) }
+
+// SetDescendants writes n as the cgroup.max.descendants of the pod cgroup
+// at rel, which must be the pod's own (FS.CheckPodCgroup), whether it
+// raises or lowers the bound in force. It is for the bound that follows a
+// pod's dying cgroups (ChurnBound); ApplyBounds is for the cap.
+func (f *FS) SetDescendants(rel string, n int) error {
+	if n < 0 {
+		return fmt.Errorf("set %s on %q: %d is not a limit", FileMaxDescendants, f.Dir(rel), n)
+	}
+	if err := f.Exists(rel); err != nil {
+		return err
+	}
+	if err := f.CheckPodCgroup(rel); err != nil {
+		return err
+	}
+	return f.Write(rel, FileMaxDescendants, strconv.Itoa(n))
 }

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -277,10 +278,11 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	plan, err := h.decider.Decide(writable.Input{Pod: pod, Ctr: ctr, Host: h.checker})
 	undo := func() {}
 	if err == nil && plan.Delegates() {
-		undo, err = p.writable.admit(pod, ctr, plan.PodCgroup, plan.Bounds.Descendants, h.cfg.NodeMaxDelegatedCgroups)
+		want := plan.Bounds.Descendants
+		undo, err = p.writable.admit(pod, ctr, plan.PodCgroup, want, h.cfg.NodeMaxDelegatedCgroups)
 		if err == nil {
 			if err = p.ensureBounds(h, pod, &plan); err == nil {
-				p.writable.settle(pod.GetId(), plan.Bounds.Descendants)
+				plan.Bounds.Descendants = p.writable.settle(pod.GetId(), want, plan.Bounds.Descendants)
 			}
 		}
 	}
@@ -329,6 +331,21 @@ func (p *Plugin) Delegation() *status.Delegation {
 	}
 	return p.writable.look(p.log, h.fs, h.cfg.NodeMaxDelegatedCgroups, err)
 }
+
+// TightenBounds reads the writable pods' and the cgroup root's
+// cgroup.stat and puts each writable pod's cgroup.max.descendants at its
+// cap less its dying cgroups, so that a pod that churns cgroups is refused
+// its own mkdir once its live and dying cgroups reach its cap. Delegation
+// does the same; this is the cheap part, to call more often (every
+// TightenEvery). It does cgroupfs reads and writes: call it off the
+// container creation path.
+func (p *Plugin) TightenBounds() {
+	p.writable.tighten(p.log, p.h.Load().fs)
+}
+
+// TightenEvery is how often the daemon calls TightenBounds: a pod that
+// churns cgroups can go past its cap by what it churns in that time.
+const TightenEvery = time.Second
 
 // eventLog is a logger for one event; the plugin's logger is never changed.
 func (p *Plugin) eventLog(pod *api.PodSandbox, ctr *api.Container) *slog.Logger {

@@ -77,12 +77,17 @@ type Report struct {
 type Delegation struct {
 	// Budget is nodeMaxDelegatedCgroups; 0 when the budget is off.
 	Budget int `json:"budget"`
-	// Reserved is the sum of the writable pods' cgroup.max.descendants.
+	// Reserved is the sum of the writable pods' caps: each holds its live
+	// and dying cgroups together.
 	Reserved int `json:"reserved"`
 	// DyingInPods is the sum of the writable pods' nr_dying_descendants:
 	// removed cgroups the kernel still keeps, which
-	// cgroup.max.descendants does not count. The budget counts them.
+	// cgroup.max.descendants does not count. Each pod's count within its
+	// cap, the rest in InUse.
 	DyingInPods int `json:"dyingInWritablePods"`
+	// InUse is what the budget counts: Reserved, what the writable pods
+	// hold past their caps, and the node's dying cgroups outside them.
+	InUse int `json:"inUse"`
 	// Node is the cgroup root's cgroup.stat: every cgroup of the node,
 	// live and dying; nil when it could not be read (Errors says why).
 	Node *host.CgroupStat `json:"node,omitempty"`
@@ -102,8 +107,11 @@ type DelegatedPod struct {
 	Pod string `json:"pod"`
 	// Cgroup is the pod cgroup, relative to the cgroup root.
 	Cgroup string `json:"cgroup"`
-	// Reserved is its cgroup.max.descendants, what it holds of the budget.
+	// Reserved is its cap, what it holds of the budget.
 	Reserved int `json:"reserved"`
+	// Bound is its cgroup.max.descendants: the cap less its dying
+	// cgroups, at least 0; -1 (max) for a pod cgdelegate did not bound.
+	Bound int `json:"bound"`
 	// Live and Dying are its cgroup.stat counts (nr_descendants,
 	// nr_dying_descendants) at the last look.
 	Live  int `json:"live"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -33,7 +34,9 @@ import (
 // memory limit read back from memory.max, then the exact request, then
 // the container. Writable pods come and go too, under a node budget of
 // delegated cgroups that holds one of them (nodeMaxDelegatedCgroups at the
-// node cap), so the others are refused beside the plain pods.
+// node cap), so the others are refused beside the plain pods; the live one
+// churns cgroups, and its bound follows its cap less its dying cgroups,
+// while no plain pod's bound is ever written.
 func TestPlainPodProperty(t *testing.T) {
 	for _, pinning := range []bool{false, true} {
 		for seed := uint64(1); seed <= 4; seed++ {
@@ -103,8 +106,43 @@ func (w *plainWorld) step(t *testing.T, step int) {
 			w.checkUpdate(t, "Synchronize", u)
 		}
 	}
+	if w.writable != nil && w.rng.IntN(3) == 0 {
+		w.churn(t)
+	}
 	w.checkAsync(t)
 	w.checkCPUs(t, step)
+}
+
+// churn gives the live writable pod dying cgroups, as a container that
+// churns memory cgroups leaves them, and lets the plugin tighten: the
+// writable pod's bound follows its cap less them, and no plain pod's
+// cgroup.max.descendants is written.
+func (w *plainWorld) churn(t *testing.T) {
+	t.Helper()
+	limit := w.e.p.Config().MaxDescendants
+	dying := w.rng.IntN(2 * limit)
+	parent := w.writable.GetLinux().GetCgroupParent()
+	if err := w.e.host.WriteFile(w.e.host.Path(parent+"/cgroup.stat"), fmt.Sprintf("nr_descendants 2\nnr_dying_descendants %d\n", dying)); err != nil {
+		t.Fatal(err)
+	}
+	w.e.p.TightenBounds()
+	if got, want := w.readBound(t, parent), strconv.Itoa(max(limit-dying, 0)); got != want {
+		t.Errorf("writable pod %s with %d dying cgroups: cgroup.max.descendants %s, want %s", w.writable.GetName(), dying, got, want)
+	}
+	for _, pp := range w.plain {
+		if got := w.readBound(t, pp.pod.GetLinux().GetCgroupParent()); got != "max" {
+			t.Errorf("plain pod %s: cgroup.max.descendants %s, want max (never written)", pp.pod.GetName(), got)
+		}
+	}
+}
+
+func (w *plainWorld) readBound(t *testing.T, parent string) string {
+	t.Helper()
+	got, err := w.e.host.ReadPodFile(parent, "cgroup.max.descendants")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 func (w *plainWorld) id() string {
@@ -195,6 +233,9 @@ func (w *plainWorld) runPlain(t *testing.T) {
 	}
 	parent := "/kubepods/" + qos + "/pod" + uid
 	pod := Pod("plain-"+uid, uid, parent, nil)
+	if err := w.e.host.AddPodCgroup(parent); err != nil {
+		t.Fatal(err)
+	}
 	req, lim, mem := podResources(ctrs)
 	pod.Linux.PodResources = w.kubeletResources(req, lim, mem)
 	if err := w.e.runPod(pod); err != nil {

@@ -295,9 +295,16 @@ const (
 	NodeDelegationBudget Scenario = "NodeDelegationBudget"
 	// DyingCgroups: a writable container churns memory cgroups (mkdir,
 	// charge page cache, rmdir); the dying cgroups it leaves are in
-	// cgdelegate status and /metrics, and counted against the node budget;
-	// what memory.reclaim and drop_caches free is measured.
+	// cgdelegate status and /metrics; what memory.reclaim and drop_caches
+	// free is measured.
 	DyingCgroups Scenario = "DyingCgroups"
+	// TenantChurn: one tenant's writable pod churns memory cgroups while
+	// another tenant's writable pod is created: the churner's bound
+	// follows its cap less its dying cgroups, so the kernel refuses its
+	// mkdir and its live plus dying cgroups stay near its cap; the other
+	// pod is admitted and runs; the budget counts the node's real dying
+	// cgroups.
+	TenantChurn Scenario = "TenantChurn"
 	// UnsafeAfterStart: cgroup2 is remounted without nsdelegate while a
 	// writable container runs: it can now raise its own memory.max, and
 	// cgdelegate names it (an error log with its pod and container,
@@ -332,7 +339,7 @@ var scenarios = []Scenario{
 	ClusterRegistryUpgrade, ClusterRegistryRollback, ClusterResizeUnpinned, ClusterHelmUninstall,
 	ClusterEphemeralContainers, ClusterResizeBubble, ClusterPinningOracle,
 	ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit,
-	NodeDelegationBudget, DyingCgroups, UnsafeAfterStart,
+	NodeDelegationBudget, DyingCgroups, TenantChurn, UnsafeAfterStart,
 	CRIConformance,
 }
 

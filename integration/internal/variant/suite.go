@@ -21,9 +21,10 @@ func Suite() []Variant {
 	// systemd host (ctd24-Systemd-AppArmor-Kubelet), as kubeadm sets nodes up, and
 	// in the cluster's user stories: each costs 40 to 90 s under TCG.
 	inPod := []Scenario{InPodWorkers, InPodExecAfterLeafMove}
-	// The node budget of delegated cgroups, the dying cgroups and the
-	// writable containers a remount without nsdelegate leaves running.
-	delegation := []Scenario{NodeDelegationBudget, DyingCgroups, UnsafeAfterStart}
+	// The node budget of delegated cgroups, the dying cgroups, a tenant
+	// that churns them beside another, and the writable containers a
+	// remount without nsdelegate leaves running.
+	delegation := []Scenario{NodeDelegationBudget, DyingCgroups, TenantChurn, UnsafeAfterStart}
 	return []Variant{
 		{
 			Name: "ctd24-nsdelegate-external", Containerd: Containerd24, NSDelegate: true, Plugin: PluginExternal, SMP: 2,
