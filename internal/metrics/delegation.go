@@ -25,7 +25,7 @@ func delegationCollector(look func() *status.Delegation) *delegation {
 		ctrs: prometheus.NewDesc(WritableContainers, "Containers with writable cgroups that run or are created.", nil, nil),
 		dying: prometheus.NewDesc(DyingCgroups,
 			"Removed cgroups the kernel still keeps (nr_dying_descendants), by scope: writable_pods (below the writable pods' "+
-				"cgroups, counted against the node budget) or node (below the cgroup root).", []string{"scope"}, nil),
+				"cgroups, each pod's within its own reservation) or node (below the cgroup root; those outside the writable pods count against the node budget).", []string{"scope"}, nil),
 		unsafe: prometheus.NewDesc(UnsafeWritableContainers,
 			"Writable containers running while the host is not safe for writable cgroups (no cgroup2 with nsdelegate).", nil, nil),
 		look: look,

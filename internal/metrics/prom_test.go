@@ -458,7 +458,7 @@ cgdelegate_delegated_cgroups_budget 1000
 # HELP cgdelegate_delegated_cgroups_reserved Delegated cgroups reserved by the live writable pods: the sum of their cgroup.max.descendants.
 # TYPE cgdelegate_delegated_cgroups_reserved gauge
 cgdelegate_delegated_cgroups_reserved 350
-# HELP cgdelegate_dying_cgroups Removed cgroups the kernel still keeps (nr_dying_descendants), by scope: writable_pods (below the writable pods' cgroups, counted against the node budget) or node (below the cgroup root).
+# HELP cgdelegate_dying_cgroups Removed cgroups the kernel still keeps (nr_dying_descendants), by scope: writable_pods (below the writable pods' cgroups, each pod's within its own reservation) or node (below the cgroup root; those outside the writable pods count against the node budget).
 # TYPE cgdelegate_dying_cgroups gauge
 cgdelegate_dying_cgroups{scope="node"} 400
 cgdelegate_dying_cgroups{scope="writable_pods"} 42
