@@ -15,6 +15,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/cel/library"
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 )
@@ -52,8 +53,10 @@ func loadManifest(t *testing.T, path string) manifest {
 }
 
 // celEnv declares what the API server gives validation and message
-// expressions, plus the cel-go strings extension Kubernetes enables (join).
-// Match conditions get neither namespaceObject nor variables.
+// expressions, plus the cel-go strings extension Kubernetes enables (join)
+// and its authorizer library (the authorizer variable: a test that uses it
+// puts authorizerOf's value in the activation). Match conditions get
+// neither namespaceObject nor variables.
 func celEnv(t *testing.T, matchCondition bool) *cel.Env {
 	t.Helper()
 	opts := []cel.EnvOption{
@@ -61,7 +64,9 @@ func celEnv(t *testing.T, matchCondition bool) *cel.Env {
 		cel.Variable("oldObject", cel.DynType),
 		cel.Variable("request", cel.DynType),
 		cel.Variable("params", cel.DynType),
+		cel.Variable("authorizer", library.AuthorizerType),
 		ext.Strings(),
+		library.Authz(),
 	}
 	if !matchCondition {
 		opts = append(opts,
@@ -667,11 +672,13 @@ func TestPolicyUpdate(t *testing.T) {
 	}
 }
 
-// A pod that asks for nothing is never refused, on CREATE or UPDATE,
-// whatever it carried before and whatever namespace it is in: random
+// A pod that asks for nothing is never refused, on CREATE or UPDATE (of
+// the pod or of its status), whatever it carried before and whatever
+// namespace it is in: random
 // annotation sets drawn from every key the policies read, and others.
 func TestPolicyNeverRefusesPodsThatDoNotAsk(t *testing.T) {
 	base, userns := policies(t)
+	status := statusPolicy(t) // UPDATE of pods/status
 	w := annotations.WritableCgroups.Name
 	keys := []string{
 		w, w + "/pod", w + "/container.app", annotations.CRIOWritable.Name, annotations.CRIOWritableLegacy.Name,
@@ -713,7 +720,7 @@ func TestPolicyNeverRefusesPodsThatDoNotAsk(t *testing.T) {
 			hostUsers = &fa
 		}
 		ns := namespaces[i%len(namespaces)]
-		for _, p := range []policy{base, userns} {
+		for _, p := range []policy{base, userns, status} {
 			created, err := p.admit(pod(t, updated, hostUsers), ns)
 			if err != nil {
 				t.Fatalf("%s: CREATE %v: %v", p.name, updated, err)
