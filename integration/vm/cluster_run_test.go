@@ -71,11 +71,16 @@ type clusterArtifacts struct {
 	WorkstationToken string
 }
 
-// etcd builds testdata/etcd against etcdVersion, cached by the version and
-// the source's hash.
-func (b *builder) etcd(ctx context.Context) (string, error) {
+// etcdKey is the cache key of our etcd: the version and the source's
+// hash.
+func etcdKey() string {
 	sum := sha256.Sum256(etcdMain)
-	dir, err := b.cached("etcd/"+etcdVersion+"-"+hex.EncodeToString(sum[:6]), func(tmp string) error {
+	return "etcd/" + etcdVersion + "-" + hex.EncodeToString(sum[:6])
+}
+
+// etcd builds testdata/etcd against etcdVersion, cached by etcdKey.
+func (b *builder) etcd(ctx context.Context) (string, error) {
+	dir, err := b.cached(etcdKey(), func(tmp string) error {
 		env := []string{"GOFLAGS=-mod=mod -buildvcs=false", "GOWORK=off", "CGO_ENABLED=0"}
 		src := filepath.Join(tmp, "src")
 		if err := os.MkdirAll(src, 0o755); err != nil {
