@@ -353,6 +353,13 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 		h.admitted(append([]string{"label", "namespace", "team-a", nsLabelKey + "-"}, as("ops-admin")...)...)
 		h.admitted(append([]string{"label", "namespace", "team-a", nsLabelKey + "=allowed"}, as("platform-bot")...)...)
 		h.admittedPod("team-a", "asks", alice)
+		// The permission, as docs/deploying.md has an admin check it.
+		for user, want := range map[string]string{"platform-bot": "yes", "alice": "no"} {
+			res := h.run("kubectl", "auth", "can-i", "allow-writable-cgroups", "namespaces.cgdelegate.io/team-a", "--as="+user)
+			if got := strings.TrimSpace(string(res.Stdout)); got != want {
+				t.Errorf("kubectl auth can-i allow-writable-cgroups namespaces.cgdelegate.io/team-a --as=%s: %q (%s), want %s", user, got, res.Stderr, want)
+			}
+		}
 	})
 
 	t.Run("PodStatus", func(t *testing.T) {
