@@ -158,12 +158,13 @@ current-context: cgd
 `)
 }
 
-// matchExclusions is the API server's count of requests a policy's match
-// conditions kept off it: for a ValidatingAdmissionPolicy,
+// matchExclusions is the API server's count of the updates the match
+// condition of the policy statusPolicyName kept off it: for a
+// ValidatingAdmissionPolicy,
 // apiserver_admission_match_condition_evaluation_seconds is observed only
 // when a condition is false (or fails), never when every condition holds
 // (k8s.io/apiserver's matchconditions.matcher).
-func (h *policyHarness) matchExclusions(policy string) int {
+func (h *policyHarness) matchExclusions() int {
 	h.t.Helper()
 	out := h.must("kubectl", "get", "--raw", "/metrics")
 	sc := bufio.NewScanner(strings.NewReader(out))
@@ -171,7 +172,7 @@ func (h *policyHarness) matchExclusions(policy string) int {
 	for sc.Scan() {
 		l := sc.Text()
 		if !strings.HasPrefix(l, "apiserver_admission_match_condition_evaluation_seconds_count{") ||
-			!strings.Contains(l, `name="`+policy+`"`) || !strings.Contains(l, `operation="UPDATE"`) {
+			!strings.Contains(l, `name="`+statusPolicyName+`"`) || !strings.Contains(l, `operation="UPDATE"`) {
 			continue
 		}
 		n, err := strconv.ParseFloat(l[strings.LastIndex(l, " ")+1:], 64)
@@ -333,8 +334,10 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 		h.waitRefused(refused, labelAllowed...)
 		h.refused(refused, labelAllowed...)
 		// The status subresource can change a namespace's metadata too.
-		h.run("kubectl", append([]string{"patch", "namespace", "team-a", "--subresource=status", "--type=merge",
-			"-p", `{"metadata":{"labels":{"` + nsLabelKey + `":"allowed"}}}`}, alice...)...)
+		h.run("kubectl", append([]string{
+			"patch", "namespace", "team-a", "--subresource=status", "--type=merge",
+			"-p", `{"metadata":{"labels":{"` + nsLabelKey + `":"allowed"}}}`,
+		}, alice...)...)
 		if got := h.jsonpath(`{.metadata.labels.cgdelegate\.io/writable-cgroups}`, "namespace", "team-a"); got != "" {
 			t.Errorf("after alice's attempts team-a is labelled %q", got)
 		}
@@ -377,38 +380,42 @@ spec:
 		optIn := `{"metadata":{"annotations":{"writable-cgroups.noderesource.dev":"true","required-plugins.noderesource.dev":"[\"cgdelegate\"]"}}}`
 		patch := append([]string{"patch", "pod", "plain", "-n", "team-b", "--subresource=status", "--type=merge", "-p", optIn}, alice...)
 		h.waitRefused(refused, patch...)
-		before := h.matchExclusions(statusPolicyName)
+		before := h.matchExclusions()
 		h.refused(refused, patch...)
 		if got := h.jsonpath(`{.metadata.annotations}`, "pod", "plain", "-n", "team-b"); strings.Contains(got, "writable-cgroups") {
 			t.Errorf("after alice's pods/status patch the pod's annotations are %s", got)
 		}
-		if n := h.matchExclusions(statusPolicyName); n != before {
+		if n := h.matchExclusions(); n != before {
 			t.Errorf("alice's patch, which changes annotations, was kept off the policy by its match condition (%d to %d)", before, n)
 		}
 		// The API server does let pods/status change annotations: an
 		// unrelated one lands.
-		h.admitted(append([]string{"patch", "pod", "plain", "-n", "team-b", "--subresource=status", "--type=merge",
-			"-p", `{"metadata":{"annotations":{"example.com/seen":"yes"}}}`}, alice...)...)
+		h.admitted(append([]string{
+			"patch", "pod", "plain", "-n", "team-b", "--subresource=status", "--type=merge",
+			"-p", `{"metadata":{"annotations":{"example.com/seen":"yes"}}}`,
+		}, alice...)...)
 		if got := h.jsonpath(`{.metadata.annotations.example\.com/seen}`, "pod", "plain", "-n", "team-b"); got != "yes" {
 			t.Errorf("an unrelated annotation through pods/status: %q, want yes (the premise of the policy)", got)
 		}
 		// The kubelet of n1 reports status, on the plain pod and on a
 		// pod that asks (team-a is allowed by now): admitted, and each
 		// report kept off the policy by its match condition.
-		before = h.matchExclusions(statusPolicyName)
+		before = h.matchExclusions()
 		kubelet := as("system:node:n1", "system:nodes")
 		reports := 0
 		for _, p := range []struct{ ns, name string }{{"team-b", "plain"}, {"team-a", "asks"}} {
 			for i, cond := range []string{"PodScheduled", "PodReadyToStartContainers"} {
-				h.admitted(append([]string{"patch", "pod", p.name, "-n", p.ns, "--subresource=status", "--type=merge",
-					"-p", fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True"}],"message":"report %d"}}`, cond, i)}, kubelet...)...)
+				h.admitted(append([]string{
+					"patch", "pod", p.name, "-n", p.ns, "--subresource=status", "--type=merge",
+					"-p", fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True"}],"message":"report %d"}}`, cond, i),
+				}, kubelet...)...)
 				reports++
 			}
 		}
-		if n := h.matchExclusions(statusPolicyName); n-before != reports {
+		if n := h.matchExclusions(); n-before != reports {
 			t.Errorf("the kubelet's %d status reports: %d kept off the policy by its match condition, want all", reports, n-before)
 		}
-		t.Logf("match condition exclusions of %s: %d reports of the kubelet, %d kept off", statusPolicyName, reports, h.matchExclusions(statusPolicyName)-before)
+		t.Logf("match condition exclusions of %s: %d reports of the kubelet, %d kept off", statusPolicyName, reports, h.matchExclusions()-before)
 	})
 
 	t.Run("UninstallAccount", func(t *testing.T) {
