@@ -340,7 +340,7 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 		h.waitRefused(refused, labelAllowed...)
 		h.refused(refused, labelAllowed...)
 		// The status subresource can change a namespace's metadata too.
-		h.run("kubectl", append([]string{
+		h.refused(refused, append([]string{
 			"patch", "namespace", "team-a", "--subresource=status", "--type=merge",
 			"-p", `{"metadata":{"labels":{"` + nsLabelKey + `":"allowed"}}}`,
 		}, alice...)...)
