@@ -77,14 +77,10 @@ func (h *policyHarness) apply(yaml string) {
 	}
 }
 
-// as is kubectl's impersonation of user in groups (and
-// system:authenticated, which the API server adds to a real login).
-func as(user string, groups ...string) []string {
-	args := []string{"--as=" + user, "--as-group=system:authenticated"}
-	for _, g := range groups {
-		args = append(args, "--as-group="+g)
-	}
-	return args
+// as is kubectl's impersonation of user (with system:authenticated,
+// which the API server adds to a real login).
+func as(user string) []string {
+	return []string{"--as=" + user, "--as-group=system:authenticated"}
 }
 
 // refused runs kubectl args and fails the test unless the API server
