@@ -1,10 +1,12 @@
 package kubernetes_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const (
@@ -188,5 +190,41 @@ func TestNodeLabelPoliciesAccounts(t *testing.T) {
 		node(t, "a", map[string]string{supportsLabel: "true"}, nil), node(t, "a", nil, nil)), nil)
 	if err != nil || len(got) != 0 {
 		t.Errorf("the plugin's policy on the uninstall account: %q, %v; want not matched", got, err)
+	}
+}
+
+// uninstallHookPolicyFile is the hook copy of the uninstall policy; hooks
+// are not in the plain manifests, so the test renders it.
+const uninstallHookPolicyFile = "node-label-uninstall-hook-policy.yaml"
+
+// The hook copy of the uninstall policy is the same policy, under its own
+// name, created before the account (a lower weight) and deleted with it
+// (the same delete policy), so that no path leaves the account without a
+// policy: TestNodeLabelUninstallPolicy's table holds for it too.
+func TestNodeLabelUninstallHookPolicy(t *testing.T) {
+	plain, hook := loadManifest(t, uninstallPolicyFile), loadManifest(t, renderTemplate(t, uninstallHookPolicyFile))
+	if len(hook.policies) != 1 || len(hook.bindings) != 1 {
+		t.Fatalf("%s: %d policies and %d bindings, want one each", uninstallHookPolicyFile, len(hook.policies), len(hook.bindings))
+	}
+	p, b := hook.policies[0], hook.bindings[0]
+	want := plain.policies[0].Name + "-hook"
+	if p.Name != want || b.Name != want || b.Spec.PolicyName != want {
+		t.Errorf("names %s, %s (policy %s), want %s", p.Name, b.Name, b.Spec.PolicyName, want)
+	}
+	if !reflect.DeepEqual(p.Spec, plain.policies[0].Spec) {
+		t.Errorf("the hook policy's spec differs from %s's", uninstallPolicyFile)
+	}
+	wantBinding := plain.bindings[0].Spec
+	wantBinding.PolicyName = want
+	if !reflect.DeepEqual(b.Spec, wantBinding) {
+		t.Errorf("the hook binding %+v, want %+v", b.Spec, wantBinding)
+	}
+	// The account's hooks: weight -10, the same delete policy.
+	for _, m := range []metav1.ObjectMeta{p.ObjectMeta, b.ObjectMeta} {
+		a := m.Annotations
+		if a["helm.sh/hook"] != "pre-delete" || a["helm.sh/hook-weight"] != "-20" ||
+			a["helm.sh/hook-delete-policy"] != "before-hook-creation,hook-succeeded" {
+			t.Errorf("%s: annotations %v, want a pre-delete hook of weight -20 (before the account's -10) deleted as the account is", m.Name, a)
+		}
 	}
 }

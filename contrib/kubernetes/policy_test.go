@@ -16,6 +16,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/cel/library"
 
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 )
@@ -53,8 +54,10 @@ func loadManifest(t *testing.T, path string) manifest {
 }
 
 // celEnv declares what the API server gives validation and message
-// expressions, plus the cel-go strings extension Kubernetes enables (join).
-// Match conditions get neither namespaceObject nor variables.
+// expressions, plus the cel-go strings extension Kubernetes enables (join)
+// and its authorizer library (the authorizer variable: a test that uses it
+// puts authorizerOf's value in the activation). Match conditions get
+// neither namespaceObject nor variables.
 func celEnv(t *testing.T, matchCondition bool) *cel.Env {
 	t.Helper()
 	opts := []cel.EnvOption{
@@ -62,7 +65,9 @@ func celEnv(t *testing.T, matchCondition bool) *cel.Env {
 		cel.Variable("oldObject", cel.DynType),
 		cel.Variable("request", cel.DynType),
 		cel.Variable("params", cel.DynType),
+		cel.Variable("authorizer", library.AuthorizerType),
 		ext.Strings(),
+		library.Authz(),
 	}
 	if !matchCondition {
 		opts = append(opts,
@@ -876,16 +881,18 @@ func TestPolicyUpdate(t *testing.T) {
 	}
 }
 
-// A pod that asks for nothing is never refused, on CREATE or UPDATE,
-// whatever it carried before and whatever namespace it is in: random
-// annotation sets drawn from every key the policies read, and others, and
-// random spec.runtimeClassName values (none, a class the chart was told
-// makes containers writable, classes it was not told of, names close to
-// one it was), against the shipped manifests (told of no class) and the
-// chart told of two.
+// A pod that asks for nothing is never refused, on CREATE or UPDATE (of
+// the pod or of its status), whatever it carried before and whatever
+// namespace it is in: random annotation sets drawn from every key the
+// policies read, and others, and random spec.runtimeClassName values
+// (none, a class the chart was told makes containers writable, classes it
+// was not told of, names close to one it was), against the shipped
+// manifests (told of no class) and the chart told of two.
 func TestPolicyNeverRefusesPodsThatDoNotAsk(t *testing.T) {
 	base, userns := policies(t)
+	status := statusPolicy(t) // UPDATE of pods/status
 	cBase, cUserns := classPolicies(t)
+	cStatus := classStatusPolicy(t)
 	w := annotations.WritableCgroups.Name
 	keys := []string{
 		w, w + "/pod", w + "/container.app", annotations.CRIOWritable.Name, annotations.CRIOWritableLegacy.Name,
@@ -924,8 +931,8 @@ func TestPolicyNeverRefusesPodsThatDoNotAsk(t *testing.T) {
 		told     bool
 		policies []policy
 	}{
-		{"the shipped manifests", false, []policy{base, userns}},
-		{"the chart told of writable runtime classes", true, []policy{cBase, cUserns}},
+		{"the shipped manifests", false, []policy{base, userns, status}},
+		{"the chart told of writable runtime classes", true, []policy{cBase, cUserns, cStatus}},
 	} {
 		t.Run(set.name, func(t *testing.T) {
 			checked, withClass := 0, 0

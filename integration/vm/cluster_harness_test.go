@@ -283,10 +283,17 @@ current-context: cgd
 }
 
 // controlPlane is where the host's control plane listens and keeps its
-// files: the API server on clusterHostIP (the bridge, which must be up),
-// every other port on 127.0.0.1.
+// files: the API server on clusterHostIP (the bridge, which must be up)
+// or Host, every other port on 127.0.0.1.
 type controlPlane struct {
 	PKI clusterPKI
+	// Host is the address the API server binds; empty: clusterHostIP,
+	// which it advertises (the kubernetes Service's endpoint) either way. The serving certificate names 127.0.0.1 too, where
+	// the host-only tests run it (apiserver_policies_test.go).
+	Host string
+	// APIOnly runs etcd and kube-apiserver only: no controllers, no
+	// scheduler (startControlPlane).
+	APIOnly bool
 	// DataDir holds etcd's data and the components' self-signed serving
 	// certificates.
 	DataDir                  string
@@ -329,9 +336,17 @@ func loopbackURL(scheme string, port int) string {
 	return scheme + "://127.0.0.1:" + strconv.Itoa(port)
 }
 
+// host is the API server's address: Host, else clusterHostIP.
+func (c controlPlane) host() string {
+	if c.Host != "" {
+		return c.Host
+	}
+	return clusterHostIP
+}
+
 // APIServerURL is the API server, as the host and the guests reach it.
 func (c controlPlane) APIServerURL() string {
-	return "https://" + net.JoinHostPort(clusterHostIP, strconv.Itoa(c.PKI.Port))
+	return "https://" + net.JoinHostPort(c.host(), strconv.Itoa(c.PKI.Port))
 }
 
 // EtcdArgs are the flags of our etcd main (testdata/etcd).
@@ -344,7 +359,7 @@ func (c controlPlane) EtcdArgs() []string {
 }
 
 // APIServerArgs: kube-apiserver on the host's bridge address only (the
-// nodes' network; it is also the kubernetes Service's endpoint), which it
+// nodes' network; it is also the kubernetes Service's endpoint; or Host), which it
 // reaches the kubelets from; client certificates signed by the cluster CA;
 // Node and RBAC authorization with the NodeRestriction admission plugin.
 // No feature gate is set: in 1.37 in-place resize
@@ -352,8 +367,10 @@ func (c controlPlane) EtcdArgs() []string {
 func (c controlPlane) APIServerArgs() []string {
 	return []string{
 		"--etcd-servers=" + loopbackURL("http", c.EtcdClient),
-		"--bind-address=" + clusterHostIP,
+		"--bind-address=" + c.host(),
 		"--secure-port=" + strconv.Itoa(c.PKI.Port),
+		// Always the bridge's: the endpoint reconciler refuses a loopback
+		// address, and where Host is loopback nothing uses the Service.
 		"--advertise-address=" + clusterHostIP,
 		// The kubelets by their address on the bridge, as kubeadm has it:
 		// the default tries the node's host name first, which nothing

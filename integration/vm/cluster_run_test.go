@@ -71,11 +71,16 @@ type clusterArtifacts struct {
 	WorkstationToken string
 }
 
-// etcd builds testdata/etcd against etcdVersion, cached by the version and
-// the source's hash.
-func (b *builder) etcd(ctx context.Context) (string, error) {
+// etcdKey is the cache key of our etcd: the version and the source's
+// hash.
+func etcdKey() string {
 	sum := sha256.Sum256(etcdMain)
-	dir, err := b.cached("etcd/"+etcdVersion+"-"+hex.EncodeToString(sum[:6]), func(tmp string) error {
+	return "etcd/" + etcdVersion + "-" + hex.EncodeToString(sum[:6])
+}
+
+// etcd builds testdata/etcd against etcdVersion, cached by etcdKey.
+func (b *builder) etcd(ctx context.Context) (string, error) {
+	dir, err := b.cached(etcdKey(), func(tmp string) error {
 		env := []string{"GOFLAGS=-mod=mod -buildvcs=false", "GOWORK=off", "CGO_ENABLED=0"}
 		src := filepath.Join(tmp, "src")
 		if err := os.MkdirAll(src, 0o755); err != nil {
@@ -367,15 +372,22 @@ type runningControlPlane struct {
 // data and logs.
 func startControlPlane(t *testing.T, log *slog.Logger, a *clusterArtifacts, dir string) (*runningControlPlane, error) {
 	t.Helper()
+	return startControlPlaneOf(t, log, a, controlPlane{DataDir: dir})
+}
+
+// startControlPlaneOf is startControlPlane with cfg's Host and APIOnly
+// (its PKI is a's, its ports are chosen here).
+func startControlPlaneOf(t *testing.T, log *slog.Logger, a *clusterArtifacts, cfg controlPlane) (*runningControlPlane, error) {
+	t.Helper()
 	start := time.Now()
+	dir := cfg.DataDir
 	ports, err := freeLoopbackPorts(4)
 	if err != nil {
 		return nil, err
 	}
-	cp := &runningControlPlane{log: log, cfg: controlPlane{
-		PKI: a.PKI, DataDir: dir,
-		EtcdClient: ports[0], EtcdPeer: ports[1], ControllerManager: ports[2], Sched: ports[3],
-	}}
+	cfg.PKI = a.PKI
+	cfg.EtcdClient, cfg.EtcdPeer, cfg.ControllerManager, cfg.Sched = ports[0], ports[1], ports[2], ports[3]
+	cp := &runningControlPlane{log: log, cfg: cfg}
 	t.Cleanup(cp.stop)
 	if err := cp.cfg.validate(); err != nil {
 		return nil, err
@@ -401,6 +413,9 @@ func startControlPlane(t *testing.T, log *slog.Logger, a *clusterArtifacts, dir 
 		{"kube-apiserver", filepath.Join(a.Bin, "kube-apiserver"), cp.cfg.APIServerArgs(), admin, cp.cfg.APIServerURL() + "/readyz", 3 * time.Minute},
 		{"kube-controller-manager", filepath.Join(a.Bin, "kube-controller-manager"), cp.cfg.ControllerManagerArgs(), insecure, loopbackURL("https", cp.cfg.ControllerManager) + "/healthz", 2 * time.Minute},
 		{"kube-scheduler", filepath.Join(a.Bin, "kube-scheduler"), cp.cfg.SchedulerArgs(), insecure, loopbackURL("https", cp.cfg.Sched) + "/healthz", 2 * time.Minute},
+	}
+	if cfg.APIOnly {
+		steps = steps[:2]
 	}
 	for _, s := range steps {
 		p, err := startHostProc(s.name, filepath.Join(dir, s.name+".log"), s.bin, s.args...)
