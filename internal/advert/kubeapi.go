@@ -168,6 +168,20 @@ func labelPatch(value *string) []byte {
 	return b
 }
 
+// nodePatch is labelPatch that also sets FailClosedAnnotation to note, or
+// removes it when note is nil.
+func nodePatch(label, note *string) []byte {
+	patch := map[string]any{"metadata": map[string]any{
+		"labels":      map[string]any{FeatureLabel: label},
+		"annotations": map[string]any{FailClosedAnnotation: note},
+	}}
+	b, err := json.Marshal(patch)
+	if err != nil {
+		panic(fmt.Sprintf("advert: marshal a node patch: %v", err)) // a map of strings always marshals
+	}
+	return b
+}
+
 // patchNode sends a JSON merge patch to the Node named node.
 func (c *kubeClient) patchNode(ctx context.Context, node string, patch []byte) error {
 	_, err := c.do(ctx, http.MethodPatch, nodePath(node), "application/merge-patch+json", "application/json", patch, 0)

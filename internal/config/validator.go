@@ -106,6 +106,31 @@ func (v *Validator) set(path string, values map[string]any) error {
 	return nil
 }
 
+// ReadValidator reads the NRI default validator settings of the runtime
+// family runtime from the files cfg names: containerd's ContainerdConfig
+// and its imports, or CRI-O's CRIOConfig and CRIOConfigDir. known is false
+// when nothing can be known: another runtime (or none yet), or its files
+// disabled (none). A missing file is no error: the runtime's defaults.
+func ReadValidator(cfg Config, runtime Runtime) (v Validator, known bool, err error) {
+	switch runtime {
+	case RuntimeContainerd:
+		path := cfg.ContainerdConfigPath()
+		if path == "" {
+			return Validator{Keys: ContainerdValidatorKeys}, false, nil
+		}
+		v, err = ReadContainerdValidator(path)
+		return v, err == nil, err
+	case RuntimeCRIO:
+		file, dir := cfg.CRIOConfigPaths()
+		if file == "" && dir == "" {
+			return Validator{Keys: CRIOValidatorKeys}, false, nil
+		}
+		v, err = ReadCRIOValidator(file, dir)
+		return v, err == nil, err
+	}
+	return Validator{}, false, nil
+}
+
 // ErrValidatorRead is wrapped by every error of ReadContainerdValidator and
 // ReadCRIOValidator.
 var ErrValidatorRead = errors.New("cannot read the runtime's NRI validator settings")
