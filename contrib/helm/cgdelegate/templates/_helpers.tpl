@@ -223,6 +223,15 @@ resourceVersion and managedFields it writes itself).
 (has(object.metadata.annotations) == has(oldObject.metadata.annotations) &&
  (!has(object.metadata.annotations) || object.metadata.annotations == oldObject.metadata.annotations) ?
  [] : ['metadata.annotations']) +
+{{ include "cgdelegate.nodeMetadataChangedButAnnotations" . }}
+{{- end }}
+
+{{/*
+cgdelegate.nodeMetadataChangedButAnnotations is cgdelegate.nodeMetadataChanged
+without metadata.annotations, for a policy that compares the annotations
+key by key.
+*/}}
+{{- define "cgdelegate.nodeMetadataChangedButAnnotations" -}}
 (has(object.metadata.ownerReferences) == has(oldObject.metadata.ownerReferences) &&
  (!has(object.metadata.ownerReferences) || object.metadata.ownerReferences == oldObject.metadata.ownerReferences) ?
  [] : ['metadata.ownerReferences']) +
