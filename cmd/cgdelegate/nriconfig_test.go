@@ -59,19 +59,38 @@ func TestInstallNRIConfig(t *testing.T) {
 		restart []string
 		err     string
 	}{
-		{"containerd without config.toml", []string{"-runtime", "auto"}, "containerd.service", nil,
-			"etc/containerd/conf.d/cgdelegate.toml", contrib.ContainerdDropIn, []string{"containerd.service"}, ""},
-		{"containerd importing conf.d", nil, "containerd.service", map[string]string{"etc/containerd/config.toml": importConfD},
-			"etc/containerd/conf.d/cgdelegate.toml", contrib.ContainerdDropIn, []string{"containerd.service"}, ""},
-		{"containerd not importing conf.d", nil, "containerd.service", map[string]string{"etc/containerd/config.toml": noImport},
-			"etc/containerd/conf.d/cgdelegate.toml", contrib.ContainerdDropIn, nil, "does not import /etc/containerd/conf.d/cgdelegate.toml; add imports = ["},
+		{
+			"containerd without config.toml",
+			[]string{"-runtime", "auto"},
+			"containerd.service", nil,
+			"etc/containerd/conf.d/cgdelegate.toml", contrib.ContainerdDropIn,
+			[]string{"containerd.service"},
+			"",
+		},
+		{
+			"containerd importing conf.d", nil, "containerd.service",
+			map[string]string{"etc/containerd/config.toml": importConfD},
+			"etc/containerd/conf.d/cgdelegate.toml", contrib.ContainerdDropIn,
+			[]string{"containerd.service"},
+			"",
+		},
+		{
+			"containerd not importing conf.d", nil, "containerd.service",
+			map[string]string{"etc/containerd/config.toml": noImport},
+			"etc/containerd/conf.d/cgdelegate.toml", contrib.ContainerdDropIn, nil, "does not import /etc/containerd/conf.d/cgdelegate.toml; add imports = [",
+		},
 		{"containerd turned off by a later drop-in", nil, "containerd.service", map[string]string{
 			"etc/containerd/config.toml": importConfD, "etc/containerd/conf.d/zz-site.toml": disableLater,
 		}, "etc/containerd/conf.d/cgdelegate.toml", contrib.ContainerdDropIn, nil, "enable = false under"},
 		{"cri-o", nil, "crio.service", nil, "etc/crio/crio.conf.d/10-cgdelegate.conf", contrib.CRIODropIn, []string{"crio.service"}, ""},
 		{"no runtime", nil, "docker.service", nil, "", "", nil, "neither containerd.service nor crio.service is active"},
-		{"containerd, no restart", []string{"-runtime", "containerd", "-restart=false"}, "", map[string]string{"etc/containerd/config.toml": importConfD},
-			"etc/containerd/conf.d/cgdelegate.toml", contrib.ContainerdDropIn, nil, ""},
+		{
+			"containerd, no restart",
+			[]string{"-runtime", "containerd", "-restart=false"},
+			"",
+			map[string]string{"etc/containerd/config.toml": importConfD},
+			"etc/containerd/conf.d/cgdelegate.toml", contrib.ContainerdDropIn, nil, "",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

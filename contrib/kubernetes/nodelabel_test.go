@@ -17,8 +17,8 @@ const (
 	supportsLabel = "cgdelegate.io/supports-cgroup-options"
 	// failClosedNote is the annotation beside the label.
 	failClosedNote = "cgdelegate.io/fail-closed"
-	nodeNameExtra = "authentication.kubernetes.io/node-name"
-	pluginUser    = "system:serviceaccount:kube-system:cgdelegate"
+	nodeNameExtra  = "authentication.kubernetes.io/node-name"
+	pluginUser     = "system:serviceaccount:kube-system:cgdelegate"
 )
 
 // nodeLabelPolicy loads and compiles the node-label policy, and checks the

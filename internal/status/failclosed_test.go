@@ -23,14 +23,30 @@ func TestNewFailClosed(t *testing.T) {
 		{"another runtime", "kata", config.Validator{}, false, nil, FailClosedUnknown, []string{`"kata" is neither containerd nor CRI-O`}},
 		{"unreadable", "containerd", config.Validator{}, false, errors.New("bad toml"), FailClosedUnknown, []string{"can not be read (bad toml)"}},
 		{"files none", "containerd", config.Validator{}, false, nil, FailClosedUnknown, []string{"are none"}},
-		{"containerd off by default", "containerd", config.Validator{Keys: config.ContainerdValidatorKeys}, true, nil, FailClosedOff,
-			[]string{"containerd's NRI default validator is off", "enable under", "is not set", RequiredPluginsAnnotation + " enforces nothing", "runtimeConfig.install"}},
-		{"containerd off in a file", "containerd", config.Validator{Keys: config.ContainerdValidatorKeys, Enable: config.ValidatorSetting{File: "/etc/containerd/conf.d/site.toml"}}, true, nil, FailClosedOff,
-			[]string{"enable under [plugins.\"io.containerd.nri.v1.nri\".default_validator] = false in /etc/containerd/conf.d/site.toml"}},
-		{"containerd on", "containerd", config.Validator{Keys: config.ContainerdValidatorKeys, Enable: on("/etc/containerd/conf.d/cgdelegate.toml")}, true, nil, FailClosedEnforced,
-			[]string{"enable = true under", "in /etc/containerd/conf.d/cgdelegate.toml", "refused while cgdelegate is not connected"}},
-		{"cri-o on", "cri-o", config.Validator{Keys: config.CRIOValidatorKeys, Enable: on("/etc/crio/crio.conf.d/10-cgdelegate.conf")}, true, nil, FailClosedEnforced,
-			[]string{"CRI-O's NRI default validator is on (nri_enable_default_validator = true under [crio.nri.default_validator]"}},
+		{
+			"containerd off by default", "containerd",
+			config.Validator{Keys: config.ContainerdValidatorKeys},
+			true, nil, FailClosedOff,
+			[]string{"containerd's NRI default validator is off", "enable under", "is not set", RequiredPluginsAnnotation + " enforces nothing", "runtimeConfig.install"},
+		},
+		{
+			"containerd off in a file", "containerd",
+			config.Validator{Keys: config.ContainerdValidatorKeys, Enable: config.ValidatorSetting{File: "/etc/containerd/conf.d/site.toml"}},
+			true, nil, FailClosedOff,
+			[]string{"enable under [plugins.\"io.containerd.nri.v1.nri\".default_validator] = false in /etc/containerd/conf.d/site.toml"},
+		},
+		{
+			"containerd on", "containerd",
+			config.Validator{Keys: config.ContainerdValidatorKeys, Enable: on("/etc/containerd/conf.d/cgdelegate.toml")},
+			true, nil, FailClosedEnforced,
+			[]string{"enable = true under", "in /etc/containerd/conf.d/cgdelegate.toml", "refused while cgdelegate is not connected"},
+		},
+		{
+			"cri-o on", "cri-o",
+			config.Validator{Keys: config.CRIOValidatorKeys, Enable: on("/etc/crio/crio.conf.d/10-cgdelegate.conf")},
+			true, nil, FailClosedEnforced,
+			[]string{"CRI-O's NRI default validator is on (nri_enable_default_validator = true under [crio.nri.default_validator]"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
