@@ -188,7 +188,7 @@ func TestAPIRedirectRefused(t *testing.T) {
 			}
 			ctx := context.Background()
 			errPatch := c.patchNode(ctx, "node-a", labelPatch(nil))
-			_, errList := c.listNodes(ctx, FeatureLabel)
+			_, errList := c.listNodes(ctx, FeatureLabel, nil)
 			for _, err := range []error{errPatch, errList} {
 				if !errors.Is(err, ErrRedirect) || !strings.Contains(err.Error(), strconv.Quote(target)) {
 					t.Errorf("err = %v, want ErrRedirect naming %q", err, target)

@@ -213,23 +213,12 @@ request.operation != 'UPDATE' ? [] :
 {{- end }}
 
 {{/*
-cgdelegate.nodeMetadataChanged is the CEL list of the fields of a Node's
-metadata, other than its labels, that an UPDATE changed, as
+cgdelegate.nodeMetadataChangedButAnnotations is the CEL list of the fields
+of a Node's metadata, other than its labels and annotations (both node
+policies compare those key by key), that an UPDATE changed, as
 metadata.<field>: every field a client can write (name, uid,
 creationTimestamp and deletionTimestamp the API server keeps;
 resourceVersion and managedFields it writes itself).
-*/}}
-{{- define "cgdelegate.nodeMetadataChanged" -}}
-(has(object.metadata.annotations) == has(oldObject.metadata.annotations) &&
- (!has(object.metadata.annotations) || object.metadata.annotations == oldObject.metadata.annotations) ?
- [] : ['metadata.annotations']) +
-{{ include "cgdelegate.nodeMetadataChangedButAnnotations" . }}
-{{- end }}
-
-{{/*
-cgdelegate.nodeMetadataChangedButAnnotations is cgdelegate.nodeMetadataChanged
-without metadata.annotations, for a policy that compares the annotations
-key by key.
 */}}
 {{- define "cgdelegate.nodeMetadataChangedButAnnotations" -}}
 (has(object.metadata.ownerReferences) == has(oldObject.metadata.ownerReferences) &&
