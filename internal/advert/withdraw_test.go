@@ -22,7 +22,7 @@ type cluster struct {
 	// annotated carry only the fail-closed annotation, plain neither;
 	// they are listed after the labelled ones.
 	annotated, plain []string
-	refuse   map[string]answer
+	refuse           map[string]answer
 	// hang: every PATCH waits until the client gives up.
 	hang bool
 
