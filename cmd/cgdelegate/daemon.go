@@ -69,9 +69,20 @@ func build(cfg config.Config, f flags, log *slog.Logger) (*daemon, error) {
 	// The opt-in policy and the runtime's validator settings are rules
 	// built from every config that comes into force.
 	fc := &failClosed{}
+	d := &daemon{log: log, configPath: f.config, metricsSrv: metricsSrv}
+	// The runtime's version, once Configure has recorded it (the rules are
+	// first built inside nri.New, before d.plugin is set).
+	version := func() string {
+		if d.plugin != nil {
+			if r := d.plugin.Runtime(); r != nil {
+				return r.Version
+			}
+		}
+		return ""
+	}
 	opts := []nri.Option{
 		nri.WithAdmission(writable.OptInPolicy),
-		nri.WithRuntimeAdmission(validatorRule(log, fc)),
+		nri.WithRuntimeAdmission(validatorRule(log, fc, version)),
 	}
 	stubOpts := f.stubOptions(log)
 	if rec != nil {
@@ -82,7 +93,6 @@ func build(cfg config.Config, f flags, log *slog.Logger) (*daemon, error) {
 		opts = append(opts, nri.WithMetrics(rec))
 		stubOpts = append(stubOpts, metrics.StubOption(rec))
 	}
-	d := &daemon{log: log, configPath: f.config, metricsSrv: metricsSrv}
 	fail := func(msg string, err error) (*daemon, error) {
 		if metricsSrv != nil {
 			stopMetrics(metricsSrv, log)
@@ -242,7 +252,7 @@ type failClosed struct {
 // logged and sets no rule. The same read says whether the runtime fails
 // closed (into fc); a runtime that does not is warned about once per
 // Configure or reload.
-func validatorRule(log *slog.Logger, fc *failClosed) func(config.Config, string) writable.Check {
+func validatorRule(log *slog.Logger, fc *failClosed, version func() string) func(config.Config, string) writable.Check {
 	return func(cfg config.Config, runtime string) writable.Check {
 		kind := config.RuntimeOf(runtime)
 		v, known, err := config.ReadValidator(cfg, kind)
@@ -250,7 +260,7 @@ func validatorRule(log *slog.Logger, fc *failClosed) func(config.Config, string)
 			log.Warn("the runtime's NRI validator settings are not known; a refusal by its reject settings will not name them",
 				"runtime", kind, "error", err)
 		}
-		report := status.NewFailClosed(runtime, kind, v, known, err)
+		report := status.NewFailClosed(runtime, version(), kind, v, known, err)
 		fc.Store(report)
 		if runtime != "" && !report.Enforced() {
 			log.Warn("the runtime does not enforce required-plugins: opted-in pods start without cgdelegate while it is down",

@@ -51,6 +51,10 @@ func TestFailClosedReport(t *testing.T) {
 			"crio/crio.conf": "[crio.nri]\nenable_nri = true\n", "crio/crio.conf.d/10-cgdelegate.conf": contrib.CRIODropIn,
 		}, status.FailClosedEnforced, "10-cgdelegate.conf"},
 		{"another runtime", "kata-runtime", nil, status.FailClosedUnknown, "neither containerd nor CRI-O"},
+		// containerd 2.1 has no default validator: the drop-in does nothing.
+		{"containerd 2.1 with the drop-in", "containerd@v2.1.4", map[string]string{
+			"containerd/config.toml": importConfD, "containerd/conf.d/cgdelegate.toml": contrib.ContainerdDropIn,
+		}, status.FailClosedOff, "containerd v2.1.4 has no NRI default validator"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,7 +81,11 @@ func TestFailClosedReport(t *testing.T) {
 			}
 			t.Cleanup(func() { stopMetrics(d.metricsSrv, slog.New(slog.DiscardHandler)) })
 			go func() { _ = d.metricsSrv.Serve() }()
-			if _, err := d.plugin.Configure(t.Context(), "", tc.runtime, "v9"); err != nil {
+			runtime, version, ok := strings.Cut(tc.runtime, "@")
+			if !ok {
+				version = "v2.4.2"
+			}
+			if _, err := d.plugin.Configure(t.Context(), "", runtime, version); err != nil {
 				t.Fatal(err)
 			}
 

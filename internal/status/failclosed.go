@@ -56,8 +56,10 @@ const failClosedFix = "install cgdelegate's NRI drop-in for the runtime and rest
 
 // NewFailClosed is the report for the validator v read for the runtime
 // family rt (config.ReadValidator's v, known and err), under the runtime
-// called name ("" before Configure).
-func NewFailClosed(name string, rt config.Runtime, v config.Validator, known bool, err error) *FailClosed {
+// called name at version ("" before Configure). A release older than the
+// default validator (containerd 2.2, CRI-O 1.34) is off whatever its
+// config says: it ignores the table.
+func NewFailClosed(name, version string, rt config.Runtime, v config.Validator, known bool, err error) *FailClosed {
 	unknown := func(why string) *FailClosed {
 		return &FailClosed{State: FailClosedUnknown, Reason: why + ": whether " + RequiredPluginsAnnotation + " is enforced on this node is not known"}
 	}
@@ -72,6 +74,12 @@ func NewFailClosed(name string, rt config.Runtime, v config.Validator, known boo
 		return unknown(fmt.Sprintf("the config keys naming %s's config files are none", name))
 	}
 	k := v.Keys
+	if !k.HasValidator(version) {
+		return &FailClosed{State: FailClosedOff, Reason: fmt.Sprintf(
+			"%s %s has no NRI default validator (%s %d.%d or later has it; it ignores %s): the annotation %s enforces nothing, "+
+				"so while cgdelegate is down a pod that asks for a writable cgroup starts without it; upgrade %s",
+			k.Runtime, version, k.Runtime, k.Since[0], k.Since[1], k.Table, RequiredPluginsAnnotation, k.Runtime)}
+	}
 	if v.Enable.On {
 		return &FailClosed{State: FailClosedEnforced, Reason: fmt.Sprintf(
 			"%s's NRI default validator is on (%s = true under %s in %s): a container of a pod annotated %s: '[\"cgdelegate\"]' "+
