@@ -5,12 +5,59 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
+
+// Parse decodes YAML (or JSON) from r over the defaults and validates the
+// result. Unknown keys are an error, so a typo never silently falls back to
+// a default.
+func Parse(r io.Reader) (Config, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	return decodeValid(Default(), data, "config")
+}
+
+// Load reads and parses the config file at path.
+func Load(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("open config %q: %w", path, err)
+	}
+	defer f.Close()
+	c, err := Parse(f)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %q: %w", path, err)
+	}
+	return c, nil
+}
+
+// Merge overlays the keys present in a Configure blob onto base and
+// validates the result. The blob follows the same rules as the file: a key
+// it sets to 0 or "" is an error, not a return to base or the default.
+func Merge(base Config, blob string) (Config, error) {
+	return decodeValid(base, []byte(blob), "NRI config blob")
+}
+
+// decodeValid decodes data over base and validates the result, reporting
+// every problem with a key or a value at once.
+func decodeValid(base Config, data []byte, what string) (Config, error) {
+	keys, err := parseMapping(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("decode %s: %w", what, err)
+	}
+	c, err := decodeOver(base, keys)
+	if err := errors.Join(err, c.Validate()); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
 
 // parseMapping parses data as one YAML (or JSON) document and returns its
 // top-level mapping node, or nil for an empty document.

@@ -153,3 +153,31 @@ func (r cpuRecord) after(c *api.LinuxCPU) cpuRecord {
 	}
 	return r
 }
+
+// Created records a new container's creation adjustment (the CPU
+// settings Adjust returned) as what the runtime holds of it. Call it before
+// the handler answers.
+func (s *Sender) Created(id string, cpu *api.LinuxCPU) { s.records.created(id, cpu) }
+
+// Forget makes what the runtime holds of the containers unknown, so that
+// their next queued update is sent: call it for every container an event
+// answers updates for (the runtime applies them outside the Sender), and
+// for a resized or removed container. No ids: nothing changes.
+func (s *Sender) Forget(ids ...string) { s.records.forget(ids...) }
+
+// Removed drops what the Sender remembers of a removed container; no
+// update can be about it any more, so calls in flight are still recorded.
+// Forget does this and more for a container pinning still places; Removed
+// is for one removed while pinning is off or suspended, which would
+// otherwise stay remembered until the process ends.
+func (s *Sender) Removed(id string) { s.records.removed(id) }
+
+// ForgetAll is Forget for every container: after Synchronize, the runtime
+// may have changed anything meanwhile.
+func (s *Sender) ForgetAll() { s.records.forgetAll() }
+
+// Known is the Sender's ledger: per container, the cpuset and memory
+// nodes ("cpus/mems") it records the runtime holds. A copy, for checks of
+// the ledger against what the runtime really holds (the nri package's
+// model test).
+func (s *Sender) Known() map[string]string { return s.records.snapshot() }

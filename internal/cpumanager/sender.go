@@ -24,14 +24,6 @@ type Updater interface {
 // how many were sent and how many the runtime failed.
 type UpdateRecorder interface{ Updates(sent, failed int) }
 
-// backoff is the wait before each retry of a container's failed update:
-// min after its first failure, doubling up to max; after attempts failed
-// sends in a row its update is given up.
-type backoff struct {
-	min, max time.Duration
-	attempts int
-}
-
 // sendBatch is how many containers one UpdateContainers call carries.
 // The runtime holds its NRI lock for a whole call (containerd 2.x:
 // internal/nri, updateFromPlugin) and applies the updates one at a time
@@ -54,38 +46,6 @@ const (
 	sendHold    = time.Second
 	sendMaxHold = 5 * time.Second
 )
-
-// defaultBackoff retries a container for about 21 s: waits of 100 ms,
-// 200 ms, … 3.2 s, then 5 s, ten sends in all.
-var defaultBackoff = backoff{min: 100 * time.Millisecond, max: 5 * time.Second, attempts: 10}
-
-// delay is the wait after the n-th failure in a row (n >= 1).
-func (b backoff) delay(n int) time.Duration {
-	d := b.min
-	for i := 1; i < n && d < b.max; i++ {
-		d *= 2
-	}
-	return min(d, b.max)
-}
-
-// clock is the time retries are scheduled by; tests inject a fake one.
-type clock interface {
-	Now() time.Time
-	After(time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
-// retry is a queued container: how many of its sends failed in a row,
-// when it is due (the zero time: at once) and since when it is queued.
-type retry struct {
-	failures int
-	due      time.Time
-	since    time.Time
-}
 
 // Sender delivers the updates of events that can not return them
 // (RunPodSandbox, RemoveContainer, RemovePodSandbox) with UpdateContainers.
@@ -110,10 +70,12 @@ type retry struct {
 // after the last attempt is given up. Containers waiting for a retry never
 // hold back the others.
 //
-// It does three jobs, each with its own lock: scheduling (the queue, the
-// hold and the retries, here), the ledger of what the runtime holds
-// (records, records.go) and the ordered cgroup writes (cgroupWrites,
-// Enforce). The ledger and the writes know nothing of the queue.
+// It does three jobs, each with its own lock: scheduling (the queue and
+// the hold, here; the retries and their backoff, sender_retry.go), the
+// ledger of what the runtime holds (records, records.go, with the Sender's
+// Created, Forget, Removed, ForgetAll and Known) and the ordered cgroup
+// writes (cgroupWrites, Enforce, updates.go). The ledger and the writes
+// know nothing of the queue.
 //
 // Close stops it for good.
 type Sender struct {
@@ -392,124 +354,6 @@ func (s *Sender) send(u Updater, taken map[string]int) {
 	s.settle(batch, taken, again)
 }
 
-// Created records a new container's creation adjustment (the CPU
-// settings Adjust returned) as what the runtime holds of it. Call it before
-// the handler answers.
-func (s *Sender) Created(id string, cpu *api.LinuxCPU) { s.records.created(id, cpu) }
-
-// Forget makes what the runtime holds of the containers unknown, so that
-// their next queued update is sent: call it for every container an event
-// answers updates for (the runtime applies them outside the Sender), and
-// for a resized or removed container. No ids: nothing changes.
-func (s *Sender) Forget(ids ...string) { s.records.forget(ids...) }
-
-// Removed drops what the Sender remembers of a removed container; no
-// update can be about it any more, so calls in flight are still recorded.
-// Forget does this and more for a container pinning still places; Removed
-// is for one removed while pinning is off or suspended, which would
-// otherwise stay remembered until the process ends.
-func (s *Sender) Removed(id string) { s.records.removed(id) }
-
-// ForgetAll is Forget for every container: after Synchronize, the runtime
-// may have changed anything meanwhile.
-func (s *Sender) ForgetAll() { s.records.forgetAll() }
-
-// Known is the Sender's ledger: per container, the cpuset and memory
-// nodes ("cpus/mems") it records the runtime holds. A copy, for checks of
-// the ledger against what the runtime really holds (the nri package's
-// model test).
-func (s *Sender) Known() map[string]string { return s.records.snapshot() }
-
-// failureLog is where a failed send is logged: a warning when a container
-// of it failed before, info when each failed for the first time. A
-// container that stops while its update is in flight fails once (the
-// runtime can not update a task that exited), and is dropped when its
-// StopContainer arrives: no warning for that.
-func (s *Sender) failureLog(taken map[string]int, failed map[string]bool) func(msg string, args ...any) {
-	for id := range failed {
-		if taken[id] > 0 {
-			return s.log.Warn
-		}
-	}
-	return s.log.Info
-}
-
-// Enforce writes the current assignment of every container of as that the
-// Manager in force knows straight to its cgroup (the package's Enforce),
-// and returns how many it wrote. The writes of all callers are ordered,
-// and each reads the assignment when it writes: the last write a cgroup
-// gets is the assignment of the last change before it.
-func (s *Sender) Enforce(as []policy.Assignment) (int, error) { return s.writes.enforce(as) }
-
-// rewrite writes again the cgroups of the containers the runtime just
-// updated with an assignment that changed while the call was in flight:
-// the runtime wrote the older cpuset over the newer one the event wrote
-// (Enforce). Without it such a container would keep the older cpuset until
-// its next update went out, behind every other container queued.
-func (s *Sender) rewrite(batch []policy.Assignment, failed map[string]bool) {
-	pn := s.manager()
-	var stale []policy.Assignment
-	for _, a := range batch {
-		if cur, ok := pn.Assignment(a.ContainerID); ok && !failed[a.ContainerID] && !sameCPUs(cur, a) {
-			stale = append(stale, cur)
-		}
-	}
-	if _, err := s.Enforce(stale); err != nil {
-		s.log.Warn("cannot write some cpusets to their cgroups again; the runtime's container updates set them, later", "error", err)
-	}
-}
-
-// settle queues, after a send, the failed containers for a retry and the
-// sent ones whose assignment changed meanwhile for at once, each only if
-// the Manager in force still knows it and an event did not queue it
-// again already (it then goes at once, with its current assignment).
-func (s *Sender) settle(batch []policy.Assignment, taken map[string]int, failed map[string]bool) {
-	pn := s.manager()
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return
-	}
-	for _, a := range batch {
-		id := a.ContainerID
-		cur, known := pn.Assignment(id)
-		if _, queued := s.queue[id]; queued || !known {
-			continue
-		}
-		if !failed[id] {
-			if !sameCPUs(cur, a) {
-				s.queue[id] = retry{}
-			}
-			continue
-		}
-		n := taken[id] + 1
-		if n >= s.backoff.attempts {
-			s.log.Error("container update given up; the container keeps its cpuset until its next update or Synchronize",
-				"container", id, "attempts", n)
-			continue
-		}
-		d := s.backoff.delay(n)
-		s.queue[id] = retry{failures: n, due: now.Add(d)}
-		s.log.Debug("container update retried", "container", id, "failures", n, "retryIn", d)
-	}
-}
-
 func sameCPUs(a, b policy.Assignment) bool {
 	return a.CPUs.Equals(b.CPUs) && a.Mems.Equals(b.Mems) && a.QuotaDisabled() == b.QuotaDisabled()
-}
-
-// failedIDs are the ids of the failed updates that were sent (in batch).
-func failedIDs(us []*api.ContainerUpdate, batch []policy.Assignment) map[string]bool {
-	failed := make(map[string]bool, len(us))
-	for _, u := range us {
-		failed[u.GetContainerId()] = true
-	}
-	ids := make(map[string]bool, len(us))
-	for _, a := range batch {
-		if failed[a.ContainerID] {
-			ids[a.ContainerID] = true
-		}
-	}
-	return ids
 }

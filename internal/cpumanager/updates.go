@@ -101,6 +101,31 @@ func (c *cgroupWrites) enforce(as []policy.Assignment) (int, error) {
 	return Enforce(w, cur)
 }
 
+// Enforce writes the current assignment of every container of as that the
+// Manager in force knows straight to its cgroup (the package's Enforce),
+// and returns how many it wrote. The writes of all callers are ordered,
+// and each reads the assignment when it writes: the last write a cgroup
+// gets is the assignment of the last change before it.
+func (s *Sender) Enforce(as []policy.Assignment) (int, error) { return s.writes.enforce(as) }
+
+// rewrite writes again the cgroups of the containers the runtime just
+// updated with an assignment that changed while the call was in flight:
+// the runtime wrote the older cpuset over the newer one the event wrote
+// (Enforce). Without it such a container would keep the older cpuset until
+// its next update went out, behind every other container queued.
+func (s *Sender) rewrite(batch []policy.Assignment, failed map[string]bool) {
+	pn := s.manager()
+	var stale []policy.Assignment
+	for _, a := range batch {
+		if cur, ok := pn.Assignment(a.ContainerID); ok && !failed[a.ContainerID] && !sameCPUs(cur, a) {
+			stale = append(stale, cur)
+		}
+	}
+	if _, err := s.Enforce(stale); err != nil {
+		s.log.Warn("cannot write some cpusets to their cgroups again; the runtime's container updates set them, later", "error", err)
+	}
+}
+
 // Updates turns assignments into NRI container updates. A later assignment
 // for the same container wins.
 func Updates(as []policy.Assignment) []*api.ContainerUpdate {

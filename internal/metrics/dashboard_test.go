@@ -11,7 +11,20 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 
-const dashboard = "../../contrib/grafana/cgdelegate.json"
+// dashboard is in the chart, which packages it as a ConfigMap for Grafana's
+// sidecar (metrics.grafanaDashboard).
+const dashboard = "../../contrib/helm/cgdelegate/dashboards/cgdelegate.json"
+
+// nodeFilter is the dashboard's node variable on the node label the chart's
+// ServiceMonitor gives every series.
+const nodeFilter = `node=~"$node"`
+
+// runtimeMetric finds the Go and process collectors' metrics, and
+// onlyPlugin keeps their series of the plugin's targets.
+var (
+	runtimeMetric = regexp.MustCompile(`\b(?:go|process)_[a-z0-9_]+\b`)
+	onlyPlugin    = " * on (job, instance) group_left " + BuildInfo
+)
 
 // metricName finds the metric names in a PromQL expression: ours, and the
 // Go and process collectors'.
@@ -28,12 +41,14 @@ func TestDashboard(t *testing.T) {
 		Panels []struct {
 			Title   string `json:"title"`
 			Targets []struct {
-				Expr string `json:"expr"`
+				Expr         string `json:"expr"`
+				LegendFormat string `json:"legendFormat"`
 			} `json:"targets"`
 		} `json:"panels"`
 		Templating struct {
 			List []struct {
-				Query any `json:"query"`
+				Name  string `json:"name"`
+				Query any    `json:"query"`
 			} `json:"list"`
 		} `json:"templating"`
 	}
@@ -47,12 +62,32 @@ func TestDashboard(t *testing.T) {
 		}
 		for _, tg := range p.Targets {
 			exprs = append(exprs, tg.Expr)
+			// Every selector of every query is filtered by node, and a
+			// legend names the node, never the instance (a pod IP).
+			if n := strings.Count(tg.Expr, "{"); n == 0 || strings.Count(tg.Expr, nodeFilter) != n {
+				t.Errorf("panel %q: not every selector of %q has %s", p.Title, tg.Expr, nodeFilter)
+			}
+			if strings.Contains(tg.LegendFormat, "instance") || strings.Contains(tg.Expr, "instance=") || strings.Contains(tg.Expr, "by (instance") {
+				t.Errorf("panel %q shows the instance, not the node: %q %q", p.Title, tg.Expr, tg.LegendFormat)
+			}
+			// The Go and process collectors' series are every target's (a
+			// kubelet's carry node too): only the plugin's, by its build info.
+			if runtimeMetric.MatchString(tg.Expr) && !strings.HasSuffix(tg.Expr, onlyPlugin) {
+				t.Errorf("panel %q: %q is not limited to the plugin's targets (%s)", p.Title, tg.Expr, onlyPlugin)
+			}
 		}
 	}
+	node := false
 	for _, v := range d.Templating.List {
 		if q, ok := v.Query.(string); ok {
 			exprs = append(exprs, q)
+			if v.Name == "node" && strings.HasSuffix(q, ", node)") {
+				node = true
+			}
 		}
+	}
+	if !node {
+		t.Errorf("%s has no variable node with the values of the node label", dashboard)
 	}
 
 	registered := registeredNames(t)
@@ -71,7 +106,7 @@ func TestDashboard(t *testing.T) {
 			used[base] = true
 		}
 	}
-	for _, name := range []string{ContainersTotal, RefusalsTotal, EventDuration, NodeSupported, FailClosed, CPUs, ContainerUpdatesTotal} {
+	for _, name := range []string{ContainersTotal, RefusalsTotal, EventDuration, NodeSupported, FailClosed, CPUs, ContainerUpdatesTotal, BuildInfo} {
 		if !used[name] {
 			t.Errorf("%s does not show %s", dashboard, name)
 		}

@@ -16,5 +16,6 @@
 //
 // Do not use it to decide anything: it only counts. The metric names and
 // the fixed set of refusal causes are listed in the README ("Metrics") and
-// in names.go; contrib/grafana/cgdelegate.json is built on them.
+// in names.go; the chart's dashboard
+// (contrib/helm/cgdelegate/dashboards/cgdelegate.json) is built on them.
 package metrics

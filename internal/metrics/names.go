@@ -16,6 +16,8 @@ const (
 	WritableContainers       = "cgdelegate_writable_containers"
 	DyingCgroups             = "cgdelegate_dying_cgroups"
 	UnsafeWritableContainers = "cgdelegate_unsafe_writable_containers"
+
+	BuildInfo = "cgdelegate_build_info"
 )
 
 // Scopes of cgdelegate_dying_cgroups.

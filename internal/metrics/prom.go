@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"runtime"
 	"strings"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cgdelegate/cgdelegate/internal/status"
+	"github.com/cgdelegate/cgdelegate/internal/version"
 )
 
 // Options are the node's state, read at scrape time.
@@ -59,10 +61,23 @@ func New(o Options) *Recorder {
 		Help: "Container updates sent to the runtime after an event (CPU pool changes), by result: sent or failed.",
 	}, []string{"result"})
 	r.sent, r.failed = updates.WithLabelValues(UpdateSent), updates.WithLabelValues(UpdateFailed)
-	r.reg.MustRegister(r.containers, refusals, r.events, updates,
+	r.reg.MustRegister(r.containers, refusals, r.events, updates, buildInfo(version.String(), runtime.Version()),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.ObserveNode(o)
 	return r
+}
+
+// buildInfo is cgdelegate_build_info: always 1, its labels say which build
+// runs (the version as -version prints it, and the Go release it was built
+// with), so a query can join them to any series of the same target.
+func buildInfo(v, goVersion string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        BuildInfo,
+		Help:        "Always 1; the labels say which build of cgdelegate runs: version (as -version prints it) and goversion.",
+		ConstLabels: prometheus.Labels{"version": v, "goversion": goVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // ObserveNode registers the gauges that read the node's state at scrape

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/refusal"
 	"github.com/cgdelegate/cgdelegate/internal/status"
+	"github.com/cgdelegate/cgdelegate/internal/version"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
@@ -266,6 +268,25 @@ cgdelegate_cpus{pool="reserved"} 2
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// cgdelegate_build_info is 1 with the running build's version and Go
+// release, on every recorder.
+func TestBuildInfo(t *testing.T) {
+	want := fmt.Sprintf(`# HELP cgdelegate_build_info Always 1; the labels say which build of cgdelegate runs: version (as -version prints it) and goversion.
+# TYPE cgdelegate_build_info gauge
+cgdelegate_build_info{goversion=%q,version=%q} 1
+`, runtime.Version(), version.String())
+	if err := testutil.GatherAndCompare(New(Options{}).Registry(), strings.NewReader(want), BuildInfo); err != nil {
+		t.Fatal(err)
+	}
+	// The labels are the arguments, not fixed strings.
+	if err := testutil.CollectAndCompare(buildInfo("v9.9.9", "go0.1"), strings.NewReader(`# HELP cgdelegate_build_info Always 1; the labels say which build of cgdelegate runs: version (as -version prints it) and goversion.
+# TYPE cgdelegate_build_info gauge
+cgdelegate_build_info{goversion="go0.1",version="v9.9.9"} 1
+`), BuildInfo); err != nil {
+		t.Fatal(err)
 	}
 }
 

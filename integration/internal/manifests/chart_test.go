@@ -106,6 +106,12 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"relative kubeletRootDir", []string{"--set", "engineProfiles.kubeletRootDir=var/lib/kubelet"}, []string{schema, "/engineProfiles/kubeletRootDir"}},
 		{"misspelt resources.installProfiles", []string{"--set", "resources.installProfile.limits.memory=1Gi"}, []string{schema, "/resources", "'installProfile' not allowed"}},
 		{"serviceMonitor without metrics", []string{"--set", "metrics.serviceMonitor.enabled=true"}, []string{"metrics.serviceMonitor.enabled true needs metrics.enabled true"}},
+		{"prometheusRule without metrics", []string{"--set", "metrics.prometheusRule.enabled=true"}, []string{"metrics.prometheusRule.enabled true needs metrics.enabled true"}},
+		{"createContainerMilliseconds of 1000", []string{"--set", "metrics.prometheusRule.createContainerMilliseconds=1000"}, []string{schema, "/metrics/prometheusRule/createContainerMilliseconds"}},
+		{"delegatedCgroupsPercent above 100", []string{"--set", "metrics.prometheusRule.delegatedCgroupsPercent=101"}, []string{schema, "/metrics/prometheusRule/delegatedCgroupsPercent"}},
+		{"job with a quote", []string{"--set", `metrics.prometheusRule.job=a"b`}, []string{schema, "/metrics/prometheusRule/job"}},
+		{"runbookURL with an anchor", []string{"--set", "metrics.prometheusRule.runbookURL=https://example.com/x.md#a"}, []string{schema, "/metrics/prometheusRule/runbookURL"}},
+		{"misspelt grafanaDashboard key", []string{"--set", "metrics.grafanaDashboard.label.x=1"}, []string{schema, "/metrics/grafanaDashboard", "'label' not allowed"}},
 		{
 			"metricsAddress with metrics.enabled",
 			[]string{"--set", "metrics.enabled=true", "--set", "config.metricsAddress=127.0.0.1:1"},
@@ -293,9 +299,14 @@ func TestChartServiceMonitor(t *testing.T) {
 				MatchLabels map[string]string `json:"matchLabels"`
 			} `json:"selector"`
 			Endpoints []struct {
-				Port     string `json:"port"`
-				Path     string `json:"path"`
-				Interval string `json:"interval"`
+				Port        string `json:"port"`
+				Path        string `json:"path"`
+				Interval    string `json:"interval"`
+				Relabelings []struct {
+					Action       string   `json:"action"`
+					SourceLabels []string `json:"sourceLabels"`
+					TargetLabel  string   `json:"targetLabel"`
+				} `json:"relabelings"`
 			} `json:"endpoints"`
 		} `json:"spec"`
 	}
@@ -317,6 +328,12 @@ func TestChartServiceMonitor(t *testing.T) {
 		sm.Metadata.Labels["release"] != "prometheus" || len(sm.Spec.Endpoints) != 1 ||
 		sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].Path != "/metrics" || sm.Spec.Endpoints[0].Interval != "30s" {
 		t.Errorf("ServiceMonitor %+v", sm)
+	}
+	// Every series gets the node's name as node, which the dashboard's
+	// variable and the alerts' summaries use (TestChartGrafanaDashboard).
+	if r := sm.Spec.Endpoints[0].Relabelings; len(r) != 1 || r[0].Action != "replace" ||
+		!slices.Equal(r[0].SourceLabels, []string{"__meta_kubernetes_pod_node_name"}) || r[0].TargetLabel != nodeLabel {
+		t.Errorf("ServiceMonitor relabelings %+v, want __meta_kubernetes_pod_node_name replaced into %s", r, nodeLabel)
 	}
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9767 || svc.Spec.Ports[0].TargetPort.StrVal != "metrics" {
 		t.Errorf("Service ports %+v, want 9767 to the pod's metrics port", svc.Spec.Ports)
@@ -414,7 +431,8 @@ func TestChartHookPath(t *testing.T) {
 func TestChartReleaseName(t *testing.T) {
 	needGo(t)
 	out, err := manifests.Helm(t.Context(), root, "template", "team-a", manifests.ChartDir, "--namespace", "ops",
-		"--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "admissionPolicy.requireUserNamespace=true")
+		"--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "admissionPolicy.requireUserNamespace=true",
+		"--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.grafanaDashboard.enabled=true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +466,7 @@ func TestChartReleaseName(t *testing.T) {
 			t.Errorf("%s names the default release's service account", file)
 		}
 	}
-	if n < 15 {
+	if n < 17 {
 		t.Errorf("%d objects rendered, want every template's", n)
 	}
 	for _, tc := range []struct{ release, want string }{

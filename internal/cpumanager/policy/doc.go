@@ -17,7 +17,8 @@
 //
 // Every exclusive carve-out (a pod's bubble out of the node pool, a
 // container's slice out of its pod's shared pool) asks the allocator
-// (allocation.go, allocator.take, its numbered algorithm in the comment)
+// (allocation.go, allocator.take, its numbered algorithm in the comment;
+// its step 2, the choice of NUMA nodes, in choosenodes.go)
 // for a NUMA-aligned, core-aligned set: given a topology, the CPUs still
 // free and a count, it returns the fewest NUMA nodes, best fit, whole nodes
 // and cores before single threads. It holds no state between calls and

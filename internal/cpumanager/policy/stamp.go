@@ -82,3 +82,39 @@ func parseStamp(s string) (Stamp, error) {
 	}
 	return st, nil
 }
+
+// parsedStamp returns the container's stamp: nil when it has none or when
+// it does not parse (then with the error).
+func (cs ContainerState) parsedStamp() (*Stamp, error) {
+	if cs.Stamp == "" {
+		return nil, nil
+	}
+	s, err := ParseStamp(cs.Stamp)
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// agrees checks a stamp against the cpuset the runtime reports the
+// container runs on (cur): an exclusive stamp's cpus must be exactly
+// cur, and a pod-shared container must run inside the stamped bubble.
+// A stamp is an annotation, and cgdelegate is not the only one that
+// writes annotations: a runtime may copy the pod's onto its containers
+// (CRI-O copies them all), so a pod author can put any stamp on a
+// container created while no plugin pinned. Checked this way, a stamp
+// can only keep a container on CPUs it already runs on; it can never
+// claim another container's. A node-shared stamp claims no CPUs and is
+// not checked. A nil stamp agrees.
+func (s *Stamp) agrees(cur cpuset.CPUSet) error {
+	if s == nil {
+		return nil
+	}
+	switch {
+	case s.Pool == PoolExclusive && !cur.Equals(s.CPUs):
+		return fmt.Errorf("its stamp says exclusive cpus %s, but it runs on cpus %q", s.CPUs, cur.String())
+	case s.Pool == PoolPodShared && (cur.IsEmpty() || !cur.IsSubsetOf(s.Bubble)):
+		return fmt.Errorf("its stamp says pod-shared in bubble %q, but it runs on cpus %q", s.Bubble.String(), cur.String())
+	}
+	return nil
+}
