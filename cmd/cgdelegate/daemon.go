@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -15,6 +16,7 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/metrics"
 	"github.com/cgdelegate/cgdelegate/internal/nri"
 	"github.com/cgdelegate/cgdelegate/internal/reconnect"
+	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/version"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
@@ -66,9 +68,21 @@ func build(cfg config.Config, f flags, log *slog.Logger) (*daemon, error) {
 	}
 	// The opt-in policy and the runtime's validator settings are rules
 	// built from every config that comes into force.
+	fc := &failClosed{}
+	d := &daemon{log: log, configPath: f.config, metricsSrv: metricsSrv}
+	// The runtime's version, once Configure has recorded it (the rules are
+	// first built inside nri.New, before d.plugin is set).
+	version := func() string {
+		if d.plugin != nil {
+			if r := d.plugin.Runtime(); r != nil {
+				return r.Version
+			}
+		}
+		return ""
+	}
 	opts := []nri.Option{
 		nri.WithAdmission(writable.OptInPolicy),
-		nri.WithRuntimeAdmission(validatorRule(log)),
+		nri.WithRuntimeAdmission(validatorRule(log, fc, version)),
 	}
 	stubOpts := f.stubOptions(log)
 	if rec != nil {
@@ -79,7 +93,6 @@ func build(cfg config.Config, f flags, log *slog.Logger) (*daemon, error) {
 		opts = append(opts, nri.WithMetrics(rec))
 		stubOpts = append(stubOpts, metrics.StubOption(rec))
 	}
-	d := &daemon{log: log, configPath: f.config, metricsSrv: metricsSrv}
 	fail := func(msg string, err error) (*daemon, error) {
 		if metricsSrv != nil {
 			stopMetrics(metricsSrv, log)
@@ -96,13 +109,14 @@ func build(cfg config.Config, f flags, log *slog.Logger) (*daemon, error) {
 	if err != nil {
 		return fail("cannot label the node", err)
 	}
-	d.adv = advert.New(d.plugin, log, advert.WithNodeLabel(label))
+	d.adv = advert.New(d.plugin, log, advert.WithNodeLabel(label), advert.WithFailClosed(fc.Load))
 
 	d.plugin.SetUpdater(d.stub)
 	d.plugin.OnConfigured(d.adv.Refresh)
 	if rec != nil {
 		rec.ObserveNode(metrics.Options{
 			Supported:  func() bool { return d.adv.Report().Supported },
+			FailClosed: fc.Load,
 			Pinning:    d.plugin.Pinning,
 			Delegation: d.plugin.Delegation,
 		})
@@ -225,20 +239,38 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 	}
 }
 
+// failClosed is the last fail-closed report, made by validatorRule whenever
+// a config comes into force (before the advertisement's refresh that
+// follows it).
+type failClosed struct {
+	atomic.Pointer[status.FailClosed]
+}
+
 // validatorRule builds, from every config that comes into force, the rule
 // that refuses a container the runtime's NRI default validator is set to
-// refuse (writable.ValidatorRule): containerd's or CRI-O's config, by the runtime
-// seen in Configure, is read then, so a runtime restarted with new
+// refuse (writable.ValidatorCheck): containerd's or CRI-O's config, by the
+// runtime seen in Configure, is read then, so a runtime restarted with new
 // settings is seen at its Configure. A config that can not be read is
-// logged and sets no rule.
-func validatorRule(log *slog.Logger) func(config.Config, string) writable.Check {
+// logged and sets no rule. The same read says whether the runtime fails
+// closed (into fc); a runtime that does not is warned about once per
+// Configure or reload.
+func validatorRule(log *slog.Logger, fc *failClosed, version func() string) func(config.Config, string) writable.Check {
 	return func(cfg config.Config, runtime string) writable.Check {
 		kind := config.RuntimeOf(runtime)
-		check, err := writable.ValidatorRule(cfg, kind)
+		v, known, err := config.ReadValidator(cfg, kind)
 		if err != nil {
 			log.Warn("the runtime's NRI validator settings are not known; a refusal by its reject settings will not name them",
 				"runtime", kind, "error", err)
 		}
-		return check
+		report := status.NewFailClosed(runtime, version(), kind, v, known, err)
+		fc.Store(report)
+		if runtime != "" && !report.Enforced() {
+			log.Warn("the runtime does not enforce required-plugins: opted-in pods start without cgdelegate while it is down",
+				"runtime", runtime, "failClosed", report.State, "reason", report.Reason)
+		}
+		if err != nil || !known {
+			return nil
+		}
+		return writable.ValidatorCheck(v, cfg.HookPath)
 	}
 }

@@ -7,6 +7,8 @@
 //	                            remove the node label from every node; exit 1 if any failed
 //	cgdelegate install-profiles [flags]
 //	                            install the engine pods' seccomp and AppArmor profiles on the node
+//	cgdelegate install-nri-config [flags]
+//	                            install the runtime's NRI drop-in (fail closed per pod) and restart it
 //	cgdelegate -version         print the version
 //
 // Run with no arguments it connects to /var/run/nri/nri.sock with the real
@@ -28,6 +30,11 @@
 // writes and loads the AppArmor profile cgdelegate-engines on the node
 // (docs/engine-profiles.md): the chart's install-profiles init container
 // runs it.
+//
+// install-nri-config writes the runtime's NRI drop-in
+// (contrib/containerd/cgdelegate.toml, contrib/crio/10-cgdelegate.conf) on
+// the node and restarts the runtime through systemd when it runs without
+// it: the chart's install-nri-config init container runs it.
 //
 // Exit codes: 0 on a clean stop, -h or -version; 1 when the plugin can not
 // start or fails; 2 for a command line that can not run.
@@ -64,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runNodeLabel(args[1:], stderr, os.Getenv)
 		case "install-profiles":
 			return runInstallProfiles(args[1:], stderr, runtime.GOARCH, lsmprofile.Exec)
+		case "install-nri-config":
+			return runInstallNRIConfig(args[1:], stderr, connectSystemd)
 		}
 	}
 	f, err := parseFlags(args, stderr)

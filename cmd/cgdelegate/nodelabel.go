@@ -20,11 +20,12 @@ import (
 const nodeLabelUsage = `usage: cgdelegate node-label withdraw [flags]
 
 withdraw removes the label ` + advert.FeatureLabel + `
-from every node that carries it, through the Kubernetes API as the pod's
-service account (the chart's pre-delete Job at helm uninstall runs it as
-cgdelegate-uninstall). It lists the labelled nodes, sends each a merge patch
-that removes the label, and logs each node's outcome. Exits 0 when every
-labelled node lost the label, 1 when the list or any removal failed (each
+and the annotation ` + advert.FailClosedAnnotation + ` from every node
+that carries either, through the Kubernetes API as the pod's service
+account (the chart's pre-delete Job at helm uninstall runs it as
+cgdelegate-uninstall). It lists the nodes (metadata only), sends each that
+carries either a merge patch that removes both, and logs each node's
+outcome. Exits 0 when every such node lost them, 1 when the list or any removal failed (each
 failure logged with the node, the HTTP status and the API's message), 2 for
 a command line that can not run.
 

@@ -45,7 +45,7 @@ func fakeCluster(t *testing.T, labelled []string, refuse map[string]int, listCod
 		if r.Method == http.MethodGet {
 			items := make([]string, len(labelled))
 			for i, n := range labelled {
-				items[i] = fmt.Sprintf(`{"metadata":{"name":%q}}`, n)
+				items[i] = fmt.Sprintf(`{"metadata":{"name":%q,"labels":{"cgdelegate.io/supports-cgroup-options":"true"}}}`, n)
 			}
 			fmt.Fprintf(w, `{"kind":"PartialObjectMetadataList","metadata":{},"items":[%s]}`, strings.Join(items, ","))
 			return

@@ -22,8 +22,10 @@ not, 2 for a command line or config that can not run.
 With -ready it is the plugin pod's readiness probe instead: it reads only
 the published status (no host check of its own) and exits 0, printing one
 line, when a running plugin has been configured by its runtime over NRI and
-has checked the host, whether or not the node supports writable cgroups;
-otherwise 1, printing why.
+has checked the host, whether or not the node supports writable cgroups
+and whether or not its runtime enforces required-plugins (the line says
+both: "fail-closed enforced", or "fail-closed off (why)"); otherwise 1,
+printing why.
 
 flags:
 `
@@ -81,6 +83,6 @@ func runReady(path string, stdout, stderr io.Writer) int {
 		logging.ErrorLine(stderr, "cgdelegate status -ready", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "ready: configured by %s %s; supportsCgroupOptions %t\n", pub.Runtime.Name, pub.Runtime.Version, pub.Supported)
+	fmt.Fprintln(stdout, status.ReadyLine(pub))
 	return 0
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/containerd/nri/pkg/api"
 	"go.yaml.in/yaml/v3"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -24,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/cgdelegate/cgdelegate/contrib"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 )
 
@@ -366,6 +368,35 @@ func TestContainerdDropIn(t *testing.T) {
 		if err != nil || d < bounds[0] || d > bounds[1] {
 			t.Errorf("%s = %q (%v), want a duration in [%s, %s]", key, value, err, bounds[0], bounds[1])
 		}
+	}
+}
+
+// The two runtimes' drop-ins set the same timeouts (docs/deploying.md,
+// "Request timeouts", says why): read as each runtime reads them.
+func TestDropInTimeoutsAgree(t *testing.T) {
+	var ctd struct {
+		Plugins map[string]struct {
+			Registration string `toml:"plugin_registration_timeout"`
+			Request      string `toml:"plugin_request_timeout"`
+		} `toml:"plugins"`
+	}
+	var crio struct {
+		CRIO struct {
+			NRI struct {
+				Registration string `toml:"nri_plugin_registration_timeout"`
+				Request      string `toml:"nri_plugin_request_timeout"`
+			} `toml:"nri"`
+		} `toml:"crio"`
+	}
+	if _, err := toml.Decode(contrib.ContainerdDropIn, &ctd); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := toml.Decode(contrib.CRIODropIn, &crio); err != nil {
+		t.Fatal(err)
+	}
+	c, o := ctd.Plugins["io.containerd.nri.v1.nri"], crio.CRIO.NRI
+	if c.Request == "" || c.Registration == "" || c.Request != o.Request || c.Registration != o.Registration {
+		t.Errorf("containerd's timeouts (request %q, registration %q) and CRI-O's (%q, %q) differ", c.Request, c.Registration, o.Request, o.Registration)
 	}
 }
 

@@ -15,8 +15,10 @@ const (
 	nodeLabelPolicyFile = "node-label-policy.yaml"
 
 	supportsLabel = "cgdelegate.io/supports-cgroup-options"
-	nodeNameExtra = "authentication.kubernetes.io/node-name"
-	pluginUser    = "system:serviceaccount:kube-system:cgdelegate"
+	// failClosedNote is the annotation beside the label.
+	failClosedNote = "cgdelegate.io/fail-closed"
+	nodeNameExtra  = "authentication.kubernetes.io/node-name"
+	pluginUser     = "system:serviceaccount:kube-system:cgdelegate"
 )
 
 // nodeLabelPolicy loads and compiles the node-label policy, and checks the
@@ -121,7 +123,8 @@ func TestNodeLabelPolicy(t *testing.T) {
 		value  = "may only set the label " + supportsLabel + ` to "true" or remove it, not set it to `
 		others = "may change only the label " + supportsLabel
 		meta   = "may change only the label " + supportsLabel + " of a node, not "
-		annot  = meta + "metadata.annotations"
+		annot  = "may change only the annotation " + failClosedNote + ", not "
+		note   = "may only set the annotation " + failClosedNote + " to enforced, off or unknown, or remove it, not set it to "
 		taints = "may not change a node's taints"
 		spec   = "may not change a node's spec"
 		status = "may not change a node's status"
@@ -214,7 +217,7 @@ func TestNodeLabelPolicy(t *testing.T) {
 				finalized(n)
 				n.Annotations = map[string]string{"x": "y"}
 			}),
-			want: []string{meta + "metadata.annotations, metadata.ownerReferences, metadata.finalizers"},
+			want: []string{annot + "x", meta + "metadata.ownerReferences, metadata.finalizers"},
 		},
 		{
 			name: "own node, label removed", user: pluginUser, extra: tokenA,
@@ -271,12 +274,59 @@ func TestNodeLabelPolicy(t *testing.T) {
 		{
 			name: "own node, annotation added", user: pluginUser, extra: tokenA,
 			old: node(t, "a", base, nil), new: node(t, "a", base, map[string]string{"x": "y"}),
-			want: []string{annot},
+			want: []string{annot + "x"},
 		},
 		{
 			name: "own node, annotation changed", user: pluginUser, extra: tokenA,
 			old: node(t, "a", base, map[string]string{"x": "y"}), new: node(t, "a", base, map[string]string{"x": "z"}),
-			want: []string{annot},
+			want: []string{annot + "x"},
+		},
+		{
+			name: "own node, label and fail-closed annotation set", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, map[string]string{"x": "y"}),
+			new: node(t, "a", with(base, supportsLabel, "true"), map[string]string{"x": "y", failClosedNote: "off"}),
+		},
+		{
+			name: "own node, fail-closed annotation alone, first annotation", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", base, map[string]string{failClosedNote: "unknown"}),
+		},
+		{
+			name: "own node, fail-closed annotation changed", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, map[string]string{failClosedNote: "off"}), new: node(t, "a", base, map[string]string{failClosedNote: "enforced"}),
+		},
+		{
+			name: "own node, label and fail-closed annotation removed", user: pluginUser, extra: tokenA,
+			old: node(t, "a", with(base, supportsLabel, "true"), map[string]string{"x": "y", failClosedNote: "enforced"}),
+			new: node(t, "a", base, map[string]string{"x": "y"}),
+		},
+		{
+			name: "own node, fail-closed annotation set to pwned", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", base, map[string]string{failClosedNote: "pwned"}),
+			want: []string{note + `"pwned"`},
+		},
+		{
+			name: "own node, fail-closed annotation set to a value of the label", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, map[string]string{failClosedNote: "off"}), new: node(t, "a", base, map[string]string{failClosedNote: "true"}),
+			want: []string{note + `"true"`},
+		},
+		{
+			name: "own node, another fail-closed value left as it was", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, map[string]string{failClosedNote: "pwned"}), new: node(t, "a", with(base, supportsLabel, "true"), map[string]string{failClosedNote: "pwned"}),
+		},
+		{
+			name: "own node, fail-closed annotation set with another annotation", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", base, map[string]string{failClosedNote: "off", "x": "y"}),
+			want: []string{annot + "x"},
+		},
+		{
+			name: "own node, another annotation removed with the fail-closed one", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, map[string]string{failClosedNote: "off", "x": "y"}), new: node(t, "a", base, nil),
+			want: []string{annot + "x"},
+		},
+		{
+			name: "stolen token: node a's token annotates node b", user: pluginUser, extra: tokenA,
+			old: node(t, "b", base, nil), new: node(t, "b", base, map[string]string{failClosedNote: "enforced"}),
+			want: []string{own + ": its token is for node 'a', not b"},
 		},
 		{
 			name: "own node, taint added", user: pluginUser, extra: tokenA,

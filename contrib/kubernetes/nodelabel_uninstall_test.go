@@ -14,8 +14,9 @@ const (
 	uninstallUser       = "system:serviceaccount:kube-system:cgdelegate-uninstall"
 )
 
-// The uninstall account may only remove the label, from any node: the new
-// labels are the old ones without it, and nothing else changes. No other
+// The uninstall account may only remove the label and the fail-closed
+// annotation, from any node: the new labels and annotations are the old
+// ones without them, and nothing else changes. No other
 // user is matched.
 func TestNodeLabelUninstallPolicy(t *testing.T) {
 	p := nodePolicy(t, uninstallPolicyFile)
@@ -23,7 +24,8 @@ func TestNodeLabelUninstallPolicy(t *testing.T) {
 		notSet = "may only remove the label " + supportsLabel + ": the updated node still has it"
 		others = "may change only the label " + supportsLabel
 		meta   = "may change only the label " + supportsLabel + " of a node, not "
-		annot  = meta + "metadata.annotations"
+		annot  = "may change only the annotation " + failClosedNote + ", not "
+		noteIn = "may only remove the annotation " + failClosedNote + ": the updated node still has it"
 		taints = "may not change a node's taints"
 		spec   = "may not change a node's spec"
 		status = "may not change a node's status"
@@ -130,12 +132,35 @@ func TestNodeLabelUninstallPolicy(t *testing.T) {
 		{
 			name: "removed, annotation added", user: uninstallUser, extra: jobToken,
 			old: node(t, "a", labelled, nil), new: node(t, "a", base, map[string]string{"x": "y"}),
-			want: []string{annot},
+			want: []string{annot + "x"},
 		},
 		{
 			name: "annotation changed", user: uninstallUser, extra: jobToken,
 			old: node(t, "a", base, map[string]string{"x": "y"}), new: node(t, "a", base, map[string]string{"x": "z"}),
-			want: []string{annot},
+			want: []string{annot + "x"},
+		},
+		{
+			name: "label and fail-closed annotation removed", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, map[string]string{"x": "y", failClosedNote: "enforced"}), new: node(t, "a", base, map[string]string{"x": "y"}),
+		},
+		{
+			name: "fail-closed annotation removed, no label", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", base, map[string]string{failClosedNote: "off"}), new: node(t, "a", base, nil),
+		},
+		{
+			name: "label removed, fail-closed annotation left", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, map[string]string{failClosedNote: "off"}), new: node(t, "a", base, map[string]string{failClosedNote: "off"}),
+			want: []string{noteIn},
+		},
+		{
+			name: "fail-closed annotation set", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", base, nil), new: node(t, "a", base, map[string]string{failClosedNote: "enforced"}),
+			want: []string{noteIn},
+		},
+		{
+			name: "fail-closed annotation removed with another", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", base, map[string]string{failClosedNote: "off", "x": "y"}), new: node(t, "a", base, nil),
+			want: []string{annot + "x"},
 		},
 		{
 			name: "removed, taint removed", user: uninstallUser, extra: jobToken,
@@ -150,7 +175,7 @@ func TestNodeLabelUninstallPolicy(t *testing.T) {
 		{
 			name: "everything", user: uninstallUser,
 			old: node(t, "b", base, nil), new: node(t, "b", with(base, "zone", "z9", supportsLabel, "true"), map[string]string{"x": "y"}, taint),
-			want: []string{notSet, others, annot, taints, spec},
+			want: []string{notSet, others, annot + "x", taints, spec},
 		},
 		{
 			name: "the plugin's account is not matched", user: pluginUser, extra: map[string][]string{nodeNameExtra: {"a"}},

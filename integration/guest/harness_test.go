@@ -13,12 +13,14 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/cri"
+	"github.com/cgdelegate/cgdelegate/integration/internal/variant"
 )
 
 // harness checks the proving ground itself, without cgdelegate: the
 // host is pure cgroup v2 as the variant says, containerd answers the CRI,
 // the images are there, and a pod's busybox container runs and can be
-// exec'd into.
+// exec'd into. With cgdelegate on the node, it also checks that cgdelegate
+// reports whether containerd fails closed as the variant configured it.
 func harness(t *testing.T, e *guestEnv) {
 	ctx := scenarioCtx(t)
 
@@ -101,6 +103,11 @@ func harness(t *testing.T, e *guestEnv) {
 	// slice, expanded, with the systemd driver).
 	if _, err := os.Stat(e.podCgroup(pod) + "/cgroup.procs"); err != nil {
 		t.Errorf("pod cgroup %s: %v", e.podCgroup(pod), err)
+	}
+	// The plugin on the node (not in a pod) says whether containerd fails
+	// closed.
+	if e.variant.Plugin == variant.PluginExternal || e.variant.Plugin == variant.PluginPreregistered {
+		checkFailClosedReport(t, e)
 	}
 }
 

@@ -73,6 +73,9 @@ type Advertiser struct {
 	tableAt   time.Time
 	// label keeps the Node label; nil when there is none.
 	label *NodeLabeler
+	// failClosed is whether the runtime enforces required-plugins; nil
+	// when nothing reports it.
+	failClosed func() *status.FailClosed
 }
 
 // Option configures an Advertiser.
@@ -82,6 +85,13 @@ type Option func(*Advertiser)
 // l is no label.
 func WithNodeLabel(l *NodeLabeler) Option {
 	return func(a *Advertiser) { a.label = l }
+}
+
+// WithFailClosed reports, in the status, the readiness and beside the node
+// label, whether the runtime enforces required-plugins, as fc says at each
+// refresh.
+func WithFailClosed(fc func() *status.FailClosed) Option {
+	return func(a *Advertiser) { a.failClosed = fc }
 }
 
 // New returns an Advertiser over src. A nil log discards.
@@ -121,6 +131,12 @@ func (a *Advertiser) readinessReport() status.Report {
 	r := status.Evaluate(cfg, st, err)
 	r.MountCheck = a.src.MountCheck()
 	r.Runtime = a.src.Runtime()
+	if a.failClosed != nil {
+		r.FailClosed = a.failClosed()
+		if w := status.FailClosedWarning(r.FailClosed); w != "" && r.Runtime != nil {
+			r.Warnings = append(r.Warnings, w)
+		}
+	}
 	r.NodeLabel = a.NodeLabel()
 	r.RestartPending = a.src.RestartPending()
 	for _, c := range r.RestartPending {
@@ -172,6 +188,9 @@ func (a *Advertiser) refresh(tableEvery time.Duration) {
 		a.log.Info("node advertisement changed", "label", FeatureLabel, "supported", r.Supported, "problems", r.Problems)
 	}
 	if a.label != nil {
+		if r.FailClosed != nil {
+			a.label.SetFailClosed(r.FailClosed.State)
+		}
 		a.label.Set(r.Supported)
 	}
 	if a.readiness != nil && reflect.DeepEqual(key, a.readiness) && time.Since(a.tableAt) < tableEvery {

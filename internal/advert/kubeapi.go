@@ -168,6 +168,20 @@ func labelPatch(value *string) []byte {
 	return b
 }
 
+// nodePatch is labelPatch that also sets FailClosedAnnotation to note, or
+// removes it when note is nil.
+func nodePatch(label, note *string) []byte {
+	patch := map[string]any{"metadata": map[string]any{
+		"labels":      map[string]any{FeatureLabel: label},
+		"annotations": map[string]any{FailClosedAnnotation: note},
+	}}
+	b, err := json.Marshal(patch)
+	if err != nil {
+		panic(fmt.Sprintf("advert: marshal a node patch: %v", err)) // a map of strings always marshals
+	}
+	return b
+}
+
 // patchNode sends a JSON merge patch to the Node named node.
 func (c *kubeClient) patchNode(ctx context.Context, node string, patch []byte) error {
 	_, err := c.do(ctx, http.MethodPatch, nodePath(node), "application/merge-patch+json", "application/json", patch, 0)
@@ -183,13 +197,18 @@ const listPageSize = 100
 // list as the fallback of an API server that cannot.
 const metadataAccept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
-// listNodes returns the names of the Nodes that match the label selector,
-// in the API's order, following continue tokens page by page.
-func (c *kubeClient) listNodes(ctx context.Context, selector string) ([]string, error) {
+// listNodes returns the names of the Nodes that match the label selector
+// ("" for every Node) and that keep accepts (nil: all), in the API's
+// order, following continue tokens page by page. keep sees each Node's
+// labels and annotations.
+func (c *kubeClient) listNodes(ctx context.Context, selector string, keep func(labels, annotations map[string]string) bool) ([]string, error) {
 	var names []string
 	cont := ""
 	for {
-		q := url.Values{"labelSelector": {selector}, "limit": {strconv.Itoa(listPageSize)}}
+		q := url.Values{"limit": {strconv.Itoa(listPageSize)}}
+		if selector != "" {
+			q.Set("labelSelector", selector)
+		}
 		if cont != "" {
 			q.Set("continue", cont)
 		}
@@ -204,7 +223,9 @@ func (c *kubeClient) listNodes(ctx context.Context, selector string) ([]string, 
 			} `json:"metadata"`
 			Items []struct {
 				Metadata struct {
-					Name string `json:"name"`
+					Name        string            `json:"name"`
+					Labels      map[string]string `json:"labels"`
+					Annotations map[string]string `json:"annotations"`
 				} `json:"metadata"`
 			} `json:"items"`
 		}
@@ -215,7 +236,9 @@ func (c *kubeClient) listNodes(ctx context.Context, selector string) ([]string, 
 			if it.Metadata.Name == "" {
 				return names, fmt.Errorf("GET %s: item %d has no metadata.name", path, i)
 			}
-			names = append(names, it.Metadata.Name)
+			if keep == nil || keep(it.Metadata.Labels, it.Metadata.Annotations) {
+				names = append(names, it.Metadata.Name)
+			}
 		}
 		if page.Metadata.Continue == "" {
 			return names, nil

@@ -3,8 +3,11 @@ package advert
 // The node label: the same advertisement as the feature file, put on the
 // plugin's own Node object through the API, for clusters without NFD.
 // FeatureLabel is "true" while the node supports writable cgroups and absent
-// otherwise, and removed when the plugin stops. Set never blocks: the
-// patches go out from Run, retried with backoff.
+// otherwise, and removed when the plugin stops. Beside it, once SetFailClosed
+// was called, the annotation FailClosedAnnotation says whether the runtime
+// enforces required-plugins (status.FailClosedStates), removed with the
+// label. Set never blocks: the patches go out from Run, retried with
+// backoff.
 
 import (
 	"context"
@@ -59,6 +62,11 @@ func (s labelState) String() string {
 	}
 }
 
+// FailClosedAnnotation is the Node annotation beside FeatureLabel: whether
+// the node's runtime enforces required-plugins.noderesource.dev, one of
+// status.FailClosedStates.
+const FailClosedAnnotation = "cgdelegate.io/fail-closed"
+
 // LabelResult is the outcome of the last request about the node label.
 type LabelResult = status.NodeLabel
 
@@ -80,6 +88,10 @@ type NodeLabeler struct {
 	applied   labelState
 	withdrawn bool
 	last      LabelResult
+	// note is the FailClosedAnnotation value wanted, "" before
+	// SetFailClosed (no annotation is written); noteApplied is the one the
+	// API has (valid while applied is not stateUnknown).
+	note, noteApplied string
 }
 
 // NewNodeLabeler returns the node labeler that cfg.NodeLabel asks for, or
@@ -145,6 +157,21 @@ func (l *NodeLabeler) Set(supported bool) {
 	}
 }
 
+// SetFailClosed asks for FailClosedAnnotation to say state (one of
+// status.FailClosedStates); from the first call on, every patch carries
+// it, and the withdrawal removes it. It returns at once, as Set does.
+func (l *NodeLabeler) SetFailClosed(state string) {
+	l.mu.Lock()
+	changed := !l.withdrawn && state != "" && l.note != state
+	if changed {
+		l.note = state
+	}
+	l.mu.Unlock()
+	if changed {
+		l.poke()
+	}
+}
+
 // poke wakes Run without blocking.
 func (l *NodeLabeler) poke() {
 	select {
@@ -183,7 +210,7 @@ func (l *NodeLabeler) Run(ctx context.Context) error {
 func (l *NodeLabeler) pending() (labelState, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.want, !l.withdrawn && l.want != stateUnknown && l.want != l.applied
+	return l.want, !l.withdrawn && l.want != stateUnknown && (l.want != l.applied || l.note != l.noteApplied)
 }
 
 // converge sends the wanted state until the API has it, backing off after
@@ -250,7 +277,7 @@ func (l *NodeLabeler) Withdraw(ctx context.Context) error {
 	}
 	defer l.release()
 	l.mu.Lock()
-	gone := l.applied == stateRemoved
+	gone := l.applied == stateRemoved && l.note == ""
 	l.mu.Unlock()
 	if gone {
 		return nil
@@ -264,19 +291,37 @@ func (l *NodeLabeler) Withdraw(ctx context.Context) error {
 
 // send patches the Node to want and records the result. The caller holds
 // the semaphore.
+// With the annotation in use (SetFailClosed), the patch sets it to the
+// wanted value with the label, or removes it with the label at the
+// withdrawal.
 func (l *NodeLabeler) send(ctx context.Context, want labelState) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	err := l.client.patchNode(ctx, l.node, labelPatch(want.value()))
+	l.mu.Lock()
+	note, withdrawn := l.note, l.withdrawn
+	l.mu.Unlock()
+	patch := labelPatch(want.value())
+	noteWant := ""
+	if note != "" {
+		var value *string
+		if noteWant = "absent"; !withdrawn {
+			value, noteWant = &note, note
+		}
+		patch = nodePatch(want.value(), value)
+	}
+	err := l.client.patchNode(ctx, l.node, patch)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.last = LabelResult{Node: l.node, Want: want.String(), Applied: err == nil, At: time.Now().UTC()}
+	l.last = LabelResult{Node: l.node, Want: want.String(), FailClosed: noteWant, Applied: err == nil, At: time.Now().UTC()}
 	if err != nil {
 		l.last.Error = err.Error()
 		l.applied = stateUnknown
 		return err
 	}
 	l.applied = want
+	if l.noteApplied = note; withdrawn {
+		l.note, l.noteApplied = "", ""
+	}
 	return nil
 }
 

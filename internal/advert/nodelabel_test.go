@@ -188,7 +188,7 @@ func TestAPIRedirectRefused(t *testing.T) {
 			}
 			ctx := context.Background()
 			errPatch := c.patchNode(ctx, "node-a", labelPatch(nil))
-			_, errList := c.listNodes(ctx, FeatureLabel)
+			_, errList := c.listNodes(ctx, FeatureLabel, nil)
 			for _, err := range []error{errPatch, errList} {
 				if !errors.Is(err, ErrRedirect) || !strings.Contains(err.Error(), strconv.Quote(target)) {
 					t.Errorf("err = %v, want ErrRedirect naming %q", err, target)
@@ -633,5 +633,74 @@ func TestNodeLabelHangingAPI(t *testing.T) {
 	}
 	if got := f.seen(); len(got) != 1 || got[0].body != removeBody {
 		t.Fatalf("requests answered %+v, want only the removal", got)
+	}
+}
+
+// With the fail-closed report on (SetFailClosed), every patch carries the
+// annotation beside the label, a change of either is one patch, and the
+// withdrawal removes both.
+func TestNodeLabelFailClosedAnnotation(t *testing.T) {
+	f := newFakeAPI(t)
+	l, _, _ := newLabeler(t, f)
+	ctx := context.Background()
+	l.SetFailClosed(status.FailClosedOff)
+	l.Set(true)
+	l.converge(ctx)
+	l.SetFailClosed(status.FailClosedOff) // unchanged: nothing sent
+	l.converge(ctx)
+	l.SetFailClosed(status.FailClosedEnforced)
+	l.converge(ctx)
+	if r := l.Result(); !r.Applied || r.FailClosed != status.FailClosedEnforced {
+		t.Errorf("result %+v", r)
+	}
+	if err := l.Withdraw(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`{"metadata":{"annotations":{"cgdelegate.io/fail-closed":"off"},"labels":{"cgdelegate.io/supports-cgroup-options":"true"}}}`,
+		`{"metadata":{"annotations":{"cgdelegate.io/fail-closed":"enforced"},"labels":{"cgdelegate.io/supports-cgroup-options":"true"}}}`,
+		`{"metadata":{"annotations":{"cgdelegate.io/fail-closed":null},"labels":{"cgdelegate.io/supports-cgroup-options":null}}}`,
+	}
+	got := f.seen()
+	bodies := make([]string, len(got))
+	for i, r := range got {
+		bodies[i] = r.body
+	}
+	if strings.Join(bodies, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("bodies\n%s\nwant\n%s", strings.Join(bodies, "\n"), strings.Join(want, "\n"))
+	}
+	if r := l.Result(); !r.Applied || r.FailClosed != "absent" || r.Want != "absent" {
+		t.Errorf("result after the withdrawal %+v", r)
+	}
+}
+
+// The advertiser reports what WithFailClosed says: in the status, with a
+// warning when the runtime does not enforce required-plugins, and on the
+// Node beside the label.
+func TestAdvertiserFailClosed(t *testing.T) {
+	for _, state := range status.FailClosedStates {
+		t.Run(state, func(t *testing.T) {
+			f := newFakeAPI(t)
+			l, _, _ := newLabeler(t, f)
+			src := newSource(t)
+			fc := &status.FailClosed{State: state, Reason: "because"}
+			a := New(src, nil, WithNodeLabel(l), WithFailClosed(func() *status.FailClosed { return fc }))
+			a.Refresh()
+			l.converge(context.Background())
+			pub, err := status.ReadPublished(src.cfg.StatusFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pub.FailClosed == nil || *pub.FailClosed != *fc {
+				t.Errorf("published failClosed %+v, want %+v", pub.FailClosed, fc)
+			}
+			warned := strings.Contains(strings.Join(pub.Warnings, "\n"), "fail-closed is "+state+": because")
+			if warned != (state != status.FailClosedEnforced) {
+				t.Errorf("warnings %q: want a fail-closed warning: %t", pub.Warnings, state != status.FailClosedEnforced)
+			}
+			if got := f.seen(); len(got) != 1 || !strings.Contains(got[0].body, `"cgdelegate.io/fail-closed":"`+state+`"`) {
+				t.Errorf("patches %+v, want one with the annotation %s", got, state)
+			}
+		})
 	}
 }

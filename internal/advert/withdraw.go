@@ -1,10 +1,11 @@
 package advert
 
-// The withdrawal at uninstall: FeatureLabel removed from every Node that
-// carries it, by `cgdelegate node-label withdraw` in the chart's pre-delete
-// Job. The plugin removes the label itself when it stops, but at
-// `helm uninstall` its RBAC is usually deleted before its pods get SIGTERM,
-// so that removal is refused and the label would stay on every node.
+// The withdrawal at uninstall: FeatureLabel and FailClosedAnnotation
+// removed from every Node that carries either, by `cgdelegate node-label
+// withdraw` in the chart's pre-delete Job. The plugin removes them itself
+// when it stops, but at `helm uninstall` its RBAC is usually deleted before
+// its pods get SIGTERM, so that removal is refused and they would stay on
+// every node.
 
 import (
 	"context"
@@ -19,7 +20,8 @@ import (
 // withdrawParallel is how many Nodes are patched at once.
 const withdrawParallel = 4
 
-// ClusterWithdrawer removes FeatureLabel from every Node that has it.
+// ClusterWithdrawer removes FeatureLabel and FailClosedAnnotation from
+// every Node that has either.
 type ClusterWithdrawer struct {
 	client *kubeClient
 }
@@ -53,15 +55,16 @@ type NodeWithdrawal struct {
 	Err error
 }
 
-// Withdraw lists the Nodes labelled FeatureLabel (any value) and removes
-// the label from each with a merge patch, a few at a time, until ctx is
-// done. It returns one outcome per listed Node, in the list's order; the
+// Withdraw lists the Nodes (their metadata, every Node: no selector finds
+// an annotation) and, from each that has FeatureLabel or
+// FailClosedAnnotation (any value), removes both with one merge patch, a
+// few at a time, until ctx is done. It returns one outcome per listed Node, in the list's order; the
 // error is the list's, with the outcomes of the Nodes listed before it
 // failed. A Node the patch no longer finds (404) counts as done.
 func (w *ClusterWithdrawer) Withdraw(ctx context.Context) ([]NodeWithdrawal, error) {
-	nodes, err := w.client.listNodes(ctx, FeatureLabel)
+	nodes, err := w.client.listNodes(ctx, "", advertised)
 	out := make([]NodeWithdrawal, len(nodes))
-	patch := labelPatch(nil)
+	patch := nodePatch(nil, nil)
 	sem := make(chan struct{}, withdrawParallel)
 	var wg sync.WaitGroup
 	for i, n := range nodes {
@@ -74,12 +77,20 @@ func (w *ClusterWithdrawer) Withdraw(ctx context.Context) ([]NodeWithdrawal, err
 	}
 	wg.Wait()
 	if err != nil {
-		return out, fmt.Errorf("list the nodes labelled %s: %w", FeatureLabel, err)
+		return out, fmt.Errorf("list the nodes labelled %s or annotated %s: %w", FeatureLabel, FailClosedAnnotation, err)
 	}
 	return out, nil
 }
 
-// withdrawOne removes the label from node.
+// advertised reports a Node that carries FeatureLabel or
+// FailClosedAnnotation.
+func advertised(labels, annotations map[string]string) bool {
+	_, l := labels[FeatureLabel]
+	_, a := annotations[FailClosedAnnotation]
+	return l || a
+}
+
+// withdrawOne removes the label and the annotation from node.
 func withdrawOne(ctx context.Context, c *kubeClient, node string, patch []byte) NodeWithdrawal {
 	r := NodeWithdrawal{Node: node}
 	if err := ctx.Err(); err != nil {

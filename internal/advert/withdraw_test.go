@@ -19,7 +19,10 @@ import (
 // node) or with 200.
 type cluster struct {
 	labelled []string
-	refuse   map[string]answer
+	// annotated carry only the fail-closed annotation, plain neither;
+	// they are listed after the labelled ones.
+	annotated, plain []string
+	refuse           map[string]answer
 	// hang: every PATCH waits until the client gives up.
 	hang bool
 
@@ -45,18 +48,25 @@ func (c *cluster) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && r.URL.Path == "/api/v1/nodes":
 		q := r.URL.Query()
 		limit, err := strconv.Atoi(q.Get("limit"))
-		if err != nil || q.Get("labelSelector") != FeatureLabel {
+		if err != nil || q.Has("labelSelector") {
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		start, _ := strconv.Atoi(q.Get("continue"))
-		end := min(start+limit, len(c.labelled))
-		items := make([]string, 0, end-start)
-		for _, n := range c.labelled[start:end] {
-			items = append(items, fmt.Sprintf(`{"metadata":{"name":%q,"labels":{%q:"true"}}}`, n, FeatureLabel))
+		var all []string
+		for _, n := range c.labelled {
+			all = append(all, fmt.Sprintf(`{"metadata":{"name":%q,"labels":{%q:"true","zone":"z"}}}`, n, FeatureLabel))
 		}
+		for _, n := range c.annotated {
+			all = append(all, fmt.Sprintf(`{"metadata":{"name":%q,"labels":{"zone":"z"},"annotations":{%q:"off"}}}`, n, FailClosedAnnotation))
+		}
+		for _, n := range c.plain {
+			all = append(all, fmt.Sprintf(`{"metadata":{"name":%q,"labels":{"zone":"z"},"annotations":{"x":"y"}}}`, n))
+		}
+		start, _ := strconv.Atoi(q.Get("continue"))
+		end := min(start+limit, len(all))
+		items := all[start:end]
 		cont := ""
-		if end < len(c.labelled) {
+		if end < len(all) {
 			cont = strconv.Itoa(end)
 		}
 		fmt.Fprintf(w, `{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"continue":%q},"items":[%s]}`,
@@ -110,14 +120,15 @@ func forbidden(node, msg string) answer {
 		`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"nodes \"%s\" is forbidden: %s","reason":"Forbidden","code":403}`, node, msg)}
 }
 
-// The labelled nodes are listed, metadata only, by the label, page by
-// page; each gets one merge patch that removes the label.
+// Every node is listed, metadata only, page by page; each that carries the
+// label or the fail-closed annotation gets one merge patch that removes
+// both, and the others none.
 func TestWithdrawAll(t *testing.T) {
 	var nodes []string
 	for i := range listPageSize + 3 {
 		nodes = append(nodes, fmt.Sprintf("node-%03d", i))
 	}
-	c := &cluster{labelled: nodes}
+	c := &cluster{labelled: nodes[:listPageSize-1], annotated: nodes[listPageSize-1:], plain: []string{"plain-1", "plain-2"}}
 	w := newWithdrawer(t, c)
 	got, err := w.Withdraw(context.Background())
 	if err != nil {
@@ -142,7 +153,7 @@ func TestWithdrawAll(t *testing.T) {
 		case http.MethodGet:
 			lists = append(lists, r)
 		case http.MethodPatch:
-			if r.contentType != "application/merge-patch+json" || r.body != removeBody {
+			if r.contentType != "application/merge-patch+json" || r.body != withdrawBody {
 				t.Errorf("PATCH %s: %s %s, want the removal merge patch", r.path, r.contentType, r.body)
 			}
 			patched[strings.TrimPrefix(r.path, "/api/v1/nodes/")]++
@@ -151,8 +162,8 @@ func TestWithdrawAll(t *testing.T) {
 		}
 	}
 	wantQueries := []string{
-		"labelSelector=cgdelegate.io%2Fsupports-cgroup-options&limit=100",
-		"continue=100&labelSelector=cgdelegate.io%2Fsupports-cgroup-options&limit=100",
+		"limit=100",
+		"continue=100&limit=100",
 	}
 	if len(lists) != len(wantQueries) {
 		t.Fatalf("%d list requests, want %d: %+v", len(lists), len(wantQueries), lists)
@@ -170,7 +181,14 @@ func TestWithdrawAll(t *testing.T) {
 			t.Errorf("node %s patched %d times, want once", n, patched[n])
 		}
 	}
+	if len(patched) != len(nodes) {
+		t.Errorf("%d nodes patched, want %d (not the plain ones)", len(patched), len(nodes))
+	}
 }
+
+// withdrawBody is the merge patch that removes the label and the
+// annotation.
+const withdrawBody = `{"metadata":{"annotations":{"cgdelegate.io/fail-closed":null},"labels":{"cgdelegate.io/supports-cgroup-options":null}}}`
 
 // No node labelled: one list, no patch.
 func TestWithdrawNothingLabelled(t *testing.T) {

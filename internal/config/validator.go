@@ -22,6 +22,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/BurntSushi/toml"
 )
@@ -48,13 +50,31 @@ type ValidatorDialect struct {
 	Table string
 	// The keys: the validator on, hooks refused, namespaces refused.
 	EnableKey, RejectHooksKey, RejectNamespacesKey string
+	// Since is the first release (major, minor) with the default
+	// validator: an older one ignores the table (docs/compatibility.md).
+	Since [2]int
+}
+
+// HasValidator reports whether the runtime's version (as NRI's Configure
+// reports it: "v2.4.2", "2.1.0", "1.34.1") has the default validator; true
+// when the version can not be read.
+func (d ValidatorDialect) HasValidator(version string) bool {
+	v := strings.TrimPrefix(strings.TrimSpace(version), "v")
+	major, rest, _ := strings.Cut(v, ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	maj, err1 := strconv.Atoi(major)
+	mnr, err2 := strconv.Atoi(strings.TrimRightFunc(minor, func(r rune) bool { return r < '0' || r > '9' }))
+	if err1 != nil || err2 != nil || d.Since == [2]int{} {
+		return true
+	}
+	return maj > d.Since[0] || maj == d.Since[0] && mnr >= d.Since[1]
 }
 
 // ContainerdValidatorKeys and CRIOValidatorKeys are the two runtimes'
 // dialects.
 var (
-	ContainerdValidatorKeys = ValidatorDialect{"containerd", ContainerdValidatorTable, "enable", ContainerdRejectHooks, ContainerdRejectNamespaces}
-	CRIOValidatorKeys       = ValidatorDialect{"CRI-O", CRIOValidatorTable, "nri_enable_default_validator", CRIORejectHooks, CRIORejectNamespaces}
+	ContainerdValidatorKeys = ValidatorDialect{"containerd", ContainerdValidatorTable, "enable", ContainerdRejectHooks, ContainerdRejectNamespaces, [2]int{2, 2}}
+	CRIOValidatorKeys       = ValidatorDialect{"CRI-O", CRIOValidatorTable, "nri_enable_default_validator", CRIORejectHooks, CRIORejectNamespaces, [2]int{1, 34}}
 )
 
 // ValidatorSetting is one validator key in force and the file that set it.
@@ -104,6 +124,31 @@ func (v *Validator) set(path string, values map[string]any) error {
 		*dst = ValidatorSetting{On: b, File: path}
 	}
 	return nil
+}
+
+// ReadValidator reads the NRI default validator settings of the runtime
+// family runtime from the files cfg names: containerd's ContainerdConfig
+// and its imports, or CRI-O's CRIOConfig and CRIOConfigDir. known is false
+// when nothing can be known: another runtime (or none yet), or its files
+// disabled (none). A missing file is no error: the runtime's defaults.
+func ReadValidator(cfg Config, runtime Runtime) (v Validator, known bool, err error) {
+	switch runtime {
+	case RuntimeContainerd:
+		path := cfg.ContainerdConfigPath()
+		if path == "" {
+			return Validator{Keys: ContainerdValidatorKeys}, false, nil
+		}
+		v, err = ReadContainerdValidator(path)
+		return v, err == nil, err
+	case RuntimeCRIO:
+		file, dir := cfg.CRIOConfigPaths()
+		if file == "" && dir == "" {
+			return Validator{Keys: CRIOValidatorKeys}, false, nil
+		}
+		v, err = ReadCRIOValidator(file, dir)
+		return v, err == nil, err
+	}
+	return Validator{}, false, nil
 }
 
 // ErrValidatorRead is wrapped by every error of ReadContainerdValidator and

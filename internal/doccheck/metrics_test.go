@@ -47,7 +47,8 @@ var (
 // a scrape sees them.
 func gatheredFamilies() (map[string]family, error) {
 	r := metrics.New(metrics.Options{
-		Supported: func() bool { return true },
+		Supported:  func() bool { return true },
+		FailClosed: func() *status.FailClosed { return &status.FailClosed{State: status.FailClosedEnforced} },
 		Pinning: func() *status.Pinning {
 			return &status.Pinning{Active: true, Allocations: &policy.Status{ReservedCPUs: "0", NodeSharedPool: "1-3"}}
 		},

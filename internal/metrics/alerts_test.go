@@ -27,7 +27,8 @@ var scrapeLabels = map[string]bool{"job": true, "instance": true, "node": true}
 func exported(t *testing.T) map[string]map[string]map[string]bool {
 	t.Helper()
 	r := New(Options{
-		Supported: func() bool { return true },
+		Supported:  func() bool { return true },
+		FailClosed: func() *status.FailClosed { return &status.FailClosed{State: status.FailClosedOff} },
 		Pinning: func() *status.Pinning {
 			return &status.Pinning{Active: true, Allocations: &policy.Status{ReservedCPUs: "0", NodeSharedPool: "1-3"}}
 		},

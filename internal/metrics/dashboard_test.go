@@ -106,7 +106,7 @@ func TestDashboard(t *testing.T) {
 			used[base] = true
 		}
 	}
-	for _, name := range []string{ContainersTotal, RefusalsTotal, EventDuration, NodeSupported, CPUs, ContainerUpdatesTotal, BuildInfo} {
+	for _, name := range []string{ContainersTotal, RefusalsTotal, EventDuration, NodeSupported, FailClosed, CPUs, ContainerUpdatesTotal, BuildInfo} {
 		if !used[name] {
 			t.Errorf("%s does not show %s", dashboard, name)
 		}
@@ -117,7 +117,8 @@ func TestDashboard(t *testing.T) {
 func registeredNames(t *testing.T) map[string]bool {
 	t.Helper()
 	r := New(Options{
-		Supported: func() bool { return true },
+		Supported:  func() bool { return true },
+		FailClosed: func() *status.FailClosed { return &status.FailClosed{State: status.FailClosedOff} },
 		Pinning: func() *status.Pinning {
 			return &status.Pinning{Active: true, Allocations: &policy.Status{ReservedCPUs: "0", NodeSharedPool: "1-3"}}
 		},

@@ -6,6 +6,7 @@ const (
 	RefusalsTotal         = "cgdelegate_refusals_total"
 	EventDuration         = "cgdelegate_nri_event_duration_seconds"
 	NodeSupported         = "cgdelegate_node_supported"
+	FailClosed            = "cgdelegate_fail_closed"
 	CPUs                  = "cgdelegate_cpus"
 	ContainerUpdatesTotal = "cgdelegate_container_updates_total"
 

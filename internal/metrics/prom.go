@@ -19,6 +19,9 @@ type Options struct {
 	// Supported reports whether the node supports writable cgroups now
 	// (the node advertisement); nil leaves cgdelegate_node_supported out.
 	Supported func() bool
+	// FailClosed is whether the runtime enforces required-plugins (the
+	// advertisement's report); nil leaves cgdelegate_fail_closed out.
+	FailClosed func() *status.FailClosed
 	// Pinning is the CPU pinning state (nri.Plugin.Pinning); cgdelegate_cpus
 	// is exported only while it reports active pinning.
 	Pinning func() *status.Pinning
@@ -87,6 +90,13 @@ func (r *Recorder) ObserveNode(o Options) {
 			Name: NodeSupported,
 			Help: "1 when the node supports writable cgroups (cgroup v2 with nsdelegate), else 0.",
 		}, func() float64 { return boolValue(o.Supported()) }))
+	}
+	if o.FailClosed != nil {
+		r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: FailClosed,
+			Help: "1 when the runtime's NRI default validator enforces the pod annotation required-plugins.noderesource.dev " +
+				"(an opted-in pod is refused while cgdelegate is down), 0 when it is off or not known.",
+		}, func() float64 { return boolValue(o.FailClosed().Enforced()) }))
 	}
 	if o.Pinning != nil {
 		r.reg.MustRegister(cpuCollector(o.Pinning))

@@ -51,6 +51,12 @@ type Report struct {
 	MountCheck string `json:"mountCheck,omitempty"`
 	// Runtime is the runtime the plugin is attached to, if known.
 	Runtime *Runtime `json:"runtime,omitempty"`
+	// FailClosed says whether the runtime enforces the pod annotation
+	// required-plugins.noderesource.dev (nil before the plugin published
+	// one). Not enforced is a warning, not a problem: the node still
+	// supports writable cgroups, but an opted-in pod can start without
+	// them while the plugin is down.
+	FailClosed *FailClosed `json:"failClosed,omitempty"`
 	// PluginPID and UpdatedAt identify the publishing plugin process.
 	PluginPID int       `json:"pluginPID,omitempty"`
 	UpdatedAt time.Time `json:"updatedAt,omitzero"`
@@ -139,6 +145,10 @@ type NodeLabel struct {
 	Node string `json:"node"`
 	// Want is the label value wanted: "true", or "absent".
 	Want string `json:"want"`
+	// FailClosed is the value of the annotation cgdelegate.io/fail-closed
+	// wanted beside the label (a FailClosed state, or "absent" at the
+	// withdrawal); empty when the plugin does not write it.
+	FailClosed string `json:"failClosed,omitempty"`
 	// Applied says whether the API has accepted Want.
 	Applied bool `json:"applied"`
 	// Error is the last request's error, if it failed.
@@ -300,6 +310,7 @@ func Live(live Report, pub Report, pubErr error) Report {
 		return out
 	}
 	out.Runtime = pub.Runtime
+	out.FailClosed = pub.FailClosed
 	out.MountCheck = pub.MountCheck
 	out.PluginPID = pub.PluginPID
 	out.UpdatedAt = pub.UpdatedAt
@@ -350,6 +361,30 @@ func Ready(pub Report, pubErr error) error {
 		return fmt.Errorf("%w: its status holds no host check", ErrNotReady)
 	}
 	return nil
+}
+
+// ReadyLine is what `cgdelegate status -ready` prints for a ready pub: the
+// runtime, the node's support and whether it fails closed (the reason too
+// when it does not). Readiness does not depend on the last: a node whose
+// runtime does not enforce required-plugins still runs the plugin, which
+// delegates there; failing the probe would only hold back helm --wait and
+// the DaemonSet's rollout on such nodes, while the pods it is about start
+// either way.
+func ReadyLine(pub Report) string {
+	line := "ready: configured by"
+	if pub.Runtime != nil {
+		line += " " + pub.Runtime.Name + " " + pub.Runtime.Version
+	}
+	line += fmt.Sprintf("; supportsCgroupOptions %t", pub.Supported)
+	switch fc := pub.FailClosed; {
+	case fc == nil:
+		line += "; fail-closed not reported"
+	case fc.Enforced():
+		line += "; fail-closed " + fc.State
+	default:
+		line += "; fail-closed " + fc.State + " (" + fc.Reason + ")"
+	}
+	return line
 }
 
 // RestartWarning is the warning for a key whose change waits for a

@@ -23,32 +23,17 @@ var ErrValidatorRejects = errors.New("NRI default validator is set to refuse cgd
 // the files are disabled or missing, or the runtime is neither (nothing is
 // known of its validator).
 func ValidatorRule(cfg config.Config, runtime config.Runtime) (Check, error) {
-	var (
-		v   config.Validator
-		err error
-	)
-	switch runtime {
-	case config.RuntimeContainerd:
-		path := cfg.ContainerdConfigPath()
-		if path == "" {
-			return nil, nil
-		}
-		v, err = config.ReadContainerdValidator(path)
-	case config.RuntimeCRIO:
-		v, err = config.ReadCRIOValidator(cfg.CRIOConfigPaths())
-	default:
-		return nil, nil
-	}
-	if err != nil {
+	v, known, err := config.ReadValidator(cfg, runtime)
+	if err != nil || !known {
 		return nil, err
 	}
-	return validatorCheck(v, cfg.HookPath), nil
+	return ValidatorCheck(v, cfg.HookPath), nil
 }
 
-// validatorCheck is the admission rule for v: it refuses a container whose
+// ValidatorCheck is the admission rule for v: it refuses a container whose
 // adjustment v would refuse, naming the setting, the file and the fix. It
 // is nil when v refuses nothing cgdelegate adds.
-func validatorCheck(v config.Validator, hookPath string) Check {
+func ValidatorCheck(v config.Validator, hookPath string) Check {
 	if key, _ := v.Rejects(true, true); key == "" {
 		return nil
 	}

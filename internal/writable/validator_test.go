@@ -68,7 +68,7 @@ func TestValidatorCheck(t *testing.T) {
 		{name: "namespaces rejected, has cgroupns", v: nss, ctr: withNS},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			check := validatorCheck(tc.v, hook)
+			check := ValidatorCheck(tc.v, hook)
 			if tc.nilOK {
 				if check != nil {
 					t.Fatal("a rule for a validator that rejects nothing")

@@ -3,6 +3,7 @@ package inproc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -184,5 +185,73 @@ func TestRequestTimeoutDropsAndReconnects(t *testing.T) {
 		if strings.Contains(l, "connection to the runtime lost") || strings.Contains(l, "without cgdelegate") {
 			t.Logf("plugin: %s", l)
 		}
+	}
+}
+
+// Why cgdelegate asks for no NRI failure policy (stub.WithFailurePolicy,
+// NRI v0.12.4+; docs/deploying.md, "Request timeouts"): the policy is the
+// plugin's, not a pod's. With fail_request, the runtime (the real
+// adaptation of go.mod's NRI) fails every request cgdelegate misses, so a
+// plain pod's container is refused when cgdelegate is slow on it; without
+// a policy that container is created, untouched.
+func TestFailRequestPolicyRefusesPlainPods(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	adaptation.SetPluginRequestTimeout(timeout)
+	t.Cleanup(func() { adaptation.SetPluginRequestTimeout(adaptation.DefaultPluginRequestTimeout) })
+	for _, tc := range []struct {
+		name    string
+		policy  *api.FailurePolicy
+		refused bool
+	}{
+		{"no policy (cgdelegate's)", nil, false},
+		{"fail_request", &api.FailurePolicy{FailRequest: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host := fakehost.New(t, fakehost.WithMounts(fakehost.Nsdelegate))
+			if err := host.AddPodCgroup(cgroupfsParent); err != nil {
+				t.Fatal(err)
+			}
+			p, err := nri.New(host.Config(), slog.New(slog.DiscardHandler), nri.WithAdmission(writable.OptInPolicy))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt, err := NewRuntime("containerd", "v2.4.2-inproc", adaptation.WithDefaultValidator(&validator.DefaultValidatorConfig{Enable: true}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(rt.Close)
+			opts := []stub.Option{stub.WithSocketPath(rt.Socket()), stub.WithPluginName("cgdelegate"), stub.WithPluginIdx("50")}
+			if tc.policy != nil {
+				opts = append(opts, stub.WithFailurePolicy(tc.policy))
+			}
+			s, err := stub.New(&slowPlugin{Plugin: p, name: "slow", delay: 3 * timeout}, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			go func() { _ = s.Run(ctx) }()
+			// Registered once a pod that requires it gets a container.
+			req := Pod("req", "u3", cgroupfsParent, nil)
+			req.Annotations = map[string]string{validator.RequiredPlugins: `["cgdelegate"]`}
+			plain := Pod("plain", "u2", cgroupfsParent, nil)
+			if err := errors.Join(rt.RunPod(ctx, req), rt.RunPod(ctx, plain)); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(15 * time.Second)
+			for i := 0; ; i++ {
+				if _, err := rt.CreateContainer(ctx, req, Container(req, "probe-"+strconv.Itoa(i))); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("cgdelegate did not register")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			_, err = rt.CreateContainer(ctx, plain, Container(plain, "slow"))
+			if refused := err != nil; refused != tc.refused {
+				t.Errorf("a plain pod's container cgdelegate timed out on: error %v, want refused %t", err, tc.refused)
+			}
+		})
 	}
 }

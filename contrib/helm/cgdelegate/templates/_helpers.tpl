@@ -250,16 +250,14 @@ request.operation != 'UPDATE' ? [] :
 {{- end }}
 
 {{/*
-cgdelegate.nodeMetadataChanged is the CEL list of the fields of a Node's
-metadata, other than its labels, that an UPDATE changed, as
+cgdelegate.nodeMetadataChangedButAnnotations is the CEL list of the fields
+of a Node's metadata, other than its labels and annotations (both node
+policies compare those key by key), that an UPDATE changed, as
 metadata.<field>: every field a client can write (name, uid,
 creationTimestamp and deletionTimestamp the API server keeps;
 resourceVersion and managedFields it writes itself).
 */}}
-{{- define "cgdelegate.nodeMetadataChanged" -}}
-(has(object.metadata.annotations) == has(oldObject.metadata.annotations) &&
- (!has(object.metadata.annotations) || object.metadata.annotations == oldObject.metadata.annotations) ?
- [] : ['metadata.annotations']) +
+{{- define "cgdelegate.nodeMetadataChangedButAnnotations" -}}
 (has(object.metadata.ownerReferences) == has(oldObject.metadata.ownerReferences) &&
  (!has(object.metadata.ownerReferences) || object.metadata.ownerReferences == oldObject.metadata.ownerReferences) ?
  [] : ['metadata.ownerReferences']) +
