@@ -173,6 +173,18 @@ object.metadata.annotations.filter(k,
 {{- end }}
 
 {{/*
+cgdelegate.asks is the CEL condition that the pod (object) asks for a
+writable cgroup: what the writable-cgroups policies judge. The placement
+policy's match condition (placement-policy.yaml), where a policy's
+variables are not available, so it is a condition of its own; keep it the
+one definition of "asks" (contrib/kubernetes/placement_test.go checks
+that it decides as the writable-cgroups policy's optInKeys).
+*/}}
+{{- define "cgdelegate.asks" -}}
+({{ include "cgdelegate.optInKeys" . }}).size() != 0
+{{- end }}
+
+{{/*
 cgdelegate.sandboxKey is a CEL condition on an annotation key k: true for
 every key the runtime and its NRI plugins read when they create a pod
 sandbox and that decides whether the pod gets a writable cgroup or fails
