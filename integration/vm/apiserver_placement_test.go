@@ -291,6 +291,67 @@ metadata: {name: default, namespace: team-a}
 		}
 	})
 
+	t.Run("Reinvocation", func(t *testing.T) {
+		h.t = t
+		// Another mutation that replaces the pod's node affinity (as a
+		// webhook or policy of the cluster's might), for pods annotated
+		// so. Whichever order the API server runs the two in, the pod
+		// must end with the requirement: placement runs after it, or is
+		// reinvoked (IfNeeded) because it changed the pod.
+		const zoneOnly = `Object.spec.affinity{nodeAffinity: Object.spec.affinity.nodeAffinity{` +
+			`requiredDuringSchedulingIgnoredDuringExecution: Object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution{` +
+			`nodeSelectorTerms: [Object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms{` +
+			`matchExpressions: [Object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.matchExpressions{key: 'zone', operator: 'In', values: ['a']}]}]}}}`
+		h.apply(`apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: zz-replace-affinity}
+spec:
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+  matchConditions:
+    - name: annotated
+      expression: "has(object.metadata.annotations) && 'example.com/replace-affinity' in object.metadata.annotations"
+  mutations:
+    - patchType: JSONPatch
+      jsonPatch:
+        expression: "[JSONPatch{op: 'add', path: '/spec/affinity', value: ` + zoneOnly + `}]"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: zz-replace-affinity}
+spec: {policyName: zz-replace-affinity}
+`)
+		annotated := map[string]string{"example.com/replace-affinity": "yes"}
+		for k, v := range asking {
+			annotated[k] = v
+		}
+		want := requiredTerms(exprs(nsr("zone", corev1.NodeSelectorOpIn, "a"), supportReq))
+		// The other policy takes effect once the informers have it.
+		deadline := time.Now().Add(time.Minute)
+		var got *corev1.Pod
+		for {
+			got, _ = h.dryRun(placementPod("replaced", annotated, ""))
+			if reflect.DeepEqual(got.Spec.Affinity, want) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if !reflect.DeepEqual(got.Spec.Affinity, want) {
+			t.Errorf("a pod that asks, whose affinity another mutation replaces: admitted with\n%+v\nwant\n%+v", got.Spec.Affinity, want)
+		}
+		// Without reinvocation: tells whether the order exercised it.
+		h.must("kubectl", "patch", "mutatingadmissionpolicy", placementPolicy, "--type=merge", "-p", `{"spec":{"reinvocationPolicy":"Never"}}`)
+		time.Sleep(5 * time.Second)
+		never, _ := h.dryRun(placementPod("replaced", annotated, ""))
+		t.Logf("with reinvocationPolicy Never the pod is admitted with %+v (requirement kept: %v; false means reinvocation is what kept it)",
+			never.Spec.Affinity, reflect.DeepEqual(never.Spec.Affinity, want))
+		h.must("kubectl", "patch", "mutatingadmissionpolicy", placementPolicy, "--type=merge", "-p", `{"spec":{"reinvocationPolicy":"IfNeeded"}}`)
+		h.must("kubectl", "delete", "mutatingadmissionpolicybinding,mutatingadmissionpolicy", "zz-replace-affinity")
+		time.Sleep(5 * time.Second)
+	})
+
 	t.Run("GatedPodKeepsIt", func(t *testing.T) {
 		h.t = t
 		h.apply(placementPod("gated", asking, "  schedulingGates: [{name: example.com/hold}]\n"))
