@@ -191,60 +191,78 @@ func TestPlacementMutation(t *testing.T) {
 		want      *corev1.Affinity // nil: unchanged
 		unchanged bool
 	}{
-		{name: "no affinity", spec: corev1.PodSpec{},
-			want: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{supportReq}})},
-		{name: "pod affinity only", spec: corev1.PodSpec{Affinity: &corev1.Affinity{PodAffinity: podAff}},
-			want: &corev1.Affinity{PodAffinity: podAff, NodeAffinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{supportReq}}).NodeAffinity}},
-		{name: "preferred only", spec: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: preferred}}},
+		{
+			name: "no affinity", spec: corev1.PodSpec{},
+			want: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{supportReq}}),
+		},
+		{
+			name: "pod affinity only", spec: corev1.PodSpec{Affinity: &corev1.Affinity{PodAffinity: podAff}},
+			want: &corev1.Affinity{PodAffinity: podAff, NodeAffinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{supportReq}}).NodeAffinity},
+		},
+		{
+			name: "preferred only", spec: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: preferred}}},
 			want: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 				PreferredDuringSchedulingIgnoredDuringExecution: preferred,
 				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
 					{MatchExpressions: []corev1.NodeSelectorRequirement{supportReq}},
 				}},
-			}}},
-		{name: "nodeSelector kept", spec: corev1.PodSpec{NodeSelector: map[string]string{"disk": "ssd"}},
-			want: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{supportReq}})},
-		{name: "several terms, each gets it", spec: corev1.PodSpec{Affinity: required(
-			corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpIn, "a")}},
-			corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req("gpu", corev1.NodeSelectorOpExists), req("zone", corev1.NodeSelectorOpNotIn, "c")}},
-			corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{byName}},
-		)},
+			}},
+		},
+		{
+			name: "nodeSelector kept", spec: corev1.PodSpec{NodeSelector: map[string]string{"disk": "ssd"}},
+			want: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{supportReq}}),
+		},
+		{
+			name: "several terms, each gets it", spec: corev1.PodSpec{Affinity: required(
+				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpIn, "a")}},
+				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req("gpu", corev1.NodeSelectorOpExists), req("zone", corev1.NodeSelectorOpNotIn, "c")}},
+				corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{byName}},
+			)},
 			want: required(
 				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpIn, "a"), supportReq}},
 				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req("gpu", corev1.NodeSelectorOpExists), req("zone", corev1.NodeSelectorOpNotIn, "c"), supportReq}},
 				corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{byName}, MatchExpressions: []corev1.NodeSelectorRequirement{supportReq}},
+			),
+		},
+		{
+			name: "one term has it, the other gets it", spec: corev1.PodSpec{Affinity: required(
+				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{supportReq, req("zone", corev1.NodeSelectorOpIn, "a")}},
+				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpIn, "b")}},
 			)},
-		{name: "one term has it, the other gets it", spec: corev1.PodSpec{Affinity: required(
-			corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{supportReq, req("zone", corev1.NodeSelectorOpIn, "a")}},
-			corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpIn, "b")}},
-		)},
 			want: required(
 				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{supportReq, req("zone", corev1.NodeSelectorOpIn, "a")}},
 				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpIn, "b"), supportReq}},
+			),
+		},
+		{
+			name: "the label with another operator is ANDed, not trusted", spec: corev1.PodSpec{Affinity: required(
+				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req(advert.FeatureLabel, corev1.NodeSelectorOpExists)}},
+				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req(advert.FeatureLabel, corev1.NodeSelectorOpIn, "true", "false")}},
 			)},
-		{name: "the label with another operator is ANDed, not trusted", spec: corev1.PodSpec{Affinity: required(
-			corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req(advert.FeatureLabel, corev1.NodeSelectorOpExists)}},
-			corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req(advert.FeatureLabel, corev1.NodeSelectorOpIn, "true", "false")}},
-		)},
 			want: required(
 				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req(advert.FeatureLabel, corev1.NodeSelectorOpExists), supportReq}},
 				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req(advert.FeatureLabel, corev1.NodeSelectorOpIn, "true", "false"), supportReq}},
+			),
+		},
+		{
+			name: "an empty term stays empty (it matches no node)", spec: corev1.PodSpec{Affinity: required(
+				corev1.NodeSelectorTerm{},
+				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpIn, "b")}},
 			)},
-		{name: "an empty term stays empty (it matches no node)", spec: corev1.PodSpec{Affinity: required(
-			corev1.NodeSelectorTerm{},
-			corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpIn, "b")}},
-		)},
 			want: required(
 				corev1.NodeSelectorTerm{},
 				corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpIn, "b"), supportReq}},
-			)},
+			),
+		},
 		{name: "already required in every term", unchanged: true, spec: corev1.PodSpec{Affinity: required(
 			corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpIn, "a"), supportReq}},
 			corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{supportReq}},
 		)}},
 		{name: "already in the nodeSelector", unchanged: true, spec: corev1.PodSpec{NodeSelector: map[string]string{advert.FeatureLabel: "true"}}},
-		{name: "nodeSelector with another value", spec: corev1.PodSpec{NodeSelector: map[string]string{advert.FeatureLabel: "false"}},
-			want: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{supportReq}})},
+		{
+			name: "nodeSelector with another value", spec: corev1.PodSpec{NodeSelector: map[string]string{advert.FeatureLabel: "false"}},
+			want: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{supportReq}}),
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
