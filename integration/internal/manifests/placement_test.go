@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/cel-go/cel"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apiserver/pkg/cel/environment"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/cgdelegate/cgdelegate/integration/internal/manifests"
@@ -123,6 +125,80 @@ func TestChartRefusesBadPlacementValues(t *testing.T) {
 		_, err := manifests.Template(context.Background(), root, args...)
 		if err == nil || !strings.Contains(err.Error(), "/placement") {
 			t.Errorf("%v: %v, want the schema to refuse it naming /placement", args, err)
+		}
+	}
+}
+
+// A pod naming one of admissionPolicy.writableRuntimeClasses asks too
+// (cgdelegate.asks follows cgdelegate.askVariables, where that value
+// exists: rendered here without the schema, which may not know it yet),
+// evaluated as the API server's CEL environment evaluates the match
+// condition; without the value, the runtime class does not matter.
+func TestChartPlacementFollowsWritableRuntimeClasses(t *testing.T) {
+	needGo(t)
+	asks := func(t *testing.T, args ...string) func(runtimeClass string, annotations map[string]string) bool {
+		t.Helper()
+		files, err := manifests.Template(context.Background(), root, append([]string{"--api-versions", manifests.MutatingAdmissionPolicyAPI}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p admissionv1.MutatingAdmissionPolicy
+		doc, _, _ := strings.Cut(string(files[manifests.PlacementPolicy]), "\n---\n")
+		if err := sigsyaml.UnmarshalStrict([]byte(doc), &p); err != nil {
+			t.Fatal(err)
+		}
+		base, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Env(environment.StoredExpressions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := base.Extend(cel.Variable("object", cel.DynType))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast, iss := env.Compile(p.Spec.MatchConditions[0].Expression)
+		if iss.Err() != nil {
+			t.Fatalf("%s: %v", p.Spec.MatchConditions[0].Name, iss.Err())
+		}
+		prg, err := env.Program(ast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func(runtimeClass string, annotations map[string]string) bool {
+			spec := map[string]any{}
+			if runtimeClass != "" {
+				spec["runtimeClassName"] = runtimeClass
+			}
+			meta := map[string]any{"name": "p"}
+			if annotations != nil {
+				meta["annotations"] = annotations
+			}
+			out, _, err := prg.Eval(map[string]any{"object": map[string]any{"metadata": meta, "spec": spec}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out.Value() == true
+		}
+	}
+	optIn := map[string]string{"writable-cgroups.noderesource.dev": "true"}
+	with := asks(t, "--skip-schema-validation", "--set-json", `admissionPolicy.writableRuntimeClasses=["kata-writable"]`)
+	without := asks(t)
+	for _, tc := range []struct {
+		class       string
+		annotations map[string]string
+		with, wo    bool
+	}{
+		{"kata-writable", nil, true, false},
+		{"runc", nil, false, false},
+		{"", nil, false, false},
+		{"", optIn, true, true},
+		{"runc", optIn, true, true},
+		{"kata-writable", map[string]string{"writable-cgroups.noderesource.dev": "ReadOnly"}, true, false},
+	} {
+		if got := with(tc.class, tc.annotations); got != tc.with {
+			t.Errorf("writableRuntimeClasses [kata-writable], runtimeClassName %q, annotations %v: asks %v, want %v", tc.class, tc.annotations, got, tc.with)
+		}
+		if got := without(tc.class, tc.annotations); got != tc.wo {
+			t.Errorf("no writableRuntimeClasses, runtimeClassName %q, annotations %v: asks %v, want %v", tc.class, tc.annotations, got, tc.wo)
 		}
 	}
 }

@@ -178,10 +178,15 @@ writable cgroup: what the writable-cgroups policies judge. The placement
 policy's match condition (placement-policy.yaml), where a policy's
 variables are not available, so it is a condition of its own; keep it the
 one definition of "asks" (contrib/kubernetes/placement_test.go checks
-that it decides as the writable-cgroups policy's optInKeys).
+that it decides as the writable-cgroups policy's optInKeys). A pod naming
+one of admissionPolicy.writableRuntimeClasses (when that value exists)
+asks too, as in cgdelegate.askVariables.
 */}}
 {{- define "cgdelegate.asks" -}}
 ({{ include "cgdelegate.optInKeys" . }}).size() != 0
+{{- with dig "writableRuntimeClasses" list .Values.admissionPolicy }} ||
+(has(object.spec.runtimeClassName) && object.spec.runtimeClassName in {{ toJson . | replace "\"" "'" }})
+{{- end }}
 {{- end }}
 
 {{/*
