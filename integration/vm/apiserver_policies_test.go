@@ -14,9 +14,12 @@ package vm
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -33,7 +36,8 @@ type policyHarness struct {
 	t      *testing.T
 	ws     *workstation.Client
 	server string // https://127.0.0.1:<port>
-	caPEM  []byte
+	// adminClient has the admin's client certificate; tokenClient none.
+	adminClient, tokenClient *http.Client
 }
 
 // runWith runs tool with args and stdin and returns how it ended;
@@ -106,10 +110,16 @@ func (h *policyHarness) admitted(args ...string) {
 // new policy takes effect once the API server's informers have it.
 func (h *policyHarness) waitRefused(want string, args ...string) {
 	h.t.Helper()
+	h.waitRefusedWith(nil, want, args...)
+}
+
+// waitRefusedWith is waitRefused with kubeconfig (nil: the admin's).
+func (h *policyHarness) waitRefusedWith(kubeconfig []byte, want string, args ...string) {
+	h.t.Helper()
 	args = append(args, "--dry-run=server")
 	deadline := time.Now().Add(time.Minute)
 	for {
-		res := h.run("kubectl", args...)
+		res := h.runWith(h.t.Context(), kubeconfig, "", "kubectl", args...)
 		if res.ExitCode != 0 && strings.Contains(string(res.Stderr), want) {
 			return
 		}
@@ -137,33 +147,76 @@ func (h *policyHarness) exists(args ...string) bool {
 	return h.jsonpath("{.metadata.name}", args...) != ""
 }
 
-// tokenKubeconfig is a kubeconfig that authenticates with a bearer token
-// only.
-func (h *policyHarness) tokenKubeconfig(token string) []byte {
-	return []byte(`apiVersion: v1
-kind: Config
-clusters:
-- name: cgd
-  cluster:
-    server: ` + h.server + `
-    certificate-authority-data: ` + base64.StdEncoding.EncodeToString(h.caPEM) + `
-users:
-- name: token
-  user:
-    token: ` + token + `
-contexts:
-- name: cgd
-  context: {cluster: cgd, user: token}
-current-context: cgd
-`)
+// apiAuth is who sends a request: the admin impersonating user in
+// groups, or a bearer token.
+type apiAuth struct {
+	user   string
+	groups []string
+	token  string
 }
 
-// matchExclusions is the API server's count of requests a policy's match
-// conditions kept off it: for a ValidatingAdmissionPolicy,
+const (
+	mergePatch          = "application/merge-patch+json"
+	strategicMergePatch = "application/strategic-merge-patch+json"
+)
+
+// patch sends PATCH path with body to the API server as a, the way a
+// kubelet or the uninstall Job does (kubectl patch would get the object
+// first, which neither may do), and returns the HTTP status and body.
+func (h *policyHarness) patch(a apiAuth, path, contentType, body string) (int, string) {
+	h.t.Helper()
+	req, err := http.NewRequestWithContext(h.t.Context(), http.MethodPatch, h.server+path, strings.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	c := h.tokenClient
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	} else {
+		c = h.adminClient
+		req.Header.Set("Impersonate-User", a.user)
+		for _, g := range a.groups {
+			req.Header.Add("Impersonate-Group", g)
+		}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		h.t.Fatalf("PATCH %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
+
+// mayAllowWritableCgroups is the API server's answer ("true" or "false")
+// to a SubjectAccessReview of user for the verb allow-writable-cgroups on
+// namespaces.cgdelegate.io named ns, the command docs/deploying.md gives.
+func (h *policyHarness) mayAllowWritableCgroups(user, ns string) string {
+	h.t.Helper()
+	sar := `apiVersion: authorization.k8s.io/v1
+kind: SubjectAccessReview
+spec:
+  user: ` + user + `
+  resourceAttributes: {group: cgdelegate.io, resource: namespaces, verb: allow-writable-cgroups, name: ` + ns + `}
+`
+	res := h.runWith(h.t.Context(), nil, sar, "kubectl", "create", "-f", "-", "-o", "jsonpath={.status.allowed}")
+	if res.ExitCode != 0 {
+		h.t.Fatalf("SubjectAccessReview: %s", res.Stderr)
+	}
+	if out := string(res.Stdout); out != "" {
+		return out
+	}
+	return "false"
+}
+
+// matchExclusions is the API server's count of the updates the match
+// condition of the policy statusPolicyName kept off it: for a
+// ValidatingAdmissionPolicy,
 // apiserver_admission_match_condition_evaluation_seconds is observed only
 // when a condition is false (or fails), never when every condition holds
 // (k8s.io/apiserver's matchconditions.matcher).
-func (h *policyHarness) matchExclusions(policy string) int {
+func (h *policyHarness) matchExclusions() int {
 	h.t.Helper()
 	out := h.must("kubectl", "get", "--raw", "/metrics")
 	sc := bufio.NewScanner(strings.NewReader(out))
@@ -171,7 +224,7 @@ func (h *policyHarness) matchExclusions(policy string) int {
 	for sc.Scan() {
 		l := sc.Text()
 		if !strings.HasPrefix(l, "apiserver_admission_match_condition_evaluation_seconds_count{") ||
-			!strings.Contains(l, `name="`+policy+`"`) || !strings.Contains(l, `operation="UPDATE"`) {
+			!strings.Contains(l, `name="`+statusPolicyName+`"`) || !strings.Contains(l, `operation="UPDATE"`) {
 			continue
 		}
 		n, err := strconv.ParseFloat(l[strings.LastIndex(l, " ")+1:], 64)
@@ -234,6 +287,21 @@ kind: ClusterRoleBinding
 metadata: {name: ops-admin}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: ops-admin}]
+---
+# A platform team's rights on namespaces (platform-bot also has the
+# chart's permission, editor-bot has not).
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: namespace-editor}
+rules: [{apiGroups: [""], resources: [namespaces], verbs: [get, patch, update]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: namespace-editors}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: namespace-editor}
+subjects:
+  - {apiGroup: rbac.authorization.k8s.io, kind: User, name: platform-bot}
+  - {apiGroup: rbac.authorization.k8s.io, kind: User, name: editor-bot}
 `
 	for _, ns := range []string{"team-a", "team-b"} {
 		// No controller makes the default ServiceAccount a pod runs as.
@@ -271,8 +339,10 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 		h.waitRefused(refused, labelAllowed...)
 		h.refused(refused, labelAllowed...)
 		// The status subresource can change a namespace's metadata too.
-		h.run("kubectl", append([]string{"patch", "namespace", "team-a", "--subresource=status", "--type=merge",
-			"-p", `{"metadata":{"labels":{"` + nsLabelKey + `":"allowed"}}}`}, alice...)...)
+		h.refused(refused, append([]string{
+			"patch", "namespace", "team-a", "--subresource=status", "--type=merge",
+			"-p", `{"metadata":{"labels":{"` + nsLabelKey + `":"allowed"}}}`,
+		}, alice...)...)
 		if got := h.jsonpath(`{.metadata.labels.cgdelegate\.io/writable-cgroups}`, "namespace", "team-a"); got != "" {
 			t.Errorf("after alice's attempts team-a is labelled %q", got)
 		}
@@ -289,8 +359,15 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 		// A user bound to cluster-admin, and the platform team the chart
 		// names, may.
 		h.admitted(append([]string{"label", "namespace", "team-a", nsLabelKey + "-"}, as("ops-admin")...)...)
+		h.refused(refused, append([]string{"label", "namespace", "team-a", nsLabelKey + "=allowed"}, as("editor-bot")...)...)
 		h.admitted(append([]string{"label", "namespace", "team-a", nsLabelKey + "=allowed"}, as("platform-bot")...)...)
 		h.admittedPod("team-a", "asks", alice)
+		// The permission, as docs/deploying.md has an admin check it.
+		for user, want := range map[string]string{"platform-bot": "true", "editor-bot": "false", "alice": "false"} {
+			if got := h.mayAllowWritableCgroups(user, "team-a"); got != want {
+				t.Errorf("SubjectAccessReview of %s: allowed %q, want %s", user, got, want)
+			}
+		}
 	})
 
 	t.Run("PodStatus", func(t *testing.T) {
@@ -308,38 +385,43 @@ spec:
 		optIn := `{"metadata":{"annotations":{"writable-cgroups.noderesource.dev":"true","required-plugins.noderesource.dev":"[\"cgdelegate\"]"}}}`
 		patch := append([]string{"patch", "pod", "plain", "-n", "team-b", "--subresource=status", "--type=merge", "-p", optIn}, alice...)
 		h.waitRefused(refused, patch...)
-		before := h.matchExclusions(statusPolicyName)
+		before := h.matchExclusions()
 		h.refused(refused, patch...)
 		if got := h.jsonpath(`{.metadata.annotations}`, "pod", "plain", "-n", "team-b"); strings.Contains(got, "writable-cgroups") {
 			t.Errorf("after alice's pods/status patch the pod's annotations are %s", got)
 		}
-		if n := h.matchExclusions(statusPolicyName); n != before {
+		if n := h.matchExclusions(); n != before {
 			t.Errorf("alice's patch, which changes annotations, was kept off the policy by its match condition (%d to %d)", before, n)
 		}
 		// The API server does let pods/status change annotations: an
 		// unrelated one lands.
-		h.admitted(append([]string{"patch", "pod", "plain", "-n", "team-b", "--subresource=status", "--type=merge",
-			"-p", `{"metadata":{"annotations":{"example.com/seen":"yes"}}}`}, alice...)...)
+		h.admitted(append([]string{
+			"patch", "pod", "plain", "-n", "team-b", "--subresource=status", "--type=merge",
+			"-p", `{"metadata":{"annotations":{"example.com/seen":"yes"}}}`,
+		}, alice...)...)
 		if got := h.jsonpath(`{.metadata.annotations.example\.com/seen}`, "pod", "plain", "-n", "team-b"); got != "yes" {
 			t.Errorf("an unrelated annotation through pods/status: %q, want yes (the premise of the policy)", got)
 		}
 		// The kubelet of n1 reports status, on the plain pod and on a
 		// pod that asks (team-a is allowed by now): admitted, and each
 		// report kept off the policy by its match condition.
-		before = h.matchExclusions(statusPolicyName)
-		kubelet := as("system:node:n1", "system:nodes")
+		before = h.matchExclusions()
+		kubelet := apiAuth{user: "system:node:n1", groups: []string{"system:nodes", "system:authenticated"}}
 		reports := 0
 		for _, p := range []struct{ ns, name string }{{"team-b", "plain"}, {"team-a", "asks"}} {
 			for i, cond := range []string{"PodScheduled", "PodReadyToStartContainers"} {
-				h.admitted(append([]string{"patch", "pod", p.name, "-n", p.ns, "--subresource=status", "--type=merge",
-					"-p", fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True"}],"message":"report %d"}}`, cond, i)}, kubelet...)...)
+				code, body := h.patch(kubelet, "/api/v1/namespaces/"+p.ns+"/pods/"+p.name+"/status", strategicMergePatch,
+					fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True"}],"message":"report %d"}}`, cond, i))
+				if code != 200 {
+					t.Errorf("the kubelet's status report on %s/%s: HTTP %d %s; want admitted", p.ns, p.name, code, body)
+				}
 				reports++
 			}
 		}
-		if n := h.matchExclusions(statusPolicyName); n-before != reports {
+		if n := h.matchExclusions(); n-before != reports {
 			t.Errorf("the kubelet's %d status reports: %d kept off the policy by its match condition, want all", reports, n-before)
 		}
-		t.Logf("match condition exclusions of %s: %d reports of the kubelet, %d kept off", statusPolicyName, reports, h.matchExclusions(statusPolicyName)-before)
+		t.Logf("match condition exclusions of %s: %d reports of the kubelet, %d kept off", statusPolicyName, reports, h.matchExclusions()-before)
 	})
 
 	t.Run("UninstallAccount", func(t *testing.T) {
@@ -460,7 +542,19 @@ func newAPIOnlyHarness(t *testing.T) (*policyHarness, *apiOnlyCluster) {
 	}
 	srv := httptest.NewServer(ws)
 	t.Cleanup(srv.Close)
-	h := &policyHarness{t: t, ws: &workstation.Client{Endpoint: workstation.Endpoint{URL: srv.URL, Token: token}}, server: server, caPEM: caPEM}
+	h := &policyHarness{t: t, ws: &workstation.Client{Endpoint: workstation.Endpoint{URL: srv.URL, Token: token}}, server: server}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	cert, err := adminKeyPair(loopbackKC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.adminClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	}}
+	h.tokenClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+	}}
 	return h, &apiOnlyCluster{a: a, log: log, dir: dir, server: server}
 }
 
@@ -498,9 +592,12 @@ func (h *policyHarness) admittedPod(ns, name string, who []string) {
 }
 
 // accountNarrowed fails the test if the uninstall account can do more
-// than remove the node label: while its binding is there, a token of
-// the account may not taint n1 or change another label, and may remove
-// the label (its one right).
+// than remove the node label: while it exists, a token of it may not
+// taint n1 or add another label, and may remove the label (its one
+// right). Each is a merge patch, as the Job sends: the account may list
+// and patch nodes, not get them, so kubectl taint or label, which get the
+// node first, would be refused by RBAC whatever the policy; the refusals
+// must be the policy's.
 func (h *policyHarness) accountNarrowed(when string) {
 	h.t.Helper()
 	sa, binding := h.exists("sa", uninstallSA, "-n", "kube-system"), h.exists("clusterrolebinding", uninstallRBAC)
@@ -512,25 +609,35 @@ func (h *policyHarness) accountNarrowed(when string) {
 		return
 	}
 	tok := strings.TrimSpace(h.must("kubectl", "create", "token", uninstallSA, "-n", "kube-system", "--duration=10m"))
-	kc := h.tokenKubeconfig(tok)
-	try := func(args ...string) workstation.Result {
-		return h.runWith(h.t.Context(), kc, "", "kubectl", args...)
+	account := apiAuth{token: tok}
+	const byPolicy = "cgdelegate's uninstall account may"
+	taint := `{"spec":{"taints":[{"key":"evil","value":"1","effect":"NoSchedule"}]}}`
+	// Its policy in effect: a dry run refused by it.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, body := h.patch(account, "/api/v1/nodes/n1?dryRun=All", mergePatch, taint)
+		if code != 200 && strings.Contains(body, byPolicy) {
+			break
+		}
+		if time.Now().After(deadline) {
+			h.t.Errorf("%s: a token of %s: the taint's dry run: HTTP %d %s after a minute; want refused by the policy (%q)", when, uninstallSA, code, body, byPolicy)
+			break
+		}
+		time.Sleep(time.Second)
 	}
-	if res := try("taint", "node", "n1", "evil=1:NoSchedule"); res.ExitCode == 0 {
-		h.t.Errorf("%s: a token of %s tainted node n1: %s", when, uninstallSA, res.Stdout)
-	} else {
-		h.t.Logf("%s: taint refused: %s", when, strings.TrimSpace(string(res.Stderr)))
+	for _, p := range []string{taint, `{"metadata":{"labels":{"evil":"1"}}}`} {
+		if code, body := h.patch(account, "/api/v1/nodes/n1", mergePatch, p); code == 200 || !strings.Contains(body, byPolicy) {
+			h.t.Errorf("%s: a token of %s: PATCH node n1 %s: HTTP %d %s; want refused by the policy (%q)", when, uninstallSA, p, code, body, byPolicy)
+		}
 	}
-	if res := try("label", "node", "n1", "evil=1"); res.ExitCode == 0 {
-		h.t.Errorf("%s: a token of %s labelled node n1: %s", when, uninstallSA, res.Stdout)
-	}
-	if taints := h.jsonpath("{.spec.taints}", "node", "n1"); strings.Contains(taints, "evil") {
-		h.t.Errorf("%s: node n1 has taints %s", when, taints)
+	if node := h.jsonpath("{.spec.taints}{.metadata.labels}", "node", "n1"); strings.Contains(node, "evil") {
+		h.t.Errorf("%s: node n1 is now %s", when, node)
 	}
 	if binding {
 		h.admitted("label", "node", "n1", "cgdelegate.io/supports-cgroup-options=true", "--overwrite")
-		if res := try("label", "node", "n1", "cgdelegate.io/supports-cgroup-options-"); res.ExitCode != 0 {
-			h.t.Errorf("%s: the account may no longer remove the label: %s", when, res.Stderr)
+		remove := `{"metadata":{"labels":{"cgdelegate.io/supports-cgroup-options":null}}}`
+		if code, body := h.patch(account, "/api/v1/nodes/n1", mergePatch, remove); code != 200 {
+			h.t.Errorf("%s: the account may no longer remove the label: HTTP %d %s", when, code, body)
 		}
 	}
 }

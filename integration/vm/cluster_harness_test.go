@@ -287,8 +287,8 @@ current-context: cgd
 // or Host, every other port on 127.0.0.1.
 type controlPlane struct {
 	PKI clusterPKI
-	// Host is the address the API server binds and advertises; empty:
-	// clusterHostIP. The serving certificate names 127.0.0.1 too, where
+	// Host is the address the API server binds; empty: clusterHostIP,
+	// which it advertises (the kubernetes Service's endpoint) either way. The serving certificate names 127.0.0.1 too, where
 	// the host-only tests run it (apiserver_policies_test.go).
 	Host string
 	// APIOnly runs etcd and kube-apiserver only: no controllers, no
@@ -369,7 +369,9 @@ func (c controlPlane) APIServerArgs() []string {
 		"--etcd-servers=" + loopbackURL("http", c.EtcdClient),
 		"--bind-address=" + c.host(),
 		"--secure-port=" + strconv.Itoa(c.PKI.Port),
-		"--advertise-address=" + c.host(),
+		// Always the bridge's: the endpoint reconciler refuses a loopback
+		// address, and where Host is loopback nothing uses the Service.
+		"--advertise-address=" + clusterHostIP,
 		// The kubelets by their address on the bridge, as kubeadm has it:
 		// the default tries the node's host name first, which nothing
 		// resolves.

@@ -39,7 +39,8 @@ func TestGeneratedManifests(t *testing.T) {
 	}
 	for _, name := range []string{
 		"daemonset.yaml", "configmap.yaml", "writable-cgroups-policy.yaml",
-		"writable-cgroups-userns-policy.yaml", "node-label-rbac.yaml", "node-label-policy.yaml", uninstallPolicyFile,
+		"writable-cgroups-userns-policy.yaml", "writable-cgroups-status-policy.yaml", "namespace-label-policy.yaml",
+		"node-label-rbac.yaml", "node-label-policy.yaml", uninstallPolicyFile,
 	} {
 		if _, ok := files[filepath.Join(manifests.PlainDir, name)]; !ok {
 			t.Errorf("the chart renders no %s with its default values", name)
@@ -207,7 +208,7 @@ func TestChartNodeLabelOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"node-label-rbac.yaml", "node-label-policy.yaml", uninstallFile, uninstallPolicyFile} {
+	for _, f := range []string{"node-label-rbac.yaml", "node-label-policy.yaml", uninstallFile, uninstallPolicyFile, "node-label-uninstall-hook-policy.yaml"} {
 		if _, ok := files[f]; ok {
 			t.Errorf("%s rendered with nodeLabel.enabled false", f)
 		}
