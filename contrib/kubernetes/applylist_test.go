@@ -11,7 +11,7 @@ import (
 
 // optionalManifests are the files of contrib/kubernetes/ the chart's
 // default install does not have.
-var optionalManifests = []string{"writable-cgroups-userns-policy.yaml"}
+var optionalManifests = []string{"writable-cgroups-userns-policy.yaml", "placement-policy.yaml"}
 
 // applyFile is one -f of a kubectl apply, a file of contrib/kubernetes/.
 var applyFile = regexp.MustCompile(`-f\s+contrib/kubernetes/(\S+\.yaml)`)

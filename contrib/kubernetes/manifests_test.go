@@ -46,6 +46,8 @@ var kinds = map[string]func() any{
 	"rbac.authorization.k8s.io/v1/ClusterRoleBinding":   func() any { return new(rbacv1.ClusterRoleBinding) },
 	admissionGroup + "ValidatingAdmissionPolicy":        func() any { return new(admissionv1.ValidatingAdmissionPolicy) },
 	admissionGroup + "ValidatingAdmissionPolicyBinding": func() any { return new(admissionv1.ValidatingAdmissionPolicyBinding) },
+	admissionGroup + "MutatingAdmissionPolicy":          func() any { return new(admissionv1.MutatingAdmissionPolicy) },
+	admissionGroup + "MutatingAdmissionPolicyBinding":   func() any { return new(admissionv1.MutatingAdmissionPolicyBinding) },
 }
 
 const admissionGroup = "admissionregistration.k8s.io/v1/"

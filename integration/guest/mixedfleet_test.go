@@ -53,6 +53,9 @@ const (
 	fleetNamespace = "mixed-fleet"
 	// fleetDeployment is its annotated Deployment selecting the label.
 	fleetDeployment = "fleet-writable"
+	// fleetPlaced is its annotated Deployment with no node selector of
+	// its own: the chart's placement policy places it.
+	fleetPlaced = "fleet-placed"
 )
 
 // fleetNodes are the first and the second node of the plan.
@@ -300,16 +303,34 @@ func clusterMixedFleet(t *testing.T, e *guestEnv) {
 	// An annotated Deployment selecting the label lands on the first
 	// node only.
 	deployed := time.Now()
-	if err := applyFleetDeployment(ctx); err != nil {
+	if err := applyFleetDeployment(ctx, fleetDeployment, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	pods := waitFleetPods(ctx, t, 2, 5*time.Minute)
+	pods := waitFleetPods(ctx, t, fleetDeployment, 2, 5*time.Minute)
 	for i := range pods {
 		if pods[i].Spec.NodeName != first {
 			t.Errorf("pod %s of %s (selecting %s) runs on %q, want %s", pods[i].Name, fleetDeployment, nodeLabel, pods[i].Spec.NodeName, first)
 		}
 	}
 	deploymentRunning := time.Since(deployed)
+
+	// Placement: an annotated Deployment with no node selector of its own,
+	// which even prefers the second node, lands on the first node only
+	// too: the chart's placement policy (MutatingAdmissionPolicy,
+	// Kubernetes 1.36+) gave its pods the required node affinity on the
+	// label. Without it the scheduler follows the preference, and the
+	// pods loop in CreateContainerError there.
+	if err := applyFleetDeployment(ctx, fleetPlaced, false, second); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range waitFleetPods(ctx, t, fleetPlaced, 2, 5*time.Minute) {
+		if p.Spec.NodeName != first {
+			t.Errorf("pod %s of %s (no node selector) runs on %q, want %s", p.Name, fleetPlaced, p.Spec.NodeName, first)
+		}
+		if !requiresNodeLabel(p.Spec.Affinity) {
+			t.Errorf("pod %s of %s was admitted without the required node affinity on %s: %+v", p.Name, fleetPlaced, nodeLabel, p.Spec.Affinity)
+		}
+	}
 
 	// A token bound to the second node's plugin pod cannot take the label
 	// from the first node.
@@ -338,9 +359,28 @@ func clusterMixedFleet(t *testing.T, e *guestEnv) {
 	})
 }
 
-// applyFleetDeployment applies the annotated Deployment (two replicas,
-// selecting the label) in its namespace, which allows writable cgroups.
-func applyFleetDeployment(ctx context.Context) error {
+// requiresNodeLabel says whether every term of a required node affinity
+// requires the node label "true".
+func requiresNodeLabel(a *corev1.Affinity) bool {
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return false
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for _, term := range terms {
+		if !slices.ContainsFunc(term.MatchExpressions, func(r corev1.NodeSelectorRequirement) bool {
+			return r.Key == nodeLabel && r.Operator == corev1.NodeSelectorOpIn && slices.Equal(r.Values, []string{"true"})
+		}) {
+			return false
+		}
+	}
+	return len(terms) != 0
+}
+
+// applyFleetDeployment applies an annotated Deployment name (two
+// replicas; selecting the label when selectLabel; preferring the node
+// prefer, if any, with the heaviest weight) in its namespace, which
+// allows writable cgroups.
+func applyFleetDeployment(ctx context.Context, name string, selectLabel bool, prefer string) error {
 	ns := &corev1.Namespace{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: fleetNamespace, Labels: map[string]string{"cgdelegate.io/writable-cgroups": "allowed"}},
@@ -349,11 +389,20 @@ func applyFleetDeployment(ctx context.Context) error {
 		return err
 	}
 	tmpl := admissionPod("", fleetNamespace, true)
-	tmpl.Spec.NodeSelector = map[string]string{nodeLabel: "true"}
-	labels := map[string]string{"app": fleetDeployment}
+	if selectLabel {
+		tmpl.Spec.NodeSelector = map[string]string{nodeLabel: "true"}
+	}
+	if prefer != "" {
+		tmpl.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 100, Preference: corev1.NodeSelectorTerm{
+				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{prefer}}},
+			}}},
+		}}
+	}
+	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{Name: fleetDeployment, Namespace: fleetNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: fleetNamespace},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr(int32(2)),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -367,15 +416,15 @@ func applyFleetDeployment(ctx context.Context) error {
 	return err
 }
 
-// waitFleetPods waits until n pods of the Deployment run.
-func waitFleetPods(ctx context.Context, t *testing.T, n int, within time.Duration) []corev1.Pod {
+// waitFleetPods waits until n pods of the Deployment name run.
+func waitFleetPods(ctx context.Context, t *testing.T, name string, n int, within time.Duration) []corev1.Pod {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	var last []corev1.Pod
 	err := poll(ctx, time.Second, func() (bool, error) {
 		var l corev1.PodList
-		if err := getJSON(ctx, &l, "-n", fleetNamespace, "pods", "-l", "app="+fleetDeployment); err != nil {
+		if err := getJSON(ctx, &l, "-n", fleetNamespace, "pods", "-l", "app="+name); err != nil {
 			return false, nil
 		}
 		last = l.Items
@@ -392,7 +441,7 @@ func waitFleetPods(ctx context.Context, t *testing.T, n int, within time.Duratio
 		for i := range last {
 			desc = append(desc, last[i].Name+" on "+last[i].Spec.NodeName+": "+describePod(&last[i]))
 		}
-		t.Fatalf("%s: not %d pods running within %s (%v): %s", fleetDeployment, n, within, err, strings.Join(desc, "; "))
+		t.Fatalf("%s: not %d pods running within %s (%v): %s", name, n, within, err, strings.Join(desc, "; "))
 	}
 	return last
 }

@@ -260,82 +260,8 @@ const (
 // was killed, each followed by `helm uninstall --no-hooks`.
 func TestAPIServerTenantPolicies(t *testing.T) {
 	start := time.Now()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	b := &builder{log: log, repo: repoRoot(t), cacheDir: defaultCacheDir(), workDir: t.TempDir()}
-	needCachedIngredients(t, b.cacheDir, kubernetesKey, etcdKey())
-	ctx := t.Context()
-	bin, err := b.kubernetes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := b.etcd(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	helm, err := b.helm(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := apiServerPort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for _, d := range []string{"pki", "data", "home"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pki, err := newClusterPKI(filepath.Join(dir, "pki"), port, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &clusterArtifacts{Bin: bin, Etcd: etcd, Helm: helm, Chart: filepath.Join(b.repo, chartDir), PKI: pki}
-	if _, err := startControlPlaneOf(t, log, a, controlPlane{DataDir: filepath.Join(dir, "data"), Host: "127.0.0.1", APIOnly: true}); err != nil {
-		t.Fatal(err)
-	}
-	// The PKI's kubeconfigs name the cluster boot's bridge; this API
-	// server is on loopback, which its serving certificate names too.
-	server := "https://127.0.0.1:" + strconv.Itoa(port)
-	adminKC, err := os.ReadFile(pki.Kubeconfig("admin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	loopbackKC := filepath.Join(dir, "admin.kubeconfig")
-	kc := strings.Replace(string(adminKC), "server: https://"+clusterHostIP+":", "server: https://127.0.0.1:", 1)
-	if err := os.WriteFile(loopbackKC, []byte(kc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	caPEM, err := os.ReadFile(pki.Path("ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := newWorkstationToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := &workstation.Server{
-		Tools:      map[string]string{"kubectl": filepath.Join(bin, "kubectl"), "helm": helm},
-		Kubeconfig: loopbackKC, Home: filepath.Join(dir, "home"), Token: token,
-	}
-	if err := ws.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(ws)
-	t.Cleanup(srv.Close)
-	h := &policyHarness{t: t, ws: &workstation.Client{Endpoint: workstation.Endpoint{URL: srv.URL, Token: token}}, server: server}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	cert, err := adminKeyPair(loopbackKC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.adminClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-	}}
-	h.tokenClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-	}}
+	h, c := newAPIOnlyHarness(t)
+	a := c.a
 
 	// The chart, with a platform team allowed to set the namespace label.
 	h.must("helm", "install", "cgdelegate", a.Chart, "--namespace", "kube-system",
@@ -529,6 +455,100 @@ spec:
 		h.cleanUninstallLeftovers()
 	})
 	t.Logf("took %s", time.Since(start).Round(time.Second))
+}
+
+// apiOnlyCluster is the host-only control plane newAPIOnlyHarness
+// started: etcd and kube-apiserver on 127.0.0.1.
+type apiOnlyCluster struct {
+	a      *clusterArtifacts
+	log    *slog.Logger
+	dir    string // the test's directory: pki, data, home
+	server string // https://127.0.0.1:<port>
+}
+
+// newAPIOnlyHarness starts etcd and kube-apiserver of the cluster boot
+// (startControlPlaneOf, APIOnly) on 127.0.0.1, and a workstation that runs
+// kubectl and helm as the admin; it skips the test when the ingredients
+// are not built.
+func newAPIOnlyHarness(t *testing.T) (*policyHarness, *apiOnlyCluster) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	b := &builder{log: log, repo: repoRoot(t), cacheDir: defaultCacheDir(), workDir: t.TempDir()}
+	needCachedIngredients(t, b.cacheDir, kubernetesKey, etcdKey())
+	ctx := t.Context()
+	bin, err := b.kubernetes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := b.etcd(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm, err := b.helm(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := apiServerPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, d := range []string{"pki", "data", "home"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pki, err := newClusterPKI(filepath.Join(dir, "pki"), port, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &clusterArtifacts{Bin: bin, Etcd: etcd, Helm: helm, Chart: filepath.Join(b.repo, chartDir), PKI: pki}
+	if _, err := startControlPlaneOf(t, log, a, controlPlane{DataDir: filepath.Join(dir, "data"), Host: "127.0.0.1", APIOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	// The PKI's kubeconfigs name the cluster boot's bridge; this API
+	// server is on loopback, which its serving certificate names too.
+	server := "https://127.0.0.1:" + strconv.Itoa(port)
+	adminKC, err := os.ReadFile(pki.Kubeconfig("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loopbackKC := filepath.Join(dir, "admin.kubeconfig")
+	kc := strings.Replace(string(adminKC), "server: https://"+clusterHostIP+":", "server: https://127.0.0.1:", 1)
+	if err := os.WriteFile(loopbackKC, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(pki.Path("ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := newWorkstationToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := &workstation.Server{
+		Tools:      map[string]string{"kubectl": filepath.Join(bin, "kubectl"), "helm": helm},
+		Kubeconfig: loopbackKC, Home: filepath.Join(dir, "home"), Token: token,
+	}
+	if err := ws.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ws)
+	t.Cleanup(srv.Close)
+	h := &policyHarness{t: t, ws: &workstation.Client{Endpoint: workstation.Endpoint{URL: srv.URL, Token: token}}, server: server}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	cert, err := adminKeyPair(loopbackKC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.adminClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	}}
+	h.tokenClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+	}}
+	return h, &apiOnlyCluster{a: a, log: log, dir: dir, server: server}
 }
 
 // podAsking is a pod that asks for a writable cgroup as the policy wants

@@ -21,6 +21,13 @@ const (
 	ReleaseName  = "cgdelegate"
 	Namespace    = "kube-system"
 	usernsPolicy = "writable-cgroups-userns-policy.yaml"
+	// PlacementPolicy is the MutatingAdmissionPolicy of placement, which
+	// the chart renders only where the API server serves
+	// MutatingAdmissionPolicyAPI (Kubernetes 1.36+).
+	PlacementPolicy = "placement-policy.yaml"
+	// MutatingAdmissionPolicyAPI is the API placement needs, as helm's
+	// .Capabilities.APIVersions (and --api-versions) name it.
+	MutatingAdmissionPolicyAPI = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
 )
 
 // embedded are the rendered files the package also keeps in EmbeddedDir.
@@ -34,6 +41,10 @@ const (
 	usernsHeader = "# Rendered from contrib/helm/cgdelegate with its default values and\n" +
 		"# admissionPolicy.requireUserNamespace=true by `make manifests`: edit the\n" +
 		"# chart, not this file.\n#\n"
+	placementHeader = "# Rendered from contrib/helm/cgdelegate with its default values, for an\n" +
+		"# API server that serves " + MutatingAdmissionPolicyAPI + "\n" +
+		"# (Kubernetes 1.36+), by `make manifests`: edit the chart, not this file.\n" +
+		"# Optional: apply it on 1.36+ (docs/deploying.md, \"Placement\").\n#\n"
 )
 
 // ErrRender is wrapped by every Split and Generate problem with helm's
@@ -104,8 +115,11 @@ func Split(out []byte) (map[string][]byte, error) {
 // Generate renders everything `make manifests` writes, by path relative to
 // the module root: every template the default values render, as
 // contrib/kubernetes/<template>; the user-namespace policy, which is off by
-// default, rendered with admissionPolicy.requireUserNamespace=true; and the
-// copies of the DaemonSet and ConfigMap the package embeds.
+// default, rendered with admissionPolicy.requireUserNamespace=true; the
+// placement policy, which helm template renders only with the API named
+// (--api-versions, as helm install on a 1.36+ cluster finds it), so that the
+// default install applies to any Kubernetes 1.30+; and the copies of the
+// DaemonSet and ConfigMap the package embeds.
 //
 // Helm hooks (the pre-delete Job that withdraws the node label, and its
 // RBAC) are left out: kubectl apply would create them at once, and nothing
@@ -123,11 +137,22 @@ func Generate(ctx context.Context, root string) (map[string][]byte, error) {
 		return nil, err
 	}
 	def[usernsPolicy] = userns[usernsPolicy]
+	if _, ok := def[PlacementPolicy]; ok {
+		return nil, fmt.Errorf("%w: %s rendered without the API server's %s", ErrRender, PlacementPolicy, MutatingAdmissionPolicyAPI)
+	}
+	placement, err := Template(ctx, root, "--api-versions", MutatingAdmissionPolicyAPI, "--show-only", "templates/"+PlacementPolicy)
+	if err != nil {
+		return nil, err
+	}
+	def[PlacementPolicy] = placement[PlacementPolicy]
 	out := map[string][]byte{}
 	for name, data := range def {
 		h := header
-		if name == usernsPolicy {
+		switch name {
+		case usernsPolicy:
 			h = usernsHeader
+		case PlacementPolicy:
+			h = placementHeader
 		}
 		out[filepath.Join(PlainDir, name)] = append([]byte(h), data...)
 	}

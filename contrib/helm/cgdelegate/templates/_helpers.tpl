@@ -210,6 +210,23 @@ a YAML list indented by the argument's indent:
 {{- end }}
 
 {{/*
+cgdelegate.asks is the CEL condition that the pod (object) asks for a
+writable cgroup: what the writable-cgroups policies judge. The placement
+policy's match condition (placement-policy.yaml), where a policy's
+variables are not available, so it is a condition of its own; keep it the
+one definition of "asks" (contrib/kubernetes/placement_test.go checks
+that it decides as the writable-cgroups policy's optInKeys). A pod naming
+one of admissionPolicy.writableRuntimeClasses asks too, as in
+cgdelegate.askVariables.
+*/}}
+{{- define "cgdelegate.asks" -}}
+({{ include "cgdelegate.optInKeys" . }}).size() != 0
+{{- with .Values.admissionPolicy.writableRuntimeClasses }} ||
+(has(object.spec.runtimeClassName) && object.spec.runtimeClassName in {{ toJson . | replace "\"" "'" }})
+{{- end }}
+{{- end }}
+
+{{/*
 cgdelegate.sandboxKey is a CEL condition on an annotation key k: true for
 every key the runtime and its NRI plugins read when they create a pod
 sandbox and that decides whether the pod gets a writable cgroup or fails
