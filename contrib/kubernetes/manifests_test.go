@@ -39,9 +39,9 @@ const (
 
 // kinds are the objects contrib/kubernetes may hold, by apiVersion/kind.
 var kinds = map[string]func() any{
-	"apps/v1/DaemonSet":                                 func() any { return new(appsv1.DaemonSet) },
-	"v1/ConfigMap":                                      func() any { return new(corev1.ConfigMap) },
-	"v1/ServiceAccount":                                 func() any { return new(corev1.ServiceAccount) },
+	"apps/v1/DaemonSet": func() any { return new(appsv1.DaemonSet) },
+	"v1/ConfigMap":      func() any { return new(corev1.ConfigMap) },
+	"v1/ServiceAccount": func() any { return new(corev1.ServiceAccount) },
 	"rbac.authorization.k8s.io/v1/ClusterRole":          func() any { return new(rbacv1.ClusterRole) },
 	"rbac.authorization.k8s.io/v1/ClusterRoleBinding":   func() any { return new(rbacv1.ClusterRoleBinding) },
 	admissionGroup + "ValidatingAdmissionPolicy":        func() any { return new(admissionv1.ValidatingAdmissionPolicy) },
