@@ -156,6 +156,18 @@ func (l logFlags) parse() (slog.Level, logging.Format, error) {
 	return level, format, errors.Join(errLevel, errFormat)
 }
 
+// finish ends the checks of a subcommand's flags: the log flags parsed,
+// any argument left in fs refused (onlyFlags says what the subcommand
+// takes), and every problem in errs and those joined into err.
+func (l logFlags) finish(fs *flag.FlagSet, onlyFlags string, errs []error) (slog.Level, logging.Format, error) {
+	level, format, err := l.parse()
+	errs = append(errs, err)
+	if fs.NArg() > 0 {
+		errs = append(errs, errUnexpected(fs.Arg(0), onlyFlags))
+	}
+	return level, format, errors.Join(errs...)
+}
+
 func newFlagSet(name, head string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -78,12 +78,8 @@ func parseWithdrawFlags(args []string, stderr io.Writer) (withdrawFlags, error) 
 	if f.saDir == "" {
 		errs = append(errs, errors.New(`-service-account-dir "": want a directory`))
 	}
-	f.level, f.format, err = lf.parse()
-	errs = append(errs, err)
-	if fs.NArg() > 0 {
-		errs = append(errs, errUnexpected(fs.Arg(0), "withdraw takes only flags"))
-	}
-	if err := errors.Join(errs...); err != nil {
+	f.level, f.format, err = lf.finish(fs, "withdraw takes only flags", errs)
+	if err != nil {
 		return fail(err)
 	}
 	return f, nil

@@ -95,12 +95,8 @@ func parseNRIConfigFlags(args []string, stderr io.Writer) (nriConfigFlags, error
 	if f.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("-timeout %q: must be more than 0", f.timeout))
 	}
-	f.level, f.format, err = lf.parse()
-	errs = append(errs, err)
-	if fs.NArg() > 0 {
-		errs = append(errs, errUnexpected(fs.Arg(0), "install-nri-config takes only flags"))
-	}
-	if err := errors.Join(errs...); err != nil {
+	f.level, f.format, err = lf.finish(fs, "install-nri-config takes only flags", errs)
+	if err != nil {
 		logging.ErrorLine(stderr, prog, fmt.Errorf("%w (see cgdelegate install-nri-config -h)", err))
 		return nriConfigFlags{}, err
 	}
