@@ -2,6 +2,7 @@ package writable
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -131,6 +132,33 @@ const (
 // boundsEnv returns the values of EnvMaxDescendants and EnvMaxDepth.
 func boundsEnv(b host.Bounds) [2]string {
 	return [2]string{boundValue(b.Descendants), boundValue(b.Depth)}
+}
+
+// EnvBound returns the EnvMaxDescendants value of a container cgdelegate
+// made writable: the pod's cap when the container was created (its
+// reservation in the node budget then). ok is false when the variable is
+// absent or no value of it is a count ("max" is host.Unlimited); of
+// several values the lowest counts.
+func EnvBound(ctr *api.Container) (n int, ok bool) {
+	prefix := EnvMaxDescendants + "="
+	for _, kv := range ctr.GetEnv() {
+		v, found := strings.CutPrefix(kv, prefix)
+		if !found {
+			continue
+		}
+		got := host.Unlimited
+		if v != "max" {
+			c, err := strconv.Atoi(v)
+			if err != nil || c < 0 {
+				continue
+			}
+			got = c
+		}
+		if !ok || (got != host.Unlimited && (n == host.Unlimited || got < n)) {
+			n, ok = got, true
+		}
+	}
+	return n, ok
 }
 
 func boundValue(n int) string {
