@@ -82,7 +82,10 @@ type guestEnv struct {
 	log        *slog.Logger
 	cri        *cri.Client
 	containerd *daemon
-	plugin     *daemon // external mode only
+	// containerdUnit says containerd runs as containerd.service, no
+	// longer as containerd (ClusterRuntimeDropIn moved it there).
+	containerdUnit bool
+	plugin         *daemon // external mode only
 	// kubelet is started by the first Kubelet scenario (requireKubelet),
 	// or registered with the host's API server by the first Cluster one
 	// (requireCluster); kubeletErr says why it is not running.
@@ -409,6 +412,9 @@ func (e *guestEnv) startPlugin(ctx context.Context, from int64) error {
 // restartContainerd stops containerd (leaving the shims and containers
 // running) and starts it again; a pre-registered plugin comes back with it.
 func (e *guestEnv) restartContainerd(ctx context.Context) error {
+	if e.containerdUnit {
+		return errors.New("containerd runs as " + containerdUnit + " since ClusterRuntimeDropIn: put such a scenario before it")
+	}
 	if err := e.containerd.Stop(30 * time.Second); err != nil {
 		return err
 	}

@@ -67,6 +67,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.ClusterRegistryUpgrade:          clusterRegistryUpgrade,
 	variant.ClusterRegistryRollback:         clusterRegistryRollback,
 	variant.ClusterHelmUninstall:            clusterHelmUninstall,
+	variant.ClusterRuntimeDropIn:            clusterRuntimeDropIn,
 	variant.ClusterResizeUnpinned:           clusterResizeUnpinned,
 	variant.ClusterEphemeralContainers:      clusterEphemeralContainers,
 	variant.ClusterResizeBubble:             clusterResizeBubble,

@@ -243,6 +243,21 @@ const (
 	// the running pod keeps its cgroup, a new fail-closed pod waits and a
 	// plain pod starts. Last in its boot: cgdelegate is gone after it.
 	ClusterHelmUninstall Scenario = "ClusterHelmUninstall"
+	// ClusterRuntimeDropIn: the runtime side of the install from the chart
+	// (runtimeConfig.install). The node's containerd moves into
+	// containerd.service, with containerd 2.x's default import of
+	// conf.d and no cgdelegate drop-in: the plugin says it does not fail
+	// closed (cgdelegate status, cgdelegate_fail_closed, the node
+	// annotation); install-nri-config on a config.toml that imports
+	// nothing fails naming the import to add. helm upgrade --set
+	// runtimeConfig.install=true: the init container writes the drop-in
+	// and restarts containerd.service once through systemd's private
+	// socket; the plugin then says enforced in all three. With the plugin
+	// off the node, a pod that asks for a writable cgroup has its
+	// container refused by containerd, naming cgdelegate, a plain pod
+	// starts; with the plugin back (no second restart) it starts
+	// writable. containerd stays in its unit for the rest of the boot.
+	ClusterRuntimeDropIn Scenario = "ClusterRuntimeDropIn"
 	// ClusterResizeUnpinned: with CPU pinning on, an ordinary
 	// Burstable pod is resized in place three times (kubectl patch
 	// --subresource resize: CPU limit up, CPU limit down, memory limit up)
@@ -336,7 +351,7 @@ var scenarios = []Scenario{
 	KubeletPinningOracle,
 	ClusterNodeReady, ClusterPodNetwork, ClusterRegistryInstall, ClusterHelmSetConfig, ClusterAdmissionPolicy, ClusterNodeLabel,
 	ClusterMixedFleet, ClusterMixedFleetNode,
-	ClusterRegistryUpgrade, ClusterRegistryRollback, ClusterResizeUnpinned, ClusterHelmUninstall,
+	ClusterRegistryUpgrade, ClusterRegistryRollback, ClusterResizeUnpinned, ClusterRuntimeDropIn, ClusterHelmUninstall,
 	ClusterEphemeralContainers, ClusterResizeBubble, ClusterPinningOracle,
 	ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit,
 	NodeDelegationBudget, DyingCgroups, TenantChurn, UnsafeAfterStart,

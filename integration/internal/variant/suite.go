@@ -174,7 +174,11 @@ func Extended() []Variant {
 		// and together about 9 minutes of the boot. Then the uninstall
 		// and, with cgdelegate gone, the kubelet's own pod-level resource
 		// managers against what the debug and resize steps saw under it
-		// (3.3 minutes of the cold run of 2026-11-27). The chart is
+		// (3.3 minutes of the cold run of 2026-11-27). Before the
+		// uninstall, the runtime side of the install from the chart
+		// (ClusterRuntimeDropIn: the drop-in and containerd's restart by
+		// the init container, several minutes of rollouts and a
+		// containerd restart). The chart is
 		// installed from the registry, the node labelled, and pinning and
 		// the stories' namespace set by ClusterHelmSetConfig, as in CI's.
 		{
@@ -186,6 +190,7 @@ func Extended() []Variant {
 				ClusterHelmSetConfig,
 				ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit, // the user stories
 				ClusterEphemeralContainers, ClusterResizeBubble, // what the oracle compares
+				ClusterRuntimeDropIn, // containerd in containerd.service from here on
 				ClusterHelmUninstall, // cgdelegate is gone after it
 				ClusterPinningOracle, // last: the kubelet pins
 			},
