@@ -87,8 +87,7 @@ StandardError=inherit
 // for a writable cgroup, bound to the node while the plugin ran, has its
 // container refused by containerd's default validator while the plugin is
 // off the node (its DaemonSet's node selector matches no node), with the
-// error naming cgdelegate, where without the drop-in the same pod started
-// read-only; a plain pod starts; with the plugin back (its
+// error naming cgdelegate; a plain pod starts; with the plugin back (its
 // init container restarts nothing this time) the refused container starts
 // writable. containerd stays in containerd.service, with the drop-in, for
 // the rest of the boot.
@@ -98,7 +97,7 @@ func clusterRuntimeDropIn(t *testing.T, e *guestEnv) {
 	if !e.variant.Systemd || !e.variant.Cluster {
 		t.Fatalf("variant %s: this scenario needs systemd as PID 1 and the cluster", e.variant.Name)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	t.Cleanup(e.pluginLogFrom(t))
 	rel, err := currentRelease(ctx, r)
@@ -147,21 +146,6 @@ func clusterRuntimeDropIn(t *testing.T, e *guestEnv) {
 	// containerd's new config at its Configure.
 	pod := e.helmUpgradeTo(ctx, t, r, rel, "--set", "metrics.enabled=true")
 	e.waitFailClosed(ctx, t, pod, status.FailClosedOff)
-	ns := admissionNamespace(t, ctx, "dropin")
-	t.Cleanup(func() { e.patchDSNodeSelector(context.Background(), t, "null") })
-
-	// What "off" means: a pod that asks, its container created while the
-	// plugin is off the node, starts without cgdelegate (read-only).
-	unguarded := gatedAsksPod(ctx, t, ns, "unguarded")
-	e.pluginOffNode(ctx, t)
-	openGate(ctx, t, ns, unguarded)
-	up := waitNamespacedPod(ctx, t, ns, unguarded, "work", 3*time.Minute)
-	if m, _ := cgroupMount(ctx, t, e.kubeletContainer(ctx, t, up, "work")); !m.ReadOnly() {
-		t.Errorf("pod %s/%s started without cgdelegate with /sys/fs/cgroup = %s, want read-only", ns, unguarded, m)
-	} else {
-		t.Logf("without the drop-in, pod %s/%s asking for a writable cgroup started while cgdelegate was off the node, /sys/fs/cgroup %s", ns, unguarded, m)
-	}
-	e.pluginBackOnNode(ctx, t)
 
 	// 3. The drop-in from the chart.
 	invocation := unitProperty(ctx, t, "InvocationID")
@@ -186,20 +170,41 @@ func clusterRuntimeDropIn(t *testing.T, e *guestEnv) {
 	}
 	e.waitFailClosed(ctx, t, pod, status.FailClosedEnforced)
 
-	// 4. The same with the drop-in: refused.
-	asks := gatedAsksPod(ctx, t, ns, "asks")
+	// 4. A pod that asks, bound to the node while the plugin runs, its
+	// container created once the plugin is gone.
+	ns := admissionNamespace(t, ctx, "dropin")
+	asks := admissionPod("asks", ns, true)
+	asks.Spec.InitContainers = []corev1.Container{{
+		Name: "gate", Image: "cgd.local/busybox:1", ImagePullPolicy: corev1.PullNever,
+		Command: []string{"sh", "-c", "until [ -e /tmp/go ]; do sleep 1; done"},
+	}}
+	if _, err := applyObject(ctx, asks); err != nil {
+		t.Fatal(err)
+	}
+	waitInitRunning(ctx, t, ns, asks.Name, "gate")
+
+	from = fileSize(e.paths.ContainerdLog)
 	stopped := time.Now()
-	e.pluginOffNode(ctx, t)
-	openGate(ctx, t, ns, asks)
-	refused := waitRefused(ctx, t, ns, asks, "work", `required plugin "cgdelegate"`)
-	t.Logf("pod %s/%s with cgdelegate off the node: %s: %s", ns, asks, refused.Reason, refused.Message)
+	t.Cleanup(func() { e.patchDSNodeSelector(context.Background(), t, "null") })
+	e.patchDSNodeSelector(ctx, t, `"true"`)
+	if err := waitLog(ctx, e.paths.ContainerdLog, from, 3*time.Minute, pluginGone, func() error { return nil }); err != nil {
+		t.Fatalf("cgdelegate did not leave the node: %v\n%s", err, e.describeDaemonSet(ctx))
+	}
+	if err := poll(ctx, time.Second, func() (bool, error) { p, err := dsPods(ctx); return err == nil && len(p) == 0, nil }); err != nil {
+		t.Fatalf("the DaemonSet's pod is still there: %v\n%s", err, e.describeDaemonSet(ctx))
+	}
+	if res, err := kubectl(ctx, nil, "-n", ns, "exec", asks.Name, "-c", "gate", "--", "touch", "/tmp/go"); err != nil {
+		t.Fatalf("open the gate: %v: %s", err, res)
+	}
+	refused := waitRefused(ctx, t, ns, asks.Name, "work", `required plugin "cgdelegate"`)
+	t.Logf("pod %s/%s with cgdelegate off the node: %s: %s", ns, asks.Name, refused.Reason, refused.Message)
 	plainPod := admissionPod("plain", ns, false)
 	if _, err := applyObject(ctx, plainPod); err != nil {
 		t.Fatal(err)
 	}
 	waitNamespacedPod(ctx, t, ns, plainPod.Name, "work", 3*time.Minute)
-	if p := (&corev1.Pod{}); getJSON(ctx, p, "-n", ns, "pod", asks) == nil && kubelet.Running(p, "work") {
-		t.Errorf("pod %s asking for a writable cgroup runs without cgdelegate: %s", asks, describePod(p))
+	if p := (&corev1.Pod{}); getJSON(ctx, p, "-n", ns, "pod", asks.Name) == nil && kubelet.Running(p, "work") {
+		t.Errorf("pod %s asking for a writable cgroup runs without cgdelegate: %s", asks.Name, describePod(p))
 	}
 	off := time.Since(stopped)
 
@@ -207,8 +212,11 @@ func clusterRuntimeDropIn(t *testing.T, e *guestEnv) {
 	// refused container starts writable.
 	from = fileSize(e.paths.ContainerdLog)
 	back := time.Now()
-	e.pluginBackOnNode(ctx, t)
-	wp := waitNamespacedPod(ctx, t, ns, asks, "work", 4*time.Minute)
+	e.patchDSNodeSelector(ctx, t, "null")
+	if err := waitLog(ctx, e.paths.ContainerdLog, from, 4*time.Minute, pluginBack, func() error { return nil }); err != nil {
+		t.Fatalf("cgdelegate did not come back: %v\n%s", err, e.describeDaemonSet(ctx))
+	}
+	wp := waitNamespacedPod(ctx, t, ns, asks.Name, "work", 4*time.Minute)
 	ran := time.Since(back)
 	assertWritableMount(ctx, t, e.kubeletContainer(ctx, t, wp, "work"))
 	if n := countLog(t, e.paths.ContainerdLog, from, containerdStarting); n != 0 {
@@ -458,57 +466,4 @@ func waitRefused(ctx context.Context, t *testing.T, namespace, pod, container, w
 		t.Fatalf("pod %s/%s: want container %s refused with %q: %v: %s", namespace, pod, container, want, err, describePod(last))
 	}
 	return w
-}
-
-// gatedAsksPod creates pod name in namespace, asking for a writable cgroup
-// (with the required-plugins annotation the policy wants), held by an init
-// container until openGate: bound to the node and started while the plugin
-// runs, its container created later. It returns the name once the init
-// container runs.
-func gatedAsksPod(ctx context.Context, t *testing.T, namespace, name string) string {
-	t.Helper()
-	p := admissionPod(name, namespace, true)
-	p.Spec.InitContainers = []corev1.Container{{
-		Name: "gate", Image: "cgd.local/busybox:1", ImagePullPolicy: corev1.PullNever,
-		Command: []string{"sh", "-c", "until [ -e /tmp/go ]; do sleep 1; done"},
-	}}
-	if _, err := applyObject(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	waitInitRunning(ctx, t, namespace, name, "gate")
-	return name
-}
-
-// openGate lets gatedAsksPod's init container end.
-func openGate(ctx context.Context, t *testing.T, namespace, pod string) {
-	t.Helper()
-	if res, err := kubectl(ctx, nil, "-n", namespace, "exec", pod, "-c", "gate", "--", "touch", "/tmp/go"); err != nil {
-		t.Fatalf("open the gate of %s/%s: %v: %s", namespace, pod, err, res)
-	}
-}
-
-// pluginOffNode takes cgdelegate off the node, as an operator does with a
-// node selector: the DaemonSet's pod goes and its connection to
-// containerd closes.
-func (e *guestEnv) pluginOffNode(ctx context.Context, t *testing.T) {
-	t.Helper()
-	from := fileSize(e.paths.ContainerdLog)
-	e.patchDSNodeSelector(ctx, t, `"true"`)
-	if err := waitLog(ctx, e.paths.ContainerdLog, from, 3*time.Minute, pluginGone, func() error { return nil }); err != nil {
-		t.Fatalf("cgdelegate did not leave the node: %v\n%s", err, e.describeDaemonSet(ctx))
-	}
-	if err := poll(ctx, time.Second, func() (bool, error) { p, err := dsPods(ctx); return err == nil && len(p) == 0, nil }); err != nil {
-		t.Fatalf("the DaemonSet's pod is still there: %v\n%s", err, e.describeDaemonSet(ctx))
-	}
-}
-
-// pluginBackOnNode undoes pluginOffNode and waits for the new pod's plugin
-// to connect.
-func (e *guestEnv) pluginBackOnNode(ctx context.Context, t *testing.T) {
-	t.Helper()
-	from := fileSize(e.paths.ContainerdLog)
-	e.patchDSNodeSelector(ctx, t, "null")
-	if err := waitLog(ctx, e.paths.ContainerdLog, from, 4*time.Minute, pluginBack, func() error { return nil }); err != nil {
-		t.Fatalf("cgdelegate did not come back: %v\n%s", err, e.describeDaemonSet(ctx))
-	}
 }
