@@ -71,6 +71,69 @@ when the config is the built-in defaults.
 {{- end }}
 
 {{/*
+cgdelegate.laterDefaults are the defaults of the values the chart added
+after its first version, as values.yaml has them
+(integration/internal/manifests TestChartUpgradeWithOldValues keeps them
+equal: each value left out renders as its default does). helm upgrade
+--reuse-values renders the new chart with the old release's values in
+place of the new defaults, which then lack these.
+*/}}
+{{- define "cgdelegate.laterDefaults" -}}
+hostNetwork: false
+resources:
+  uninstall:
+    requests: {cpu: 10m, memory: 16Mi}
+    limits: {memory: 64Mi}
+  installProfiles:
+    requests: {cpu: 10m, memory: 16Mi}
+    limits: {memory: 64Mi}
+  installNRIConfig:
+    requests: {cpu: 10m, memory: 16Mi}
+    limits: {memory: 64Mi}
+runtimeConfig: {install: false, restart: true, runtime: auto}
+engineProfiles: {seccomp: false, appArmor: false, kubeletRootDir: /var/lib/kubelet}
+metrics:
+  prometheusRule:
+    enabled: false
+    runbookURL: https://github.com/cgdelegate/cgdelegate/blob/main/docs/troubleshooting.md
+    createContainerMilliseconds: 100
+    delegatedCgroupsPercent: 90
+    dyingNodeCgroups: 5000
+  grafanaDashboard:
+    enabled: false
+    labels: {grafana_dashboard: "1"}
+admissionPolicy:
+  validationActions: [Deny]
+placement: {enabled: true}
+logLevel: info
+nri: {plugin: {index: 50}}
+updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 1}}
+livenessProbe: {enabled: true, initialDelaySeconds: 30, periodSeconds: 30, failureThreshold: 3}
+{{- end }}
+
+{{/*
+cgdelegate.fillDefaults adds to .Values every key of
+cgdelegate.laterDefaults it lacks, at any depth, and changes no value it
+has (as helm merges a release's values over the chart's defaults): every
+template that reads one of them includes it first. It prints nothing.
+*/}}
+{{- define "cgdelegate.fillDefaults" -}}
+{{- include "cgdelegate.fill" (dict "dst" .Values.AsMap "src" (include "cgdelegate.laterDefaults" . | fromYaml)) -}}
+{{- end }}
+
+{{/* cgdelegate.fill adds .src's keys .dst lacks, into maps both have. */}}
+{{- define "cgdelegate.fill" -}}
+{{- $dst := .dst -}}
+{{- range $k, $d := .src -}}
+{{- if not (hasKey $dst $k) -}}
+{{- $_ := set $dst $k (deepCopy $d) -}}
+{{- else if and (kindIs "map" $d) (kindIs "map" (get $dst $k)) -}}
+{{- include "cgdelegate.fill" (dict "dst" (get $dst $k) "src" $d) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/*
 cgdelegate.fullname starts the name of every object the chart makes:
 fullnameOverride when set; else the release name when it contains the
 chart's name (nameOverride when set; the default release cgdelegate gives
@@ -172,11 +235,11 @@ when image.digest is set (the tag is then ignored), else repository:tag.
 
 {{/*
 cgdelegate.validationActions are the validationActions of the bindings of
-the pods' and the namespace label's policies (admissionPolicy.validationActions;
-Deny when an older release's values lack it).
+the pods' and the namespace label's policies (admissionPolicy.validationActions).
 */}}
 {{- define "cgdelegate.validationActions" -}}
-{{- toJson (dig "admissionPolicy" "validationActions" (list "Deny") .Values.AsMap) | replace "\"" "" | replace "," ", " -}}
+{{- include "cgdelegate.fillDefaults" . -}}
+{{- toJson .Values.admissionPolicy.validationActions | replace "\"" "" | replace "," ", " -}}
 {{- end }}
 
 {{/* cgdelegate.serviceAccount is the user name of the plugin's token. */}}
