@@ -118,17 +118,24 @@ has (as helm merges a release's values over the chart's defaults): every
 template that reads one of them includes it first. It prints nothing.
 */}}
 {{- define "cgdelegate.fillDefaults" -}}
-{{- include "cgdelegate.fill" (dict "dst" .Values.AsMap "src" (include "cgdelegate.laterDefaults" . | fromYaml)) -}}
+{{- include "cgdelegate.fill" (dict "dst" .Values.AsMap "src" (include "cgdelegate.laterDefaults" . | fromYaml) "path" "") -}}
 {{- end }}
 
-{{/* cgdelegate.fill adds .src's keys .dst lacks, into maps both have. */}}
+{{/*
+cgdelegate.fill adds .src's keys .dst lacks, into the maps both have but
+the free-form ones (labels, a container's resources), which are values as
+a whole: a key the user removed from them with null stays removed.
+*/}}
 {{- define "cgdelegate.fill" -}}
 {{- $dst := .dst -}}
+{{- $path := .path -}}
+{{- $freeForm := list "resources.uninstall" "resources.installProfiles" "resources.installNRIConfig" "metrics.grafanaDashboard.labels" -}}
 {{- range $k, $d := .src -}}
+{{- $p := printf "%s%s" $path $k -}}
 {{- if not (hasKey $dst $k) -}}
 {{- $_ := set $dst $k (deepCopy $d) -}}
-{{- else if and (kindIs "map" $d) (kindIs "map" (get $dst $k)) -}}
-{{- include "cgdelegate.fill" (dict "dst" (get $dst $k) "src" $d) -}}
+{{- else if and (kindIs "map" $d) (kindIs "map" (get $dst $k)) (not (has $p $freeForm)) -}}
+{{- include "cgdelegate.fill" (dict "dst" (get $dst $k) "src" $d "path" (printf "%s." $p)) -}}
 {{- end -}}
 {{- end -}}
 {{- end }}
