@@ -180,7 +180,7 @@ bench-roundtrip:
 		(cd integration/internal/inproc && $(CURDIR)/$(BINDIR)/inproc.test -test.run '^$$' -test.bench 'BenchmarkCreateContainer' -test.cpu 1) >> $(BENCH_OUT) || exit 1; \
 	done
 	$(GO) run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) \
-		-col '/plugin@(mount-options-only fixed-writable-adjustment cgdelegate-writable metrics-cgdelegate-writable noop cgdelegate-default metrics-cgdelegate-default)' $(BENCH_OUT)
+		-col '/plugin@(mount-options-only part-mount part-mount-env part-mount-hook fixed-writable-adjustment cgdelegate-writable metrics-cgdelegate-writable noop cgdelegate-default metrics-cgdelegate-default)' $(BENCH_OUT)
 
 # The demo boots one VM (integration/vm TestDemo) and tells what cgdelegate
 # did there, from real observations; it fails if any step was not observed.

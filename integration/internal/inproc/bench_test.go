@@ -69,6 +69,20 @@ func (mountOptionsPlugin) CreateContainer(_ context.Context, pod *api.PodSandbox
 	return nil, nil, nil
 }
 
+// newPartPlugin is newFixedPlugin with part of the adjustment taken out by
+// strip: what each part costs to carry.
+func newPartPlugin(strip func(*api.ContainerAdjustment)) func(*fakehost.Host) (any, error) {
+	return func(h *fakehost.Host) (any, error) {
+		p, err := newFixedPlugin(h)
+		if err != nil {
+			return nil, err
+		}
+		adj := proto.Clone(p.(fixedPlugin).adj).(*api.ContainerAdjustment)
+		strip(adj)
+		return fixedPlugin{adj}, nil
+	}
+}
+
 func newFixedPlugin(h *fakehost.Host) (any, error) {
 	p, err := nri.New(h.Config(), slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -96,6 +110,8 @@ func newFixedPlugin(h *fakehost.Host) (any, error) {
 //     cgdelegate-writable is read against;
 //   - fixed-writable-adjustment returns cgdelegate's writable adjustment
 //     without any work: what carrying it costs, apart from the decision;
+//     the part- cases return parts of it (its mount alone, with the
+//     environment, with the hook): what each part costs to carry;
 //   - cgdelegate-default and cgdelegate-writable are the plugin, for a
 //     container that asks for nothing and for a writable one;
 //   - the metrics- cases are the cgdelegate cases with the Prometheus
@@ -115,6 +131,7 @@ func newFixedPlugin(h *fakehost.Host) (any, error) {
 // poll(2) on the open /proc/1/mountinfo, cheaper. Either way the table is
 // read again only after a change.
 func BenchmarkCreateContainer(b *testing.B) {
+	writable := map[string]string{annotations.WritableCgroups.Name: "true"}
 	cases := []struct {
 		name    string
 		plugin  func(*fakehost.Host) (any, error)
@@ -122,12 +139,15 @@ func BenchmarkCreateContainer(b *testing.B) {
 		metrics bool
 	}{
 		{"noop", func(*fakehost.Host) (any, error) { return noopPlugin{}, nil }, nil, false},
-		{"mount-options-only", func(*fakehost.Host) (any, error) { return mountOptionsPlugin{}, nil }, map[string]string{annotations.WritableCgroups.Name: "true"}, false},
-		{"fixed-writable-adjustment", newFixedPlugin, map[string]string{annotations.WritableCgroups.Name: "true"}, false},
+		{"mount-options-only", func(*fakehost.Host) (any, error) { return mountOptionsPlugin{}, nil }, writable, false},
+		{"fixed-writable-adjustment", newFixedPlugin, writable, false},
+		{"part-mount", newPartPlugin(func(a *api.ContainerAdjustment) { a.Env, a.Hooks = nil, nil }), writable, false},
+		{"part-mount-env", newPartPlugin(func(a *api.ContainerAdjustment) { a.Hooks = nil }), writable, false},
+		{"part-mount-hook", newPartPlugin(func(a *api.ContainerAdjustment) { a.Env = nil }), writable, false},
 		{"cgdelegate-default", newPlugin, nil, false},
-		{"cgdelegate-writable", newPlugin, map[string]string{annotations.WritableCgroups.Name: "true"}, false},
+		{"cgdelegate-writable", newPlugin, writable, false},
 		{"metrics-cgdelegate-default", newPlugin, nil, true},
-		{"metrics-cgdelegate-writable", newPlugin, map[string]string{annotations.WritableCgroups.Name: "true"}, true},
+		{"metrics-cgdelegate-writable", newPlugin, writable, true},
 	}
 	for _, tc := range cases {
 		b.Run("plugin="+tc.name, func(b *testing.B) {
