@@ -109,7 +109,15 @@ func TestVM(t *testing.T) {
 		t.Run(v.Name, func(t *testing.T) { runVariant(t, log, arts, initrds, workDir, v) })
 	}
 	log.Info("integration suite done", "took", time.Since(start).Round(time.Second))
+	// A CI log is often read from its tail: say again there what failed.
+	if b, err := os.ReadFile(filepath.Join(workDir, failuresFile)); err == nil && len(b) > 0 {
+		t.Logf("the failed scenarios again, with their output:\n%s", b)
+	}
 }
+
+// failuresFile, in a run's work dir, collects each failed scenario's
+// output (reportScenarios) for TestVM to repeat at the end.
+const failuresFile = "failures.txt"
 
 // TestIngredients builds and caches what the selected variants boot (kernel,
 // containerd, runc, the kubelet, the systemd root filesystem, the images and
@@ -410,9 +418,11 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrds map[boo
 			attempt, v.Name, rep.CrashLine, spec.LogPath)
 	}
 	if err != nil {
+		noteFailure(spec.LogPath, fmt.Sprintf("%s: boot failed: %v\n%s", v.Name, err, fileTail(spec.LogPath, 40)))
 		t.Errorf("boot %s failed: %v\nconsole log: %s\n--- console tail ---\n%s", v.Name, err, spec.LogPath, fileTail(spec.LogPath, 60))
 	}
 	for _, p := range rep.Problems {
+		noteFailure(spec.LogPath, fmt.Sprintf("%s: console: %s", v.Name, p))
 		t.Errorf("console: %s", p)
 	}
 	if second != nil {
@@ -449,14 +459,27 @@ func reportScenarios(t *testing.T, rep *consoleReport, scenarios []variant.Scena
 			}
 			switch {
 			case !ok:
+				noteFailure(logPath, fmt.Sprintf("%s: no result from %s (console log %s):\n%s", t.Name(), where, logPath, tail(out, 40)))
 				t.Fatalf("no result from %s for %s (console log %s)\n%s", where, sc, logPath, out)
 			case res.Result == "pass":
 				t.Logf("passed on %s in %.1fs", where, res.Seconds)
 			default:
+				noteFailure(logPath, fmt.Sprintf("%s: %s on %s (%.1fs):\n%s", t.Name(), res.Result, where, res.Seconds, tail(out, 40)))
 				t.Fatalf("%s on %s (%.1fs):\n%s", res.Result, where, res.Seconds, out)
 			}
 		})
 	}
+}
+
+// noteFailure appends a failure to the failures file beside the console
+// log at logPath (best effort: the failure is reported anyway).
+func noteFailure(logPath, text string) {
+	f, err := os.OpenFile(filepath.Join(filepath.Dir(logPath), failuresFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s\n\n", text)
 }
 
 func fileTail(path string, n int) string {

@@ -219,12 +219,14 @@ func (l *ledger) dropPod(podID string) {
 // are created or running, and their pods, and reads the dying cgroups of
 // the pods and of the node again (a restarted plugin counts them at once).
 // A pod's cap is its decided one (fallback, the node's maxDescendants,
-// lowered by its annotation), no higher than the cgroup.max.descendants
-// its cgroup carries plus its dying cgroups now: the bound in force is the
-// cap less the dying cgroups at the last look before the restart, or a
-// lower value a kubelet set. A pod whose bound is "max" (a container
-// created without cgdelegate) or can not be read reserves its decided cap,
-// and its bound is never written.
+// lowered by its annotation), no higher than the cap its containers'
+// environment says they were given (a kubelet's lower value, an older
+// config's): dying cgroups freed while the plugin was away never shrink
+// it. Containers made before the environment said fall back to the
+// cgroup.max.descendants the pod cgroup carries plus its dying cgroups
+// now. A pod whose bound is "max" (a container created without
+// cgdelegate) or can not be read reserves its decided cap, and its bound
+// is never written.
 func (l *ledger) rebuild(log *slog.Logger, fs *host.FS, fallback int, pods []*api.PodSandbox, ctrs []*api.Container) {
 	byID := make(map[string]*api.PodSandbox, len(pods))
 	for _, p := range pods {
@@ -250,7 +252,7 @@ func (l *ledger) rebuild(log *slog.Logger, fs *host.FS, fallback int, pods []*ap
 				logging.Event(log, pod, c).Error("writable container in a pod whose cgroup is unknown; it is not in the node budget", "error", err)
 				continue
 			}
-			p = rebuiltPod(logging.Event(log, pod, c), fs, pod, rel, fallback)
+			p = rebuiltPod(logging.Event(log, pod, c), fs, pod, rel, fallback, envCaps(ctrs, pod.GetId()))
 			next[pod.GetId()] = p
 		}
 		p.ctrs[c.GetId()] = newLedgerCtr(c, now)
@@ -268,8 +270,9 @@ func (l *ledger) rebuild(log *slog.Logger, fs *host.FS, fallback int, pods []*ap
 }
 
 // rebuiltPod is the ledger's entry for a writable pod found at
-// Synchronize (rebuild).
-func rebuiltPod(log *slog.Logger, fs *host.FS, pod *api.PodSandbox, rel string, fallback int) *ledgerPod {
+// Synchronize (rebuild). given is the cap its containers were given at
+// their creation (envCaps), or host.Unlimited when none says.
+func rebuiltPod(log *slog.Logger, fs *host.FS, pod *api.PodSandbox, rel string, fallback, given int) *ledgerPod {
 	decided, err := writable.PodBound(pod, annotations.MaxDescendants, fallback)
 	if err != nil {
 		decided = fallback
@@ -286,11 +289,35 @@ func rebuiltPod(log *slog.Logger, fs *host.FS, pod *api.PodSandbox, rel string, 
 	switch b, err := fs.ReadBounds(rel); {
 	case err != nil:
 		log.Warn("cannot read the pod bounds; the pod reserves its cap", "reserved", p.reserved, "error", err)
-	case b.Descendants != host.Unlimited:
-		p.bound = b.Descendants
-		p.reserved = min(decided, b.Descendants+p.dying)
+	case b.Descendants == host.Unlimited:
+	case given != host.Unlimited:
+		// Exact, whatever the pod's dying cgroups did while the plugin
+		// was away (freed ones would make the bound plus the dying count
+		// short of the cap).
+		p.bound, p.reserved = b.Descendants, min(decided, given)
+	default:
+		// Containers made before their environment said: the bound in
+		// force is the cap less the dying cgroups at the last look, so
+		// this is the cap unless some were freed since.
+		p.bound, p.reserved = b.Descendants, min(decided, b.Descendants+p.dying)
 	}
 	return p
+}
+
+// envCaps is the lowest cap the environment of the pod's containers in
+// ctrs gives (writable.EnvBound: what each was given at its creation; a
+// reload may have lowered it for the later ones), or host.Unlimited.
+func envCaps(ctrs []*api.Container, podID string) int {
+	lowest := host.Unlimited
+	for _, c := range ctrs {
+		if c.GetPodSandboxId() != podID {
+			continue
+		}
+		if n, ok := writable.EnvBound(c); ok && n != host.Unlimited && (lowest == host.Unlimited || n < lowest) {
+			lowest = n
+		}
+	}
+	return lowest
 }
 
 // account sums the pods' reservations, dying cgroups and what they hold

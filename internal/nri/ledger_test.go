@@ -558,3 +558,60 @@ func TestChurnBoundConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartKeepsCap plays dying cgroups freed while the plugin is away:
+// the churner's bound was its cap less 12 dying cgroups (0); 3 of them are
+// freed before the new plugin synchronizes. Its cap is still the 12 its
+// container was given (the container's environment), not the 9 its bound
+// and dying cgroups add up to now, and its bound goes back up to 3.
+func TestRestartKeepsCap(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		withEnv  bool
+		reserved int
+		bound    string
+	}{
+		{"the container's environment says its cap", true, 12, "3"},
+		// Containers made before the environment said: the bound plus
+		// the dying cgroups is all there is.
+		{"no environment", false, 9, "0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := fakehost.New(t)
+			pod := budgetPod(t, h, 1, map[string]string{annotations.WritableCgroups.Name: "true", annotations.MaxDescendants.Name: "12"})
+			ctr := budgetCtr(pod, "churn")
+			p := budgetPlugin(t, h, 1000, nil)
+			if _, err := p.Synchronize(ctx, []*api.PodSandbox{pod}, nil); err != nil {
+				t.Fatal(err)
+			}
+			adj, _, err := p.CreateContainer(ctx, pod, ctr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The container as the runtime reports it at Synchronize.
+			ctr.State, ctr.Mounts = api.ContainerState_CONTAINER_RUNNING, adj.GetMounts()
+			if tc.withEnv {
+				for _, kv := range adj.GetEnv() {
+					ctr.Env = append(ctr.Env, kv.GetKey()+"="+kv.GetValue())
+				}
+			}
+			setStat(t, h, podRel(t, pod), 0, 12)
+			p.TightenBounds()
+			if got, _ := h.ReadPodFile(pod.GetLinux().GetCgroupParent(), host.FileMaxDescendants); got != "0" {
+				t.Fatalf("bound with 12 dying: %s, want 0", got)
+			}
+			setStat(t, h, podRel(t, pod), 0, 9)
+			again := budgetPlugin(t, h, 1000, nil)
+			if _, err := again.Synchronize(ctx, []*api.PodSandbox{pod}, []*api.Container{ctr}); err != nil {
+				t.Fatal(err)
+			}
+			if d := again.Delegation(); d.Reserved != tc.reserved {
+				t.Errorf("after the restart: reserved %d, want %d", d.Reserved, tc.reserved)
+			}
+			if got, _ := h.ReadPodFile(pod.GetLinux().GetCgroupParent(), host.FileMaxDescendants); got != tc.bound {
+				t.Errorf("after the restart: cgroup.max.descendants %s, want %s", got, tc.bound)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package writable
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -133,6 +134,33 @@ func boundsEnv(b host.Bounds) [2]string {
 	return [2]string{boundValue(b.Descendants), boundValue(b.Depth)}
 }
 
+// EnvBound returns the EnvMaxDescendants value of a container cgdelegate
+// made writable: the pod's cap when the container was created (its
+// reservation in the node budget then). ok is false when the variable is
+// absent or no value of it is a count ("max" is host.Unlimited); of
+// several values the lowest counts.
+func EnvBound(ctr *api.Container) (n int, ok bool) {
+	prefix := EnvMaxDescendants + "="
+	for _, kv := range ctr.GetEnv() {
+		v, found := strings.CutPrefix(kv, prefix)
+		if !found {
+			continue
+		}
+		got := host.Unlimited
+		if v != "max" {
+			c, err := strconv.Atoi(v)
+			if err != nil || c < 0 {
+				continue
+			}
+			got = c
+		}
+		if !ok || (got != host.Unlimited && (n == host.Unlimited || got < n)) {
+			n, ok = got, true
+		}
+	}
+	return n, ok
+}
+
 func boundValue(n int) string {
 	if n == host.Unlimited {
 		return "max"
@@ -171,7 +199,8 @@ type writableAdj struct {
 //     runtime's cgroup tree;
 //   - EnvMaxDescendants and EnvMaxDepth: the pod's budget, which the
 //     container cannot read from above its cgroup namespace root
-//     (cgdelegate-init check, package delegate);
+//     (cgdelegate-init check, package delegate), and which a restarted
+//     plugin reads back as the pod's cap (EnvBound);
 //   - the createRuntime hook (Plan.Hook, with its timeout, so that a hook
 //     that hangs never hangs the start), only when the container does not
 //     already run it from a hooks directory: the re-check of the host, the

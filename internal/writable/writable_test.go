@@ -429,3 +429,27 @@ func TestSharedPodCgroup(t *testing.T) {
 		})
 	}
 }
+
+func TestEnvBound(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		n    int
+		ok   bool
+	}{
+		{"absent", []string{"PATH=/bin"}, 0, false},
+		{"a count", []string{"PATH=/bin", EnvMaxDescendants + "=12"}, 12, true},
+		{"max", []string{EnvMaxDescendants + "=max"}, host.Unlimited, true},
+		{"not a count", []string{EnvMaxDescendants + "=twelve"}, 0, false},
+		{"negative", []string{EnvMaxDescendants + "=-3"}, 0, false},
+		{"the lowest of several", []string{EnvMaxDescendants + "=40", EnvMaxDescendants + "=max", EnvMaxDescendants + "=12"}, 12, true},
+		{"a prefix of another name", []string{EnvMaxDescendants + "X=3"}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, ok := EnvBound(&api.Container{Env: tc.env})
+			if n != tc.n || ok != tc.ok {
+				t.Errorf("EnvBound(%q) = %d, %v; want %d, %v", tc.env, n, ok, tc.n, tc.ok)
+			}
+		})
+	}
+}
