@@ -21,7 +21,7 @@ IMAGE_TAG ?= $(VERSION)
 # Where `make install` puts the config the systemd unit reads.
 CONFDIR   ?= /etc/cgdelegate
 
-.PHONY: all build image release push install test vet lint unit promtool promtool-rules chart manifests profiles demo demo-inproc integration ingredients boots boots-extended boots-conformance bench bench-node clean tidy-check
+.PHONY: all build image release push install test vet lint unit promtool promtool-rules chart manifests profiles demo demo-inproc integration ingredients boots boots-extended boots-conformance bench bench-roundtrip bench-node clean tidy-check
 
 all: build
 
@@ -163,6 +163,25 @@ profiles:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# The CreateContainer round trip in process (BenchmarkCreateContainer,
+# docs/performance.md): every case once per round, ROUNDS rounds
+# (interleaved: load elsewhere hits every case alike), then benchstat
+# compares the cases of the run, each against mount-options-only (the
+# answer of containerd/nri's writable-cgroups sample plugin). benchstat runs
+# at a pinned version with go run; it is not in go.mod.
+BENCHSTAT_VERSION ?= v0.0.0-20260908200009-22c9c6c9d4da
+ROUNDS    ?= 10
+BENCH_OUT ?= $(BINDIR)/bench-roundtrip.txt
+bench-roundtrip:
+	@mkdir -p $(BINDIR)
+	$(GO) test -c -o $(BINDIR)/inproc.test ./integration/internal/inproc/
+	@: > $(BENCH_OUT)
+	@for i in $$(seq $(ROUNDS)); do echo "bench-roundtrip: round $$i of $(ROUNDS)" >&2; \
+		(cd integration/internal/inproc && $(CURDIR)/$(BINDIR)/inproc.test -test.run '^$$' -test.bench 'BenchmarkCreateContainer' -test.cpu 1) >> $(BENCH_OUT) || exit 1; \
+	done
+	$(GO) run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) \
+		-col '/plugin@(mount-options-only part-mount part-mount-env part-mount-hook fixed-writable-adjustment cgdelegate-writable metrics-cgdelegate-writable noop cgdelegate-default metrics-cgdelegate-default)' $(BENCH_OUT)
+
 # The demo boots one VM (integration/vm TestDemo) and tells what cgdelegate
 # did there, from real observations; it fails if any step was not observed.
 # Each step says on stderr when it starts and how long it took: from a fresh
@@ -187,7 +206,7 @@ demo:
 # TCG on a quiet 2-core machine.
 bench-node:
 	@echo "bench-node: the NRI round trip of CreateContainer in process (integration/internal/inproc), before the VM:"
-	@$(GO) test -run '^$$' -bench 'BenchmarkCreateContainer/^(noop|cgdelegate-default|cgdelegate-writable)$$' -count 5 -cpu 1 ./integration/internal/inproc/ | grep '^Benchmark'
+	@$(GO) test -run '^$$' -bench 'BenchmarkCreateContainer/^plugin=(noop|cgdelegate-default|cgdelegate-writable)$$' -count 5 -cpu 1 ./integration/internal/inproc/ | grep '^Benchmark'
 	@bash integration/vm/install-deps.sh >/dev/null
 	@$(GO) test -tags integration_vm -c -o $(BINDIR)/integration-vm.test ./integration/vm/
 	@CGD_BENCH=1 ./$(BINDIR)/integration-vm.test -test.run '^TestBenchNode$$' -test.count=1 -test.timeout 120m

@@ -115,6 +115,63 @@ func TestStatusReady(t *testing.T) {
 	}
 }
 
+// TestStatusLive: the liveness probe passes for a running plugin that
+// keeps its status fresh, ready or not (no runtime has configured it), and
+// fails when nothing is published, the status is stale or its plugin is
+// gone.
+func TestStatusLive(t *testing.T) {
+	tests := []struct {
+		name       string
+		configured bool
+		publish    bool
+		pid        int
+		updated    time.Duration
+		wantCode   int
+		want       string
+	}{
+		{"configured", true, true, os.Getpid(), 0, 0, "live: plugin PID"},
+		{"not configured by a runtime, so not ready", false, true, os.Getpid(), 0, 0, "live: plugin PID"},
+		{"nothing published", true, false, os.Getpid(), 0, 1, "no running cgdelegate plugin"},
+		{"stale", true, true, os.Getpid(), -4 * time.Minute, 1, "the published status is stale"},
+		{"plugin gone", true, true, 1 << 30, 0, 1, "is not running"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := statusHostAt(t, true, tc.publish, tc.pid, time.Now().Add(tc.updated))
+			if !tc.configured {
+				unconfigure(t, cfg)
+				var out, errOut bytes.Buffer
+				if code := run([]string{"status", "-ready", "-config", cfg}, &out, &errOut); code == 0 {
+					t.Fatalf("status -ready passes for a plugin no runtime configured: %s", out.String())
+				}
+			}
+			var out, errOut bytes.Buffer
+			code := run([]string{"status", "-live", "-config", cfg}, &out, &errOut)
+			if code != tc.wantCode || !strings.Contains(out.String()+errOut.String(), tc.want) {
+				t.Errorf("exit %d, want %d with %q; stdout=%s stderr=%s", code, tc.wantCode, tc.want, out.String(), errOut.String())
+			}
+		})
+	}
+}
+
+// unconfigure rewrites the status published for the config at cfgPath
+// without its runtime, as a plugin no runtime has configured publishes it.
+func unconfigure(t *testing.T, cfgPath string) {
+	t.Helper()
+	cfg, err := loadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := status.ReadPublished(cfg.StatusFilePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Runtime = nil
+	if err := status.Publish(cfg.StatusFilePath(), r); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestStatusStale: a status left by a plugin that stopped refreshing it
 // is reported as unsupported, with the reason, exit 1.
 func TestStatusStale(t *testing.T) {

@@ -27,6 +27,12 @@ and whether or not its runtime enforces required-plugins (the line says
 both: "fail-closed enforced", or "fail-closed off (why)"); otherwise 1,
 printing why.
 
+With -live it is the plugin pod's liveness probe: it reads only the
+published status and exits 0 when the plugin that published it is running
+and has rewritten it within three refresh periods, whether or not it is
+ready (a plugin no runtime has configured yet, or on a host that can not
+delegate, is alive and keeps refreshing it); otherwise 1, printing why.
+
 flags:
 `
 
@@ -40,6 +46,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("cgdelegate status", statusUsage, stderr)
 	cfgPath := fs.String("config", "", "YAML config file (the same one the plugin uses)")
 	ready := fs.Bool("ready", false, "readiness probe: exit 0 when the running plugin is configured by its runtime and has checked the host")
+	live := fs.Bool("live", false, "liveness probe: exit 0 when the running plugin keeps its status fresh, ready or not")
 	if err := fs.Parse(args); err != nil {
 		return usageExit(err)
 	}
@@ -54,6 +61,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	if *ready {
 		return runReady(cfg.StatusFilePath(), stdout, stderr)
+	}
+	if *live {
+		return runLive(cfg.StatusFilePath(), stdout, stderr)
 	}
 	checker := host.NewChecker(cfg.MountinfoPath, cfg.CgroupRoot)
 	defer checker.Close()
@@ -84,5 +94,24 @@ func runReady(path string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintln(stdout, status.ReadyLine(pub))
+	return 0
+}
+
+// runLive is `cgdelegate status -live`: whether the plugin publishing at
+// path is running and keeps its status fresh (status.CheckFresh), as one
+// line and an exit code. It does not ask whether the plugin is ready: a
+// liveness probe that failed on an unready plugin would restart one that
+// waits for its runtime, or that refuses pods on an unsafe host, for
+// nothing.
+func runLive(path string, stdout, stderr io.Writer) int {
+	pub, err := status.ReadPublished(path)
+	if err == nil {
+		err = status.CheckFresh(pub, time.Now(), staleAfter, status.PIDAlive)
+	}
+	if err != nil {
+		logging.ErrorLine(stderr, "cgdelegate status -live", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "live: plugin PID %d, status updated %s\n", pub.PluginPID, pub.UpdatedAt.UTC().Format(time.RFC3339))
 	return 0
 }

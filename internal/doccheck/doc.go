@@ -42,6 +42,14 @@
 // name a page must keep after a rename (a dated measurement) is written in
 // plain text, outside code.
 //
+// The user's guide (docs/*.md and docs/*/*.md but docs/development.md,
+// docs/critest.md and docs/security.md, whose test column names each
+// attack's test) does not narrate the test harness: it names no scenario
+// (one of a single word, Restarts, only in a code span), no boot and none
+// of the words "VM suite", "the emulator", "TCG", "qemu", "guest" outside
+// marks and link destinations; docs/development.md says how the suite
+// proves each step, and the guide links there.
+//
 // docs/metrics.md has a row for every metric a recorder with every option
 // registers, with its type and its labels, and its table of refusal
 // causes is refusal.Causes in order; a page (but CHANGELOG.md) names only

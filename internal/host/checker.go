@@ -131,7 +131,10 @@ func (c *Checker) apply(d checkDecision, f checkFacts) (Status, error) {
 	}
 	c.cached = nil
 	if d.keep {
-		c.cached, c.readAt = &st, time.Now()
+		// A copy of its own: taking st's address would move st to the
+		// heap on every call, the cached ones too.
+		kept := st
+		c.cached, c.readAt = &kept, time.Now()
 	}
 	return st, nil
 }

@@ -204,9 +204,10 @@ func (p Plan) Apply(adj *api.ContainerAdjustment) {
 // Hook builds the createRuntime hook entry for the cgdelegate-hook binary.
 // OCI hooks take argv[0] in args.
 func Hook(binary string, args []string, timeoutSeconds int) *api.Hook {
+	argv := make([]string, 0, 1+len(args))
 	return &api.Hook{
 		Path:    binary,
-		Args:    append([]string{path.Base(binary)}, args...),
+		Args:    append(append(argv, path.Base(binary)), args...),
 		Timeout: api.Int(timeoutSeconds),
 	}
 }

@@ -181,7 +181,33 @@ type writableAdj struct {
 	kv     [2]api.KeyValue
 }
 
-// writableAdjustment builds a writable container's adjustment.
+// writableAdjustment builds a writable container's adjustment. It carries
+// only what the container needs, each part for a reason (the round trip is
+// measured against an adjustment that only turns the mount's ro into rw:
+// BenchmarkCreateContainer, docs/performance.md):
+//
+//   - the removal marker of the runtime's /sys/fs/cgroup mount, when there
+//     is one (the runtime-side adaptation drops it from what it forwards
+//     once the new mount replaces it): it lets the new mount take the place
+//     of one another plugin added there, instead of a conflict between the
+//     two plugins' mounts;
+//   - the cgroup2 mount, read-write, with the runtime defaults nosuid,
+//     noexec, nodev and relatime always set (spec.WritableMount): the
+//     writable cgroups themselves;
+//   - a private cgroup namespace, only when the spec has none
+//     (spec.Plan.AddCgroupNS): without it the mount would show the
+//     runtime's cgroup tree;
+//   - EnvMaxDescendants and EnvMaxDepth: the pod's budget, which the
+//     container cannot read from above its cgroup namespace root
+//     (cgdelegate-init check, package delegate), and which a restarted
+//     plugin reads back as the pod's cap (EnvBound);
+//   - the createRuntime hook (Plan.Hook, with its timeout, so that a hook
+//     that hangs never hangs the start), only when the container does not
+//     already run it from a hooks directory: the re-check of the host, the
+//     namespace and the pod bounds at every start, the runtime's own.
+//
+// Nothing else: no annotation, no resources, no mount of the runtime's
+// left as it was.
 func (p *Plan) writableAdjustment() *api.ContainerAdjustment {
 	env := boundsEnv(p.Bounds)
 	w := &writableAdj{}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -249,8 +250,9 @@ func TestChartScheduling(t *testing.T) {
 		"--set", "priorityClassName=", "--set", "image.repository=registry.example/cgd", "--set", "image.tag=v1",
 		"--set", "resources.plugin.limits.memory=1Gi")
 	spec := ds.Spec.Template.Spec
-	if spec.NodeSelector["cgdelegate.io/pool"] != "a" || len(spec.NodeSelector) != 1 {
-		t.Errorf("nodeSelector %v", spec.NodeSelector)
+	// The values' nodeSelector is merged over the default, Linux nodes.
+	if want := map[string]string{"cgdelegate.io/pool": "a", "kubernetes.io/os": "linux"}; !maps.Equal(spec.NodeSelector, want) {
+		t.Errorf("nodeSelector %v, want %v", spec.NodeSelector, want)
 	}
 	if len(spec.Tolerations) != 1 || spec.Tolerations[0].Key != "x" || spec.Tolerations[0].Effect != corev1.TaintEffectNoSchedule {
 		t.Errorf("tolerations %+v", spec.Tolerations)

@@ -374,7 +374,7 @@ func TestChartGrafanaDashboard(t *testing.T) {
 			}
 			labels := map[string]string{}
 			for k, v := range cm.Labels {
-				if !strings.HasPrefix(k, "app.kubernetes.io/") {
+				if !strings.HasPrefix(k, "app.kubernetes.io/") && !strings.HasPrefix(k, "helm.sh/") {
 					labels[k] = v
 				}
 			}

@@ -36,16 +36,22 @@ func chartSchema(t *testing.T) (*schemaNode, map[string]*schemaNode) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Only config is decoded as a schemaNode: other values use schema
+	// keywords (an enum of lists) the config does not.
 	var s struct {
-		Properties  map[string]*schemaNode `json:"properties"`
-		Definitions map[string]*schemaNode `json:"definitions"`
+		Properties  map[string]json.RawMessage `json:"properties"`
+		Definitions map[string]*schemaNode     `json:"definitions"`
 	}
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatal(err)
 	}
-	cfg := s.Properties["config"]
-	if cfg == nil {
+	raw, ok := s.Properties["config"]
+	if !ok {
 		t.Fatal("values.schema.json has no config")
+	}
+	var cfg *schemaNode
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
 	}
 	return cfg, s.Definitions
 }

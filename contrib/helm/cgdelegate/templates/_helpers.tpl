@@ -71,33 +71,132 @@ when the config is the built-in defaults.
 {{- end }}
 
 {{/*
-cgdelegate.fullname starts the name of every object the chart makes: the
-release name when it contains the chart's name (the default release
-cgdelegate gives the names the plain manifests use), else
-<release>-cgdelegate; cut to 42 characters so that the longest name it
-starts (<fullname>-node-label-uninstall, a Job's) fits in 63.
+cgdelegate.laterDefaults are the defaults of the values the chart added
+after its first version, as values.yaml has them
+(integration/internal/manifests TestChartUpgradeWithOldValues keeps them
+equal: each value left out renders as its default does). helm upgrade
+--reuse-values renders the new chart with the old release's values in
+place of the new defaults, which then lack these.
+*/}}
+{{- define "cgdelegate.laterDefaults" -}}
+hostNetwork: false
+resources:
+  uninstall:
+    requests: {cpu: 10m, memory: 16Mi}
+    limits: {memory: 64Mi}
+  installProfiles:
+    requests: {cpu: 10m, memory: 16Mi}
+    limits: {memory: 64Mi}
+  installNRIConfig:
+    requests: {cpu: 10m, memory: 16Mi}
+    limits: {memory: 64Mi}
+runtimeConfig: {install: false, restart: true, runtime: auto}
+engineProfiles: {seccomp: false, appArmor: false, kubeletRootDir: /var/lib/kubelet}
+metrics:
+  prometheusRule:
+    enabled: false
+    runbookURL: https://github.com/cgdelegate/cgdelegate/blob/main/docs/troubleshooting.md
+    createContainerMilliseconds: 100
+    delegatedCgroupsPercent: 90
+    dyingNodeCgroups: 5000
+  grafanaDashboard:
+    enabled: false
+    labels: {grafana_dashboard: "1"}
+admissionPolicy:
+  validationActions: [Deny]
+placement: {enabled: true}
+logLevel: info
+nri: {plugin: {index: 50}}
+updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 1}}
+livenessProbe: {enabled: true, initialDelaySeconds: 30, periodSeconds: 30, failureThreshold: 3}
+{{- end }}
+
+{{/*
+cgdelegate.fillDefaults adds to .Values every key of
+cgdelegate.laterDefaults it lacks, at any depth, and changes no value it
+has (as helm merges a release's values over the chart's defaults): every
+template that reads one of them includes it first. It prints nothing.
+*/}}
+{{- define "cgdelegate.fillDefaults" -}}
+{{- include "cgdelegate.fill" (dict "dst" .Values.AsMap "src" (include "cgdelegate.laterDefaults" . | fromYaml) "path" "") -}}
+{{- end }}
+
+{{/*
+cgdelegate.fill adds .src's keys .dst lacks, into the maps both have but
+the free-form ones (labels, a container's resources), which are values as
+a whole: a key the user removed from them with null stays removed.
+*/}}
+{{- define "cgdelegate.fill" -}}
+{{- $dst := .dst -}}
+{{- $path := .path -}}
+{{- $freeForm := list "resources.uninstall" "resources.installProfiles" "resources.installNRIConfig" "metrics.grafanaDashboard.labels" -}}
+{{- range $k, $d := .src -}}
+{{- $p := printf "%s%s" $path $k -}}
+{{- if not (hasKey $dst $k) -}}
+{{- $_ := set $dst $k (deepCopy $d) -}}
+{{- else if and (kindIs "map" $d) (kindIs "map" (get $dst $k)) (not (has $p $freeForm)) -}}
+{{- include "cgdelegate.fill" (dict "dst" (get $dst $k) "src" $d "path" (printf "%s." $p)) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+cgdelegate.fullname starts the name of every object the chart makes:
+fullnameOverride when set; else the release name when it contains the
+chart's name (nameOverride when set; the default release cgdelegate gives
+the names the plain manifests use), else <release>-<name>; cut to 42
+characters so that the longest name it starts
+(<fullname>-node-label-uninstall, a Job's) fits in 63. The policies name
+the service accounts by it (cgdelegate.serviceAccount), so an override
+changes both together.
 */}}
 {{- define "cgdelegate.fullname" -}}
 {{- $name := .Release.Name -}}
-{{- if not (contains .Chart.Name .Release.Name) -}}
-{{- $name = printf "%s-%s" .Release.Name .Chart.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- $name = .Values.fullnameOverride -}}
+{{- else -}}
+{{- $chart := .Values.nameOverride | default .Chart.Name -}}
+{{- if not (contains $chart .Release.Name) -}}
+{{- $name = printf "%s-%s" .Release.Name $chart -}}
+{{- end -}}
 {{- end -}}
 {{- $name | trunc 42 | trimSuffix "-" -}}
 {{- end }}
 
 {{/*
 cgdelegate.selectorLabels select the plugin's pods (the DaemonSet's
-selector, the metrics Service's). They name the chart only: a DaemonSet's
-selector can not change, and one release per cluster is all there is
-(cgdelegate.refuseSecondRelease).
+selector, the metrics Service's). They name the chart only, whatever
+nameOverride says: a DaemonSet's selector can not change, and one release
+per cluster is all there is (cgdelegate.refuseSecondRelease).
 */}}
 {{- define "cgdelegate.selectorLabels" -}}
 {app.kubernetes.io/name: cgdelegate}
 {{- end }}
 
-{{/* cgdelegate.labels are the labels every object carries. */}}
+{{/*
+cgdelegate.labels are the labels every object carries: the recommended
+ones (app.kubernetes.io/name, instance, version, managed-by and
+helm.sh/chart). Not the pods' (cgdelegate.podLabels): a new chart version
+must not change the pod template by itself.
+*/}}
 {{- define "cgdelegate.labels" -}}
-{app.kubernetes.io/name: cgdelegate, app.kubernetes.io/instance: {{ .Release.Name }}}
+{app.kubernetes.io/name: cgdelegate, app.kubernetes.io/instance: {{ .Release.Name | quote }}, app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}, app.kubernetes.io/managed-by: {{ .Release.Service | quote }}, helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" | quote }}}
+{{- end }}
+
+{{/*
+cgdelegate.podLabels are the plugin pods' labels: the selector's and the
+release's, then the values' podLabels, which may not set either (the
+DaemonSet's selector, and what NOTES.txt selects by).
+*/}}
+{{- define "cgdelegate.podLabels" -}}
+{{- $own := dict "app.kubernetes.io/name" "cgdelegate" "app.kubernetes.io/instance" .Release.Name -}}
+{{- $extra := .Values.podLabels | default dict -}}
+{{- range $k := keys $extra | sortAlpha -}}
+{{- if hasKey $own $k -}}
+{{- fail (printf "podLabels.%s %q: the chart sets %s on the plugin's pods (the DaemonSet's selector or the release's label, which can not change); choose another key" $k (toString (get $extra $k)) $k) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (merge (deepCopy $extra) $own) -}}
 {{- end }}
 
 {{/*
@@ -128,9 +227,26 @@ run it.
 {{- (include "cgdelegate.config" . | fromJson).hookPath | default "/usr/local/bin/cgdelegate-hook" -}}
 {{- end }}
 
-{{/* cgdelegate.image is the image both containers run. */}}
+{{/*
+cgdelegate.image is the image every container runs: repository@digest
+when image.digest is set (the tag is then ignored), else repository:tag.
+*/}}
 {{- define "cgdelegate.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- $img := .Values.image -}}
+{{- if $img.digest -}}
+{{ $img.repository }}@{{ $img.digest }}
+{{- else -}}
+{{ $img.repository }}:{{ $img.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end }}
+
+{{/*
+cgdelegate.validationActions are the validationActions of the bindings of
+the pods' and the namespace label's policies (admissionPolicy.validationActions).
+*/}}
+{{- define "cgdelegate.validationActions" -}}
+{{- include "cgdelegate.fillDefaults" . -}}
+{{- toJson .Values.admissionPolicy.validationActions | replace "\"" "" | replace "," ", " -}}
 {{- end }}
 
 {{/* cgdelegate.serviceAccount is the user name of the plugin's token. */}}
