@@ -168,12 +168,12 @@ func labelPatch(value *string) []byte {
 	return b
 }
 
-// nodePatch is labelPatch that also sets FailClosedAnnotation to note, or
-// removes it when note is nil.
-func nodePatch(label, note *string) []byte {
+// nodePatch is labelPatch that also sets each of annotations to its
+// value, or removes it when the value is nil.
+func nodePatch(label *string, annotations map[string]*string) []byte {
 	patch := map[string]any{"metadata": map[string]any{
 		"labels":      map[string]any{FeatureLabel: label},
-		"annotations": map[string]any{FailClosedAnnotation: note},
+		"annotations": annotations,
 	}}
 	b, err := json.Marshal(patch)
 	if err != nil {
