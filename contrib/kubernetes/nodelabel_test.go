@@ -21,9 +21,9 @@ const (
 	// failClosedNote is the annotation beside the label.
 	failClosedNote = "cgdelegate.io/fail-closed"
 	// reasonNote is the annotation that says why the label is absent.
-	reasonNote = "cgdelegate.io/supports-cgroup-options-reason"
-	nodeNameExtra  = "authentication.kubernetes.io/node-name"
-	pluginUser     = "system:serviceaccount:kube-system:cgdelegate"
+	reasonNote    = "cgdelegate.io/supports-cgroup-options-reason"
+	nodeNameExtra = "authentication.kubernetes.io/node-name"
+	pluginUser    = "system:serviceaccount:kube-system:cgdelegate"
 )
 
 // nodeLabelPolicy loads and compiles the node-label policy, and checks the
@@ -332,8 +332,8 @@ func TestNodeLabelPolicy(t *testing.T) {
 		},
 		{
 			name: "own node, label removed with its reason, fail-closed kept", user: pluginUser, extra: tokenA,
-			old:  node(t, "a", with(base, supportsLabel, "true"), map[string]string{"x": "y", failClosedNote: "enforced"}),
-			new:  node(t, "a", base, map[string]string{"x": "y", failClosedNote: "enforced", reasonNote: "no_nsdelegate"}),
+			old: node(t, "a", with(base, supportsLabel, "true"), map[string]string{"x": "y", failClosedNote: "enforced"}),
+			new: node(t, "a", base, map[string]string{"x": "y", failClosedNote: "enforced", reasonNote: "no_nsdelegate"}),
 		},
 		{
 			name: "own node, reason changed", user: pluginUser, extra: tokenA,

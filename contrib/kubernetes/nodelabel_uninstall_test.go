@@ -21,15 +21,15 @@ const (
 func TestNodeLabelUninstallPolicy(t *testing.T) {
 	p := nodePolicy(t, uninstallPolicyFile)
 	const (
-		notSet = "may only remove the label " + supportsLabel + ": the updated node still has it"
-		others = "may change only the label " + supportsLabel
-		meta   = "may change only the label " + supportsLabel + " of a node, not "
+		notSet   = "may only remove the label " + supportsLabel + ": the updated node still has it"
+		others   = "may change only the label " + supportsLabel
+		meta     = "may change only the label " + supportsLabel + " of a node, not "
 		annot    = "may change only the annotations " + failClosedNote + " and " + reasonNote + ", not "
 		noteIn   = "may only remove the annotation " + failClosedNote + ": the updated node still has it"
 		reasonIn = "may only remove the annotation " + reasonNote + ": the updated node still has it"
-		taints = "may not change a node's taints"
-		spec   = "may not change a node's spec"
-		status = "may not change a node's status"
+		taints   = "may not change a node's taints"
+		spec     = "may not change a node's spec"
+		status   = "may not change a node's status"
 	)
 	base := map[string]string{"kubernetes.io/hostname": "a", "zone": "z1"}
 	labelled := with(base, supportsLabel, "true")

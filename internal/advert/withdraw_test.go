@@ -23,7 +23,7 @@ type cluster struct {
 	// reason annotation (a plugin that stopped), plain none; they are
 	// listed after the labelled ones, in this order.
 	annotated, reasoned, plain []string
-	refuse           map[string]answer
+	refuse                     map[string]answer
 	// hang: every PATCH waits until the client gives up.
 	hang bool
 
