@@ -165,6 +165,20 @@ spec:
 	if js := nodes("-o", "json"); !strings.Contains(js, `"reason": "no_nsdelegate"`) || !strings.Contains(js, `"version": "v9.9.9"`) {
 		t.Errorf("cgdelegate nodes -o json: %s", js)
 	}
+	// The pure-kubectl command docs/troubleshooting.md gives says the same.
+	const columns = `NODE:.metadata.name,SUPPORTS:.metadata.labels.cgdelegate\.io/supports-cgroup-options,` +
+		`REASON:.metadata.annotations.cgdelegate\.io/supports-cgroup-options-reason,FAIL-CLOSED:.metadata.annotations.cgdelegate\.io/fail-closed`
+	doc, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "troubleshooting.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "kubectl get nodes -o custom-columns='"+columns+"'") {
+		t.Errorf("docs/troubleshooting.md does not give the kubectl command with the columns %s", columns)
+	}
+	want = []string{"NODE SUPPORTS REASON FAIL-CLOSED", "n1 true <none> enforced", "n2 <none> no_nsdelegate off"}
+	if got := rows(h.must("kubectl", "get", "nodes", "-o", "custom-columns="+columns)); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("kubectl get nodes -o custom-columns:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 
 	// The token's attacks, each a merge patch as the plugin sends, each
 	// refused by the policy and leaving the nodes as they were.
