@@ -13,6 +13,7 @@ package vm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -184,11 +185,15 @@ spec:
 	// refused by the policy and leaving the nodes as they were.
 	for _, a := range []struct{ name, node, patch, want string }{
 		{"another annotation on its node", "n1", evil, "may change only the annotations cgdelegate.io/fail-closed and " + advert.ReasonAnnotation + ", not example.com/evil"},
-		{"the reason with the label, plus another annotation", "n1",
+		{
+			"the reason with the label, plus another annotation", "n1",
 			`{"metadata":{"labels":{"` + advert.FeatureLabel + `":null},"annotations":{"` + advert.ReasonAnnotation + `":"no_nsdelegate","example.com/evil":"1"}}}`,
-			"not example.com/evil"},
-		{"a reason of its own words", "n1", `{"metadata":{"annotations":{"` + advert.ReasonAnnotation + `":"call 555-0100"}}}`,
-			"may only set the annotation " + advert.ReasonAnnotation + " to one of"},
+			"not example.com/evil",
+		},
+		{
+			"a reason of its own words", "n1", `{"metadata":{"annotations":{"` + advert.ReasonAnnotation + `":"call 555-0100"}}}`,
+			"may only set the annotation " + advert.ReasonAnnotation + " to one of",
+		},
 	} {
 		code, body := h.patch(plugin, "/api/v1/nodes/"+a.node, mergePatch, a.patch)
 		t.Logf("the token: %s: HTTP %d %s", a.name, code, body)
@@ -215,7 +220,9 @@ spec:
 	l.SetWithReason(false, status.ReasonNoNsdelegate)
 	converged("nsdelegate gone", "absent", string(status.ReasonNoNsdelegate), "|no_nsdelegate|enforced")
 	stop()
-	<-ran
+	if err := <-ran; !errors.Is(err, context.Canceled) {
+		t.Errorf("the plugin's Run = %v, want context.Canceled", err)
+	}
 	wctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if err := l.Withdraw(wctx); err != nil {
