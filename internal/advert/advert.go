@@ -9,9 +9,11 @@
 // when the plugin stops. It reads the plugin's state through Source and
 // never changes it; it writes only the two files and the one label.
 // ClusterWithdrawer, for `cgdelegate node-label withdraw` (the chart's
-// uninstall Job), removes that label from every Node. Do not use its API
-// client for anything else: it knows two requests, a merge patch of a
-// Node's label and a list of the Nodes that carry it.
+// uninstall Job), removes that label from every Node; FleetReader, for
+// `cgdelegate nodes`, reads every Node's label and annotations (through a
+// kubeconfig or the pod's service account). Do not use its API client for
+// anything else: it knows a merge patch of a Node's label and annotations
+// and a paged list (of Nodes, and of the plugin's pods for their version).
 package advert
 
 import (
