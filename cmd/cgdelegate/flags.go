@@ -29,6 +29,8 @@ const usage = `usage:
   cgdelegate node-label withdraw [flags]
                               remove the node label from every node (helm uninstall's
                               Job); exit 1 if any removal failed (cgdelegate node-label -h)
+  cgdelegate nodes [flags]    print every node's label, reason, fail-closed annotation and
+                              plugin version from the API (cgdelegate nodes -h)
   cgdelegate install-profiles [flags]
                               install the engine pods' seccomp and AppArmor profiles
                               on the node (cgdelegate install-profiles -h)
@@ -74,6 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 var subcommands = map[string]string{
 	"status":           "cgdelegate status [flags]",
 	"node-label":       "cgdelegate node-label withdraw [flags]",
+	"nodes":            "cgdelegate nodes [flags]",
 	"install-profiles": "cgdelegate install-profiles [flags]",
 }
 
@@ -86,7 +89,7 @@ func checkArgs(args []string) error {
 	if use, ok := subcommands[args[0]]; ok {
 		return fmt.Errorf("%q must come first: %s", args[0], use)
 	}
-	return errUnexpected(args[0], "the subcommands are status, node-label and install-profiles")
+	return errUnexpected(args[0], "the subcommands are status, node-label, nodes and install-profiles")
 }
 
 func errUnexpected(arg, why string) error {

@@ -5,6 +5,7 @@
 //	cgdelegate status -ready    the pod's readiness probe: exit 0 once configured by the runtime
 //	cgdelegate node-label withdraw [flags]
 //	                            remove the node label from every node; exit 1 if any failed
+//	cgdelegate nodes [flags]    print every node's label, reason, fail-closed and plugin version
 //	cgdelegate install-profiles [flags]
 //	                            install the engine pods' seccomp and AppArmor profiles on the node
 //	cgdelegate install-nri-config [flags]
@@ -25,6 +26,10 @@
 // node-label withdraw removes the label from every node that carries it,
 // through the API as the pod's service account: the chart's pre-delete Job
 // runs it at helm uninstall, before the plugin's RBAC is deleted.
+//
+// nodes prints the fleet from the API (a kubeconfig, or the pod's service
+// account): each node's label, the reason annotation beside it, the
+// fail-closed annotation and the plugin pod's version, as a table or JSON.
 //
 // install-profiles writes the seccomp profile cgdelegate/engines.json and
 // writes and loads the AppArmor profile cgdelegate-engines on the node
@@ -69,6 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runStatus(args[1:], stdout, stderr)
 		case "node-label":
 			return runNodeLabel(args[1:], stderr, os.Getenv)
+		case "nodes":
+			return runNodes(args[1:], stdout, stderr, os.Getenv)
 		case "install-profiles":
 			return runInstallProfiles(args[1:], stderr, runtime.GOARCH, lsmprofile.Exec)
 		case "install-nri-config":

@@ -211,7 +211,7 @@ func TestUsageErrors(t *testing.T) {
 		{"status with bad config", []string{"status", "-config", bad}, 2, []string{`guard: "sometimes"`}},
 		{"missing config", []string{"-config", filepath.Join(dir, "absent.yaml")}, 1, []string{"absent.yaml"}},
 		{"zero in config", []string{"-config", zero}, 1, []string{"maxDepth: 0 must be at least 1"}},
-		{"unknown word", []string{"frobnicate"}, 2, []string{`unexpected argument "frobnicate"`, "the subcommands are status, node-label and install-profiles"}},
+		{"unknown word", []string{"frobnicate"}, 2, []string{`unexpected argument "frobnicate"`, "the subcommands are status, node-label, nodes and install-profiles"}},
 		{"node-label after flags", []string{"-log-level", "debug", "node-label", "withdraw"}, 2, []string{`"node-label" must come first: cgdelegate node-label withdraw [flags]`}},
 		{"node-label without an action", []string{"node-label"}, 2, []string{"cgdelegate node-label: want an action: cgdelegate node-label withdraw"}},
 		{"node-label unknown action", []string{"node-label", "add"}, 2, []string{`unexpected argument "add": the only action is withdraw`}},

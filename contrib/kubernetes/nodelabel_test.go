@@ -9,6 +9,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgdelegate/cgdelegate/internal/advert"
+	"github.com/cgdelegate/cgdelegate/internal/status"
 )
 
 const (
@@ -17,8 +20,10 @@ const (
 	supportsLabel = "cgdelegate.io/supports-cgroup-options"
 	// failClosedNote is the annotation beside the label.
 	failClosedNote = "cgdelegate.io/fail-closed"
-	nodeNameExtra  = "authentication.kubernetes.io/node-name"
-	pluginUser     = "system:serviceaccount:kube-system:cgdelegate"
+	// reasonNote is the annotation that says why the label is absent.
+	reasonNote    = "cgdelegate.io/supports-cgroup-options-reason"
+	nodeNameExtra = "authentication.kubernetes.io/node-name"
+	pluginUser    = "system:serviceaccount:kube-system:cgdelegate"
 )
 
 // nodeLabelPolicy loads and compiles the node-label policy, and checks the
@@ -123,7 +128,9 @@ func TestNodeLabelPolicy(t *testing.T) {
 		value  = "may only set the label " + supportsLabel + ` to "true" or remove it, not set it to `
 		others = "may change only the label " + supportsLabel
 		meta   = "may change only the label " + supportsLabel + " of a node, not "
-		annot  = "may change only the annotation " + failClosedNote + ", not "
+		annot  = "may change only the annotations " + failClosedNote + " and " + reasonNote + ", not "
+		reason = "may only set the annotation " + reasonNote + " to one of cgroup_v1, no_nsdelegate, host_unreadable, " +
+			"unsafe_containers, not_configured, plugin_stopped, or remove it, not set it to "
 		note   = "may only set the annotation " + failClosedNote + " to enforced, off or unknown, or remove it, not set it to "
 		taints = "may not change a node's taints"
 		spec   = "may not change a node's spec"
@@ -324,6 +331,68 @@ func TestNodeLabelPolicy(t *testing.T) {
 			want: []string{annot + "x"},
 		},
 		{
+			name: "own node, label removed with its reason, fail-closed kept", user: pluginUser, extra: tokenA,
+			old: node(t, "a", with(base, supportsLabel, "true"), map[string]string{"x": "y", failClosedNote: "enforced"}),
+			new: node(t, "a", base, map[string]string{"x": "y", failClosedNote: "enforced", reasonNote: "no_nsdelegate"}),
+		},
+		{
+			name: "own node, reason changed", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, map[string]string{reasonNote: "not_configured"}), new: node(t, "a", base, map[string]string{reasonNote: "cgroup_v1"}),
+		},
+		{
+			name: "own node, label set and reason removed", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, map[string]string{reasonNote: "no_nsdelegate"}), new: node(t, "a", with(base, supportsLabel, "true"), nil),
+		},
+		{
+			name: "own node, plugin stopped: label and fail-closed removed, reason set", user: pluginUser, extra: tokenA,
+			old: node(t, "a", with(base, supportsLabel, "true"), map[string]string{failClosedNote: "off"}),
+			new: node(t, "a", base, map[string]string{reasonNote: "plugin_stopped"}),
+		},
+		{
+			name: "own node, reason set to free text", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", base, map[string]string{reasonNote: "call +1-555-0100 for support"}),
+			want: []string{reason + `"call +1-555-0100 for support"`},
+		},
+		{
+			name: "own node, reason set to a fail-closed value", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, map[string]string{reasonNote: "no_nsdelegate"}), new: node(t, "a", base, map[string]string{reasonNote: "enforced"}),
+			want: []string{reason + `"enforced"`},
+		},
+		{
+			name: "own node, reason set to empty", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", base, map[string]string{reasonNote: ""}),
+			want: []string{reason + `""`},
+		},
+		{
+			name: "own node, another reason value left as it was", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, map[string]string{reasonNote: "pwned"}), new: node(t, "a", with(base, supportsLabel, "true"), map[string]string{reasonNote: "pwned"}),
+		},
+		{
+			name: "own node, reason set with another annotation", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", base, map[string]string{reasonNote: "no_nsdelegate", "x": "y"}),
+			want: []string{annot + "x"},
+		},
+		{
+			name: "own node, another annotation removed with the reason", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, map[string]string{reasonNote: "no_nsdelegate", "x": "y"}), new: node(t, "a", base, nil),
+			want: []string{annot + "x"},
+		},
+		{
+			name: "own node, an annotation named like the reason", user: pluginUser, extra: tokenA,
+			old: node(t, "a", base, nil), new: node(t, "a", base, map[string]string{reasonNote + "s": "no_nsdelegate"}),
+			want: []string{annot + reasonNote + "s"},
+		},
+		{
+			name: "stolen token: node a's token sets node b's reason", user: pluginUser, extra: tokenA,
+			old: node(t, "b", with(base, supportsLabel, "true"), nil), new: node(t, "b", base, map[string]string{reasonNote: "no_nsdelegate"}),
+			want: []string{own + ": its token is for node 'a', not b"},
+		},
+		{
+			name: "stolen token: node a's token removes node b's reason", user: pluginUser, extra: tokenA,
+			old: node(t, "b", base, map[string]string{reasonNote: "no_nsdelegate"}), new: node(t, "b", base, nil),
+			want: []string{own + ": its token is for node 'a', not b"},
+		},
+		{
 			name: "stolen token: node a's token annotates node b", user: pluginUser, extra: tokenA,
 			old: node(t, "b", base, nil), new: node(t, "b", base, map[string]string{failClosedNote: "enforced"}),
 			want: []string{own + ": its token is for node 'a', not b"},
@@ -396,4 +465,27 @@ func TestNodeLabelPolicyNamesTheDaemonSetsAccount(t *testing.T) {
 func decodeDaemonSet(t *testing.T) *appsv1.DaemonSet {
 	t.Helper()
 	return only[appsv1.DaemonSet](t, daemonSetFile)
+}
+
+// Every reason the plugin writes is one the policy lets it set, and
+// remove: the policy's list is status.Reasons.
+func TestNodeLabelPolicyAllowsEveryReason(t *testing.T) {
+	p := nodeLabelPolicy(t)
+	base := map[string]string{"kubernetes.io/hostname": "a"}
+	tokenA := map[string][]string{nodeNameExtra: {"a"}}
+	for _, r := range status.Reasons {
+		t.Run(string(r), func(t *testing.T) {
+			set := node(t, "a", base, map[string]string{advert.ReasonAnnotation: string(r)})
+			for _, step := range []struct{ old, new map[string]any }{
+				{node(t, "a", with(base, advert.FeatureLabel, "true"), nil), set},
+				{set, node(t, "a", with(base, advert.FeatureLabel, "true"), nil)},
+			} {
+				got, err := p.review(nodeUpdate(pluginUser, tokenA, step.old, step.new), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantDenials(t, "", got, nil)
+			}
+		})
+	}
 }

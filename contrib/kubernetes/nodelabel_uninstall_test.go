@@ -21,14 +21,15 @@ const (
 func TestNodeLabelUninstallPolicy(t *testing.T) {
 	p := nodePolicy(t, uninstallPolicyFile)
 	const (
-		notSet = "may only remove the label " + supportsLabel + ": the updated node still has it"
-		others = "may change only the label " + supportsLabel
-		meta   = "may change only the label " + supportsLabel + " of a node, not "
-		annot  = "may change only the annotation " + failClosedNote + ", not "
-		noteIn = "may only remove the annotation " + failClosedNote + ": the updated node still has it"
-		taints = "may not change a node's taints"
-		spec   = "may not change a node's spec"
-		status = "may not change a node's status"
+		notSet   = "may only remove the label " + supportsLabel + ": the updated node still has it"
+		others   = "may change only the label " + supportsLabel
+		meta     = "may change only the label " + supportsLabel + " of a node, not "
+		annot    = "may change only the annotations " + failClosedNote + " and " + reasonNote + ", not "
+		noteIn   = "may only remove the annotation " + failClosedNote + ": the updated node still has it"
+		reasonIn = "may only remove the annotation " + reasonNote + ": the updated node still has it"
+		taints   = "may not change a node's taints"
+		spec     = "may not change a node's spec"
+		status   = "may not change a node's status"
 	)
 	base := map[string]string{"kubernetes.io/hostname": "a", "zone": "z1"}
 	labelled := with(base, supportsLabel, "true")
@@ -156,6 +157,35 @@ func TestNodeLabelUninstallPolicy(t *testing.T) {
 			name: "fail-closed annotation set", user: uninstallUser, extra: jobToken,
 			old: node(t, "a", base, nil), new: node(t, "a", base, map[string]string{failClosedNote: "enforced"}),
 			want: []string{noteIn},
+		},
+		{
+			name: "label and both annotations removed", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, map[string]string{"x": "y", failClosedNote: "enforced", reasonNote: "no_nsdelegate"}),
+			new: node(t, "a", base, map[string]string{"x": "y"}),
+		},
+		{
+			name: "reason annotation removed, no label", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", base, map[string]string{reasonNote: "plugin_stopped"}), new: node(t, "a", base, nil),
+		},
+		{
+			name: "label removed, reason annotation left", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", labelled, map[string]string{reasonNote: "plugin_stopped"}), new: node(t, "a", base, map[string]string{reasonNote: "plugin_stopped"}),
+			want: []string{reasonIn},
+		},
+		{
+			name: "reason annotation set", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", base, nil), new: node(t, "a", base, map[string]string{reasonNote: "plugin_stopped"}),
+			want: []string{reasonIn},
+		},
+		{
+			name: "reason annotation changed", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", base, map[string]string{reasonNote: "no_nsdelegate"}), new: node(t, "a", base, map[string]string{reasonNote: "plugin_stopped"}),
+			want: []string{reasonIn},
+		},
+		{
+			name: "reason annotation removed with another", user: uninstallUser, extra: jobToken,
+			old: node(t, "a", base, map[string]string{reasonNote: "plugin_stopped", "x": "y"}), new: node(t, "a", base, nil),
+			want: []string{annot + "x"},
 		},
 		{
 			name: "fail-closed annotation removed with another", user: uninstallUser, extra: jobToken,

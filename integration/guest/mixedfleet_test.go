@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -299,6 +300,34 @@ func clusterMixedFleet(t *testing.T, e *guestEnv) {
 		t.Errorf("node %s (no nsdelegate) has %s=%q, want no such label", second, nodeLabel, v)
 	}
 	assertNodeUntouched(ctx, t, first, "true")
+
+	// The second node says why, and `cgdelegate nodes` (the node's
+	// binary, the admin's kubeconfig) prints both nodes with their
+	// reasons (docs/troubleshooting.md, "The fleet at a glance").
+	if err := poll(ctx, time.Second, func() (bool, error) {
+		n, err := getNode(ctx, second)
+		return err == nil && n.Annotations[reasonNote] == "no_nsdelegate", nil
+	}); err != nil {
+		t.Errorf("node %s (no nsdelegate) never got %s=no_nsdelegate (%v)", second, reasonNote, err)
+	}
+	if n1, err := getNode(ctx, first); err != nil {
+		t.Error(err)
+	} else if v, ok := n1.Annotations[reasonNote]; ok {
+		t.Errorf("node %s (supported) has %s=%q, want none", first, reasonNote, v)
+	}
+	table, terr := exec.CommandContext(ctx, e.paths.PluginBinary, "nodes", "-kubeconfig", guestKubeconfig).CombinedOutput()
+	t.Logf("cgdelegate nodes:\n%s", table)
+	rows := map[string][]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(table)), "\n") {
+		if f := strings.Fields(l); len(f) == 5 {
+			rows[f[0]] = f[1:]
+		}
+	}
+	if terr != nil || len(rows[first]) != 4 || len(rows[second]) != 4 ||
+		!slices.Equal(rows[first][:2], []string{"true", "-"}) || !slices.Equal(rows[second][:2], []string{"absent", "no_nsdelegate"}) ||
+		rows[first][3] == "-" || rows[second][3] == "-" {
+		t.Errorf("cgdelegate nodes (%v): want %s true with no reason and %s absent with no_nsdelegate, each with its plugin's version:\n%s", terr, first, second, table)
+	}
 
 	// An annotated Deployment selecting the label lands on the first
 	// node only.

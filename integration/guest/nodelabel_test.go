@@ -21,6 +21,8 @@ const (
 	// nodeLabel is the label cgdelegate puts on its own Node
 	// (advert.FeatureLabel).
 	nodeLabel = "cgdelegate.io/supports-cgroup-options"
+	// reasonNote is the annotation beside it that says why it is absent.
+	reasonNote = "cgdelegate.io/supports-cgroup-options-reason"
 	// ghostNode is a Node object with no kubelet behind it: the node a
 	// stolen token tries to relabel.
 	ghostNode = "cgd-ghost"

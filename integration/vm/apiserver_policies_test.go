@@ -585,9 +585,9 @@ func (h *policyHarness) admittedPod(ns, name string, who []string) {
 }
 
 // accountNarrowed fails the test if the uninstall account can do more
-// than remove the node label: while it exists, a token of it may not
-// taint n1 or add another label, and may remove the label (its one
-// right). Each is a merge patch, as the Job sends: the account may list
+// than remove the node label and its annotations: while it exists, a
+// token of it may not taint n1, add another label or set the reason
+// annotation, and may remove the label and the reason (its one right). Each is a merge patch, as the Job sends: the account may list
 // and patch nodes, not get them, so kubectl taint or label, which get the
 // node first, would be refused by RBAC whatever the policy; the refusals
 // must be the policy's.
@@ -634,21 +634,31 @@ func (h *policyHarness) accountNarrowed(when string) {
 		}
 		time.Sleep(time.Second)
 	}
-	for _, p := range []string{taint, `{"metadata":{"labels":{"evil":"1"}}}`} {
+	for _, p := range []string{
+		taint, `{"metadata":{"labels":{"evil":"1"}}}`,
+		// The label removed, as the Job does, so that the refusal is the
+		// reason's own.
+		`{"metadata":{"labels":{"cgdelegate.io/supports-cgroup-options":null},"annotations":{"cgdelegate.io/supports-cgroup-options-reason":"plugin_stopped"}}}`,
+	} {
 		code, body := h.patch(account, "/api/v1/nodes/n1", mergePatch, p)
 		h.t.Logf("%s: a token of %s: PATCH node n1 %s: HTTP %d %s", when, uninstallSA, p, code, body)
 		if code == 200 || !strings.Contains(body, byPolicy) {
 			h.t.Errorf("%s: a token of %s: PATCH node n1 %s: HTTP %d %s; want refused by the policy (%q)", when, uninstallSA, p, code, body, byPolicy)
 		}
 	}
-	if node := h.jsonpath("{.spec.taints}{.metadata.labels}", "node", "n1"); strings.Contains(node, "evil") {
+	if node := h.jsonpath("{.spec.taints}{.metadata.labels}{.metadata.annotations}", "node", "n1"); strings.Contains(node, "evil") ||
+		strings.Contains(node, "supports-cgroup-options-reason") {
 		h.t.Errorf("%s: node n1 is now %s", when, node)
 	}
 	if binding {
 		h.admitted("label", "node", "n1", "cgdelegate.io/supports-cgroup-options=true", "--overwrite")
-		remove := `{"metadata":{"labels":{"cgdelegate.io/supports-cgroup-options":null}}}`
+		h.admitted("annotate", "node", "n1", "cgdelegate.io/supports-cgroup-options-reason=plugin_stopped", "--overwrite")
+		remove := `{"metadata":{"labels":{"cgdelegate.io/supports-cgroup-options":null},"annotations":{"cgdelegate.io/supports-cgroup-options-reason":null}}}`
 		if code, body := h.patch(account, "/api/v1/nodes/n1", mergePatch, remove); code != 200 {
-			h.t.Errorf("%s: the account may no longer remove the label: HTTP %d %s", when, code, body)
+			h.t.Errorf("%s: the account may no longer remove the label and the reason: HTTP %d %s", when, code, body)
+		}
+		if got := h.jsonpath(`{.metadata.labels.cgdelegate\.io/supports-cgroup-options}{.metadata.annotations.cgdelegate\.io/supports-cgroup-options-reason}`, "node", "n1"); got != "" {
+			h.t.Errorf("%s: after the account's removal n1 still has %q", when, got)
 		}
 	}
 }

@@ -9,9 +9,11 @@
 // when the plugin stops. It reads the plugin's state through Source and
 // never changes it; it writes only the two files and the one label.
 // ClusterWithdrawer, for `cgdelegate node-label withdraw` (the chart's
-// uninstall Job), removes that label from every Node. Do not use its API
-// client for anything else: it knows two requests, a merge patch of a
-// Node's label and a list of the Nodes that carry it.
+// uninstall Job), removes that label from every Node; FleetReader, for
+// `cgdelegate nodes`, reads every Node's label and annotations (through a
+// kubeconfig or the pod's service account). Do not use its API client for
+// anything else: it knows a merge patch of a Node's label and annotations
+// and a paged list (of Nodes, and of the plugin's pods for their version).
 package advert
 
 import (
@@ -131,6 +133,11 @@ func (a *Advertiser) readinessReport() status.Report {
 	r := status.Evaluate(cfg, st, err)
 	r.MountCheck = a.src.MountCheck()
 	r.Runtime = a.src.Runtime()
+	if r.Runtime == nil {
+		// No container creation reaches a plugin no runtime configured:
+		// the node must not draw the pods that ask.
+		r.Unsupport(status.ReasonNotConfigured, status.ErrNotConfigured.Error())
+	}
 	if a.failClosed != nil {
 		r.FailClosed = a.failClosed()
 		if w := status.FailClosedWarning(r.FailClosed); w != "" && r.Runtime != nil {
@@ -172,8 +179,7 @@ func (a *Advertiser) refresh(tableEvery time.Duration) {
 	// leaves running, which make the node a problem of its own.
 	d := a.src.Delegation()
 	if n := len(d.Unsafe); n > 0 {
-		r.Problems = append(r.Problems, status.UnsafeProblem(d.Unsafe))
-		r.Supported = false
+		r.Unsupport(status.ReasonUnsafeContainers, status.UnsafeProblem(d.Unsafe))
 	}
 	key := readinessKey(r)
 	a.mu.Lock()
@@ -191,7 +197,7 @@ func (a *Advertiser) refresh(tableEvery time.Duration) {
 		if r.FailClosed != nil {
 			a.label.SetFailClosed(r.FailClosed.State)
 		}
-		a.label.Set(r.Supported)
+		a.label.SetWithReason(r.Supported, r.Reason)
 	}
 	if a.readiness != nil && reflect.DeepEqual(key, a.readiness) && time.Since(a.tableAt) < tableEvery {
 		return

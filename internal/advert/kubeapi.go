@@ -83,9 +83,12 @@ func refuseRedirect(req *http.Request, _ []*http.Request) error {
 
 // kubeClient talks to the API server as the pod's service account.
 type kubeClient struct {
-	base      string // https://host:port
-	tokenPath string
-	http      *http.Client
+	base string // https://host:port
+	// tokenPath is read on every request; token is a fixed bearer token
+	// (a kubeconfig's) used when tokenPath is ""; neither for a client
+	// certificate.
+	tokenPath, token string
+	http             *http.Client
 }
 
 // inClusterEnv is what an in-cluster client needs, found or not.
@@ -168,12 +171,12 @@ func labelPatch(value *string) []byte {
 	return b
 }
 
-// nodePatch is labelPatch that also sets FailClosedAnnotation to note, or
-// removes it when note is nil.
-func nodePatch(label, note *string) []byte {
+// nodePatch is labelPatch that also sets each of annotations to its
+// value, or removes it when the value is nil.
+func nodePatch(label *string, annotations map[string]*string) []byte {
 	patch := map[string]any{"metadata": map[string]any{
 		"labels":      map[string]any{FeatureLabel: label},
-		"annotations": map[string]any{FailClosedAnnotation: note},
+		"annotations": annotations,
 	}}
 	b, err := json.Marshal(patch)
 	if err != nil {
@@ -203,6 +206,37 @@ const metadataAccept = "application/json;as=PartialObjectMetadataList;g=meta.k8s
 // labels and annotations.
 func (c *kubeClient) listNodes(ctx context.Context, selector string, keep func(labels, annotations map[string]string) bool) ([]string, error) {
 	var names []string
+	err := c.list(ctx, "/api/v1/nodes", selector, metadataAccept, func(path string, i int, raw json.RawMessage) error {
+		var it objectMeta
+		if err := json.Unmarshal(raw, &it); err != nil {
+			return fmt.Errorf("GET %s: item %d: %w", path, i, err)
+		}
+		if it.Metadata.Name == "" {
+			return fmt.Errorf("GET %s: item %d has no metadata.name", path, i)
+		}
+		if keep == nil || keep(it.Metadata.Labels, it.Metadata.Annotations) {
+			names = append(names, it.Metadata.Name)
+		}
+		return nil
+	})
+	return names, err
+}
+
+// objectMeta is the part of a listed object every list reads.
+type objectMeta struct {
+	Metadata struct {
+		Name        string            `json:"name"`
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"metadata"`
+}
+
+// list GETs the collection at resource (an API path) whose objects match
+// the label selector ("" for all), listPageSize at a time, following
+// continue tokens, and calls item with each object in the API's order (and
+// the page's path and the object's index in it, for errors). It stops at
+// the first error.
+func (c *kubeClient) list(ctx context.Context, resource, selector, accept string, item func(path string, i int, raw json.RawMessage) error) error {
 	cont := ""
 	for {
 		q := url.Values{"limit": {strconv.Itoa(listPageSize)}}
@@ -212,36 +246,27 @@ func (c *kubeClient) listNodes(ctx context.Context, selector string, keep func(l
 		if cont != "" {
 			q.Set("continue", cont)
 		}
-		path := "/api/v1/nodes?" + q.Encode()
-		body, err := c.do(ctx, http.MethodGet, path, "", metadataAccept, nil, maxListBody)
+		path := resource + "?" + q.Encode()
+		body, err := c.do(ctx, http.MethodGet, path, "", accept, nil, maxListBody)
 		if err != nil {
-			return names, err
+			return err
 		}
 		var page struct {
 			Metadata struct {
 				Continue string `json:"continue"`
 			} `json:"metadata"`
-			Items []struct {
-				Metadata struct {
-					Name        string            `json:"name"`
-					Labels      map[string]string `json:"labels"`
-					Annotations map[string]string `json:"annotations"`
-				} `json:"metadata"`
-			} `json:"items"`
+			Items []json.RawMessage `json:"items"`
 		}
 		if err := json.Unmarshal(body, &page); err != nil {
-			return names, fmt.Errorf("GET %s: the answer is not a list: %w", path, err)
+			return fmt.Errorf("GET %s: the answer is not a list: %w", path, err)
 		}
-		for i, it := range page.Items {
-			if it.Metadata.Name == "" {
-				return names, fmt.Errorf("GET %s: item %d has no metadata.name", path, i)
-			}
-			if keep == nil || keep(it.Metadata.Labels, it.Metadata.Annotations) {
-				names = append(names, it.Metadata.Name)
+		for i, raw := range page.Items {
+			if err := item(path, i, raw); err != nil {
+				return err
 			}
 		}
 		if page.Metadata.Continue == "" {
-			return names, nil
+			return nil
 		}
 		cont = page.Metadata.Continue
 	}
@@ -251,19 +276,23 @@ func (c *kubeClient) listNodes(ctx context.Context, selector string, keep func(l
 // answer into an *APIError. It returns up to maxBody bytes of a 2xx answer
 // (more is an error); with maxBody 0 the answer is discarded.
 func (c *kubeClient) do(ctx context.Context, method, path, contentType, accept string, body []byte, maxBody int64) ([]byte, error) {
-	raw, err := os.ReadFile(c.tokenPath)
-	if err != nil {
-		return nil, fmt.Errorf("read the service-account token: %w", err)
-	}
-	token := strings.TrimSpace(string(raw))
-	if token == "" {
-		return nil, fmt.Errorf("service-account token %s is empty", c.tokenPath)
+	token := c.token
+	if c.tokenPath != "" {
+		raw, err := os.ReadFile(c.tokenPath)
+		if err != nil {
+			return nil, fmt.Errorf("read the service-account token: %w", err)
+		}
+		if token = strings.TrimSpace(string(raw)); token == "" {
+			return nil, fmt.Errorf("service-account token %s is empty", c.tokenPath)
+		}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}

@@ -6,8 +6,11 @@ package advert
 // otherwise, and removed when the plugin stops. Beside it, once SetFailClosed
 // was called, the annotation FailClosedAnnotation says whether the runtime
 // enforces required-plugins (status.FailClosedStates), removed with the
-// label. Set never blocks: the patches go out from Run, retried with
-// backoff.
+// label. Once SetWithReason was called, the annotation ReasonAnnotation says
+// why the label is absent (a status.Reason), and is removed while the
+// label is "true"; the withdrawal when the plugin stops removes the label
+// and the fail-closed annotation and sets it to plugin_stopped. Set never
+// blocks: the patches go out from Run, retried with backoff.
 
 import (
 	"context"
@@ -67,6 +70,10 @@ func (s labelState) String() string {
 // status.FailClosedStates.
 const FailClosedAnnotation = "cgdelegate.io/fail-closed"
 
+// ReasonAnnotation is the Node annotation beside FeatureLabel that says
+// why the label is absent: one of status.Reasons, none while it is "true".
+const ReasonAnnotation = FeatureLabel + "-reason"
+
 // LabelResult is the outcome of the last request about the node label.
 type LabelResult = status.NodeLabel
 
@@ -92,6 +99,12 @@ type NodeLabeler struct {
 	// SetFailClosed (no annotation is written); noteApplied is the one the
 	// API has (valid while applied is not stateUnknown).
 	note, noteApplied string
+	// reason is the ReasonAnnotation value wanted while the label is
+	// absent, reasonOn whether SetWithReason was called (before it no
+	// annotation is written); reasonApplied is the value the API has, ""
+	// for none (valid while applied is not stateUnknown).
+	reason, reasonApplied string
+	reasonOn              bool
 }
 
 // NewNodeLabeler returns the node labeler that cfg.NodeLabel asks for, or
@@ -142,14 +155,29 @@ func (l *NodeLabeler) Node() string { return l.node }
 // Set asks for the label to say supported: set to "true", or removed. It
 // returns at once; Run sends the patch. After Withdraw it does nothing.
 func (l *NodeLabeler) Set(supported bool) {
+	l.mu.Lock()
+	l.set(supported, l.reason, l.reasonOn)
+}
+
+// SetWithReason is Set that also asks for ReasonAnnotation to say reason
+// while the label is absent, in the same patch; from the first call on,
+// every patch carries the annotation (its value, or its removal while the
+// label is "true" or reason is empty).
+func (l *NodeLabeler) SetWithReason(supported bool, reason status.Reason) {
+	l.mu.Lock()
+	l.set(supported, string(reason), true)
+}
+
+// set records the wanted state and wakes Run if it changed. The caller
+// holds l.mu, which set releases.
+func (l *NodeLabeler) set(supported bool, reason string, reasonOn bool) {
 	want := stateRemoved
 	if supported {
 		want = stateSet
 	}
-	l.mu.Lock()
-	changed := !l.withdrawn && l.want != want
+	changed := !l.withdrawn && (l.want != want || l.reason != reason || l.reasonOn != reasonOn)
 	if changed {
-		l.want = want
+		l.want, l.reason, l.reasonOn = want, reason, reasonOn
 	}
 	l.mu.Unlock()
 	if changed {
@@ -170,6 +198,19 @@ func (l *NodeLabeler) SetFailClosed(state string) {
 	if changed {
 		l.poke()
 	}
+}
+
+// reasonFor is the ReasonAnnotation value a patch for want carries ("" to
+// remove it), and whether it carries the annotation at all. The caller
+// holds l.mu.
+func (l *NodeLabeler) reasonFor(want labelState, withdrawn bool) (string, bool) {
+	switch {
+	case withdrawn:
+		return string(status.ReasonPluginStopped), true
+	case !l.reasonOn || want == stateSet:
+		return "", l.reasonOn
+	}
+	return l.reason, true
 }
 
 // poke wakes Run without blocking.
@@ -210,7 +251,9 @@ func (l *NodeLabeler) Run(ctx context.Context) error {
 func (l *NodeLabeler) pending() (labelState, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.want, !l.withdrawn && l.want != stateUnknown && (l.want != l.applied || l.note != l.noteApplied)
+	reason, _ := l.reasonFor(l.want, false)
+	return l.want, !l.withdrawn && l.want != stateUnknown &&
+		(l.want != l.applied || l.note != l.noteApplied || reason != l.reasonApplied)
 }
 
 // converge sends the wanted state until the API has it, backing off after
@@ -266,8 +309,9 @@ func (l *NodeLabeler) apply(ctx context.Context, want labelState) error {
 	return err
 }
 
-// Withdraw removes the label and stops every later Set, bounded by ctx.
-// Call it when the plugin stops.
+// Withdraw removes the label and the fail-closed annotation, sets
+// ReasonAnnotation to plugin_stopped, and stops every later Set, bounded
+// by ctx. Call it when the plugin stops.
 func (l *NodeLabeler) Withdraw(ctx context.Context) error {
 	l.mu.Lock()
 	l.withdrawn = true
@@ -277,7 +321,7 @@ func (l *NodeLabeler) Withdraw(ctx context.Context) error {
 	}
 	defer l.release()
 	l.mu.Lock()
-	gone := l.applied == stateRemoved && l.note == ""
+	gone := l.applied == stateRemoved && l.note == "" && l.reasonApplied == string(status.ReasonPluginStopped)
 	l.mu.Unlock()
 	if gone {
 		return nil
@@ -291,34 +335,48 @@ func (l *NodeLabeler) Withdraw(ctx context.Context) error {
 
 // send patches the Node to want and records the result. The caller holds
 // the semaphore.
-// With the annotation in use (SetFailClosed), the patch sets it to the
-// wanted value with the label, or removes it with the label at the
-// withdrawal.
+// With the fail-closed annotation in use (SetFailClosed), the patch sets
+// it to the wanted value with the label, or removes it with the label at
+// the withdrawal; with the reason in use (SetWithReason), and always at the
+// withdrawal, it sets or removes ReasonAnnotation (reasonFor). One patch
+// carries them all.
 func (l *NodeLabeler) send(ctx context.Context, want labelState) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	l.mu.Lock()
 	note, withdrawn := l.note, l.withdrawn
+	reason, reasonOn := l.reasonFor(want, withdrawn)
 	l.mu.Unlock()
-	patch := labelPatch(want.value())
-	noteWant := ""
+	notes := map[string]*string{}
+	noteWant, reasonWant := "", ""
 	if note != "" {
 		var value *string
 		if noteWant = "absent"; !withdrawn {
 			value, noteWant = &note, note
 		}
-		patch = nodePatch(want.value(), value)
+		notes[FailClosedAnnotation] = value
+	}
+	if reasonOn {
+		var value *string
+		if reasonWant = "absent"; reason != "" {
+			value, reasonWant = &reason, reason
+		}
+		notes[ReasonAnnotation] = value
+	}
+	patch := labelPatch(want.value())
+	if len(notes) > 0 {
+		patch = nodePatch(want.value(), notes)
 	}
 	err := l.client.patchNode(ctx, l.node, patch)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.last = LabelResult{Node: l.node, Want: want.String(), FailClosed: noteWant, Applied: err == nil, At: time.Now().UTC()}
+	l.last = LabelResult{Node: l.node, Want: want.String(), FailClosed: noteWant, Reason: reasonWant, Applied: err == nil, At: time.Now().UTC()}
 	if err != nil {
 		l.last.Error = err.Error()
 		l.applied = stateUnknown
 		return err
 	}
-	l.applied = want
+	l.applied, l.reasonApplied = want, reason
 	if l.noteApplied = note; withdrawn {
 		l.note, l.noteApplied = "", ""
 	}

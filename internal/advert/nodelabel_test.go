@@ -155,6 +155,10 @@ func newLabeler(t *testing.T, f *fakeAPI) (*NodeLabeler, string, *syncBuffer) {
 const (
 	setBody    = `{"metadata":{"labels":{"cgdelegate.io/supports-cgroup-options":"true"}}}`
 	removeBody = `{"metadata":{"labels":{"cgdelegate.io/supports-cgroup-options":null}}}`
+	// stopBody is the withdrawal when the plugin stops: the label removed,
+	// the reason plugin_stopped.
+	stopBody = `{"metadata":{"annotations":{"cgdelegate.io/supports-cgroup-options-reason":"plugin_stopped"},` +
+		`"labels":{"cgdelegate.io/supports-cgroup-options":null}}}`
 )
 
 func TestLabelPatch(t *testing.T) {
@@ -258,7 +262,7 @@ func TestNodeLabelWithdraw(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := f.seen()
-	if len(got) != 2 || got[1].method != http.MethodPatch || got[1].body != removeBody || got[1].path != "/api/v1/nodes/node-a" {
+	if len(got) != 2 || got[1].method != http.MethodPatch || got[1].body != stopBody || got[1].path != "/api/v1/nodes/node-a" {
 		t.Fatalf("requests %+v, want the set then one removal", got)
 	}
 }
@@ -520,7 +524,14 @@ func TestAdvertiserNodeLabel(t *testing.T) {
 	for i, r := range got {
 		bodies[i] = r.body
 	}
-	if want := []string{setBody, removeBody, setBody, removeBody}; strings.Join(bodies, "\n") != strings.Join(want, "\n") {
+	reasonBody := func(label, reason string) string {
+		return `{"metadata":{"annotations":{"cgdelegate.io/supports-cgroup-options-reason":` + reason + `},` +
+			`"labels":{"cgdelegate.io/supports-cgroup-options":` + label + `}}}`
+	}
+	want := []string{
+		reasonBody(`"true"`, "null"), reasonBody("null", `"no_nsdelegate"`), reasonBody(`"true"`, "null"), stopBody,
+	}
+	if strings.Join(bodies, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("bodies\n%s\nwant\n%s", strings.Join(bodies, "\n"), strings.Join(want, "\n"))
 	}
 }
@@ -631,7 +642,7 @@ func TestNodeLabelHangingAPI(t *testing.T) {
 	if err := l.Withdraw(wctx); err != nil {
 		t.Fatalf("Withdraw after Run stopped: %v", err)
 	}
-	if got := f.seen(); len(got) != 1 || got[0].body != removeBody {
+	if got := f.seen(); len(got) != 1 || got[0].body != stopBody {
 		t.Fatalf("requests answered %+v, want only the removal", got)
 	}
 }
@@ -659,7 +670,8 @@ func TestNodeLabelFailClosedAnnotation(t *testing.T) {
 	want := []string{
 		`{"metadata":{"annotations":{"cgdelegate.io/fail-closed":"off"},"labels":{"cgdelegate.io/supports-cgroup-options":"true"}}}`,
 		`{"metadata":{"annotations":{"cgdelegate.io/fail-closed":"enforced"},"labels":{"cgdelegate.io/supports-cgroup-options":"true"}}}`,
-		`{"metadata":{"annotations":{"cgdelegate.io/fail-closed":null},"labels":{"cgdelegate.io/supports-cgroup-options":null}}}`,
+		`{"metadata":{"annotations":{"cgdelegate.io/fail-closed":null,"cgdelegate.io/supports-cgroup-options-reason":"plugin_stopped"},` +
+			`"labels":{"cgdelegate.io/supports-cgroup-options":null}}}`,
 	}
 	got := f.seen()
 	bodies := make([]string, len(got))

@@ -1,7 +1,7 @@
 package advert
 
-// The withdrawal at uninstall: FeatureLabel and FailClosedAnnotation
-// removed from every Node that carries either, by `cgdelegate node-label
+// The withdrawal at uninstall: FeatureLabel, FailClosedAnnotation and
+// ReasonAnnotation removed from every Node that carries any, by `cgdelegate node-label
 // withdraw` in the chart's pre-delete Job. The plugin removes them itself
 // when it stops, but at `helm uninstall` its RBAC is usually deleted before
 // its pods get SIGTERM, so that removal is refused and they would stay on
@@ -20,8 +20,8 @@ import (
 // withdrawParallel is how many Nodes are patched at once.
 const withdrawParallel = 4
 
-// ClusterWithdrawer removes FeatureLabel and FailClosedAnnotation from
-// every Node that has either.
+// ClusterWithdrawer removes FeatureLabel, FailClosedAnnotation and
+// ReasonAnnotation from every Node that has any.
 type ClusterWithdrawer struct {
 	client *kubeClient
 }
@@ -56,15 +56,15 @@ type NodeWithdrawal struct {
 }
 
 // Withdraw lists the Nodes (their metadata, every Node: no selector finds
-// an annotation) and, from each that has FeatureLabel or
-// FailClosedAnnotation (any value), removes both with one merge patch, a
+// an annotation) and, from each that has FeatureLabel, FailClosedAnnotation
+// or ReasonAnnotation (any value), removes all three with one merge patch, a
 // few at a time, until ctx is done. It returns one outcome per listed Node, in the list's order; the
 // error is the list's, with the outcomes of the Nodes listed before it
 // failed. A Node the patch no longer finds (404) counts as done.
 func (w *ClusterWithdrawer) Withdraw(ctx context.Context) ([]NodeWithdrawal, error) {
 	nodes, err := w.client.listNodes(ctx, "", advertised)
 	out := make([]NodeWithdrawal, len(nodes))
-	patch := nodePatch(nil, nil)
+	patch := nodePatch(nil, map[string]*string{FailClosedAnnotation: nil, ReasonAnnotation: nil})
 	sem := make(chan struct{}, withdrawParallel)
 	var wg sync.WaitGroup
 	for i, n := range nodes {
@@ -77,17 +77,18 @@ func (w *ClusterWithdrawer) Withdraw(ctx context.Context) ([]NodeWithdrawal, err
 	}
 	wg.Wait()
 	if err != nil {
-		return out, fmt.Errorf("list the nodes labelled %s or annotated %s: %w", FeatureLabel, FailClosedAnnotation, err)
+		return out, fmt.Errorf("list the nodes labelled %s or annotated %s or %s: %w", FeatureLabel, FailClosedAnnotation, ReasonAnnotation, err)
 	}
 	return out, nil
 }
 
-// advertised reports a Node that carries FeatureLabel or
-// FailClosedAnnotation.
+// advertised reports a Node that carries FeatureLabel,
+// FailClosedAnnotation or ReasonAnnotation.
 func advertised(labels, annotations map[string]string) bool {
 	_, l := labels[FeatureLabel]
 	_, a := annotations[FailClosedAnnotation]
-	return l || a
+	_, r := annotations[ReasonAnnotation]
+	return l || a || r
 }
 
 // withdrawOne removes the label and the annotation from node.

@@ -19,10 +19,11 @@ import (
 // node) or with 200.
 type cluster struct {
 	labelled []string
-	// annotated carry only the fail-closed annotation, plain neither;
-	// they are listed after the labelled ones.
-	annotated, plain []string
-	refuse           map[string]answer
+	// annotated carry only the fail-closed annotation, reasoned only the
+	// reason annotation (a plugin that stopped), plain none; they are
+	// listed after the labelled ones, in this order.
+	annotated, reasoned, plain []string
+	refuse                     map[string]answer
 	// hang: every PATCH waits until the client gives up.
 	hang bool
 
@@ -58,6 +59,9 @@ func (c *cluster) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, n := range c.annotated {
 			all = append(all, fmt.Sprintf(`{"metadata":{"name":%q,"labels":{"zone":"z"},"annotations":{%q:"off"}}}`, n, FailClosedAnnotation))
+		}
+		for _, n := range c.reasoned {
+			all = append(all, fmt.Sprintf(`{"metadata":{"name":%q,"labels":{"zone":"z"},"annotations":{%q:"plugin_stopped"}}}`, n, ReasonAnnotation))
 		}
 		for _, n := range c.plain {
 			all = append(all, fmt.Sprintf(`{"metadata":{"name":%q,"labels":{"zone":"z"},"annotations":{"x":"y"}}}`, n))
@@ -128,7 +132,10 @@ func TestWithdrawAll(t *testing.T) {
 	for i := range listPageSize + 3 {
 		nodes = append(nodes, fmt.Sprintf("node-%03d", i))
 	}
-	c := &cluster{labelled: nodes[:listPageSize-1], annotated: nodes[listPageSize-1:], plain: []string{"plain-1", "plain-2"}}
+	c := &cluster{
+		labelled: nodes[:listPageSize-1], annotated: nodes[listPageSize-1 : listPageSize+1], reasoned: nodes[listPageSize+1:],
+		plain: []string{"plain-1", "plain-2"},
+	}
 	w := newWithdrawer(t, c)
 	got, err := w.Withdraw(context.Background())
 	if err != nil {
@@ -187,8 +194,9 @@ func TestWithdrawAll(t *testing.T) {
 }
 
 // withdrawBody is the merge patch that removes the label and the
-// annotation.
-const withdrawBody = `{"metadata":{"annotations":{"cgdelegate.io/fail-closed":null},"labels":{"cgdelegate.io/supports-cgroup-options":null}}}`
+// annotations.
+const withdrawBody = `{"metadata":{"annotations":{"cgdelegate.io/fail-closed":null,"cgdelegate.io/supports-cgroup-options-reason":null},` +
+	`"labels":{"cgdelegate.io/supports-cgroup-options":null}}}`
 
 // No node labelled: one list, no patch.
 func TestWithdrawNothingLabelled(t *testing.T) {

@@ -39,6 +39,9 @@ type Report struct {
 	Supported bool `json:"supportsCgroupOptions"`
 	// Problems says why not, one sentence each.
 	Problems []string `json:"problems,omitempty"`
+	// Reason is why not in one stable word (the first problem's), one of
+	// Reasons; empty while supported.
+	Reason Reason `json:"reason,omitempty"`
 	// Warnings are what an admin should look at that does not make the node
 	// unsupported, one sentence each.
 	Warnings []string `json:"warnings,omitempty"`
@@ -149,6 +152,11 @@ type NodeLabel struct {
 	// wanted beside the label (a FailClosed state, or "absent" at the
 	// withdrawal); empty when the plugin does not write it.
 	FailClosed string `json:"failClosed,omitempty"`
+	// Reason is the value of the annotation
+	// cgdelegate.io/supports-cgroup-options-reason wanted beside the label
+	// (a Reason, or "absent" while the label is "true"); empty when the
+	// plugin does not write it.
+	Reason string `json:"reason,omitempty"`
 	// Applied says whether the API has accepted Want.
 	Applied bool `json:"applied"`
 	// Error is the last request's error, if it failed.
@@ -172,14 +180,13 @@ type Pinning struct {
 // (and allowKubeletStaticCPUManager off) a missing kubelet CPU manager state
 // file is a warning.
 func Evaluate(cfg config.Config, host host.Status, readErr error) Report {
-	r := Report{Host: host, Config: cfg}
+	r := Report{Host: host, Config: cfg, Supported: true}
 	switch {
 	case readErr != nil:
-		r.Problems = append(r.Problems, readErr.Error())
+		r.Unsupport(hostReason(host, readErr), readErr.Error())
 	case host.Err() != nil:
-		r.Problems = append(r.Problems, host.Err().Error())
+		r.Unsupport(hostReason(host, nil), host.Err().Error())
 	}
-	r.Supported = len(r.Problems) == 0
 	if cfg.CPUPinning && !cfg.AllowKubeletStaticCPUManager {
 		if w := kubeletStateMissing(cfg.KubeletCPUManagerState); w != "" {
 			r.Warnings = append(r.Warnings, w)
@@ -305,8 +312,7 @@ func PIDAlive(pid int) bool {
 func Live(live Report, pub Report, pubErr error) Report {
 	out := live
 	if pubErr != nil {
-		out.Problems = append(out.Problems, pubErr.Error())
-		out.Supported = false
+		out.Unsupport(ReasonPluginStopped, pubErr.Error())
 		return out
 	}
 	out.Runtime = pub.Runtime
@@ -330,12 +336,10 @@ func Live(live Report, pub Report, pubErr error) Report {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("the label on node %q is not what the plugin wants (%s): %s", l.Node, l.Want, l.Error))
 	}
 	if d := pub.Delegation; d != nil && len(d.Unsafe) > 0 {
-		out.Problems = append(out.Problems, UnsafeProblem(d.Unsafe))
-		out.Supported = false
+		out.Unsupport(ReasonUnsafeContainers, UnsafeProblem(d.Unsafe))
 	}
 	if pub.Runtime == nil {
-		out.Problems = append(out.Problems, "the plugin has not been configured by a runtime yet")
-		out.Supported = false
+		out.Unsupport(ReasonNotConfigured, ErrNotConfigured.Error())
 	}
 	return out
 }

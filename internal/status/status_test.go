@@ -159,15 +159,21 @@ func TestLiveWithoutPlugin(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNoPlugin", err)
 	}
 	r := Live(Evaluate(config.Default(), good, nil), Report{}, err)
-	if r.Supported || !strings.Contains(strings.Join(r.Problems, ";"), "no running cgdelegate plugin") {
+	if r.Supported || r.Reason != ReasonPluginStopped || !strings.Contains(strings.Join(r.Problems, ";"), "no running cgdelegate plugin") {
 		t.Fatalf("Live = %+v", r)
 	}
 	if _, err := ReadPublished(""); !errors.Is(err, ErrNoPlugin) {
 		t.Fatalf("empty path: %v", err)
 	}
 	unconfigured := Live(Evaluate(config.Default(), good, nil), Report{}, nil)
-	if unconfigured.Supported {
-		t.Fatal("a plugin without a runtime must not report support")
+	if unconfigured.Supported || unconfigured.Reason != ReasonNotConfigured {
+		t.Fatalf("a plugin without a runtime must not report support, with the reason %s: %+v", ReasonNotConfigured, unconfigured)
+	}
+	// The host's reason comes first.
+	bad := good
+	bad.NsDelegate = false
+	if r := Live(Evaluate(config.Default(), bad, nil), Report{}, nil); r.Reason != ReasonNoNsdelegate {
+		t.Fatalf("no nsdelegate and no runtime: reason %q, want %s", r.Reason, ReasonNoNsdelegate)
 	}
 }
 
