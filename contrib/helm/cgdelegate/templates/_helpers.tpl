@@ -16,6 +16,7 @@ containerdConfig: /etc/containerd/config.toml
 crioConfig: /etc/crio/crio.conf
 crioConfigDir: /etc/crio/crio.conf.d
 nodeLabel: auto
+podEvents: auto
 serviceAccountDir: /var/run/secrets/kubernetes.io/serviceaccount
 {{- end }}
 
