@@ -36,7 +36,7 @@ const (
 	ReasonHostUnsafe = "HostUnsafe"
 	// ReasonPinningUpdateFailed: the runtime failed every retry of a
 	// container's CPU pinning update, which was given up.
-	ReasonPinningUpdateFailed = "PinningUpdateFailed"
+	ReasonPinningUpdateFailed = "CPUPinningUpdateFailed"
 )
 
 // EventReasons are every reason cgdelegate posts, in the order above.
@@ -311,7 +311,7 @@ func (p *EventPoster) event(q queuedEvent) eventObject {
 		note = fmt.Sprintf("%s (and %d more times since the last Event of this reason, not posted)", note, q.repeats)
 	}
 	if len(note) > maxNote {
-		note = note[:maxNote-3] + "..."
+		note = strings.ToValidUTF8(note[:maxNote-3], "") + "..."
 	}
 	return eventObject{
 		APIVersion: "events.k8s.io/v1", Kind: "Event",

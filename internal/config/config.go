@@ -226,7 +226,7 @@ type StartOnly struct {
 	// on a pod for what the kubelet never reports: a container created
 	// without cgdelegate (CgroupDelegationMissed), a writable container on
 	// a host that turned unsafe (HostUnsafe), a CPU pinning update given
-	// up (PinningUpdateFailed). auto (the default: on when running in a
+	// up (CPUPinningUpdateFailed). auto (the default: on when running in a
 	// pod with $NODE_NAME, the API server's address and a service-account
 	// token, off otherwise), on (a start-up error when any of those is
 	// missing) or off. It is read at start-up.

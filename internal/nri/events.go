@@ -121,7 +121,7 @@ func (pp *pinnedPods) reset() {
 	clear(pp.of)
 }
 
-// gaveUp is the Sender's SetGiveUp callback: a PinningUpdateFailed Event
+// gaveUp is the Sender's SetGiveUp callback: a CPUPinningUpdateFailed Event
 // for a container pinned in its pod's bubble or an exclusive slice.
 func (p *Plugin) gaveUp(a policy.Assignment, attempts int) {
 	pp := p.pinned
