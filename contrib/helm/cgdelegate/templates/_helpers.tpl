@@ -35,6 +35,9 @@ metricsAddress when metrics.enabled.
 {{- end -}}
 {{- $_ := set $cfg "metricsAddress" (printf ":%v" .Values.metrics.port) -}}
 {{- end -}}
+{{- if not .Values.events.enabled -}}
+{{- $_ := set $cfg "podEvents" "off" -}}
+{{- end -}}
 {{- toJson $cfg -}}
 {{- end }}
 
