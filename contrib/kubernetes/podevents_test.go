@@ -54,6 +54,10 @@ func podEventsPolicy(t *testing.T) policy {
 	if s.Variables[i].Expression != want {
 		t.Errorf("policy %s: reasons %s, want advert.EventReasons %s", p.Name, s.Variables[i].Expression, want)
 	}
+	j := slices.IndexFunc(s.Variables, func(v admissionv1.Variable) bool { return v.Name == "actions" })
+	if want := "['" + strings.Join(advert.EventActions, "', '") + "']"; j < 0 || s.Variables[j].Expression != want {
+		t.Errorf("policy %s: no variable actions %s (advert.EventActions)", p.Name, want)
+	}
 	return compilePolicy(t, p, false)
 }
 

@@ -175,11 +175,11 @@ spec:
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { p.Run(ctx); close(done) }()
-		for _, reason := range advert.EventReasons {
-			p.Post(advert.PodEvent{Namespace: "team-a", Name: "web-1", UID: uid, Container: "app", Reason: reason,
-				Action: map[string]string{
-					advert.ReasonDelegationMissed: "Audit", advert.ReasonHostUnsafe: "CheckHost", advert.ReasonPinningUpdateFailed: "UpdateContainer",
-				}[reason], Message: "test of " + reason})
+		for i, reason := range advert.EventReasons {
+			p.Post(advert.PodEvent{
+				Namespace: "team-a", Name: "web-1", UID: uid, Container: "app",
+				Reason: reason, Action: advert.EventActions[i], Message: "test of " + reason,
+			})
 		}
 		deadline := time.Now().Add(30 * time.Second)
 		for {

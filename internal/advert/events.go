@@ -42,6 +42,17 @@ const (
 // EventReasons are every reason cgdelegate posts, in the order above.
 var EventReasons = []string{ReasonDelegationMissed, ReasonHostUnsafe, ReasonPinningUpdateFailed}
 
+// The actions of cgdelegate's pod Events (what the plugin did, or failed
+// to do), one per reason above; the chart's policy admits only these.
+const (
+	ActionAudit  = "Audit"
+	ActionCheck  = "CheckHost"
+	ActionUpdate = "UpdateContainer"
+)
+
+// EventActions are every action, in the order of EventReasons.
+var EventActions = []string{ActionAudit, ActionCheck, ActionUpdate}
+
 // EventController is the Events' reportingController; their
 // reportingInstance is the node's name.
 const EventController = "cgdelegate.io/plugin"

@@ -18,14 +18,6 @@ import (
 	"github.com/cgdelegate/cgdelegate/internal/writable"
 )
 
-// Actions of the Events (the events.k8s.io/v1 action: what the plugin
-// did, or failed to do).
-const (
-	actionAudit  = "Audit"
-	actionCheck  = "CheckHost"
-	actionUpdate = "UpdateContainer"
-)
-
 // WithEvents posts Events on pods through post (advert.EventPoster.Post),
 // which must never block: it is called from the NRI handlers.
 func WithEvents(post func(advert.PodEvent)) Option {
@@ -46,7 +38,7 @@ func (p *Plugin) postMissed(pod *api.PodSandbox, ctr *api.Container, err error) 
 	}
 	p.opts.post(advert.PodEvent{
 		Namespace: pod.GetNamespace(), Name: pod.GetName(), UID: pod.GetUid(), Container: ctr.GetName(),
-		Reason: advert.ReasonDelegationMissed, Action: actionAudit,
+		Reason: advert.ReasonDelegationMissed, Action: advert.ActionAudit,
 		Message: err.Error() + " (it was created while cgdelegate was not connected to the runtime, " +
 			"e.g. after an NRI request timeout)",
 	})
@@ -57,7 +49,7 @@ func (p *Plugin) postMissed(pod *api.PodSandbox, ctr *api.Container, err error) 
 func hostUnsafeEvent(p *ledgerPod, c *ledgerCtr, hostErr error) advert.PodEvent {
 	return advert.PodEvent{
 		Namespace: p.namespace, Name: p.name, UID: p.uid, Container: c.name,
-		Reason: advert.ReasonHostUnsafe, Action: actionCheck,
+		Reason: advert.ReasonHostUnsafe, Action: advert.ActionCheck,
 		Message: fmt.Sprintf("runs with a writable /sys/fs/cgroup on a host no longer safe for writable cgroups (%v); "+
 			"without nsdelegate a container without a user namespace can raise its own limits; delete the pod, "+
 			"or have the node's cgroup2 remounted with nsdelegate", hostErr),
@@ -69,9 +61,9 @@ func hostUnsafeEvent(p *ledgerPod, c *ledgerCtr, hostErr error) advert.PodEvent 
 // given up (the update Sender knows only IDs). Kept only with Events on.
 type pinnedPods struct {
 	mu   sync.Mutex
-	pods map[string]podRef    // by sandbox ID
-	ctrs map[string]string    // container ID -> name
-	of   map[string][]string  // sandbox ID -> its container IDs
+	pods map[string]podRef   // by sandbox ID
+	ctrs map[string]string   // container ID -> name
+	of   map[string][]string // sandbox ID -> its container IDs
 }
 
 type podRef struct{ namespace, name, uid string }
@@ -134,7 +126,7 @@ func (p *Plugin) gaveUp(a policy.Assignment, attempts int) {
 	}
 	p.opts.post(advert.PodEvent{
 		Namespace: pod.namespace, Name: pod.name, UID: pod.uid, Container: name,
-		Reason: advert.ReasonPinningUpdateFailed, Action: actionUpdate,
+		Reason: advert.ReasonPinningUpdateFailed, Action: advert.ActionUpdate,
 		Message: fmt.Sprintf("the runtime failed all %d updates of its CPU pinning (%s pool, cpus %s); "+
 			"given up: it keeps its cpuset until its next update or the plugin's next Synchronize; "+
 			"the plugin's log has the runtime's error", attempts, a.Pool, a.CPUs),
