@@ -41,6 +41,8 @@ type daemon struct {
 	plugin     *nri.Plugin
 	stub       stub.Stub
 	adv        *advert.Advertiser
+	// events posts Events on pods; nil when podEvents is off.
+	events *advert.EventPoster
 	// metricsSrv serves the recorder; nil when metrics are off.
 	metricsSrv *metrics.Server
 }
@@ -99,6 +101,16 @@ func build(cfg config.Config, f flags, log *slog.Logger) (*daemon, error) {
 		}
 		return nil, &startError{msg, err}
 	}
+	var countEvent func(reason, result string)
+	if rec != nil {
+		countEvent = rec.PodEvent
+	}
+	if d.events, err = advert.NewEventPoster(cfg, os.Getenv, log, countEvent); err != nil {
+		return fail("cannot post pod Events", err)
+	}
+	if d.events != nil {
+		opts = append(opts, nri.WithEvents(d.events.Post))
+	}
 	if d.plugin, err = nri.New(cfg, log, opts...); err != nil {
 		return fail("cannot create plugin", err)
 	}
@@ -147,6 +159,9 @@ func (d *daemon) run(ctx context.Context, hup <-chan os.Signal) error {
 			adv.Refresh()
 		}
 	})
+	// Pod Events are posted off the NRI path; what is queued at exit is
+	// dropped.
+	go d.events.Run(ctx)
 	// A writable pod that churns cgroups is held within its cap.
 	go every(ctx, nri.TightenEvery, p.TightenBounds)
 	go func() {

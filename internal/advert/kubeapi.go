@@ -2,7 +2,8 @@ package advert
 
 // A minimal Kubernetes API client for the calls the node label needs: a
 // JSON merge patch of a Node, and a list of the Nodes that carry a label
-// (for the withdrawal at uninstall). It speaks plain HTTPS with the pod's
+// (for the withdrawal at uninstall); and for the pod Events, a create of
+// an events.k8s.io/v1 Event (events.go). It speaks plain HTTPS with the pod's
 // service-account token, so the module needs no client library.
 
 import (
@@ -270,6 +271,18 @@ func (c *kubeClient) list(ctx context.Context, resource, selector, accept string
 		}
 		cont = page.Metadata.Continue
 	}
+}
+
+// eventsPath is the API path of the events.k8s.io/v1 Events of a
+// namespace.
+func eventsPath(namespace string) string {
+	return "/apis/events.k8s.io/v1/namespaces/" + url.PathEscape(namespace) + "/events"
+}
+
+// createEvent POSTs an events.k8s.io/v1 Event (JSON) into namespace.
+func (c *kubeClient) createEvent(ctx context.Context, namespace string, event []byte) error {
+	_, err := c.do(ctx, http.MethodPost, eventsPath(namespace), "application/json", "application/json", event, 0)
+	return err
 }
 
 // do sends one request with a freshly read bearer token and turns a non-2xx

@@ -31,7 +31,8 @@ const (
 )
 
 // NodeLabelMode says whether the plugin keeps the node advertisement as a
-// label on its own Node object, through the Kubernetes API.
+// label on its own Node object, through the Kubernetes API (nodeLabel), and
+// whether it posts Events on pods (podEvents).
 type NodeLabelMode string
 
 const (
@@ -221,9 +222,18 @@ type StartOnly struct {
 	// address and a service-account token, off otherwise), on (a start-up
 	// error when any of those is missing) or off. It is read at start-up.
 	NodeLabel NodeLabelMode `json:"nodeLabel,omitempty"`
+	// PodEvents posts a Kubernetes Event (events.k8s.io/v1, type Warning)
+	// on a pod for what the kubelet never reports: a container created
+	// without cgdelegate (CgroupDelegationMissed), a writable container on
+	// a host that turned unsafe (HostUnsafe), a CPU pinning update given
+	// up (CPUPinningUpdateFailed). auto (the default: on when running in a
+	// pod with $NODE_NAME, the API server's address and a service-account
+	// token, off otherwise), on (a start-up error when any of those is
+	// missing) or off. It is read at start-up.
+	PodEvents NodeLabelMode `json:"podEvents,omitempty"`
 	// ServiceAccountDir holds the service-account token (re-read on every
 	// request, as projected tokens rotate) and ca.crt used to reach the API
-	// for NodeLabel. It is read at start-up.
+	// for NodeLabel and PodEvents. It is read at start-up.
 	ServiceAccountDir string `json:"serviceAccountDir,omitempty"`
 }
 
@@ -275,6 +285,7 @@ func Default() Config {
 		},
 		StartOnly: StartOnly{
 			NodeLabel:         NodeLabelAuto,
+			PodEvents:         NodeLabelAuto,
 			ServiceAccountDir: DefaultServiceAccountDir,
 		},
 	}

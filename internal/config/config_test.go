@@ -153,6 +153,11 @@ func TestParse(t *testing.T) {
 		{name: "nodeLabel default auto", in: "", check: func(c Config) bool {
 			return c.NodeLabel == NodeLabelAuto && c.ServiceAccountDir == "/var/run/secrets/kubernetes.io/serviceaccount"
 		}},
+		{name: "podEvents off", in: "podEvents: off\n", check: func(c Config) bool { return c.PodEvents == NodeLabelOff && c.NodeLabel == NodeLabelAuto }},
+		{name: "podEvents on", in: "podEvents: on\n", check: func(c Config) bool { return c.PodEvents == NodeLabelOn }},
+		{name: "podEvents default auto", in: "", check: func(c Config) bool { return c.PodEvents == NodeLabelAuto }},
+		{name: "podEvents boolean", in: "podEvents: false\n", wantErr: []string{`podEvents: "false" is not one of auto, on, off`}},
+		{name: "podEvents unknown word", in: "podEvents: never\n", wantErr: []string{`podEvents: "never" is not one of auto, on, off`}},
 		{name: "serviceAccountDir", in: "serviceAccountDir: /srv/sa\n", check: func(c Config) bool { return c.ServiceAccountDir == "/srv/sa" }},
 		{name: "nodeLabel unknown word", in: "nodeLabel: yes\n", wantErr: []string{`nodeLabel: "yes" is not one of auto, on, off`}},
 		{name: "nodeLabel boolean", in: "nodeLabel: true\n", wantErr: []string{`nodeLabel: "true" is not one of auto, on, off`}},
@@ -195,7 +200,7 @@ func TestEveryKeyDecodes(t *testing.T) {
 			SysfsRoot: "/d", CPUPinning: true, TopologyScope: ScopeContainer, ReservedCPUs: "0", StrictCPUReservation: true, ReservedMemory: "0:memory=1Gi",
 			KubeletCPUManagerState: "/g", AllowKubeletStaticCPUManager: true,
 		},
-		StartOnly: StartOnly{MetricsAddress: "127.0.0.1:9767", Profiling: true, NodeLabel: NodeLabelOff, ServiceAccountDir: "/k"},
+		StartOnly: StartOnly{MetricsAddress: "127.0.0.1:9767", Profiling: true, NodeLabel: NodeLabelOff, PodEvents: NodeLabelOn, ServiceAccountDir: "/k"},
 	}
 	v := reflect.ValueOf(want)
 	for _, k := range Keys() {

@@ -29,7 +29,7 @@ func TestParts(t *testing.T) {
 			"cpuPinning", "topologyScope", "reservedCPUs", "strictCPUReservation", "reservedMemory",
 			"sysfsRoot", "kubeletCPUManagerState", "allowKubeletStaticCPUManager",
 		}},
-		{PartStartOnly, []string{"metricsAddress", "profiling", "nodeLabel", "serviceAccountDir"}},
+		{PartStartOnly, []string{"metricsAddress", "profiling", "nodeLabel", "podEvents", "serviceAccountDir"}},
 		{PartReloadable, nil},
 	}
 	for _, tc := range tests {

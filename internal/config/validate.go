@@ -50,6 +50,11 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("nodeLabel: %q is not one of auto, on, off", c.NodeLabel))
 	}
+	switch c.PodEvents {
+	case NodeLabelAuto, NodeLabelOn, NodeLabelOff:
+	default:
+		errs = append(errs, fmt.Errorf("podEvents: %q is not one of auto, on, off", c.PodEvents))
+	}
 	if c.MaxDescendants < 1 {
 		errs = append(errs, fmt.Errorf("maxDescendants: %d must be at least 1", c.MaxDescendants))
 	}

@@ -97,6 +97,8 @@ type Sender struct {
 	// writes, the ordered cgroup writes (Enforce).
 	records *records
 	writes  cgroupWrites
+	// gaveUp, when set, is told of every update given up (SetGiveUp).
+	gaveUp func(a policy.Assignment, attempts int)
 
 	mu    sync.Mutex
 	u     Updater
@@ -141,6 +143,16 @@ func (s *Sender) SetUpdater(u Updater) {
 	defer s.mu.Unlock()
 	s.u = u
 	s.kickLocked()
+}
+
+// SetGiveUp makes the Sender call fn for every container update it gives
+// up after its retries, with the assignment it failed to send and how many
+// sends failed. fn is called with the Sender's lock held: it must be cheap
+// and never call the Sender. Call it before SetUpdater.
+func (s *Sender) SetGiveUp(fn func(a policy.Assignment, attempts int)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gaveUp = fn
 }
 
 // Enqueue queues the containers of as for an update, once no event has

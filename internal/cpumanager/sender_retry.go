@@ -76,6 +76,9 @@ func (s *Sender) settle(batch []policy.Assignment, taken map[string]int, failed 
 		if n >= s.backoff.attempts {
 			s.log.Error("container update given up; the container keeps its cpuset until its next update or Synchronize",
 				"container", id, "attempts", n)
+			if s.gaveUp != nil {
+				s.gaveUp(cur, n)
+			}
 			continue
 		}
 		d := s.backoff.delay(n)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+
+	"github.com/cgdelegate/cgdelegate/internal/cpumanager/policy"
 )
 
 // fakeClock moves only when the test advances it. Every wait the sender
@@ -494,6 +496,18 @@ func TestSenderGivesUp(t *testing.T) {
 			m := senderManager(t)
 			rec := &countUpdates{}
 			s, clk, logs := newRetrySender(managerPtr(m), rec)
+			// The give-up callback (the pod Event's) hears of each, once,
+			// with the attempts made.
+			var toldMu sync.Mutex
+			var told []string
+			s.SetGiveUp(func(a policy.Assignment, n int) {
+				toldMu.Lock()
+				defer toldMu.Unlock()
+				if n != testBackoff.attempts {
+					t.Errorf("%s given up after %d attempts, told %d", a.ContainerID, testBackoff.attempts, n)
+				}
+				told = append(told, a.ContainerID)
+			})
 			u := &fakeUpdater{fail: tc.fail}
 			s.SetUpdater(u)
 			s.Enqueue(queued("a", "b"))
@@ -521,6 +535,12 @@ func TestSenderGivesUp(t *testing.T) {
 			if got := givenUp(t, logs.String()); !slices.Equal(got, tc.givenUp) {
 				t.Errorf("given up %v, want %v; logs:\n%s", got, tc.givenUp, logs)
 			}
+			toldMu.Lock()
+			slices.Sort(told)
+			if !slices.Equal(told, tc.givenUp) {
+				t.Errorf("the give-up callback was told %v, want %v", told, tc.givenUp)
+			}
+			toldMu.Unlock()
 		})
 	}
 }

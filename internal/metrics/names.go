@@ -9,6 +9,7 @@ const (
 	FailClosed            = "cgdelegate_fail_closed"
 	CPUs                  = "cgdelegate_cpus"
 	ContainerUpdatesTotal = "cgdelegate_container_updates_total"
+	PodEventsTotal        = "cgdelegate_pod_events_total"
 
 	DelegatedCgroupsBudget   = "cgdelegate_delegated_cgroups_budget"
 	DelegatedCgroupsReserved = "cgdelegate_delegated_cgroups_reserved"

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/status"
 	"github.com/cgdelegate/cgdelegate/internal/version"
 )
@@ -41,6 +42,9 @@ type Recorder struct {
 	refusals     map[string]prometheus.Counter
 	events       *events
 	sent, failed prometheus.Counter
+	// podEvents are the cgdelegate_pod_events_total counts, by reason
+	// and result.
+	podEvents map[[2]string]prometheus.Counter
 }
 
 // New builds a Recorder and registers every metric, with the Go and
@@ -61,7 +65,18 @@ func New(o Options) *Recorder {
 		Help: "Container updates sent to the runtime after an event (CPU pool changes), by result: sent or failed.",
 	}, []string{"result"})
 	r.sent, r.failed = updates.WithLabelValues(UpdateSent), updates.WithLabelValues(UpdateFailed)
-	r.reg.MustRegister(r.containers, refusals, r.events, updates, buildInfo(version.String(), runtime.Version()),
+	podEvents := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: PodEventsTotal,
+		Help: "Kubernetes Events cgdelegate meant to post on pods, by reason (" + strings.Join(advert.EventReasons, ", ") +
+			") and result: " + strings.Join(advert.EventResults, ", ") + ".",
+	}, []string{"reason", "result"})
+	r.podEvents = make(map[[2]string]prometheus.Counter, len(advert.EventReasons)*len(advert.EventResults))
+	for _, reason := range advert.EventReasons {
+		for _, result := range advert.EventResults {
+			r.podEvents[[2]string{reason, result}] = podEvents.WithLabelValues(reason, result)
+		}
+	}
+	r.reg.MustRegister(r.containers, refusals, r.events, updates, podEvents, buildInfo(version.String(), runtime.Version()),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.ObserveNode(o)
 	return r
@@ -143,6 +158,15 @@ func (r *Recorder) Event(name string, d time.Duration, failed bool) {
 func (r *Recorder) Updates(sent, failed int) {
 	r.sent.Add(float64(sent))
 	r.failed.Add(float64(failed))
+}
+
+// PodEvent counts one pod Event by reason (advert.EventReasons) and result
+// (advert.EventResults); other values are not counted.
+// advert.EventPoster calls it.
+func (r *Recorder) PodEvent(reason, result string) {
+	if c, ok := r.podEvents[[2]string{reason, result}]; ok {
+		c.Inc()
+	}
 }
 
 func boolValue(b bool) float64 {

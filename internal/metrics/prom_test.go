@@ -477,3 +477,38 @@ cgdelegate_writable_pods 2
 		t.Fatal(err)
 	}
 }
+
+// TestPodEvents: every reason and result is a series from the start; a
+// count lands on its own series; a value the poster never sends is not
+// counted (and makes no series).
+func TestPodEvents(t *testing.T) {
+	tests := []struct {
+		name  string
+		calls [][2]string
+		want  map[[2]string]float64
+	}{
+		{name: "none"},
+		{
+			name:  "posted and dropped",
+			calls: [][2]string{{"HostUnsafe", "posted"}, {"HostUnsafe", "posted"}, {"CPUPinningUpdateFailed", "queue_full"}, {"CgroupDelegationMissed", "rate_limited"}},
+			want:  map[[2]string]float64{{"HostUnsafe", "posted"}: 2, {"CPUPinningUpdateFailed", "queue_full"}: 1, {"CgroupDelegationMissed", "rate_limited"}: 1},
+		},
+		{name: "unknown values", calls: [][2]string{{"Other", "posted"}, {"HostUnsafe", "lost"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New(Options{})
+			for _, c := range tc.calls {
+				r.PodEvent(c[0], c[1])
+			}
+			if n := testutil.CollectAndCount(r.Registry(), PodEventsTotal); n != 3*4 {
+				t.Errorf("%d series, want 12 (3 reasons, 4 results)", n)
+			}
+			for k, c := range r.podEvents {
+				if got := testutil.ToFloat64(c); got != tc.want[k] {
+					t.Errorf("%v = %v, want %v", k, got, tc.want[k])
+				}
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 
+	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/annotations"
 	"github.com/cgdelegate/cgdelegate/internal/host"
 	"github.com/cgdelegate/cgdelegate/internal/logging"
@@ -69,6 +70,7 @@ type ledger struct {
 
 type ledgerPod struct {
 	namespace, name string
+	uid             string
 	cgroup          string
 	// reserved is the pod's cap: what it holds of the budget, its live
 	// and dying cgroups together.
@@ -156,7 +158,7 @@ func (l *ledger) admit(pod *api.PodSandbox, ctr *api.Container, rel string, want
 			annotations.MaxDescendants.Name))
 	}
 	l.pods[id] = &ledgerPod{
-		namespace: pod.GetNamespace(), name: pod.GetName(), cgroup: rel, reserved: want, bound: host.Unlimited,
+		namespace: pod.GetNamespace(), name: pod.GetName(), uid: pod.GetUid(), cgroup: rel, reserved: want, bound: host.Unlimited,
 		ctrs: map[string]*ledgerCtr{cid: newLedgerCtr(ctr, now)},
 	}
 	l.reserved += want
@@ -278,7 +280,7 @@ func rebuiltPod(log *slog.Logger, fs *host.FS, pod *api.PodSandbox, rel string, 
 		decided = fallback
 	}
 	p := &ledgerPod{
-		namespace: pod.GetNamespace(), name: pod.GetName(), cgroup: rel,
+		namespace: pod.GetNamespace(), name: pod.GetName(), uid: pod.GetUid(), cgroup: rel,
 		reserved: decided, bound: host.Unlimited, settled: true, ctrs: map[string]*ledgerCtr{},
 	}
 	if st, err := fs.Stat(rel); err != nil {
@@ -447,8 +449,9 @@ func (l *ledger) writeBounds(log *slog.Logger, fs *host.FS) {
 // the containers that stopped, and returns the ledger as the status shows
 // it. hostErr is the host verdict's problem (nil when safe): every
 // writable container still running is then in Unsafe, and logged as an
-// error once (again after the host was safe in between).
-func (l *ledger) look(log *slog.Logger, fs *host.FS, budget int, hostErr error) *status.Delegation {
+// error once (again after the host was safe in between), and posted as a
+// HostUnsafe Event on its pod (post; nil posts none).
+func (l *ledger) look(log *slog.Logger, fs *host.FS, budget int, hostErr error, post func(advert.PodEvent)) *status.Delegation {
 	l.lookMu.Lock()
 	defer l.lookMu.Unlock()
 	l.mu.Lock()
@@ -504,6 +507,9 @@ func (l *ledger) look(log *slog.Logger, fs *host.FS, budget int, hostErr error) 
 					"without nsdelegate a container without a user namespace can raise its own limits; delete the pod, "+
 					"or remount cgroup2 with nsdelegate",
 					"containerID", cid, "userNamespace", c.userns, "problem", hostErr)
+				if post != nil {
+					post(hostUnsafeEvent(p, c, hostErr))
+				}
 			}
 		}
 		slices.SortFunc(dp.Containers, func(a, b status.WritableContainer) int { return strings.Compare(a.Container+a.ID, b.Container+b.ID) })

@@ -3,6 +3,7 @@ package nri
 import (
 	"time"
 
+	"github.com/cgdelegate/cgdelegate/internal/advert"
 	"github.com/cgdelegate/cgdelegate/internal/config"
 	"github.com/cgdelegate/cgdelegate/internal/metrics"
 	"github.com/cgdelegate/cgdelegate/internal/writable"
@@ -17,6 +18,8 @@ type options struct {
 	admission []func(cfg config.Config, runtime string) writable.Check
 	// hold, when set, replaces the update sender's hold.
 	hold *time.Duration
+	// post posts an Event on a pod (WithEvents); nil posts none.
+	post func(advert.PodEvent)
 }
 
 func newOptions(opts []Option) options {

@@ -128,6 +128,7 @@ func (p *Plugin) adjust(pod *api.PodSandbox, ctr *api.Container, plan *writable.
 		adj = &api.ContainerAdjustment{}
 	}
 	cpu := cpumanager.Adjust(adj, a)
+	p.pinned.add(pod, ctr, a)
 	p.eventLog(pod, ctr).Info("cpus assigned", "pool", a.Pool, "cpus", cpu.Cpus, "mems", cpu.Mems, "updates", len(upd))
 	return adj, p.carryOut(pod, ctr, outcome{changed: upd, answered: true, created: a.ContainerID, createdCPU: cpu}), nil
 }
@@ -201,6 +202,7 @@ func (p *Plugin) RemovePodSandbox(ctx context.Context, pod *api.PodSandbox) erro
 		p.h.Load().bounds.Forget(rel)
 	}
 	p.writable.dropPod(pod.GetId())
+	p.pinned.removePod(pod.GetId())
 	return p.StopPodSandbox(ctx, pod)
 }
 
@@ -217,6 +219,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	h := p.h.Load()
 	h.decider.Audit(pods, ctrs, func(pod *api.PodSandbox, ctr *api.Container, err error) {
 		p.eventLog(pod, ctr).Error("container runs without cgdelegate", "error", err)
+		p.postMissed(pod, ctr, err)
 	})
 	p.writable.rebuild(p.log, h.fs, h.cfg.MaxDescendants, pods, ctrs)
 	pn := p.pin.Load()
@@ -226,5 +229,6 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	// What the runtime holds of each container is known again only
 	// from the updates sent from now on.
 	p.carryOut(nil, nil, outcome{changed: pn.Synchronize(p.log, pods, ctrs).Updates, resynced: true})
+	p.rememberPinned(pn, pods, ctrs)
 	return nil, nil
 }

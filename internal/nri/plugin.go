@@ -88,6 +88,9 @@ type Plugin struct {
 	// budget of delegated cgroups, and who runs unsafely when the host
 	// turns unsafe.
 	writable *ledger
+	// pinned names the pinned pods for the Events of updates given up;
+	// nil without Events.
+	pinned *pinnedPods
 }
 
 // New returns a plugin for cfg. base is the config before any Configure
@@ -105,6 +108,10 @@ func New(base config.Config, log *slog.Logger, opts ...Option) (*Plugin, error) 
 	p.send = cpumanager.NewSender(log, p.opts.metrics, p.pin.Load, func() cpumanager.CgroupWriter { return p.h.Load().fs })
 	if p.opts.hold != nil {
 		p.send.SetHold(*p.opts.hold)
+	}
+	if p.opts.post != nil {
+		p.pinned = newPinnedPods()
+		p.send.SetGiveUp(p.gaveUp)
 	}
 	return p, nil
 }
@@ -329,7 +336,7 @@ func (p *Plugin) Delegation() *status.Delegation {
 	if err == nil {
 		err = st.Err()
 	}
-	return p.writable.look(p.log, h.fs, h.cfg.NodeMaxDelegatedCgroups, err)
+	return p.writable.look(p.log, h.fs, h.cfg.NodeMaxDelegatedCgroups, err, p.opts.post)
 }
 
 // TightenBounds reads the writable pods' and the cgroup root's

@@ -171,6 +171,7 @@ func TestReloadEveryKey(t *testing.T) {
 		// both, and both are named.
 		"profiling":         func(c *config.Config) { c.MetricsAddress, c.Profiling = "127.0.0.1:9767", true },
 		"nodeLabel":         func(c *config.Config) { c.NodeLabel = config.NodeLabelOff },
+		"podEvents":         func(c *config.Config) { c.PodEvents = config.NodeLabelOff },
 		"serviceAccountDir": func(c *config.Config) { c.ServiceAccountDir = "/elsewhere/sa" },
 	}
 	for _, k := range config.Keys() {

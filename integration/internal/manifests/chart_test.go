@@ -521,3 +521,47 @@ func TestChartNotes(t *testing.T) {
 		t.Errorf("NOTES give a command to run on the node:\n%s", notes)
 	}
 }
+
+// events.enabled renders the pod Events' ClusterRole and policy (with the
+// node label's account); false renders neither and turns the plugin's
+// podEvents off; with nodeLabel.enabled false there is no account, so
+// neither is rendered either.
+func TestChartEvents(t *testing.T) {
+	needGo(t)
+	files := []string{"pod-events-rbac.yaml", "pod-events-policy.yaml"}
+	tests := []struct {
+		name     string
+		args     []string
+		rendered bool
+		want     config.NodeLabelMode
+	}{
+		{name: "default", rendered: true, want: config.NodeLabelAuto},
+		{name: "events off", args: []string{"--set", "events.enabled=false"}, want: config.NodeLabelOff},
+		{name: "node label off", args: []string{"--set", "nodeLabel.enabled=false"}, want: config.NodeLabelAuto},
+		{name: "config podEvents on", args: []string{"--set", "config.podEvents=on"}, rendered: true, want: config.NodeLabelOn},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := manifests.Template(context.Background(), root, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range files {
+				if _, ok := out[f]; ok != tc.rendered {
+					t.Errorf("%s rendered %v, want %v", f, ok, tc.rendered)
+				}
+			}
+			cm := render[corev1.ConfigMap](t, "configmap.yaml", tc.args...)
+			cfg, err := config.Parse(strings.NewReader(cm.Data["config.yaml"]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.PodEvents != tc.want {
+				t.Errorf("podEvents %q, want %q", cfg.PodEvents, tc.want)
+			}
+		})
+	}
+	if _, err := manifests.Template(context.Background(), root, "--set", "events.enabled=maybe"); err == nil {
+		t.Error("events.enabled=maybe rendered; want the schema's refusal")
+	}
+}

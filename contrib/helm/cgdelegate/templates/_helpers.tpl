@@ -16,6 +16,7 @@ containerdConfig: /etc/containerd/config.toml
 crioConfig: /etc/crio/crio.conf
 crioConfigDir: /etc/crio/crio.conf.d
 nodeLabel: auto
+podEvents: auto
 serviceAccountDir: /var/run/secrets/kubernetes.io/serviceaccount
 {{- end }}
 
@@ -33,6 +34,9 @@ metricsAddress when metrics.enabled.
 {{- fail (printf "config.profiling true with metrics.enabled: the profiles would be served on \":%v\", reachable from the pod network; profiling needs a loopback address: set metrics.enabled false and config.metricsAddress to 127.0.0.1:%v" .Values.metrics.port .Values.metrics.port) -}}
 {{- end -}}
 {{- $_ := set $cfg "metricsAddress" (printf ":%v" .Values.metrics.port) -}}
+{{- end -}}
+{{- if not .Values.events.enabled -}}
+{{- $_ := set $cfg "podEvents" "off" -}}
 {{- end -}}
 {{- toJson $cfg -}}
 {{- end }}
