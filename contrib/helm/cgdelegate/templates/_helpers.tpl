@@ -113,6 +113,7 @@ logLevel: info
 nri: {plugin: {index: 50}}
 updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 1}}
 livenessProbe: {enabled: true, initialDelaySeconds: 30, periodSeconds: 30, failureThreshold: 3}
+events: {enabled: true}
 {{- end }}
 
 {{/*
