@@ -17,7 +17,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -413,43 +412,4 @@ func UnsafeProblem(cs []WritableContainer) string {
 	return fmt.Sprintf("%d writable containers run on this host, which is no longer safe for writable cgroups (%s): "+
 		"without nsdelegate a container without a user namespace can raise its own limits; delete their pods, "+
 		"or remount cgroup2 with nsdelegate (see delegation.unsafeContainers)", len(cs), strings.Join(names, ", "))
-}
-
-// Publisher writes reports to one file, skipping a report that says the
-// same as the last one written (UpdatedAt aside) unless that one is older
-// than Refresh, so that an unchanged report costs no write.
-type Publisher struct {
-	path    string
-	refresh time.Duration
-
-	mu   sync.Mutex
-	last []byte
-	at   time.Time
-}
-
-// NewPublisher returns a Publisher for path ("" disables it) that rewrites an
-// unchanged report at most every refresh.
-func NewPublisher(path string, refresh time.Duration) *Publisher {
-	return &Publisher{path: path, refresh: refresh}
-}
-
-// Publish writes r unless it is unchanged and recent. It reports whether it
-// wrote.
-func (p *Publisher) Publish(r Report) (bool, error) {
-	if p.path == "" {
-		return false, nil
-	}
-	key := r
-	key.UpdatedAt = time.Time{}
-	body := key.Marshal()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if bytes.Equal(body, p.last) && time.Since(p.at) < p.refresh {
-		return false, nil
-	}
-	if err := Publish(p.path, r); err != nil {
-		return false, err
-	}
-	p.last, p.at = body, time.Now()
-	return true, nil
 }
