@@ -540,10 +540,10 @@ func waitRunningAll(ctx context.Context, t *testing.T, p *corev1.Pod) {
 // are free again); pods already gone are no error.
 func deletePodsNow(t *testing.T, pods ...*corev1.Pod) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	for _, p := range pods {
-		if _, err := kubectl(ctx, nil, "-n", p.Namespace, "delete", "pod", p.Name, "--ignore-not-found", "--wait=true", "--timeout=90s"); err != nil {
+		if _, err := kubectl(ctx, nil, "-n", p.Namespace, "delete", "pod", p.Name, "--ignore-not-found", "--wait=true", "--timeout=200s"); err != nil {
 			t.Errorf("delete pod %s/%s: %v", p.Namespace, p.Name, err)
 		}
 	}

@@ -237,9 +237,9 @@ func applyPod(ctx context.Context, t *testing.T, file string) (string, time.Time
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
-		if _, err := kubectl(ctx, nil, "-n", clusterNamespace, "delete", "pod", p.Name, "--wait=true", "--timeout=90s"); err != nil {
+		if _, err := kubectl(ctx, nil, "-n", clusterNamespace, "delete", "pod", p.Name, "--wait=true", "--timeout=200s"); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})

@@ -79,9 +79,9 @@ func (e *guestEnv) storyPod(ctx context.Context, t *testing.T, file, container s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
-		if _, err := kubectl(ctx, nil, "-n", storiesNamespace, "delete", "pod", p.Name, "--wait=true", "--timeout=90s"); err != nil {
+		if _, err := kubectl(ctx, nil, "-n", storiesNamespace, "delete", "pod", p.Name, "--wait=true", "--timeout=200s"); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
