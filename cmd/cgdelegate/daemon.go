@@ -162,8 +162,9 @@ func (d *daemon) run(ctx context.Context, hup <-chan os.Signal) error {
 	// Pod Events are posted off the NRI path; what is queued at exit is
 	// dropped.
 	go d.events.Run(ctx)
-	// A writable pod that churns cgroups is held within its cap.
-	go every(ctx, nri.TightenEvery, p.TightenBounds)
+	// A writable pod that churns cgroups is held within its cap: looked
+	// at more often while one churns.
+	go afterEach(ctx, p.TightenBounds, p.TightenDelay)
 	go func() {
 		if err := adv.Watch(ctx, 10*time.Second); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("mount table watch stopped; the node advertisement is refreshed only on events", "error", err)
@@ -242,7 +243,13 @@ func reload(path string, p *nri.Plugin, log *slog.Logger) {
 
 // every calls fn every interval until ctx is done.
 func every(ctx context.Context, interval time.Duration, fn func()) {
-	t := time.NewTicker(interval)
+	afterEach(ctx, fn, func() time.Duration { return interval })
+}
+
+// afterEach calls fn after delay(), and again after each delay() that
+// follows it, until ctx is done.
+func afterEach(ctx context.Context, fn func(), delay func() time.Duration) {
+	t := time.NewTimer(delay())
 	defer t.Stop()
 	for {
 		select {
@@ -250,6 +257,7 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 			return
 		case <-t.C:
 			fn()
+			t.Reset(delay())
 		}
 	}
 }

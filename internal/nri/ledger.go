@@ -58,6 +58,9 @@ type ledger struct {
 	// nodeDying is the cgroup root's nr_dying_descendants at the last
 	// look: every dying cgroup of the node, a removed pod's included.
 	nodeDying int
+	// grew: a writable pod's dying cgroups grew at the last look or
+	// tighten (the pod is churning): the next tighten comes sooner.
+	grew bool
 	// unsafe is the host verdict at the last look.
 	unsafe bool
 
@@ -247,8 +250,10 @@ func readStats(fs *host.FS, cgroups map[string]string) (pods map[string]host.Cgr
 
 // record takes in what readStats read; the caller holds l.mu.
 func (l *ledger) record(pods map[string]host.CgroupStat, node *host.CgroupStat) {
+	l.grew = false
 	for id, st := range pods {
 		if p := l.pods[id]; p != nil {
+			l.grew = l.grew || st.DyingDescendants > p.dying
 			p.live, p.dying = st.Descendants, st.DyingDescendants
 		}
 	}
@@ -280,6 +285,14 @@ func (l *ledger) tighten(log *slog.Logger, fs *host.FS) {
 	l.record(pods, node)
 	l.mu.Unlock()
 	l.writeBounds(log, fs)
+}
+
+// churning reports whether a writable pod's dying cgroups grew at the
+// last look or tighten.
+func (l *ledger) churning() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.grew
 }
 
 // boundWrite is one pod's new cgroup.max.descendants.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 
@@ -285,13 +286,16 @@ func TestChurnBound(t *testing.T) {
 		want, wantLow    string
 		wantLowReserved  int
 		wantChurnReserve int
+		// wantDelay: the next tighten comes sooner while dying cgroups grow.
+		wantDelay time.Duration
 	}{
-		{name: "no dying cgroups", look: p.TightenBounds, live: 1, want: "250", wantLow: "100"},
-		{name: "some dying", look: p.TightenBounds, live: 5, dying: 200, want: "50", wantLow: "0"},
-		{name: "at the cap", look: func() { p.Delegation() }, live: 5, dying: 245, want: "5", wantLow: "0"},
-		{name: "past the cap", look: p.TightenBounds, live: 5, dying: 300, want: "0", wantLow: "0"},
-		{name: "freed", look: p.TightenBounds, live: 5, dying: 20, want: "230", wantLow: "80"},
-		{name: "all freed", look: func() { p.Delegation() }, live: 1, want: "250", wantLow: "100"},
+		{name: "no dying cgroups", look: p.TightenBounds, live: 1, want: "250", wantLow: "100", wantDelay: TightenEvery},
+		{name: "some dying", look: p.TightenBounds, live: 5, dying: 200, want: "50", wantLow: "0", wantDelay: TightenFast},
+		{name: "at the cap", look: func() { p.Delegation() }, live: 5, dying: 245, want: "5", wantLow: "0", wantDelay: TightenFast},
+		{name: "past the cap", look: p.TightenBounds, live: 5, dying: 300, want: "0", wantLow: "0", wantDelay: TightenFast},
+		{name: "no longer churning", look: p.TightenBounds, live: 5, dying: 300, want: "0", wantLow: "0", wantDelay: TightenEvery},
+		{name: "freed", look: p.TightenBounds, live: 5, dying: 20, want: "230", wantLow: "80", wantDelay: TightenEvery},
+		{name: "all freed", look: func() { p.Delegation() }, live: 1, want: "250", wantLow: "100", wantDelay: TightenEvery},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
@@ -306,6 +310,9 @@ func TestChurnBound(t *testing.T) {
 			}
 			if got := bound(plain); got != "max" {
 				t.Errorf("a pod that asked for nothing got cgroup.max.descendants = %s", got)
+			}
+			if got := p.TightenDelay(); got != st.wantDelay {
+				t.Errorf("next tighten in %v, want %v", got, st.wantDelay)
 			}
 		})
 	}

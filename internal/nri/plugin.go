@@ -350,9 +350,24 @@ func (p *Plugin) TightenBounds() {
 	p.writable.tighten(p.log, p.h.Load().fs)
 }
 
-// TightenEvery is how often the daemon calls TightenBounds: a pod that
-// churns cgroups can go past its cap by what it churns in that time.
-const TightenEvery = time.Second
+// TightenDelay is how long the daemon waits before its next
+// TightenBounds: TightenFast while a writable pod's dying cgroups grew at
+// the last one (a pod that churns cgroups can go past its cap by what it
+// churns until the next), TightenEvery otherwise.
+func (p *Plugin) TightenDelay() time.Duration {
+	if p.writable.churning() {
+		return TightenFast
+	}
+	return TightenEvery
+}
+
+// TightenEvery and TightenFast are the delays between two TightenBounds
+// (TightenDelay): each reads the cgroup.stat of every writable pod and of
+// the cgroup root, and writes only the bounds that change.
+const (
+	TightenEvery = time.Second
+	TightenFast  = 200 * time.Millisecond
+)
 
 // eventLog is a logger for one event; the plugin's logger is never changed.
 func (p *Plugin) eventLog(pod *api.PodSandbox, ctr *api.Container) *slog.Logger {
