@@ -203,15 +203,17 @@ const churnCap = 12
 // tenantChurnScript is the command of a container that churns memory
 // cgroups as dyingChurn does, and goes on when the kernel refuses its
 // mkdir (one try a second), until it was refused three times or for 60 s:
-// it then writes "made refused seconds churning" to /tmp/churned, where
-// churning is the seconds until its first refusal (its churn rate is made
-// over those, not over the seconds it slept once refused).
+// it then writes "made refused seconds start first" to /tmp/churned,
+// where start and first are /proc/uptime at its start and at its first
+// refusal (its churn rate is made over that time, not over the seconds it
+// slept once refused).
 const tenantChurnScript = `cd /sys/fs/cgroup
 mkdir init && echo $$ > init/cgroup.procs && echo +memory > cgroup.subtree_control || exit 1
 i=0
 refused=0
 start=$(date +%s)
-churning=
+up0=$(cut -d' ' -f1 /proc/uptime)
+first=
 while [ $(date +%s) -lt $((start + 60)) ] && [ $refused -lt 3 ]; do
   if mkdir c$i 2>/dev/null; then
     sh -c "echo \$\$ > /sys/fs/cgroup/c$i/cgroup.procs && head -c 65536 /dev/zero > /tmp/f$i"
@@ -219,11 +221,11 @@ while [ $(date +%s) -lt $((start + 60)) ] && [ $refused -lt 3 ]; do
     i=$((i+1))
   else
     refused=$((refused+1))
-    [ -n "$churning" ] || churning=$(( $(date +%s) - start ))
+    [ -n "$first" ] || first=$(cut -d' ' -f1 /proc/uptime)
     sleep 1
   fi
 done
-echo "$i $refused $(( $(date +%s) - start )) ${churning:-$(( $(date +%s) - start ))}" > /tmp/churned
+echo "$i $refused $(( $(date +%s) - start )) $up0 ${first:-$(cut -d' ' -f1 /proc/uptime)}" > /tmp/churned
 exec sleep 3600
 `
 
@@ -252,7 +254,8 @@ func tenantChurn(t *testing.T, e *guestEnv) {
 	churner := a.Spec.Namespace + "/" + a.Spec.Name
 	churn := runContainer(ctx, t, a, cri.ContainerSpec{Name: "churn", Image: busyboxImage, Command: []string{"sh", "-c", tenantChurnScript}})
 	// Sample the churner's pod cgroup every 250 ms until it is done.
-	var made, refused, secs, churning int
+	var made, refused, secs int
+	var up0, first float64
 	peak := host.CgroupStat{}
 	deadline := time.Now().Add(2 * time.Minute)
 	var lastExec time.Time
@@ -267,7 +270,7 @@ func tenantChurn(t *testing.T, e *guestEnv) {
 		lastExec = time.Now()
 		r, err := churn.Exec(ctx, 10*time.Second, "cat", "/tmp/churned")
 		if err == nil && r.ExitCode == 0 {
-			if _, err := fmt.Sscan(r.Stdout, &made, &refused, &secs, &churning); err != nil {
+			if _, err := fmt.Sscan(r.Stdout, &made, &refused, &secs, &up0, &first); err != nil {
 				t.Fatalf("/tmp/churned %q: %v", r.Stdout, err)
 			}
 			break
@@ -277,8 +280,9 @@ func tenantChurn(t *testing.T, e *guestEnv) {
 		}
 	}
 	st := e.podCgroupStat(t, a)
-	rate := float64(made) / float64(max(churning, 1))
-	t.Logf("the churner made %d memory cgroups in %d s (%.1f/s under TCG until its first refusal at %d s), its mkdir was refused %d times; "+
+	churning := max(first-up0, 0.5)
+	rate := float64(made) / churning
+	t.Logf("the churner made %d memory cgroups in %d s (%.1f/s under TCG until its first refusal at %.1f s), its mkdir was refused %d times; "+
 		"live plus dying peaked at %d+%d (cap %d); now %d live, %d dying, cgroup.max.descendants %s; budget %d (the node had %d dying before)",
 		made, secs, rate, churning, refused, peak.Descendants, peak.DyingDescendants, churnCap, st.Descendants, st.DyingDescendants,
 		readCgroupFile(t, e.podCgroup(a), host.FileMaxDescendants), budget, before.DyingDescendants)

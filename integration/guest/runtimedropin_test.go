@@ -16,7 +16,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,7 +84,9 @@ StandardError=inherit
 // write) and no cgdelegate drop-in: the plugin says it does not fail
 // closed (cgdelegate status, cgdelegate_fail_closed 0, the node annotation
 // off). On the same node with no import, `cgdelegate install-nri-config`
-// fails naming the fix. `helm upgrade --set runtimeConfig.install=true`:
+// fails naming the fix. Without the drop-in, a request that times out
+// creates a pod that asks without cgdelegate, and the pod gets a
+// CgroupDelegationMissed Event (requestTimeoutEvent). `helm upgrade --set runtimeConfig.install=true`:
 // the init container writes the drop-in, restarts containerd once through
 // systemd, and the plugin then says enforced in all three. A pod that asks
 // for a writable cgroup, bound to the node while the plugin ran, has its
@@ -146,6 +151,9 @@ func clusterRuntimeDropIn(t *testing.T, e *guestEnv) {
 	// containerd's new config at its Configure.
 	pod := e.helmUpgradeTo(ctx, t, r, rel, "--set", "metrics.enabled=true")
 	e.waitFailClosed(ctx, t, pod, status.FailClosedOff)
+	// Without the drop-in, a request that times out creates the pod
+	// without cgdelegate; the pod gets an Event saying so.
+	eventAfter := e.requestTimeoutEvent(ctx, t, pod)
 
 	// 3. The drop-in from the chart.
 	invocation := unitProperty(ctx, t, "InvocationID")
@@ -232,7 +240,7 @@ func clusterRuntimeDropIn(t *testing.T, e *guestEnv) {
 	clusterMetric(t, "ClusterRuntimeDropIn", "cluster_runtime_dropin", map[string]float64{
 		"containerd_unit_seconds": seconds(moved), "install_seconds": seconds(installed),
 		"plugin_off_seconds": seconds(off), "refused_pod_running_seconds": seconds(ran),
-		"scenario_seconds": seconds(time.Since(start)),
+		"missed_event_seconds": seconds(eventAfter), "scenario_seconds": seconds(time.Since(start)),
 	})
 }
 
@@ -466,4 +474,120 @@ func waitRefused(ctx context.Context, t *testing.T, namespace, pod, container, w
 		t.Fatalf("pod %s/%s: want container %s refused with %q: %v: %s", namespace, pod, container, want, err, describePod(last))
 	}
 	return w
+}
+
+// requestTimeoutEvent plays the request timeout on a node without the
+// drop-in: cgdelegate's processes stopped (SIGSTOP) while a pod that asks
+// for a writable cgroup is created, so containerd's NRI request times out,
+// containerd closes the plugin's connection and creates the pod without
+// it: its container runs with the runtime's read-only /sys/fs/cgroup, and
+// the kubelet says nothing. Let go, the plugin reconnects; its
+// Synchronize finds the container and posts a CgroupDelegationMissed
+// Event on the pod, which `kubectl get events` shows. It returns how long
+// the Event took from the plugin's return.
+func (e *guestEnv) requestTimeoutEvent(ctx context.Context, t *testing.T, plugin *corev1.Pod) time.Duration {
+	t.Helper()
+	ns := admissionNamespace(t, ctx, "timeout")
+	id, err := kubelet.ContainerID(kubelet.ContainerStatus(plugin, dsPluginContainer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := containerProcs(t, id)
+	signal := func(sig syscall.Signal) {
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+				t.Errorf("signal %v to cgdelegate (pid %d): %v", sig, pid, err)
+			}
+		}
+	}
+	from := fileSize(e.paths.ContainerdLog)
+	signal(syscall.SIGSTOP)
+	stopped := true
+	resume := func() {
+		if stopped {
+			stopped = false
+			signal(syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+	missed := admissionPod("missed", ns, true)
+	if _, err := applyObject(ctx, missed); err != nil {
+		t.Fatal(err)
+	}
+	deleted := false
+	t.Cleanup(func() {
+		if !deleted {
+			deletePods(t, ns, missed.Name)
+		}
+	})
+	if err := waitLog(ctx, e.paths.ContainerdLog, from, 3*time.Minute, pluginGone, func() error { return nil }); err != nil {
+		t.Fatalf("containerd never timed cgdelegate out: %v\n%s", err, fileTail(e.paths.ContainerdLog, 20))
+	}
+	wp := waitNamespacedPod(ctx, t, ns, missed.Name, "work", 4*time.Minute)
+	if m, _ := cgroupMount(ctx, t, e.kubeletContainer(ctx, t, wp, "work")); !m.ReadOnly() {
+		t.Errorf("the container created without cgdelegate has /sys/fs/cgroup %s, want the runtime's read-only mount", m)
+	}
+	from = fileSize(e.paths.ContainerdLog)
+	back := time.Now()
+	resume()
+	if err := waitLog(ctx, e.paths.ContainerdLog, from, 3*time.Minute, pluginBack, func() error { return nil }); err != nil {
+		t.Fatalf("cgdelegate did not reconnect after the timeout: %v\n%s", err, e.describeDaemonSet(ctx))
+	}
+	var ev struct {
+		Items []struct {
+			Reason    string `json:"reason"`
+			Note      string `json:"note"`
+			Regarding struct {
+				Name      string `json:"name"`
+				FieldPath string `json:"fieldPath"`
+			} `json:"regarding"`
+			ReportingController string `json:"reportingController"`
+		} `json:"items"`
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	err = poll(wctx, 2*time.Second, func() (bool, error) {
+		if err := getJSON(wctx, &ev, "-n", ns, "events.v1.events.k8s.io"); err != nil {
+			return false, nil
+		}
+		for _, it := range ev.Items {
+			if it.Regarding.Name == missed.Name && it.Reason == advert.ReasonDelegationMissed {
+				t.Logf("Event on pod %s/%s (%s, from %s): %s: %s", ns, missed.Name, it.Regarding.FieldPath, it.ReportingController, it.Reason, it.Note)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		out, _ := kubectl(ctx, nil, "-n", ns, "get", "events")
+		t.Fatalf("no %s Event on pod %s/%s after the plugin reconnected: %v\n%s", advert.ReasonDelegationMissed, ns, missed.Name, err, out)
+	}
+	took := time.Since(back)
+	deleted = true
+	deletePods(t, ns, missed.Name)
+	return took
+}
+
+// containerProcs are the processes in the cgroup of container id (its
+// cgroup's name holds the ID under either cgroup driver).
+func containerProcs(t *testing.T, id string) []int {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cgroup")); err == nil && strings.Contains(string(b), id) {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		t.Fatalf("no process in the cgroup of container %s", id)
+	}
+	return pids
 }

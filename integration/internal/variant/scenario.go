@@ -249,7 +249,11 @@ const (
 	// conf.d and no cgdelegate drop-in: the plugin says it does not fail
 	// closed (cgdelegate status, cgdelegate_fail_closed, the node
 	// annotation); install-nri-config on a config.toml that imports
-	// nothing fails naming the import to add. helm upgrade --set
+	// nothing fails naming the import to add. There, a request that
+	// times out (the plugin stopped while a pod that asks is created)
+	// creates the pod's container without cgdelegate, read-only, and once
+	// the plugin reconnects the pod has a CgroupDelegationMissed Event.
+	// helm upgrade --set
 	// runtimeConfig.install=true: the init container writes the drop-in
 	// and restarts containerd.service once through systemd's private
 	// socket; the plugin then says enforced in all three. With the plugin
