@@ -237,6 +237,37 @@ nodeSelector: {kubernetes.io/os: null, pool: b}`, func(t *testing.T, objs map[st
 				t.Errorf("%d bindings of the pods' and the namespace label's policies, want 5", n)
 			}
 		}},
+		{"validationActionsByPolicy", "admissionPolicy: {validationActions: [Audit], validationActionsByPolicy: {writable-cgroups-userns: [Warn], namespace-label: [Deny]}, requireUserNamespace: true}\nengineProfiles: {seccomp: true}", func(t *testing.T, objs map[string][]byte) {
+			// One policy rolled out with Warn, one kept at Deny, the
+			// others at the shared value; the chart's own accounts' at Deny.
+			want := map[string][]admissionv1.ValidationAction{
+				"cgdelegate-writable-cgroups":        {admissionv1.Audit},
+				"cgdelegate-writable-cgroups-userns": {admissionv1.Warn},
+				"cgdelegate-writable-cgroups-status": {admissionv1.Audit},
+				"cgdelegate-engine-profiles":         {admissionv1.Audit},
+				"cgdelegate-namespace-label":         {admissionv1.Deny},
+			}
+			seen := 0
+			for key := range objs {
+				kind, name, _ := strings.Cut(key, "/")
+				if kind != "ValidatingAdmissionPolicyBinding" {
+					continue
+				}
+				b := object[admissionv1.ValidatingAdmissionPolicyBinding](t, objs, key)
+				w, ok := want[b.Spec.PolicyName]
+				if !ok {
+					w = []admissionv1.ValidationAction{admissionv1.Deny}
+				} else {
+					seen++
+				}
+				if !slices.Equal(b.Spec.ValidationActions, w) {
+					t.Errorf("%s (policy %s): validationActions %v, want %v", name, b.Spec.PolicyName, b.Spec.ValidationActions, w)
+				}
+			}
+			if seen != len(want) {
+				t.Errorf("%d bindings of the policies named, want %d", seen, len(want))
+			}
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -450,6 +481,8 @@ func TestChartRefusesBadNewValues(t *testing.T) {
 		{"liveness period 0", "livenessProbe: {periodSeconds: 0}", []string{schema, "/livenessProbe/periodSeconds"}},
 		{"validationActions Deny and Warn", "admissionPolicy: {validationActions: [Deny, Warn]}", []string{schema, "/admissionPolicy/validationActions"}},
 		{"validationActions as a word", "admissionPolicy: {validationActions: Warn}", []string{schema, "/admissionPolicy/validationActions"}},
+		{"validationActionsByPolicy of no policy", "admissionPolicy: {validationActionsByPolicy: {writable: [Warn]}}", []string{schema, "/admissionPolicy/validationActionsByPolicy", "writable"}},
+		{"validationActionsByPolicy Deny and Warn", "admissionPolicy: {validationActionsByPolicy: {namespace-label: [Deny, Warn]}}", []string{schema, "/admissionPolicy/validationActionsByPolicy/namespace-label"}},
 		{"podLabels with the selector's", "podLabels: {app.kubernetes.io/name: x}", []string{`podLabels.app.kubernetes.io/name "x"`, "selector"}},
 		{"podLabels with the release's", "podLabels: {app.kubernetes.io/instance: x}", []string{`podLabels.app.kubernetes.io/instance "x"`}},
 		{"podAnnotations with checksum/config", "podAnnotations: {checksum/config: x}", []string{"podAnnotations.checksum/config", "rolls the pods"}},

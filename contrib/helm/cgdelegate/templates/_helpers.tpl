@@ -246,12 +246,22 @@ when image.digest is set (the tag is then ignored), else repository:tag.
 {{- end }}
 
 {{/*
-cgdelegate.validationActions are the validationActions of the bindings of
-the pods' and the namespace label's policies (admissionPolicy.validationActions).
+cgdelegate.validationActions are the validationActions of the binding of
+one of the pods' and the namespace label's policies: (list . "policy"),
+the policy's name after the release's; admissionPolicy.validationActionsByPolicy
+names the policy's own, admissionPolicy.validationActions the others'.
 */}}
 {{- define "cgdelegate.validationActions" -}}
-{{- include "cgdelegate.fillDefaults" . -}}
-{{- toJson .Values.admissionPolicy.validationActions | replace "\"" "" | replace "," ", " -}}
+{{- $root := index . 0 -}}
+{{- $policy := index . 1 -}}
+{{- include "cgdelegate.fillDefaults" $root -}}
+{{- $actions := $root.Values.admissionPolicy.validationActions -}}
+{{- with $root.Values.admissionPolicy.validationActionsByPolicy -}}
+{{- if hasKey . $policy -}}
+{{- $actions = index . $policy -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $actions | replace "\"" "" | replace "," ", " -}}
 {{- end }}
 
 {{/* cgdelegate.serviceAccount is the user name of the plugin's token. */}}
