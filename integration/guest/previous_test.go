@@ -103,13 +103,17 @@ func clusterUpgradeFromPrevious(t *testing.T, e *guestEnv) {
 	}()
 	alive := func() error { return nil }
 	if err := waitLog(ctx, e.paths.ContainerdLog, from, 6*time.Minute, pluginGone, alive); err != nil {
-		<-upgradeDone
+		if err := <-upgradeDone; err != nil {
+			t.Logf("helm upgrade: %v", err)
+		}
 		uninstall()
 		t.Fatalf("the previous release's plugin never left: %v\n%s", err, e.describeDaemonSet(ctx))
 	}
 	gone := time.Now()
 	if err := waitLog(ctx, e.paths.ContainerdLog, from, 6*time.Minute, pluginBack, alive); err != nil {
-		<-upgradeDone
+		if err := <-upgradeDone; err != nil {
+			t.Logf("helm upgrade: %v", err)
+		}
 		uninstall()
 		t.Fatalf("the new plugin never connected: %v\n%s", err, e.describeDaemonSet(ctx))
 	}

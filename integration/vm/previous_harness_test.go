@@ -48,15 +48,15 @@ var errPreviousSource = errors.New("previous release's source")
 // that fetches it.
 func previousSource(ctx context.Context, repo, commit, dst string) error {
 	if out, err := exec.CommandContext(ctx, "git", "-C", repo, "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
-		return fmt.Errorf("%w: commit %s is not in %s (a shallow clone? run git fetch --unshallow): %v: %s",
+		return fmt.Errorf("%w: commit %s is not in %s (a shallow clone? run git fetch --unshallow): %w: %s",
 			errPreviousSource, commit, repo, err, strings.TrimSpace(string(out)))
 	}
 	tarball := filepath.Join(dst, ".source.tar")
 	if out, err := exec.CommandContext(ctx, "git", "-C", repo, "archive", "--format=tar", "-o", tarball, commit).CombinedOutput(); err != nil {
-		return fmt.Errorf("%w: git archive %s: %v: %s", errPreviousSource, commit, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("%w: git archive %s: %w: %s", errPreviousSource, commit, err, strings.TrimSpace(string(out)))
 	}
 	if out, err := exec.CommandContext(ctx, "tar", "-x", "-f", tarball, "-C", dst).CombinedOutput(); err != nil {
-		return fmt.Errorf("%w: unpacking %s: %v: %s", errPreviousSource, commit, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("%w: unpacking %s: %w: %s", errPreviousSource, commit, err, strings.TrimSpace(string(out)))
 	}
 	return os.Remove(tarball)
 }
