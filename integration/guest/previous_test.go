@@ -148,7 +148,11 @@ func clusterUpgradeFromPrevious(t *testing.T, e *guestEnv) {
 	assertWritableMount(ctx, t, c)
 	assertDelegates(ctx, t, c)
 
-	// Uninstalled, the node as ClusterRegistryInstall expects it.
+	// Uninstalled, the node as ClusterRegistryInstall expects it: the
+	// label withdrawn, the plugin's pod gone (helm uninstall --wait
+	// waits for the DaemonSet, not for its pods) and its connection
+	// closed.
+	from = fileSize(e.paths.ContainerdLog)
 	ustart := time.Now()
 	uninstall()
 	uninstalled := time.Since(ustart)
@@ -166,16 +170,29 @@ func clusterUpgradeFromPrevious(t *testing.T, e *guestEnv) {
 	}); err != nil {
 		t.Errorf("after helm uninstall node %s still has %s=%s: %v", e.nodeName(), nodeLabel, label, err)
 	}
-	if pods, err := dsPods(ctx); err != nil || len(pods) != 0 {
-		t.Errorf("after helm uninstall: %d DaemonSet pods (%v), want none", len(pods), err)
+	var left []corev1.Pod
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer pcancel()
+	if err := poll(pctx, time.Second, func() (bool, error) {
+		pods, err := dsPods(pctx)
+		left = pods
+		return err == nil && len(pods) == 0, nil
+	}); err != nil {
+		t.Errorf("after helm uninstall: %d DaemonSet pods left (%v), want none\n%s", len(left), err, e.describeDaemonSet(ctx))
 	}
+	if err := waitLog(ctx, e.paths.ContainerdLog, from, 2*time.Minute, pluginGone, alive); err != nil {
+		t.Errorf("after helm uninstall cgdelegate's connection to containerd did not close: %v", err)
+	}
+	gonePods := time.Since(ustart)
 
-	t.Logf("from %s (%s) to %s (%s): install %s, upgrade %s, plugin window %s, a new writable pod ran after %s, uninstall %s",
+	t.Logf("from %s (%s) to %s (%s): install %s, upgrade %s, plugin window %s, a new writable pod ran after %s, uninstall %s (the plugin's pod gone after %s)",
 		prev.Chart, prev.Digest, next.Chart, next.Digest, installed.Round(100*time.Millisecond), upgraded.Round(100*time.Millisecond),
-		window.Round(100*time.Millisecond), newRunning.Round(100*time.Millisecond), uninstalled.Round(100*time.Millisecond))
+		window.Round(100*time.Millisecond), newRunning.Round(100*time.Millisecond), uninstalled.Round(100*time.Millisecond),
+		gonePods.Round(100*time.Millisecond))
 	clusterMetric(t, "ClusterUpgradeFromPrevious", "cluster_upgrade_from_previous", map[string]float64{
 		"install_seconds": seconds(installed), "registered_seconds": seconds(registered),
 		"upgrade_seconds": seconds(upgraded), "plugin_window_seconds": seconds(window),
 		"writable_pod_running_seconds": seconds(newRunning), "uninstall_seconds": seconds(uninstalled),
+		"plugin_pod_gone_seconds": seconds(gonePods),
 	})
 }
