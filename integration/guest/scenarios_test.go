@@ -58,6 +58,7 @@ var scenarios = map[variant.Scenario]func(t *testing.T, e *guestEnv){
 	variant.KubeletPluginPodRestart:         kubeletPluginPodRestart,
 	variant.ClusterNodeReady:                clusterNodeReady,
 	variant.ClusterPodNetwork:               clusterPodNetwork,
+	variant.ClusterUpgradeFromPrevious:      clusterUpgradeFromPrevious,
 	variant.ClusterRegistryInstall:          clusterRegistryInstall,
 	variant.ClusterHelmSetConfig:            clusterHelmSetConfig,
 	variant.ClusterAdmissionPolicy:          clusterAdmissionPolicy,

@@ -64,6 +64,10 @@ type clusterArtifacts struct {
 	// what the harness pushes there, empty when the plugin did not build.
 	RegistryPort int
 	Releases     []builtRelease
+	// Previous is the previous release (buildPrevious), pushed only for
+	// the boots that install it (variant.Variant.NeedsPrevious); nil when
+	// no selected variant does.
+	Previous *builtRelease
 	// WorkstationPort and WorkstationToken are where and with what the
 	// guest asks the host to run kubectl and helm (startWorkstation),
 	// chosen like RegistryPort.

@@ -184,7 +184,11 @@ func writeSuiteFiles(w *cpioWriter, a *artifacts, ctrDir, containerdVersion, ove
 		}
 		// The registry and its releases (the registry starts with the
 		// boot; its port is chosen already).
-		reg, err := guestRegistry(registryServer{IP: clusterHostIP, Port: a.Cluster.RegistryPort}, a.Cluster.Releases)
+		var prev *builtRelease
+		if boot.previous {
+			prev = a.Cluster.Previous
+		}
+		reg, err := guestRegistry(registryServer{IP: clusterHostIP, Port: a.Cluster.RegistryPort}, a.Cluster.Releases, prev)
 		if err != nil {
 			return err
 		}

@@ -58,29 +58,40 @@ func (b *builder) buildReleases(ctx context.Context, helm, chart string, binarie
 	}
 	var out []builtRelease
 	for _, r := range clusterReleases {
-		rel := ociimage.Release{Repo: registryImageRepo, Version: r.AppVersion, Binaries: map[string][]string{"amd64": binaries}}
-		archive := filepath.Join(dir, "cgdelegate-"+r.AppVersion+".oci.tar")
-		f, err := os.Create(archive) //nolint:forbidigo // scratch file in our own work dir
+		rel, err := b.buildRelease(ctx, dir, mkimage, helm, chart, r, binaries)
 		if err != nil {
-			return nil, fmt.Errorf("release %s: %w", r.AppVersion, err)
+			return nil, err
 		}
-		werr := rel.Write(f)
-		if err := errors.Join(werr, f.Close()); err != nil {
-			return nil, fmt.Errorf("release %s: %w", r.AppVersion, err)
-		}
-		digest, err := archiveDigest(archive, dir)
-		if err != nil {
-			return nil, fmt.Errorf("release %s: %w", r.AppVersion, err)
-		}
-		if _, err := b.run(ctx, b.repo, helmEnv(dir), mkimage, "chart", "-version", r.AppVersion, "-o", dir, "-helm", helm, chart); err != nil {
-			return nil, fmt.Errorf("release %s: %w", r.AppVersion, err)
-		}
-		out = append(out, builtRelease{
-			clusterRelease: r, ImageArchive: archive, Digest: digest,
-			ChartPackage: filepath.Join(dir, "cgdelegate-"+r.Chart+".tgz"),
-		})
+		out = append(out, rel)
 	}
 	return out, nil
+}
+
+// buildRelease writes release r into dir: its image from binaries
+// (amd64), labelled and tagged with its appVersion, and the chart
+// directory packaged by mkimage chart.
+func (b *builder) buildRelease(ctx context.Context, dir, mkimage, helm, chart string, r clusterRelease, binaries []string) (builtRelease, error) {
+	rel := ociimage.Release{Repo: registryImageRepo, Version: r.AppVersion, Binaries: map[string][]string{"amd64": binaries}}
+	archive := filepath.Join(dir, "cgdelegate-"+r.AppVersion+".oci.tar")
+	f, err := os.Create(archive) //nolint:forbidigo // scratch file in our own work dir
+	if err != nil {
+		return builtRelease{}, fmt.Errorf("release %s: %w", r.AppVersion, err)
+	}
+	werr := rel.Write(f)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return builtRelease{}, fmt.Errorf("release %s: %w", r.AppVersion, err)
+	}
+	digest, err := archiveDigest(archive, dir)
+	if err != nil {
+		return builtRelease{}, fmt.Errorf("release %s: %w", r.AppVersion, err)
+	}
+	if _, err := b.run(ctx, b.repo, helmEnv(dir), mkimage, "chart", "-version", r.AppVersion, "-o", dir, "-helm", helm, chart); err != nil {
+		return builtRelease{}, fmt.Errorf("release %s: %w", r.AppVersion, err)
+	}
+	return builtRelease{
+		clusterRelease: r, ImageArchive: archive, Digest: digest,
+		ChartPackage: filepath.Join(dir, "cgdelegate-"+r.Chart+".tgz"),
+	}, nil
 }
 
 // archiveDigest is the digest of the image or index an archive holds.
@@ -114,11 +125,15 @@ func helmEnv(dir string) []string {
 }
 
 // guestRegistry is what the guest is told of the registry and its
-// releases (variant.RegistryFile).
-func guestRegistry(r registryServer, rels []builtRelease) ([]byte, error) {
+// releases (variant.RegistryFile); prev is the previous release, nil for
+// a boot that does not install it (variant.Variant.NeedsPrevious).
+func guestRegistry(r registryServer, rels []builtRelease, prev *builtRelease) ([]byte, error) {
 	reg := variant.Registry{Host: r.GuestHost(), ImageRepo: registryImageRepo, ChartRepo: registryChartRepo}
 	for _, rel := range rels {
 		reg.Releases = append(reg.Releases, variant.Release{Chart: rel.Chart, AppVersion: rel.AppVersion, Digest: rel.Digest})
+	}
+	if prev != nil {
+		reg.Previous = &variant.Release{Chart: prev.Chart, AppVersion: prev.AppVersion, Digest: prev.Digest}
 	}
 	b, err := json.MarshalIndent(reg, "", "  ")
 	if err != nil {

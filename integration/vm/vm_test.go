@@ -187,7 +187,7 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 	start := time.Now()
 	cacheDir := defaultCacheDir()
 	var versions []string
-	systemd, systemdPod, withKubelet, withCluster, engines, withCritest := false, false, false, false, false, false
+	systemd, systemdPod, withKubelet, withCluster, engines, withCritest, previous := false, false, false, false, false, false, false
 	for _, v := range vs {
 		if !slices.Contains(versions, v.Containerd) {
 			versions = append(versions, v.Containerd)
@@ -198,6 +198,7 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 		withCluster = withCluster || v.Cluster
 		engines = engines || v.NeedsEngines()
 		withCritest = withCritest || v.RunsCritest()
+		previous = previous || v.NeedsPrevious()
 	}
 
 	b := &builder{log: log, repo: repoRoot(t), cacheDir: cacheDir, workDir: workDir}
@@ -245,6 +246,11 @@ func prepare(t *testing.T, log *slog.Logger, vs []variant.Variant, workDir strin
 			t.Fatalf("building the engines image: %v", err)
 		}
 	}
+	if previous && arts.Cluster != nil && arts.PluginErr == nil {
+		if arts.Cluster.Previous, err = b.buildPrevious(ctx, arts.Cluster.Helm); err != nil {
+			t.Fatalf("building the previous release: %v", err)
+		}
+	}
 	// One initramfs per containerd version, init, kubelet and release
 	// image: only the variants that need them carry their 90 and 35 MB.
 	initrds := map[bootKind]string{}
@@ -275,11 +281,14 @@ type bootKind struct {
 	engines bool
 	// critest: critest and its images (variant.Variant.RunsCritest).
 	critest bool
+	// previous: the registry file names the previous release
+	// (variant.Variant.NeedsPrevious).
+	previous bool
 }
 
 // bootOf is the initramfs v boots.
 func bootOf(v variant.Variant) bootKind {
-	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.RunsKubelet(), release: v.CarriesReleaseArchive(), cluster: v.Cluster, engines: v.NeedsEngines(), critest: v.RunsCritest()}
+	return bootKind{containerd: v.Containerd, systemd: v.Systemd, kubelet: v.RunsKubelet(), release: v.CarriesReleaseArchive(), cluster: v.Cluster, engines: v.NeedsEngines(), critest: v.RunsCritest(), previous: v.NeedsPrevious()}
 }
 
 func (k bootKind) String() string {
@@ -301,6 +310,9 @@ func (k bootKind) String() string {
 	}
 	if k.critest {
 		s += "-critest"
+	}
+	if k.previous {
+		s += "-previous"
 	}
 	return s
 }
@@ -376,7 +388,13 @@ func runVariant(t *testing.T, log *slog.Logger, arts *artifacts, initrds map[boo
 		if err := startRegistry(t, log.With("variant", v.Name), reg); err != nil {
 			t.Fatalf("registry for %s: %v", v.Name, err)
 		}
-		if err := publishReleases(context.Background(), log.With("variant", v.Name), reg, arts.Cluster.Helm, arts.Cluster.Releases); err != nil {
+		rels := arts.Cluster.Releases
+		if v.NeedsPrevious() && arts.Cluster.Previous != nil {
+			// Only the boot that installs it (the guest is told of it
+			// in the same case: bootKind.previous).
+			rels = append([]builtRelease{*arts.Cluster.Previous}, rels...)
+		}
+		if err := publishReleases(context.Background(), log.With("variant", v.Name), reg, arts.Cluster.Helm, rels); err != nil {
 			t.Fatalf("publishing the releases for %s: %v", v.Name, err)
 		}
 		// kubectl and helm for the guest's scenarios, on the host.

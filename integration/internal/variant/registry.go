@@ -18,6 +18,10 @@ type Registry struct {
 	ChartRepo string `json:"chartRepo"`
 	// Releases are the releases pushed, oldest first.
 	Releases []Release `json:"releases"`
+	// Previous is the previous release (built from a pinned commit of the
+	// repository's history, older than every one of Releases), pushed only
+	// for a boot that installs it (Variant.NeedsPrevious); nil otherwise.
+	Previous *Release `json:"previous,omitempty"`
 }
 
 // Release is one release in the registry.

@@ -185,6 +185,20 @@ const (
 	// `cgdelegate status` on the node says supported; an annotated
 	// Deployment's pod is delegated.
 	ClusterRegistryInstall Scenario = "ClusterRegistryInstall"
+	// ClusterUpgradeFromPrevious: the upgrade path from the previous
+	// release (Registry.Previous: the pinned commit the harness builds,
+	// integration/vm previousReleaseCommit). helm install of its chart from
+	// the registry with the install command its own docs gave (the
+	// registry's image repository, CPU pinning with CPU 0 reserved), a
+	// writable and a pinned pod started under it, then helm upgrade to
+	// the first release of this code with the command docs/deploying.md
+	// gives now (--reset-then-reuse-values): the DaemonSet's pod runs
+	// this release's digest, the running pods keep their delegation,
+	// bounds and CPUs, a new writable pod starts writable; the window (the
+	// old plugin's connection closed to the new one synchronized) is
+	// reported. helm uninstall at the end, so that ClusterRegistryInstall
+	// installs as always.
+	ClusterUpgradeFromPrevious Scenario = "ClusterUpgradeFromPrevious"
 	// ClusterHelmSetConfig: helm upgrade --reuse-values of the same chart
 	// with CPU pinning on and a namespace allowed by name; the config's
 	// checksum rolls the DaemonSet's pod, which reads the new ConfigMap.
@@ -356,6 +370,7 @@ var scenarios = []Scenario{
 	ClusterNodeReady, ClusterPodNetwork, ClusterRegistryInstall, ClusterHelmSetConfig, ClusterAdmissionPolicy, ClusterNodeLabel,
 	ClusterMixedFleet, ClusterMixedFleetNode,
 	ClusterRegistryUpgrade, ClusterRegistryRollback, ClusterResizeUnpinned, ClusterRuntimeDropIn, ClusterHelmUninstall,
+	ClusterUpgradeFromPrevious,
 	ClusterEphemeralContainers, ClusterResizeBubble, ClusterPinningOracle,
 	ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit,
 	NodeDelegationBudget, DyingCgroups, TenantChurn, UnsafeAfterStart,
@@ -365,6 +380,11 @@ var scenarios = []Scenario{
 // NeedsEngines reports whether the scenario runs the engines image
 // (Docker and Podman from Debian's packages, integration/vm).
 func (s Scenario) NeedsEngines() bool { return s == ClusterDocker || s == ClusterPodman }
+
+// NeedsPrevious reports whether the scenario installs the previous
+// release (Registry.Previous), which the harness builds from the
+// repository's history and pushes only for the boots that run it.
+func (s Scenario) NeedsPrevious() bool { return s == ClusterUpgradeFromPrevious }
 
 // AllScenarios returns every scenario the guest implements.
 func AllScenarios() []Scenario { return slices.Clone(scenarios) }

@@ -172,7 +172,9 @@ func Extended() []Variant {
 			Name: "ctd24-Systemd-AppArmor-numa-smp4-Cluster-fleet", Containerd: Containerd24, NSDelegate: true, Plugin: PluginHelm, FailClosed: true, Pinning: true,
 			SMP: 4, NUMA: true, Systemd: true, AppArmor: true, Cluster: true,
 			Scenarios: []Scenario{
-				ClusterNodeReady, ClusterRegistryInstall, ClusterNodeLabel,
+				ClusterNodeReady,
+				ClusterUpgradeFromPrevious, // the previous release installed, upgraded to this one, uninstalled
+				ClusterRegistryInstall, ClusterNodeLabel,
 				ClusterMixedFleet, // a second node without nsdelegate (MixedFleetNode) joins, then leaves
 				ClusterHelmSetConfig,
 				ClusterDocker, ClusterPodman, ClusterWorkers, ClusterVMSplit, // the user stories

@@ -107,9 +107,40 @@ func TestClusterScenarios(t *testing.T) {
 			t.Errorf("no cluster boot runs %s", s)
 		}
 	}
-	// CI's cluster boot has neither a second guest nor the engines image.
-	if _, ok := MixedFleetNode(ci[0]); ok || ci[0].NeedsEngines() {
-		t.Errorf("CI's %s boots a second node or carries the engines image", ci[0].Name)
+	// CI's cluster boot has neither a second guest nor the engines image
+	// nor the previous release (its build and the upgrade from it are the
+	// extended boot's).
+	if _, ok := MixedFleetNode(ci[0]); ok || ci[0].NeedsEngines() || ci[0].NeedsPrevious() {
+		t.Errorf("CI's %s boots a second node, carries the engines image or installs the previous release", ci[0].Name)
+	}
+	// The extended boot upgrades from the previous release before its
+	// own install, which then installs on a node the upgrade left clean.
+	if !ext[0].NeedsPrevious() {
+		t.Errorf("Extended's %s does not upgrade from the previous release", ext[0].Name)
+	}
+	from, install := slices.Index(ext[0].Scenarios, ClusterUpgradeFromPrevious), slices.Index(ext[0].Scenarios, ClusterRegistryInstall)
+	if from < 0 || install < 0 || from > install {
+		t.Errorf("%s runs %s at %d and %s at %d; want the upgrade from the previous release first", ext[0].Name, ClusterUpgradeFromPrevious, from, ClusterRegistryInstall, install)
+	}
+}
+
+// TestNeedsPrevious: only ClusterUpgradeFromPrevious needs the previous
+// release, and a variant needs it exactly when it runs that scenario.
+func TestNeedsPrevious(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    Variant
+		want bool
+	}{
+		{"none", Variant{}, false},
+		{"install and upgrade", Variant{Scenarios: []Scenario{ClusterRegistryInstall, ClusterRegistryUpgrade}}, false},
+		{"from previous", Variant{Scenarios: []Scenario{ClusterNodeReady, ClusterUpgradeFromPrevious}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.v.NeedsPrevious(); got != tc.want {
+				t.Errorf("NeedsPrevious() = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -51,6 +51,14 @@ func (v Variant) CarriesReleaseArchive() bool { return v.Plugin == PluginDaemonS
 // initramfs (about 300 MB): only a variant with a scenario that runs it.
 func (v Variant) NeedsEngines() bool { return slices.ContainsFunc(v.Scenarios, Scenario.NeedsEngines) }
 
+// NeedsPrevious reports whether the boot's registry must hold the
+// previous release (Registry.Previous): only a variant with a scenario
+// that installs it (the build from the repository's history and the push
+// cost the other boots nothing).
+func (v Variant) NeedsPrevious() bool {
+	return slices.ContainsFunc(v.Scenarios, Scenario.NeedsPrevious)
+}
+
 // RunsCritest reports whether the boot needs critest and its images
 // in its initramfs: only a variant that runs CRIConformance.
 func (v Variant) RunsCritest() bool { return slices.Contains(v.Scenarios, CRIConformance) }
