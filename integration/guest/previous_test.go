@@ -156,20 +156,7 @@ func clusterUpgradeFromPrevious(t *testing.T, e *guestEnv) {
 	ustart := time.Now()
 	uninstall()
 	uninstalled := time.Since(ustart)
-	lctx, lcancel := context.WithTimeout(ctx, 90*time.Second)
-	defer lcancel()
-	var label string
-	if err := poll(lctx, 500*time.Millisecond, func() (bool, error) {
-		n, err := getNode(lctx, e.nodeName())
-		if err != nil {
-			return false, err
-		}
-		v, ok := n.Labels[nodeLabel]
-		label = v
-		return !ok, nil
-	}); err != nil {
-		t.Errorf("after helm uninstall node %s still has %s=%s: %v", e.nodeName(), nodeLabel, label, err)
-	}
+	e.waitLabelWithdrawn(ctx, t)
 	var left []corev1.Pod
 	pctx, pcancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer pcancel()

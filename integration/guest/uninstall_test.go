@@ -60,21 +60,8 @@ func clusterHelmUninstall(t *testing.T, e *guestEnv) {
 	// the plugin withdraws it at exit (a plugin that relabelled the node
 	// after the hook's Job ran removes it as its pod ends, which may be
 	// just after helm returns).
-	var label string
 	labelled := time.Now()
-	lctx, lcancel := context.WithTimeout(ctx, 90*time.Second)
-	defer lcancel()
-	if err := poll(lctx, 500*time.Millisecond, func() (bool, error) {
-		n, err := getNode(lctx, e.nodeName())
-		if err != nil {
-			return false, err
-		}
-		v, ok := n.Labels[nodeLabel]
-		label = v
-		return !ok, nil
-	}); err != nil {
-		t.Errorf("after helm uninstall node %s still has %s=%s: %v", e.nodeName(), nodeLabel, label, err)
-	} else {
+	if e.waitLabelWithdrawn(ctx, t) {
 		t.Logf("the node label was gone %s after helm uninstall returned", time.Since(labelled).Round(100*time.Millisecond))
 	}
 	if err := waitLog(ctx, e.paths.ContainerdLog, from, 2*time.Minute, pluginGone, func() error { return nil }); err != nil {
@@ -131,4 +118,27 @@ func clusterHelmUninstall(t *testing.T, e *guestEnv) {
 	}
 	assertWritableMount(ctx, t, w)
 	clusterMetric(t, "ClusterHelmUninstall", "cluster_helm_uninstall", map[string]float64{"uninstall_seconds": seconds(took)})
+}
+
+// waitLabelWithdrawn waits up to 90 s, after helm uninstall, for the
+// node to lose the label; it reports false, and the value left, when it
+// does not.
+func (e *guestEnv) waitLabelWithdrawn(ctx context.Context, t *testing.T) bool {
+	t.Helper()
+	lctx, lcancel := context.WithTimeout(ctx, 90*time.Second)
+	defer lcancel()
+	var label string
+	if err := poll(lctx, 500*time.Millisecond, func() (bool, error) {
+		n, err := getNode(lctx, e.nodeName())
+		if err != nil {
+			return false, err
+		}
+		v, ok := n.Labels[nodeLabel]
+		label = v
+		return !ok, nil
+	}); err != nil {
+		t.Errorf("after helm uninstall node %s still has %s=%s: %v", e.nodeName(), nodeLabel, label, err)
+		return false
+	}
+	return true
 }
