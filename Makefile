@@ -94,7 +94,9 @@ unit:
 	$(GO) test -race -count=1 ./...
 
 # promtool is built from the Go module proxy (github.com/prometheus/prometheus,
-# outside this module's go.mod) once per version. Like lint: when the proxy
+# outside this module's go.mod) once per version, into $(GOPATH)/bin (made
+# here: a fresh HOME has none before lint installs golangci-lint; a cold CI
+# run failed on that, 2026-11-29). Like lint: when the proxy
 # is unreachable a developer machine goes on without it (the test skips),
 # and CI (CI=true) fails. remove_all_sd leaves out the cloud service
 # discoveries (their SDKs are most of the build; promtool checks rules
@@ -105,7 +107,7 @@ promtool:
 	@if [ ! -x $(PROMTOOL) ]; then \
 		tmp=$$(mktemp -d) && \
 		if GOBIN=$$tmp CGO_ENABLED=0 $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION); then \
-			mv $$tmp/promtool $(PROMTOOL); rm -rf $$tmp; \
+			mkdir -p $(dir $(PROMTOOL)) && mv $$tmp/promtool $(PROMTOOL) && rm -rf $$tmp || { rm -rf $$tmp; echo "promtool: could not be put at $(PROMTOOL)" >&2; exit 1; }; \
 		else \
 			rm -rf $$tmp; \
 			if [ -n "$$CI" ]; then echo "promtool: could not be built from the module proxy; CI never skips the alert rules' check" >&2; exit 1; fi; \
